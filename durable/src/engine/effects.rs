@@ -1,0 +1,75 @@
+//! What a decision asks the shell to do: messages to send, sockets to close, the D1 index
+//! to refresh. The engine returns these; the shell carries them out.
+
+use inspect_protocol::client::ServerMessage;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Target {
+    /// One socket, by its id.
+    Socket(String),
+    /// Every subscribed client socket.
+    AllClients,
+    /// Every subscribed client socket but one.
+    AllClientsExcept(String),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outbound {
+    pub target: Target,
+    pub message: ServerMessage,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Close {
+    pub ws_id: String,
+    pub code: u16,
+    pub reason: String,
+}
+
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Effects {
+    pub outbound: Vec<Outbound>,
+    pub closes: Vec<Close>,
+    /// The D1 index should be brought up to date with the session.
+    pub index_changed: bool,
+}
+
+impl Effects {
+    pub fn none() -> Self {
+        Effects::default()
+    }
+    pub fn to(&mut self, ws_id: &str, message: ServerMessage) -> &mut Self {
+        self.outbound.push(Outbound {
+            target: Target::Socket(ws_id.to_owned()),
+            message,
+        });
+        self
+    }
+    pub fn broadcast(&mut self, message: ServerMessage) -> &mut Self {
+        self.outbound.push(Outbound {
+            target: Target::AllClients,
+            message,
+        });
+        self
+    }
+    pub fn broadcast_except(&mut self, ws_id: &str, message: ServerMessage) -> &mut Self {
+        self.outbound.push(Outbound {
+            target: Target::AllClientsExcept(ws_id.to_owned()),
+            message,
+        });
+        self
+    }
+    pub fn close(&mut self, ws_id: &str, code: u16, reason: impl Into<String>) -> &mut Self {
+        self.closes.push(Close {
+            ws_id: ws_id.to_owned(),
+            code,
+            reason: reason.into(),
+        });
+        self
+    }
+    pub fn merge(&mut self, other: Effects) {
+        self.outbound.extend(other.outbound);
+        self.closes.extend(other.closes);
+        self.index_changed |= other.index_changed;
+    }
+}

@@ -1,0 +1,38 @@
+//! The session engine: every decision of the SessionDO as plain functions over a [`Store`].
+//!
+//! Each public operation is one synchronous unit of storage work (atomic in both the DO
+//! and the native store) that returns [`Effects`] for the shell to carry out.
+
+pub mod effects;
+pub mod ids;
+pub mod people;
+pub mod queue;
+pub mod sockets;
+pub mod state;
+pub mod timeline;
+
+pub use effects::{Effects, Outbound, Target};
+
+use crate::store::Store;
+use inspect_protocol::ApiError;
+
+/// One session's engine over its storage.
+pub struct Session<'a, S: Store> {
+    pub store: &'a S,
+}
+
+impl<'a, S: Store> Session<'a, S> {
+    pub fn new(store: &'a S) -> Self {
+        Session { store }
+    }
+}
+
+/// A storage fault seen from a caller: an internal error.
+pub(crate) fn internal(e: crate::store::StoreError) -> ApiError {
+    ApiError::internal(e.to_string())
+}
+
+pub type EngineResult<T> = Result<T, ApiError>;
+
+#[cfg(test)]
+mod tests;

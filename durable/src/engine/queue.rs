@@ -1,0 +1,488 @@
+//! The prompt queue: FIFO, one `processing` at a time, at most ten unfinished, idempotent
+//! by `clientRequestId`.
+
+use super::{ids, internal, timeline, Effects, EngineResult, Session};
+use crate::store::{Cols, Row, Store, StoreResult};
+use inspect_protocol::client::ServerMessage;
+use inspect_protocol::limits::{MAX_PROMPT_BYTES, MAX_UNFINISHED_PROMPTS};
+use inspect_protocol::session::{
+    event_kind, Message, MessageStatus, Participant, PromptAccepted, PromptRequest, QueuedPrompt,
+    SessionStatus,
+};
+use inspect_protocol::{ApiError, ErrorCode};
+use serde_json::{json, Map, Value};
+
+const MAX_ATTACHMENTS: usize = 10;
+const MAX_ATTACHMENT_BYTES: usize = 1024 * 1024;
+const MAX_CLIENT_REQUEST_ID: usize = 128;
+
+const MESSAGE_COLUMNS: &str = "m.id, m.author_id, COALESCE(p.name, ''), m.content, m.model, m.reasoning_effort, m.status, m.client_request_id, m.error, m.created_at, m.started_at, m.completed_at";
+
+fn read_message(row: Row) -> StoreResult<Message> {
+    let mut c = Cols::new(row);
+    Ok(Message {
+        id: c.string()?,
+        author_id: c.string()?,
+        author_name: c.string()?,
+        content: c.string()?,
+        model: c.opt_string()?,
+        reasoning_effort: c.opt_string()?,
+        status: MessageStatus::parse(&c.string()?).unwrap_or(MessageStatus::Failed),
+        client_request_id: c.opt_string()?,
+        error: c.opt_string()?,
+        created_at: c.i64()?,
+        started_at: c.opt_i64()?,
+        completed_at: c.opt_i64()?,
+    })
+}
+
+/// Checks a prompt before anything is stored.
+pub fn validate_prompt(req: &PromptRequest) -> EngineResult<()> {
+    if req.content.trim().is_empty() {
+        return Err(ApiError::bad_request("a prompt needs some content"));
+    }
+    if req.content.len() > MAX_PROMPT_BYTES {
+        return Err(ApiError::new(
+            ErrorCode::PayloadTooLarge,
+            format!(
+                "a prompt is at most {MAX_PROMPT_BYTES} bytes; this one is {}",
+                req.content.len()
+            ),
+        ));
+    }
+    for (name, v) in [
+        ("model", &req.model),
+        ("reasoningEffort", &req.reasoning_effort),
+    ] {
+        if let Some(v) = v {
+            if v.is_empty() || v.len() > 100 || v.chars().any(char::is_control) {
+                return Err(ApiError::bad_request(format!("invalid {name}")));
+            }
+        }
+    }
+    if let Some(id) = &req.client_request_id {
+        if id.is_empty() || id.len() > MAX_CLIENT_REQUEST_ID {
+            return Err(ApiError::bad_request(format!(
+                "clientRequestId must be 1 to {MAX_CLIENT_REQUEST_ID} characters"
+            )));
+        }
+    }
+    if let Some(a) = &req.attachments {
+        if a.len() > MAX_ATTACHMENTS {
+            return Err(ApiError::bad_request(format!(
+                "at most {MAX_ATTACHMENTS} attachments"
+            )));
+        }
+        let size: usize = a
+            .iter()
+            .map(|x| {
+                x.content.as_deref().map_or(0, str::len) + x.url.as_deref().map_or(0, str::len)
+            })
+            .sum();
+        if size > MAX_ATTACHMENT_BYTES {
+            return Err(ApiError::new(
+                ErrorCode::PayloadTooLarge,
+                "attachments are too large",
+            ));
+        }
+    }
+    Ok(())
+}
+
+impl<S: Store> Session<'_, S> {
+    /// Stores a prompt, puts it on the timeline as a `user_message` and queues it.
+    /// Returns what the sender is told and what everyone else sees.
+    pub fn enqueue(
+        &self,
+        author: &Participant,
+        req: &PromptRequest,
+        now: i64,
+    ) -> EngineResult<(PromptAccepted, Effects)> {
+        validate_prompt(req)?;
+        let status = self.status()?;
+        if status == SessionStatus::Archived {
+            return Err(ApiError::conflict(
+                "the session is archived; unarchive it to send prompts",
+            ));
+        }
+        if let Some(crid) = &req.client_request_id {
+            if let Some(existing) = self.message_by_request_id(crid)? {
+                if existing.content != req.content || existing.author_id != author.participant_id {
+                    return Err(ApiError::conflict(
+                        "clientRequestId was already used for a different prompt",
+                    ));
+                }
+                let position = self.position(&existing.id)?;
+                let accepted = PromptAccepted {
+                    message_id: existing.id,
+                    position,
+                    status: existing.status,
+                };
+                return Ok((accepted, Effects::none()));
+            }
+        }
+        if self.unfinished_count()? >= MAX_UNFINISHED_PROMPTS as i64 {
+            return Err(ApiError::new(
+                ErrorCode::TooManyRequests,
+                format!(
+                    "at most {MAX_UNFINISHED_PROMPTS} prompts may wait at once; wait or cancel one"
+                ),
+            ));
+        }
+        let id = ids::new_id("msg");
+        let attachments = req
+            .attachments
+            .as_ref()
+            .map(|a| serde_json::to_string(a).unwrap_or_else(|_| "[]".into()));
+        let mut data = Map::new();
+        data.insert("content".into(), Value::String(req.content.clone()));
+        data.insert(
+            "author".into(),
+            json!({
+                "participantId": author.participant_id,
+                "userId": author.user_id,
+                "name": author.name,
+                "avatar": author.avatar,
+            }),
+        );
+        for (k, v) in [
+            ("model", &req.model),
+            ("reasoningEffort", &req.reasoning_effort),
+            ("clientRequestId", &req.client_request_id),
+        ] {
+            if let Some(v) = v {
+                data.insert(k.into(), Value::String(v.clone()));
+            }
+        }
+        if let Some(a) = &req.attachments {
+            data.insert(
+                "attachments".into(),
+                serde_json::to_value(a).unwrap_or(Value::Null),
+            );
+        }
+        let mut fx = Effects::none();
+        let event = self
+            .store
+            .atomically(|| {
+                self.store.execute(
+                    "INSERT INTO messages (id, author_id, content, model, reasoning_effort, attachments, status, client_request_id, created_at)
+                     VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?)",
+                    &[
+                        id.as_str().into(),
+                        author.participant_id.as_str().into(),
+                        req.content.as_str().into(),
+                        req.model.clone().into(),
+                        req.reasoning_effort.clone().into(),
+                        attachments.into(),
+                        req.client_request_id.clone().into(),
+                        now.into(),
+                    ],
+                )?;
+                if status == SessionStatus::Created {
+                    self.store.execute("UPDATE session SET status = 'active' WHERE id = 1", &[])?;
+                }
+                self.touch(now)?;
+                timeline::append(self.store, event_kind::USER_MESSAGE, Some(&id), data, now)
+            })
+            .map_err(internal)?;
+        fx.broadcast(ServerMessage::SandboxEvent { event });
+        if status == SessionStatus::Created {
+            fx.broadcast(ServerMessage::SessionStatus {
+                status: SessionStatus::Active,
+            });
+        }
+        fx.broadcast(ServerMessage::PromptQueueUpdated {
+            prompt_queue: self.queue()?,
+        });
+        fx.index_changed = true;
+        let position = self.position(&id)?;
+        Ok((
+            PromptAccepted {
+                message_id: id,
+                position,
+                status: MessageStatus::Pending,
+            },
+            fx,
+        ))
+    }
+
+    /// Cancels a prompt that has not started.
+    pub fn cancel(
+        &self,
+        actor: &Participant,
+        message_id: &str,
+        client_request_id: Option<String>,
+        now: i64,
+    ) -> EngineResult<Effects> {
+        let message = self.message(message_id)?.ok_or_else(|| {
+            ApiError::not_found(format!("no prompt {message_id} in this session"))
+        })?;
+        match message.status {
+            MessageStatus::Pending => {}
+            MessageStatus::Cancelled => return Ok(Effects::none()),
+            MessageStatus::Processing => {
+                return Err(ApiError::conflict(
+                    "the prompt is already running; use stop",
+                ))
+            }
+            MessageStatus::Completed | MessageStatus::Failed => {
+                return Err(ApiError::conflict("the prompt has already finished"))
+            }
+        }
+        let mut data = Map::new();
+        data.insert(
+            "by".into(),
+            json!({"participantId": actor.participant_id, "name": actor.name}),
+        );
+        let event = self
+            .store
+            .atomically(|| {
+                self.store.execute(
+                    "UPDATE messages SET status = 'cancelled', completed_at = ? WHERE id = ? AND status = 'pending'",
+                    &[now.into(), message_id.into()],
+                )?;
+                self.touch(now)?;
+                timeline::append(self.store, event_kind::PROMPT_CANCELLED, Some(message_id), data, now)
+            })
+            .map_err(internal)?;
+        let mut fx = Effects::none();
+        fx.broadcast(ServerMessage::SandboxEvent { event });
+        fx.broadcast(ServerMessage::PromptCancelled {
+            message_id: message_id.to_owned(),
+            client_request_id,
+        });
+        fx.broadcast(ServerMessage::PromptQueueUpdated {
+            prompt_queue: self.queue()?,
+        });
+        Ok(fx)
+    }
+
+    /// Stops the running prompt. With no sandbox to tell, it ends here and now; with one,
+    /// the shell forwards the stop and the sandbox's `execution_complete` ends it.
+    pub fn stop(
+        &self,
+        actor: &Participant,
+        sandbox_connected: bool,
+        now: i64,
+    ) -> EngineResult<(Option<String>, Effects)> {
+        self.status()?;
+        let Some(running) = self.processing()? else {
+            return Ok((None, Effects::none()));
+        };
+        let mut data = Map::new();
+        data.insert(
+            "by".into(),
+            json!({"participantId": actor.participant_id, "name": actor.name}),
+        );
+        let mut fx = Effects::none();
+        let event = self
+            .store
+            .atomically(|| {
+                timeline::append(
+                    self.store,
+                    event_kind::STOP_REQUESTED,
+                    Some(&running.id),
+                    data,
+                    now,
+                )
+            })
+            .map_err(internal)?;
+        fx.broadcast(ServerMessage::SandboxEvent { event });
+        if !sandbox_connected {
+            fx.merge(self.complete(&running.id, false, Some("stopped".into()), now)?);
+        }
+        Ok((Some(running.id), fx))
+    }
+
+    /// Starts the oldest pending prompt if none is running; returns it.
+    pub fn start_next(&self, now: i64) -> EngineResult<Option<(Message, Effects)>> {
+        if self.processing()?.is_some() {
+            return Ok(None);
+        }
+        let Some(next) = self.first_with_status(MessageStatus::Pending)? else {
+            return Ok(None);
+        };
+        self.store
+            .atomically(|| {
+                self.store.execute(
+                    "UPDATE messages SET status = 'processing', started_at = ? WHERE id = ?",
+                    &[now.into(), next.id.as_str().into()],
+                )?;
+                self.touch(now)
+            })
+            .map_err(internal)?;
+        let mut fx = Effects::none();
+        fx.broadcast(ServerMessage::ProcessingStatus {
+            is_processing: true,
+            message_id: Some(next.id.clone()),
+        });
+        fx.broadcast(ServerMessage::PromptQueueUpdated {
+            prompt_queue: self.queue()?,
+        });
+        let started = self.message(&next.id)?.unwrap_or(next);
+        Ok(Some((started, fx)))
+    }
+
+    /// Ends the running prompt `message_id`. Ending one that is not running changes nothing.
+    pub fn complete(
+        &self,
+        message_id: &str,
+        success: bool,
+        error: Option<String>,
+        now: i64,
+    ) -> EngineResult<Effects> {
+        let Some(m) = self.message(message_id)? else {
+            return Ok(Effects::none());
+        };
+        if m.status != MessageStatus::Processing {
+            return Ok(Effects::none());
+        }
+        let status = if success {
+            MessageStatus::Completed
+        } else {
+            MessageStatus::Failed
+        };
+        let mut data = Map::new();
+        data.insert("success".into(), Value::Bool(success));
+        if let Some(e) = &error {
+            data.insert("error".into(), Value::String(e.clone()));
+        }
+        let event = self
+            .store
+            .atomically(|| {
+                self.store.execute(
+                    "UPDATE messages SET status = ?, error = ?, completed_at = ? WHERE id = ?",
+                    &[
+                        status.as_str().into(),
+                        error.clone().into(),
+                        now.into(),
+                        message_id.into(),
+                    ],
+                )?;
+                self.touch(now)?;
+                timeline::append(
+                    self.store,
+                    event_kind::EXECUTION_COMPLETE,
+                    Some(message_id),
+                    data,
+                    now,
+                )
+            })
+            .map_err(internal)?;
+        let mut fx = Effects::none();
+        fx.broadcast(ServerMessage::SandboxEvent { event });
+        fx.broadcast(ServerMessage::ProcessingStatus {
+            is_processing: false,
+            message_id: None,
+        });
+        fx.broadcast(ServerMessage::PromptQueueUpdated {
+            prompt_queue: self.queue()?,
+        });
+        fx.index_changed = true;
+        Ok(fx)
+    }
+
+    pub fn message(&self, id: &str) -> EngineResult<Option<Message>> {
+        self.one_message("m.id = ?", &[id.into()])
+    }
+
+    fn message_by_request_id(&self, crid: &str) -> EngineResult<Option<Message>> {
+        self.one_message("m.client_request_id = ?", &[crid.into()])
+    }
+
+    pub fn processing(&self) -> EngineResult<Option<Message>> {
+        self.first_with_status(MessageStatus::Processing)
+    }
+
+    fn first_with_status(&self, status: MessageStatus) -> EngineResult<Option<Message>> {
+        self.one_message("m.status = ? ORDER BY m.seq", &[status.as_str().into()])
+    }
+
+    fn one_message(
+        &self,
+        filter: &str,
+        params: &[crate::store::SqlValue],
+    ) -> EngineResult<Option<Message>> {
+        self.store
+            .query(
+                &format!("SELECT {MESSAGE_COLUMNS} FROM messages m LEFT JOIN participants p ON p.id = m.author_id WHERE {filter} LIMIT 1"),
+                params,
+            )
+            .map_err(internal)?
+            .into_iter()
+            .next()
+            .map(read_message)
+            .transpose()
+            .map_err(internal)
+    }
+
+    pub fn messages(&self) -> EngineResult<Vec<Message>> {
+        self.store
+            .query(
+                &format!("SELECT {MESSAGE_COLUMNS} FROM messages m LEFT JOIN participants p ON p.id = m.author_id ORDER BY m.seq"),
+                &[],
+            )
+            .map_err(internal)?
+            .into_iter()
+            .map(read_message)
+            .collect::<StoreResult<_>>()
+            .map_err(internal)
+    }
+
+    fn unfinished_count(&self) -> EngineResult<i64> {
+        Ok(self
+            .store
+            .scalar(
+                "SELECT COUNT(*) FROM messages WHERE status IN ('pending', 'processing')",
+                &[],
+            )
+            .map_err(internal)?
+            .and_then(|v| v.as_i64())
+            .unwrap_or(0))
+    }
+
+    /// 1-based place among unfinished prompts; 0 once finished.
+    fn position(&self, message_id: &str) -> EngineResult<i64> {
+        Ok(self
+            .store
+            .scalar(
+                "SELECT CASE WHEN m.status IN ('pending', 'processing')
+                    THEN (SELECT COUNT(*) FROM messages o WHERE o.status IN ('pending', 'processing') AND o.seq <= m.seq)
+                    ELSE 0 END
+                 FROM messages m WHERE m.id = ?",
+                &[message_id.into()],
+            )
+            .map_err(internal)?
+            .and_then(|v| v.as_i64())
+            .unwrap_or(0))
+    }
+
+    /// The unfinished prompts in the order they run.
+    pub fn queue(&self) -> EngineResult<Vec<QueuedPrompt>> {
+        let rows = self
+            .store
+            .query(
+                "SELECT m.id, m.author_id, COALESCE(p.name, ''), m.content, m.status, m.created_at FROM messages m
+                 LEFT JOIN participants p ON p.id = m.author_id
+                 WHERE m.status IN ('pending', 'processing') ORDER BY m.seq",
+                &[],
+            )
+            .map_err(internal)?;
+        rows.into_iter()
+            .enumerate()
+            .map(|(i, row)| {
+                let mut c = Cols::new(row);
+                Ok(QueuedPrompt {
+                    message_id: c.string()?,
+                    author_id: c.string()?,
+                    author_name: c.string()?,
+                    content: c.string()?,
+                    status: MessageStatus::parse(&c.string()?).unwrap_or(MessageStatus::Pending),
+                    position: i as i64 + 1,
+                    created_at: c.i64()?,
+                })
+            })
+            .collect::<StoreResult<_>>()
+            .map_err(internal)
+    }
+}

@@ -1,0 +1,345 @@
+//! Creating a session, reading its state, and its status and title.
+
+use super::{internal, timeline, EngineResult, Session};
+use crate::store::{Cols, Store};
+use inspect_protocol::client::ServerMessage;
+use inspect_protocol::limits::{MAX_SESSION_REPOSITORIES, MAX_TITLE_CHARS};
+use inspect_protocol::session::{
+    event_kind, Actor, CreateSessionRequest, IndexUpdate, RepositoryRef, SessionState,
+    SessionStatus,
+};
+use inspect_protocol::{ApiError, ErrorCode};
+use serde_json::{json, Map, Value};
+
+use super::Effects;
+
+/// Validates a create request and returns its repositories, primary first.
+pub fn repositories_of(req: &CreateSessionRequest) -> EngineResult<Vec<RepositoryRef>> {
+    let repos = match (&req.repositories, &req.repo_owner, &req.repo_name) {
+        (Some(list), None, None) => list.clone(),
+        (None, Some(owner), Some(name)) => vec![RepositoryRef {
+            owner: owner.clone(),
+            name: name.clone(),
+            branch: req.branch.clone(),
+        }],
+        (None, None, None) => Vec::new(),
+        (Some(_), _, _) => {
+            return Err(ApiError::bad_request(
+                "give either `repositories` or `repoOwner` + `repoName`, not both",
+            ))
+        }
+        _ => {
+            return Err(ApiError::bad_request(
+                "`repoOwner` and `repoName` go together",
+            ))
+        }
+    };
+    if repos.len() > MAX_SESSION_REPOSITORIES {
+        return Err(ApiError::bad_request(format!(
+            "a session holds at most {MAX_SESSION_REPOSITORIES} repositories"
+        )));
+    }
+    for (i, r) in repos.iter().enumerate() {
+        for (what, value) in [("owner", &r.owner), ("name", &r.name)] {
+            if !valid_repo_part(value) {
+                return Err(ApiError::bad_request(format!(
+                    "repository {} has an invalid {what}: {value:?}",
+                    i + 1
+                )));
+            }
+        }
+        if let Some(b) = &r.branch {
+            if !valid_branch(b) {
+                return Err(ApiError::bad_request(format!("invalid branch name {b:?}")));
+            }
+        }
+        if repos[..i]
+            .iter()
+            .any(|o| o.owner.eq_ignore_ascii_case(&r.owner) && o.name.eq_ignore_ascii_case(&r.name))
+        {
+            return Err(ApiError::bad_request(format!(
+                "repository {}/{} is listed twice",
+                r.owner, r.name
+            )));
+        }
+    }
+    Ok(repos)
+}
+
+fn valid_repo_part(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 100
+        && s != "."
+        && s != ".."
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+fn valid_branch(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 250
+        && !s.starts_with('-')
+        && !s.contains("..")
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
+}
+
+pub fn validate_title(title: &str) -> EngineResult<String> {
+    let t = title.trim();
+    if t.chars().count() > MAX_TITLE_CHARS {
+        return Err(ApiError::bad_request(format!(
+            "a title has at most {MAX_TITLE_CHARS} characters"
+        )));
+    }
+    if t.chars().any(char::is_control) {
+        return Err(ApiError::bad_request(
+            "a title may not hold control characters",
+        ));
+    }
+    Ok(t.to_owned())
+}
+
+fn validate_short(name: &str, v: &Option<String>) -> EngineResult<()> {
+    if let Some(v) = v {
+        if v.is_empty() || v.len() > 100 || v.chars().any(char::is_control) {
+            return Err(ApiError::bad_request(format!("invalid {name}")));
+        }
+    }
+    Ok(())
+}
+
+impl<S: Store> Session<'_, S> {
+    pub fn exists(&self) -> EngineResult<bool> {
+        Ok(self
+            .store
+            .scalar("SELECT COUNT(*) FROM session", &[])
+            .map_err(internal)?
+            .and_then(|v| v.as_i64())
+            .unwrap_or(0)
+            > 0)
+    }
+
+    /// Creates the session. Creating again with the same id is a conflict.
+    pub fn create(
+        &self,
+        session_id: &str,
+        req: &CreateSessionRequest,
+        actor: &Actor,
+        now: i64,
+    ) -> EngineResult<SessionState> {
+        let repos = repositories_of(req)?;
+        let title = match &req.title {
+            Some(t) => Some(validate_title(t)?).filter(|t| !t.is_empty()),
+            None => None,
+        };
+        validate_short("model", &req.model)?;
+        validate_short("reasoningEffort", &req.reasoning_effort)?;
+        if self.exists()? {
+            return Err(ApiError::conflict("session already exists"));
+        }
+        let repos_json =
+            serde_json::to_string(&repos).map_err(|e| ApiError::internal(e.to_string()))?;
+        let branch = format!("open-inspect/{session_id}");
+        self.store
+            .atomically(|| {
+                self.store.execute(
+                    "INSERT INTO session (id, session_id, title, status, repositories, branch_name, model, reasoning_effort, created_by, created_at, updated_at)
+                     VALUES (1, ?, ?, 'created', ?, ?, ?, ?, ?, ?, ?)",
+                    &[
+                        session_id.into(),
+                        title.clone().into(),
+                        repos_json.into(),
+                        branch.into(),
+                        req.model.clone().into(),
+                        req.reasoning_effort.clone().into(),
+                        actor.user_id.as_str().into(),
+                        now.into(),
+                        now.into(),
+                    ],
+                )?;
+                self.upsert_participant(actor, "owner", now)?;
+                Ok(())
+            })
+            .map_err(internal)?;
+        self.state()
+    }
+
+    /// The session's id, or 404 when this object holds no session.
+    pub fn session_id(&self) -> EngineResult<String> {
+        self.store
+            .scalar("SELECT session_id FROM session WHERE id = 1", &[])
+            .map_err(internal)?
+            .and_then(|v| v.into_string())
+            .ok_or_else(|| ApiError::not_found("session not found"))
+    }
+
+    pub fn status(&self) -> EngineResult<SessionStatus> {
+        let s = self
+            .store
+            .scalar("SELECT status FROM session WHERE id = 1", &[])
+            .map_err(internal)?
+            .and_then(|v| v.into_string())
+            .ok_or_else(|| ApiError::not_found("session not found"))?;
+        SessionStatus::parse(&s).ok_or_else(|| ApiError::internal(format!("unknown status {s}")))
+    }
+
+    pub fn state(&self) -> EngineResult<SessionState> {
+        let row = self
+            .store
+            .query(
+                "SELECT session_id, title, status, repositories, branch_name, model, reasoning_effort, created_by, sandbox_status, created_at, updated_at,
+                    (SELECT COUNT(*) FROM messages),
+                    (SELECT COUNT(*) FROM messages WHERE status = 'processing')
+                 FROM session WHERE id = 1",
+                &[],
+            )
+            .map_err(internal)?
+            .into_iter()
+            .next()
+            .ok_or_else(|| ApiError::not_found("session not found"))?;
+        let mut c = Cols::new(row);
+        let mut read = || -> crate::store::StoreResult<SessionState> {
+            let id = c.string()?;
+            let title = c.opt_string()?;
+            let status = c.string()?;
+            let repositories: Vec<RepositoryRef> =
+                serde_json::from_str(&c.string()?).unwrap_or_default();
+            let branch_name = c.opt_string()?;
+            let model = c.opt_string()?;
+            let reasoning_effort = c.opt_string()?;
+            let created_by = c.string()?;
+            let sandbox_status = c.string()?;
+            let created_at = c.i64()?;
+            let updated_at = c.i64()?;
+            let message_count = c.i64()?;
+            let is_processing = c.i64()? > 0;
+            let primary = repositories.first().cloned();
+            Ok(SessionState {
+                id,
+                title,
+                status: SessionStatus::parse(&status).unwrap_or(SessionStatus::Created),
+                repo_owner: primary.as_ref().map(|r| r.owner.clone()),
+                repo_name: primary.map(|r| r.name),
+                repositories,
+                branch_name,
+                model,
+                reasoning_effort,
+                created_by,
+                sandbox_status,
+                message_count,
+                is_processing,
+                created_at,
+                updated_at,
+            })
+        };
+        read().map_err(internal)
+    }
+
+    /// What the D1 index needs to follow this session.
+    pub fn index_update(&self) -> EngineResult<IndexUpdate> {
+        let s = self.state()?;
+        let participants = self
+            .store
+            .query("SELECT user_id FROM participants ORDER BY joined_at", &[])
+            .map_err(internal)?
+            .into_iter()
+            .filter_map(|r| r.into_iter().next().and_then(|v| v.into_string()))
+            .collect();
+        Ok(IndexUpdate {
+            id: s.id,
+            title: s.title,
+            status: s.status,
+            message_count: s.message_count,
+            updated_at: s.updated_at,
+            participants,
+        })
+    }
+
+    pub(crate) fn touch(&self, now: i64) -> crate::store::StoreResult<()> {
+        self.store.execute(
+            "UPDATE session SET updated_at = MAX(updated_at, ?) WHERE id = 1",
+            &[now.into()],
+        )
+    }
+
+    /// Moves the session to `status` (archive / unarchive / activation).
+    pub fn set_status(
+        &self,
+        status: SessionStatus,
+        actor: &Actor,
+        now: i64,
+    ) -> EngineResult<Effects> {
+        let current = self.status()?;
+        if current == status {
+            return Ok(Effects::none());
+        }
+        match (current, status) {
+            (_, SessionStatus::Archived) => {}
+            (SessionStatus::Archived, SessionStatus::Active | SessionStatus::Created) => {}
+            (SessionStatus::Created, SessionStatus::Active) => {}
+            _ => {
+                return Err(ApiError::new(
+                    ErrorCode::Conflict,
+                    format!(
+                        "cannot move a {} session to {}",
+                        current.as_str(),
+                        status.as_str()
+                    ),
+                ))
+            }
+        }
+        let mut data = Map::new();
+        data.insert("status".into(), json!(status.as_str()));
+        data.insert(
+            "actor".into(),
+            json!({"userId": actor.user_id, "name": actor.name}),
+        );
+        let event = self
+            .store
+            .atomically(|| {
+                self.store.execute(
+                    "UPDATE session SET status = ? WHERE id = 1",
+                    &[status.as_str().into()],
+                )?;
+                self.touch(now)?;
+                timeline::append(self.store, event_kind::SESSION_STATUS, None, data, now)
+            })
+            .map_err(internal)?;
+        let mut fx = Effects::none();
+        fx.broadcast(ServerMessage::SandboxEvent { event });
+        fx.broadcast(ServerMessage::SessionStatus { status });
+        fx.index_changed = true;
+        Ok(fx)
+    }
+
+    pub fn set_title(&self, title: &str, actor: &Actor, now: i64) -> EngineResult<Effects> {
+        let title = validate_title(title)?;
+        let title = Some(title).filter(|t| !t.is_empty());
+        self.status()?;
+        let mut data = Map::new();
+        data.insert(
+            "title".into(),
+            title.clone().map_or(Value::Null, Value::String),
+        );
+        data.insert(
+            "actor".into(),
+            json!({"userId": actor.user_id, "name": actor.name}),
+        );
+        let event = self
+            .store
+            .atomically(|| {
+                self.store.execute(
+                    "UPDATE session SET title = ? WHERE id = 1",
+                    &[title.clone().into()],
+                )?;
+                self.touch(now)?;
+                timeline::append(self.store, event_kind::SESSION_TITLE, None, data, now)
+            })
+            .map_err(internal)?;
+        let mut fx = Effects::none();
+        fx.broadcast(ServerMessage::SandboxEvent { event });
+        fx.broadcast(ServerMessage::SessionTitle { title });
+        fx.index_changed = true;
+        Ok(fx)
+    }
+}

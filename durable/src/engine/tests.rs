@@ -1,0 +1,405 @@
+//! The engine, natively on rusqlite with the same SQL the Durable Object runs.
+
+use super::effects::Target;
+use super::*;
+use crate::schema;
+use crate::testing::SqliteStore;
+use inspect_protocol::client::{ClientMessage, ServerMessage};
+use inspect_protocol::limits::*;
+use inspect_protocol::session::*;
+
+fn store() -> SqliteStore {
+    let s = SqliteStore::in_memory();
+    schema::migrate(&s).unwrap();
+    s
+}
+
+fn actor(name: &str) -> Actor {
+    Actor {
+        user_id: format!("u-{name}"),
+        name: name.into(),
+        email: None,
+        avatar: None,
+    }
+}
+
+fn created(store: &SqliteStore) -> Session<'_, SqliteStore> {
+    let s = Session::new(store);
+    s.create(
+        "sess1",
+        &CreateSessionRequest::default(),
+        &actor("ann"),
+        1_000,
+    )
+    .unwrap();
+    s
+}
+
+fn prompt(content: &str, crid: Option<&str>) -> PromptRequest {
+    PromptRequest {
+        content: content.into(),
+        client_request_id: crid.map(Into::into),
+        ..Default::default()
+    }
+}
+
+/// Opens a socket for `name` and subscribes it; returns the ws id.
+fn join(s: &Session<'_, SqliteStore>, name: &str, ws: &str, now: i64) -> Effects {
+    let (tok, _) = s.mint_ws_token(&actor(name), now).unwrap();
+    s.socket_opened(ws, sockets::KIND_CLIENT, now).unwrap();
+    let frame = serde_json::to_string(&ClientMessage::Subscribe {
+        token: tok.token,
+        client_id: ws.into(),
+    })
+    .unwrap();
+    s.on_client_frame(ws, &frame, now)
+}
+
+fn frame(msg: &ClientMessage) -> String {
+    serde_json::to_string(msg).unwrap()
+}
+
+fn only_error(fx: &Effects) -> (String, String) {
+    assert_eq!(fx.outbound.len(), 1, "{fx:?}");
+    match &fx.outbound[0].message {
+        ServerMessage::Error { code, message, .. } => (code.clone(), message.clone()),
+        other => panic!("expected error, got {other:?}"),
+    }
+}
+
+#[test]
+fn create_validates_repositories() {
+    let st = store();
+    let s = Session::new(&st);
+    let too_many = CreateSessionRequest {
+        repositories: Some(
+            (0..11)
+                .map(|i| RepositoryRef {
+                    owner: "o".into(),
+                    name: format!("r{i}"),
+                    branch: None,
+                })
+                .collect(),
+        ),
+        ..Default::default()
+    };
+    assert_eq!(
+        s.create("x", &too_many, &actor("a"), 1).unwrap_err().code,
+        inspect_protocol::ErrorCode::BadRequest
+    );
+    let bad_name = CreateSessionRequest {
+        repo_owner: Some("o".into()),
+        repo_name: Some("../etc".into()),
+        ..Default::default()
+    };
+    assert!(s.create("x", &bad_name, &actor("a"), 1).is_err());
+    assert!(!s.exists().unwrap(), "a refused create stores nothing");
+    let ok = CreateSessionRequest {
+        repositories: Some(vec![
+            RepositoryRef {
+                owner: "acme".into(),
+                name: "api".into(),
+                branch: Some("main".into()),
+            },
+            RepositoryRef {
+                owner: "acme".into(),
+                name: "web".into(),
+                branch: None,
+            },
+        ]),
+        title: Some("  Fix it ".into()),
+        ..Default::default()
+    };
+    let state = s.create("x", &ok, &actor("a"), 5).unwrap();
+    assert_eq!(state.repo_name.as_deref(), Some("api"));
+    assert_eq!(state.title.as_deref(), Some("Fix it"));
+    assert_eq!(state.status, SessionStatus::Created);
+    assert_eq!(
+        s.create("x", &ok, &actor("a"), 6).unwrap_err().code,
+        inspect_protocol::ErrorCode::Conflict
+    );
+}
+
+#[test]
+fn queue_is_fifo_with_one_processing_and_a_limit() {
+    let st = store();
+    let s = created(&st);
+    let ann = s.participant_by_user("u-ann").unwrap().unwrap();
+    let mut ids = vec![];
+    for i in 0..MAX_UNFINISHED_PROMPTS {
+        let (acc, _) = s
+            .enqueue(&ann, &prompt(&format!("p{i}"), None), 10 + i as i64)
+            .unwrap();
+        assert_eq!(acc.position, i as i64 + 1);
+        ids.push(acc.message_id);
+    }
+    let err = s
+        .enqueue(&ann, &prompt("one too many", None), 100)
+        .unwrap_err();
+    assert_eq!(err.code, inspect_protocol::ErrorCode::TooManyRequests);
+    assert_eq!(s.status().unwrap(), SessionStatus::Active);
+
+    let (first, _) = s.start_next(200).unwrap().unwrap();
+    assert_eq!(first.id, ids[0]);
+    assert!(
+        s.start_next(201).unwrap().is_none(),
+        "one processing at a time"
+    );
+    s.complete(&ids[0], true, None, 202).unwrap();
+    let (second, _) = s.start_next(203).unwrap().unwrap();
+    assert_eq!(second.id, ids[1]);
+    // Now one slot is free again.
+    s.enqueue(&ann, &prompt("fits", None), 204).unwrap();
+}
+
+#[test]
+fn client_request_id_is_idempotent() {
+    let st = store();
+    let s = created(&st);
+    let ann = s.participant_by_user("u-ann").unwrap().unwrap();
+    let (a, fx) = s.enqueue(&ann, &prompt("hello", Some("r1")), 10).unwrap();
+    assert!(!fx.outbound.is_empty());
+    let (b, fx) = s.enqueue(&ann, &prompt("hello", Some("r1")), 11).unwrap();
+    assert_eq!(a.message_id, b.message_id);
+    assert!(fx.outbound.is_empty(), "a repeat changes nothing");
+    let err = s
+        .enqueue(&ann, &prompt("other", Some("r1")), 12)
+        .unwrap_err();
+    assert_eq!(err.code, inspect_protocol::ErrorCode::Conflict);
+    assert_eq!(s.messages().unwrap().len(), 1);
+}
+
+#[test]
+fn cancel_only_pending_and_stop_ends_the_running_one() {
+    let st = store();
+    let s = created(&st);
+    let ann = s.participant_by_user("u-ann").unwrap().unwrap();
+    let (a, _) = s.enqueue(&ann, &prompt("a", None), 10).unwrap();
+    let (b, _) = s.enqueue(&ann, &prompt("b", None), 11).unwrap();
+    s.start_next(12).unwrap();
+    assert_eq!(
+        s.cancel(&ann, &a.message_id, None, 13).unwrap_err().code,
+        inspect_protocol::ErrorCode::Conflict
+    );
+    s.cancel(&ann, &b.message_id, None, 14).unwrap();
+    assert_eq!(
+        s.message(&b.message_id).unwrap().unwrap().status,
+        MessageStatus::Cancelled
+    );
+    assert_eq!(
+        s.cancel(&ann, "msg_nope", None, 15).unwrap_err().code,
+        inspect_protocol::ErrorCode::NotFound
+    );
+    let (stopped, _) = s.stop(&ann, false, 16).unwrap();
+    assert_eq!(stopped.as_deref(), Some(a.message_id.as_str()));
+    assert_eq!(
+        s.message(&a.message_id).unwrap().unwrap().status,
+        MessageStatus::Failed
+    );
+    assert!(s.queue().unwrap().is_empty());
+}
+
+#[test]
+fn archived_sessions_refuse_prompts_until_restored() {
+    let st = store();
+    let s = created(&st);
+    let ann = s.participant_by_user("u-ann").unwrap().unwrap();
+    s.set_status(SessionStatus::Archived, &actor("ann"), 10)
+        .unwrap();
+    assert_eq!(
+        s.enqueue(&ann, &prompt("x", None), 11).unwrap_err().code,
+        inspect_protocol::ErrorCode::Conflict
+    );
+    assert!(s.messages().unwrap().is_empty());
+    s.set_status(SessionStatus::Active, &actor("ann"), 12)
+        .unwrap();
+    s.enqueue(&ann, &prompt("x", None), 13).unwrap();
+}
+
+#[test]
+fn timeline_pages_back_without_gaps_and_skips_heartbeats() {
+    let st = store();
+    let s = created(&st);
+    for i in 0..1234 {
+        let kind = if i % 10 == 0 {
+            session_kind_heartbeat()
+        } else {
+            "token"
+        };
+        timeline::append(&st, kind, None, serde_json::Map::new(), i).unwrap();
+    }
+    let sid = s.session_id().unwrap();
+    let codec = timeline::CursorCodec { session_id: &sid };
+    let mut page = timeline::latest(&st, &codec, SUBSCRIBE_EVENT_WINDOW).unwrap();
+    assert_eq!(page.events.len(), 500);
+    let mut seen: Vec<i64> = page.events.iter().map(|e| e.seq).collect();
+    while page.has_more {
+        let before = codec.decode(page.cursor.as_deref().unwrap()).unwrap();
+        page = timeline::older_than(&st, &codec, before, 200).unwrap();
+        let mut older: Vec<i64> = page.events.iter().map(|e| e.seq).collect();
+        older.extend(seen);
+        seen = older;
+    }
+    assert_eq!(seen.len(), 1234 - 124, "every non-heartbeat event, once");
+    assert!(seen.windows(2).all(|w| w[0] < w[1]), "strictly increasing");
+    // A cursor of another session is refused.
+    let other = timeline::CursorCodec {
+        session_id: "other",
+    };
+    assert!(codec.decode(&other.encode(5)).is_err());
+    assert!(codec.decode("garbage").is_err());
+}
+
+fn session_kind_heartbeat() -> &'static str {
+    event_kind::HEARTBEAT
+}
+
+#[test]
+fn subscribe_requires_a_valid_token_once() {
+    let st = store();
+    let s = created(&st);
+    s.socket_opened("w1", sockets::KIND_CLIENT, 10).unwrap();
+    let fx = s.on_client_frame(
+        "w1",
+        &frame(&ClientMessage::Subscribe {
+            token: "bad".into(),
+            client_id: "c".into(),
+        }),
+        11,
+    );
+    assert_eq!(fx.closes[0].code, CLOSE_AUTH);
+
+    let fx = join(&s, "bob", "w2", 20);
+    assert!(
+        matches!(fx.outbound[0].message, ServerMessage::Subscribed { .. }),
+        "{fx:?}"
+    );
+    let (tok, _) = s.mint_ws_token(&actor("bob"), 21).unwrap();
+    let fx = s.on_client_frame(
+        "w2",
+        &frame(&ClientMessage::Subscribe {
+            token: tok.token,
+            client_id: "c".into(),
+        }),
+        22,
+    );
+    assert_eq!(fx.closes[0].code, CLOSE_ALREADY_SUBSCRIBED);
+
+    // Expired tokens are refused.
+    let (tok, _) = s.mint_ws_token(&actor("cy"), 30).unwrap();
+    s.socket_opened("w3", sockets::KIND_CLIENT, 30).unwrap();
+    let fx = s.on_client_frame(
+        "w3",
+        &frame(&ClientMessage::Subscribe {
+            token: tok.token,
+            client_id: "c".into(),
+        }),
+        30 + WS_TOKEN_TTL_MS + 1,
+    );
+    assert_eq!(fx.closes[0].code, CLOSE_AUTH);
+}
+
+#[test]
+fn unsubscribed_sockets_expire_after_the_deadline() {
+    let st = store();
+    let s = created(&st);
+    s.socket_opened("w1", sockets::KIND_CLIENT, 1_000).unwrap();
+    assert_eq!(
+        s.next_subscribe_deadline().unwrap(),
+        Some(1_000 + SUBSCRIBE_DEADLINE_MS)
+    );
+    assert!(s
+        .expire_unsubscribed(1_000 + SUBSCRIBE_DEADLINE_MS - 1)
+        .unwrap()
+        .closes
+        .is_empty());
+    let fx = s
+        .expire_unsubscribed(1_000 + SUBSCRIBE_DEADLINE_MS)
+        .unwrap();
+    assert_eq!(fx.closes[0].code, CLOSE_SUBSCRIBE_TIMEOUT);
+    assert_eq!(s.next_subscribe_deadline().unwrap(), None);
+}
+
+#[test]
+fn presence_join_update_and_leave() {
+    let st = store();
+    let s = created(&st);
+    join(&s, "ann", "a1", 10);
+    let fx = join(&s, "bob", "b1", 11);
+    let sync = fx.outbound.iter().find_map(|o| match &o.message {
+        ServerMessage::PresenceSync { participants } => Some(participants.clone()),
+        _ => None,
+    });
+    assert_eq!(sync.unwrap().len(), 2);
+    assert!(fx
+        .outbound
+        .iter()
+        .any(|o| o.target == Target::AllClientsExcept("b1".into())
+            && matches!(o.message, ServerMessage::PresenceUpdate { .. })));
+    // A second socket of bob's: leaving one is not leaving.
+    join(&s, "bob", "b2", 12);
+    assert!(s.socket_closed("b1").unwrap().outbound.is_empty());
+    let fx = s.socket_closed("b2").unwrap();
+    assert!(
+        matches!(&fx.outbound[0].message, ServerMessage::PresenceLeave { user_id, .. } if user_id == "u-bob")
+    );
+}
+
+#[test]
+fn bad_frames_get_errors_and_change_nothing() {
+    let st = store();
+    let s = created(&st);
+    join(&s, "ann", "a1", 10);
+    let before = s.messages().unwrap().len();
+    let events_before = st
+        .scalar("SELECT COUNT(*) FROM events", &[])
+        .unwrap()
+        .unwrap()
+        .as_i64();
+    for bad in [
+        "",
+        "not json",
+        "{}",
+        r#"{"type":"nope"}"#,
+        r#"{"type":"prompt"}"#,
+        r#"{"type":"prompt","content":""}"#,
+        r#"{"type":"cancel_prompt","messageId":"msg_x"}"#,
+        r#"{"type":"fetch_history","cursor":"zzzz"}"#,
+        r#"{"type":"presence","status":"sleeping"}"#,
+        "[1,2,3]",
+    ] {
+        let fx = s.on_client_frame("a1", bad, 11);
+        let (code, _) = only_error(&fx);
+        assert!(!code.is_empty(), "{bad}");
+        assert!(fx.closes.is_empty());
+    }
+    let big = frame(&ClientMessage::Prompt {
+        content: "x".repeat(MAX_PROMPT_BYTES + 1),
+        model: None,
+        reasoning_effort: None,
+        attachments: None,
+        client_request_id: Some("big".into()),
+    });
+    let fx = s.on_client_frame("a1", &big, 12);
+    let (code, _) = only_error(&fx);
+    assert_eq!(code, "payload_too_large");
+    assert_eq!(s.messages().unwrap().len(), before);
+    assert_eq!(
+        st.scalar("SELECT COUNT(*) FROM events", &[])
+            .unwrap()
+            .unwrap()
+            .as_i64(),
+        events_before
+    );
+}
+
+#[test]
+fn unsubscribed_sockets_may_only_ping_and_subscribe() {
+    let st = store();
+    let s = created(&st);
+    s.socket_opened("w", sockets::KIND_CLIENT, 1).unwrap();
+    let fx = s.on_client_frame("w", r#"{"type":"prompt","content":"hi"}"#, 2);
+    assert_eq!(only_error(&fx).0, "unauthorized");
+    let fx = s.on_client_frame("w", r#"{"type":"ping"}"#, 3);
+    assert!(matches!(fx.outbound[0].message, ServerMessage::Pong { .. }));
+}

@@ -1,0 +1,171 @@
+//! The timeline: append-only events with a strictly increasing sequence, read as the
+//! latest window (on subscribe), older pages (scrolling back) or newer pages (REST readers
+//! catching up). Cursors are opaque to clients and bound to their session.
+
+use crate::engine::ids;
+use crate::store::{Cols, SqlValue, Store, StoreResult};
+use inspect_protocol::limits::{HISTORY_PAGE_DEFAULT, HISTORY_PAGE_MAX};
+use inspect_protocol::session::{event_kind, EventPage, TimelineEvent};
+use inspect_protocol::ApiError;
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+/// Appends one event and returns it with its sequence number.
+pub fn append(
+    store: &impl Store,
+    kind: &str,
+    message_id: Option<&str>,
+    data: Map<String, Value>,
+    now: i64,
+) -> StoreResult<TimelineEvent> {
+    let id = ids::new_id("evt");
+    let body = serde_json::to_string(&data).unwrap_or_else(|_| "{}".into());
+    let seq = store
+        .scalar(
+            "INSERT INTO events (id, kind, message_id, timestamp, data) VALUES (?, ?, ?, ?, ?) RETURNING seq",
+            &[id.as_str().into(), kind.into(), message_id.into(), now.into(), body.into()],
+        )?
+        .and_then(|v| v.as_i64())
+        .ok_or_else(|| crate::store::StoreError("insert returned no sequence".into()))?;
+    Ok(TimelineEvent {
+        id,
+        seq,
+        kind: kind.to_owned(),
+        timestamp: now,
+        message_id: message_id.map(str::to_owned),
+        data,
+    })
+}
+
+fn read_rows(
+    store: &impl Store,
+    sql: &str,
+    params: &[SqlValue],
+) -> StoreResult<Vec<TimelineEvent>> {
+    store
+        .query(sql, params)?
+        .into_iter()
+        .map(|row| {
+            let mut c = Cols::new(row);
+            let seq = c.i64()?;
+            let id = c.string()?;
+            let kind = c.string()?;
+            let message_id = c.opt_string()?;
+            let timestamp = c.i64()?;
+            let data = match serde_json::from_str::<Value>(&c.string()?) {
+                Ok(Value::Object(map)) => map,
+                _ => Map::new(),
+            };
+            Ok(TimelineEvent {
+                id,
+                seq,
+                kind,
+                timestamp,
+                message_id,
+                data,
+            })
+        })
+        .collect()
+}
+
+const COLUMNS: &str = "seq, id, kind, message_id, timestamp, data";
+
+/// A cursor names a position in one session's timeline.
+pub struct CursorCodec<'a> {
+    pub session_id: &'a str,
+}
+
+impl CursorCodec<'_> {
+    fn check(&self) -> String {
+        hex::encode(&Sha256::digest(self.session_id.as_bytes())[..4])
+    }
+
+    pub fn encode(&self, seq: i64) -> String {
+        format!("{}{:x}", self.check(), seq)
+    }
+
+    pub fn decode(&self, cursor: &str) -> Result<i64, ApiError> {
+        let check = self.check();
+        let Some(rest) = cursor.strip_prefix(&check) else {
+            return Err(ApiError::bad_request(
+                "cursor does not belong to this session",
+            ));
+        };
+        i64::from_str_radix(rest, 16)
+            .ok()
+            .filter(|s| *s >= 0)
+            .ok_or_else(|| ApiError::bad_request("malformed cursor"))
+    }
+}
+
+pub fn clamp_limit(limit: Option<usize>) -> usize {
+    limit
+        .unwrap_or(HISTORY_PAGE_DEFAULT)
+        .clamp(1, HISTORY_PAGE_MAX)
+}
+
+/// The latest `window` events (heartbeats excluded), oldest first; the cursor points
+/// before the oldest of them when older ones exist.
+pub fn latest(
+    store: &impl Store,
+    codec: &CursorCodec<'_>,
+    window: usize,
+) -> StoreResult<EventPage> {
+    older_than(store, codec, i64::MAX, window)
+}
+
+/// Up to `limit` events older than `before` (heartbeats excluded), oldest first.
+pub fn older_than(
+    store: &impl Store,
+    codec: &CursorCodec<'_>,
+    before: i64,
+    limit: usize,
+) -> StoreResult<EventPage> {
+    let mut events = read_rows(
+        store,
+        &format!(
+            "SELECT {COLUMNS} FROM events WHERE seq < ? AND kind != ? ORDER BY seq DESC LIMIT ?"
+        ),
+        &[
+            before.into(),
+            event_kind::HEARTBEAT.into(),
+            (limit + 1).into(),
+        ],
+    )?;
+    let has_more = events.len() > limit;
+    events.truncate(limit);
+    events.reverse();
+    let cursor = if has_more {
+        events.first().map(|e| codec.encode(e.seq))
+    } else {
+        None
+    };
+    Ok(EventPage {
+        events,
+        cursor,
+        has_more,
+    })
+}
+
+/// Up to `limit` events newer than `after`, oldest first (all kinds): how a REST reader
+/// walks the whole timeline and polls for more. The cursor points after the last one.
+pub fn newer_than(
+    store: &impl Store,
+    codec: &CursorCodec<'_>,
+    after: i64,
+    limit: usize,
+) -> StoreResult<EventPage> {
+    let mut events = read_rows(
+        store,
+        &format!("SELECT {COLUMNS} FROM events WHERE seq > ? ORDER BY seq ASC LIMIT ?"),
+        &[after.into(), (limit + 1).into()],
+    )?;
+    let has_more = events.len() > limit;
+    events.truncate(limit);
+    let last = events.last().map(|e| e.seq).unwrap_or(after);
+    Ok(EventPage {
+        events,
+        cursor: Some(codec.encode(last)),
+        has_more,
+    })
+}

@@ -1,0 +1,17 @@
+//! The SessionDO: one Durable Object per session.
+//!
+//! The engine (everything but [`shell`]) is plain Rust over the [`store::Store`] trait and
+//! knows nothing of workers-rs: it decides, the shell moves bytes. Natively it is tested on
+//! rusqlite with the same SQL the object runs.
+
+pub mod engine;
+pub mod schema;
+pub mod store;
+
+#[cfg(target_arch = "wasm32")]
+mod shell;
+#[cfg(target_arch = "wasm32")]
+pub use shell::SessionDO;
+
+#[cfg(test)]
+pub(crate) mod testing;

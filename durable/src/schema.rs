@@ -1,0 +1,138 @@
+//! The SessionDO's SQLite schema, versioned. Each migration runs once, in order, and the
+//! version reached is recorded in `schema_version`, so an object woken after an upgrade
+//! brings its own database forward.
+
+use crate::store::{SqlValue, Store, StoreResult};
+
+/// Each entry is one migration; never edit a released one, append a new one.
+const MIGRATIONS: &[&str] = &[
+    // 1: the first schema.
+    r#"
+    CREATE TABLE IF NOT EXISTS health_probe (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        probes INTEGER NOT NULL
+    );
+    "#,
+    // 2: the session, its people, its prompts, its timeline.
+    r#"
+    CREATE TABLE session (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        session_id TEXT NOT NULL,
+        title TEXT,
+        status TEXT NOT NULL,
+        repositories TEXT NOT NULL,
+        branch_name TEXT,
+        model TEXT,
+        reasoning_effort TEXT,
+        created_by TEXT NOT NULL,
+        sandbox_status TEXT NOT NULL DEFAULT 'none',
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL
+    );
+    CREATE TABLE participants (
+        id TEXT PRIMARY KEY,
+        user_id TEXT NOT NULL UNIQUE,
+        name TEXT NOT NULL,
+        email TEXT,
+        avatar TEXT,
+        role TEXT NOT NULL,
+        presence_status TEXT NOT NULL DEFAULT 'active',
+        joined_at INTEGER NOT NULL,
+        last_seen INTEGER NOT NULL
+    );
+    CREATE TABLE ws_tokens (
+        token_hash TEXT PRIMARY KEY,
+        participant_id TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL
+    );
+    CREATE TABLE messages (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        id TEXT NOT NULL UNIQUE,
+        author_id TEXT NOT NULL,
+        content TEXT NOT NULL,
+        model TEXT,
+        reasoning_effort TEXT,
+        attachments TEXT,
+        status TEXT NOT NULL,
+        client_request_id TEXT UNIQUE,
+        error TEXT,
+        created_at INTEGER NOT NULL,
+        started_at INTEGER,
+        completed_at INTEGER
+    );
+    CREATE INDEX messages_by_status ON messages (status, seq);
+    CREATE TABLE events (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        id TEXT NOT NULL UNIQUE,
+        kind TEXT NOT NULL,
+        message_id TEXT,
+        timestamp INTEGER NOT NULL,
+        data TEXT NOT NULL
+    );
+    CREATE TABLE artifacts (
+        id TEXT PRIMARY KEY,
+        kind TEXT NOT NULL,
+        url TEXT,
+        metadata TEXT,
+        created_at INTEGER NOT NULL
+    );
+    CREATE TABLE sandbox (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        sandbox_id TEXT,
+        status TEXT NOT NULL,
+        token_hash TEXT,
+        updated_at INTEGER NOT NULL
+    );
+    CREATE TABLE ws_client_mapping (
+        ws_id TEXT PRIMARY KEY,
+        kind TEXT NOT NULL,
+        participant_id TEXT,
+        client_id TEXT,
+        connected_at INTEGER NOT NULL,
+        subscribed_at INTEGER
+    );
+    CREATE INDEX ws_by_participant ON ws_client_mapping (participant_id);
+    CREATE TABLE alarm_state (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        next_at INTEGER
+    );
+    "#,
+];
+
+pub fn current_version() -> i64 {
+    MIGRATIONS.len() as i64
+}
+
+/// Brings the database to the newest schema. Idempotent.
+pub fn migrate(store: &impl Store) -> StoreResult<i64> {
+    store.execute(
+        "CREATE TABLE IF NOT EXISTS schema_version (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL)",
+        &[],
+    )?;
+    let have = store
+        .scalar("SELECT version FROM schema_version WHERE id = 1", &[])?
+        .and_then(|v| v.as_i64())
+        .unwrap_or(0);
+    for (index, migration) in MIGRATIONS.iter().enumerate() {
+        let version = index as i64 + 1;
+        if version <= have {
+            continue;
+        }
+        store.atomically(|| {
+            for statement in split_statements(migration) {
+                store.execute(statement, &[])?;
+            }
+            store.execute(
+                "INSERT INTO schema_version (id, version) VALUES (1, ?) ON CONFLICT(id) DO UPDATE SET version = excluded.version",
+                &[SqlValue::Integer(version)],
+            )
+        })?;
+    }
+    Ok(current_version())
+}
+
+/// Both SQLite front-ends run one statement per call.
+fn split_statements(sql: &str) -> impl Iterator<Item = &str> {
+    sql.split(';').map(str::trim).filter(|s| !s.is_empty())
+}

@@ -1,0 +1,106 @@
+//! A rusqlite-backed [`Store`] for native tests: the same SQL as the Durable Object.
+
+use crate::store::{Row, SqlValue, Store, StoreError, StoreResult};
+use rusqlite::types::{Value, ValueRef};
+
+pub struct SqliteStore {
+    conn: rusqlite::Connection,
+}
+
+impl SqliteStore {
+    pub fn in_memory() -> Self {
+        SqliteStore {
+            conn: rusqlite::Connection::open_in_memory().expect("open sqlite"),
+        }
+    }
+}
+
+fn to_sql(v: &SqlValue) -> Value {
+    match v {
+        SqlValue::Null => Value::Null,
+        SqlValue::Integer(i) => Value::Integer(*i),
+        SqlValue::Real(f) => Value::Real(*f),
+        SqlValue::Text(s) => Value::Text(s.clone()),
+        SqlValue::Blob(b) => Value::Blob(b.clone()),
+    }
+}
+
+fn err(e: rusqlite::Error) -> StoreError {
+    StoreError(e.to_string())
+}
+
+impl Store for SqliteStore {
+    fn query(&self, sql: &str, params: &[SqlValue]) -> StoreResult<Vec<Row>> {
+        let mut stmt = self.conn.prepare_cached(sql).map_err(err)?;
+        let n = stmt.column_count();
+        let params: Vec<Value> = params.iter().map(to_sql).collect();
+        let mut rows = stmt
+            .query(rusqlite::params_from_iter(params))
+            .map_err(err)?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next().map_err(err)? {
+            let mut values = Vec::with_capacity(n);
+            for i in 0..n {
+                values.push(match row.get_ref(i).map_err(err)? {
+                    ValueRef::Null => SqlValue::Null,
+                    ValueRef::Integer(i) => SqlValue::Integer(i),
+                    ValueRef::Real(f) => SqlValue::Real(f),
+                    ValueRef::Text(t) => SqlValue::Text(String::from_utf8_lossy(t).into_owned()),
+                    ValueRef::Blob(b) => SqlValue::Blob(b.to_vec()),
+                });
+            }
+            out.push(values);
+        }
+        Ok(out)
+    }
+
+    fn atomically<T>(&self, f: impl FnOnce() -> StoreResult<T>) -> StoreResult<T> {
+        self.conn.execute_batch("SAVEPOINT unit").map_err(err)?;
+        match f() {
+            Ok(v) => {
+                self.conn.execute_batch("RELEASE unit").map_err(err)?;
+                Ok(v)
+            }
+            Err(e) => {
+                self.conn
+                    .execute_batch("ROLLBACK TO unit; RELEASE unit")
+                    .map_err(err)?;
+                Err(e)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema;
+
+    #[test]
+    fn migrations_are_idempotent() {
+        let store = SqliteStore::in_memory();
+        assert_eq!(schema::migrate(&store).unwrap(), schema::current_version());
+        assert_eq!(schema::migrate(&store).unwrap(), schema::current_version());
+        let v = store
+            .scalar("SELECT version FROM schema_version", &[])
+            .unwrap()
+            .unwrap();
+        assert_eq!(v.as_i64(), Some(schema::current_version()));
+    }
+
+    #[test]
+    fn a_failed_unit_leaves_nothing_behind() {
+        let store = SqliteStore::in_memory();
+        schema::migrate(&store).unwrap();
+        let r: StoreResult<()> = store.atomically(|| {
+            store.execute("INSERT INTO health_probe (id, probes) VALUES (1, 1)", &[])?;
+            Err(StoreError("boom".into()))
+        });
+        assert!(r.is_err());
+        let n = store
+            .scalar("SELECT COUNT(*) FROM health_probe", &[])
+            .unwrap()
+            .unwrap();
+        assert_eq!(n.as_i64(), Some(0));
+    }
+}

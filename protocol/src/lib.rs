@@ -1,0 +1,15 @@
+//! Every message that crosses a process boundary is defined here, once: REST bodies, the
+//! client WebSocket, the sandbox WebSocket, limits, timeouts and close codes.
+//!
+//! No I/O. Compiles for wasm32 and native, so the Worker, the Durable Object, the
+//! supervisor and the test clients all speak through the same types. Field names are
+//! camelCase and message `type` strings keep the original system's names, so its clients
+//! can talk to this control plane.
+
+pub mod client;
+pub mod error;
+pub mod health;
+pub mod limits;
+pub mod session;
+
+pub use error::{ApiError, ErrorBody, ErrorCode};

@@ -1,0 +1,336 @@
+//! Session REST bodies and the session data both REST and the client socket carry.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// `created → active → archived` (archived sessions can be restored).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionStatus {
+    Created,
+    Active,
+    Archived,
+}
+
+impl SessionStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionStatus::Created => "created",
+            SessionStatus::Active => "active",
+            SessionStatus::Archived => "archived",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "created" => Some(SessionStatus::Created),
+            "active" => Some(SessionStatus::Active),
+            "archived" => Some(SessionStatus::Archived),
+            _ => None,
+        }
+    }
+}
+
+/// A repository the session works on. The first of a session's list is the primary.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RepositoryRef {
+    pub owner: String,
+    pub name: String,
+    /// The base branch; the repository's default when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+}
+
+/// `POST /sessions`. Either `repositories` (0–10, first is primary) or the single-repository
+/// shorthand `repoOwner` + `repoName` (+ `branch`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CreateSessionRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repositories: Option<Vec<RepositoryRef>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repo_owner: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repo_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CreateSessionResponse {
+    pub session_id: String,
+    pub status: SessionStatus,
+}
+
+/// Who is acting: a signed-in user, the local user, or a service acting for a user.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Actor {
+    pub user_id: String,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub email: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub avatar: Option<String>,
+}
+
+/// The state of one session, as `GET /sessions/:id` and `subscribed` carry it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionState {
+    pub id: String,
+    pub title: Option<String>,
+    pub status: SessionStatus,
+    pub repositories: Vec<RepositoryRef>,
+    /// The primary repository's owner and name (empty for a session without repositories).
+    pub repo_owner: Option<String>,
+    pub repo_name: Option<String>,
+    pub branch_name: Option<String>,
+    pub model: Option<String>,
+    pub reasoning_effort: Option<String>,
+    pub created_by: String,
+    pub sandbox_status: String,
+    pub message_count: i64,
+    pub is_processing: bool,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// One row of `GET /sessions` (from the D1 index).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionSummary {
+    pub id: String,
+    pub title: Option<String>,
+    pub status: SessionStatus,
+    pub repo_owner: Option<String>,
+    pub repo_name: Option<String>,
+    pub repositories: Vec<RepositoryRef>,
+    pub created_by: String,
+    pub created_by_name: String,
+    pub message_count: i64,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionList {
+    pub sessions: Vec<SessionSummary>,
+    pub cursor: Option<String>,
+    pub has_more: bool,
+}
+
+/// What the Durable Object tells the Worker so the D1 index follows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IndexUpdate {
+    pub id: String,
+    pub title: Option<String>,
+    pub status: SessionStatus,
+    pub message_count: i64,
+    pub updated_at: i64,
+    /// Participants' user ids, for "sessions I took part in".
+    pub participants: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MessageStatus {
+    Pending,
+    Processing,
+    Completed,
+    Failed,
+    Cancelled,
+}
+
+impl MessageStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MessageStatus::Pending => "pending",
+            MessageStatus::Processing => "processing",
+            MessageStatus::Completed => "completed",
+            MessageStatus::Failed => "failed",
+            MessageStatus::Cancelled => "cancelled",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "pending" => Some(MessageStatus::Pending),
+            "processing" => Some(MessageStatus::Processing),
+            "completed" => Some(MessageStatus::Completed),
+            "failed" => Some(MessageStatus::Failed),
+            "cancelled" => Some(MessageStatus::Cancelled),
+            _ => None,
+        }
+    }
+}
+
+/// An attachment to a prompt (images, files, URLs).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Attachment {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
+}
+
+/// A prompt, from the REST route or the `prompt` socket message.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PromptRequest {
+    pub content: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attachments: Option<Vec<Attachment>>,
+    /// Makes the prompt idempotent: the same id with the same content is the same prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_request_id: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PromptAccepted {
+    pub message_id: String,
+    /// 1-based place among unfinished prompts (1 = processing or next).
+    pub position: i64,
+    pub status: MessageStatus,
+}
+
+/// One prompt, as `GET /sessions/:id/messages` and the queue carry it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Message {
+    pub id: String,
+    pub author_id: String,
+    pub author_name: String,
+    pub content: String,
+    pub model: Option<String>,
+    pub reasoning_effort: Option<String>,
+    pub status: MessageStatus,
+    pub client_request_id: Option<String>,
+    pub error: Option<String>,
+    pub created_at: i64,
+    pub started_at: Option<i64>,
+    pub completed_at: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MessageList {
+    pub messages: Vec<Message>,
+}
+
+/// A prompt waiting or running, as the queue shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QueuedPrompt {
+    pub message_id: String,
+    pub author_id: String,
+    pub author_name: String,
+    pub content: String,
+    pub status: MessageStatus,
+    pub position: i64,
+    pub created_at: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Participant {
+    pub participant_id: String,
+    pub user_id: String,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub avatar: Option<String>,
+    pub role: String,
+    pub joined_at: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ParticipantList {
+    pub participants: Vec<Participant>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Artifact {
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub url: Option<String>,
+    pub metadata: Option<Value>,
+    pub created_at: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ArtifactList {
+    pub artifacts: Vec<Artifact>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TitleRequest {
+    pub title: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WsTokenResponse {
+    pub token: String,
+    pub participant_id: String,
+    pub expires_at: i64,
+}
+
+/// One entry of the session's timeline. `seq` strictly increases within a session.
+/// The payload's fields sit beside `type`, as the original system's events do.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TimelineEvent {
+    pub id: String,
+    pub seq: i64,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub timestamp: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
+    #[serde(flatten)]
+    pub data: Map<String, Value>,
+}
+
+/// A page of the timeline, oldest first. `cursor` is opaque; pass it back for the next page.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EventPage {
+    pub events: Vec<TimelineEvent>,
+    pub cursor: Option<String>,
+    pub has_more: bool,
+}
+
+/// Kinds of timeline events the control plane itself writes.
+pub mod event_kind {
+    pub const USER_MESSAGE: &str = "user_message";
+    pub const HEARTBEAT: &str = "heartbeat";
+    pub const PROMPT_CANCELLED: &str = "prompt_cancelled";
+    pub const EXECUTION_COMPLETE: &str = "execution_complete";
+    pub const SESSION_STATUS: &str = "session_status";
+    pub const SESSION_TITLE: &str = "session_title";
+    pub const STOP_REQUESTED: &str = "stop_requested";
+}

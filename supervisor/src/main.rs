@@ -1,0 +1,70 @@
+//! `inspect-supervisor`: one binary for the sandbox side.
+//!
+//! - `host`: the local sandbox provider (the embedded default). Serves an HTTP API on
+//!   loopback and runs sandboxes as local process trees under a data directory.
+//! - `run`: inside a sandbox, prepares the workspace, runs the agent and bridges it to the
+//!   session.
+//! - `credential-helper`: git's credential-helper protocol, answered by the control plane.
+
+mod host;
+
+use clap::{Parser, Subcommand};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(name = "inspect-supervisor", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the local sandbox provider API on loopback.
+    Host {
+        /// Address to listen on; must be a loopback address.
+        #[arg(long, env = "INSPECT_HOST_LISTEN", default_value = "127.0.0.1:8788")]
+        listen: SocketAddr,
+        /// Directory that holds every sandbox's workspace and state.
+        #[arg(long, env = "INSPECT_HOST_DATA_DIR")]
+        data_dir: PathBuf,
+        /// Shared secret the control plane sends as `Authorization: Bearer <secret>`.
+        #[arg(long, env = "SANDBOX_HOST_SECRET", hide_env_values = true)]
+        secret: String,
+    },
+    /// Run inside a sandbox: boot the workspace, start the agent, connect to the session.
+    Run,
+    /// Git credential helper (`git config credential.helper`); reads the request on stdin.
+    CredentialHelper {
+        /// The operation git asks for: get, store or erase.
+        operation: String,
+    },
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Host { listen, data_dir, secret } => {
+            host::serve(host::HostConfig { listen, data_dir, secret }).await
+        }
+        Command::Run => anyhow::bail!(
+            "`run` is not available in this build yet: the sandbox boot sequence lands with the sandbox issue"
+        ),
+        Command::CredentialHelper { operation } => {
+            // git ignores helpers that print nothing; store/erase have nothing to do here.
+            if operation != "get" {
+                return Ok(());
+            }
+            anyhow::bail!("credential brokering is not available in this build yet")
+        }
+    }
+}

@@ -1,0 +1,24 @@
+//! The harness the integration suites share.
+//!
+//! [`Stack::start`] runs the real Worker under `wrangler dev` (workerd, local Durable
+//! Objects, SQLite and D1) on a free loopback port with a fresh state directory of its own,
+//! waits for `/health`, and hands the test its base URL. Dropping the stack stops the whole
+//! process group (wrangler, workerd and anything they started), also when the test panics.
+//!
+//! The Worker is built once per run: by the test command before `cargo test`, or, when a
+//! test binary runs on its own, once per process here.
+
+pub mod client;
+pub mod stack;
+
+pub use stack::{Stack, StackOptions};
+
+use std::path::PathBuf;
+
+/// The repository root.
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("."))
+}

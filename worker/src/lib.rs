@@ -1,0 +1,15 @@
+//! The Cloudflare Worker: routes every request, checks who is calling, keeps the D1 index
+//! and hands each session's traffic to its SessionDO (re-exported here so the runtime finds
+//! the class).
+//!
+//! [`routes`] is pure and tested natively; the runtime shell is wasm-only.
+
+pub mod routes;
+
+#[cfg(target_arch = "wasm32")]
+mod entry;
+#[cfg(target_arch = "wasm32")]
+pub use inspect_durable::SessionDO;
+
+/// The version reported by `/health`.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
