@@ -9,7 +9,7 @@ pub mod schema;
 pub mod store;
 
 #[cfg(target_arch = "wasm32")]
-mod shell;
+pub mod shell;
 #[cfg(target_arch = "wasm32")]
 pub use shell::SessionDO;
 

@@ -1,14 +1,32 @@
 //! The workers-rs shell of the SessionDO: it binds the engine to the object's SQLite, its
-//! WebSockets and its alarm. Decisions live in the engine; this only moves bytes.
+//! hibernating WebSockets, its alarm and the D1 index. Decisions live in the engine; this
+//! only moves bytes.
+//!
+//! The Worker forwards `/sessions/:id/<action>` here with the caller in `X-Inspect-Actor`
+//! (JSON) and the session id in `X-Inspect-Session-Id`; nothing outside the Worker can
+//! reach a Durable Object, so these headers are trusted.
 
+use crate::engine::sockets::KIND_CLIENT;
+use crate::engine::{ids, timeline, Effects, Session, Target};
 use crate::schema;
 use crate::store::{Row, SqlValue, Store, StoreError, StoreResult};
+use inspect_protocol::client::ServerMessage;
 use inspect_protocol::health::DurableProbe;
-use inspect_protocol::ApiError;
-use worker::{
-    durable_object, DurableObject, Env, Request, Response, Result, SqlStorage, SqlStorageValue,
-    State, WebSocket, WebSocketIncomingMessage,
+use inspect_protocol::session::{
+    Actor, ArtifactList, CreateSessionRequest, CreateSessionResponse, IndexUpdate, MessageList,
+    ParticipantList, PromptRequest, SessionStatus, TitleRequest,
 };
+use inspect_protocol::ApiError;
+use serde::{Deserialize, Serialize};
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+use worker::{
+    durable_object, DurableObject, Env, Method, Request, Response, Result, SqlStorage,
+    SqlStorageValue, State, WebSocket, WebSocketIncomingMessage, WebSocketPair,
+};
+
+pub const ACTOR_HEADER: &str = "X-Inspect-Actor";
+pub const SESSION_HEADER: &str = "X-Inspect-Session-Id";
 
 /// The Durable Object's own SQLite, behind the engine's [`Store`] trait.
 pub struct DoStore {
@@ -57,19 +75,193 @@ impl Store for DoStore {
     }
 }
 
+/// What each accepted socket carries through hibernation: its id and kind, nothing more.
+#[derive(Serialize, Deserialize)]
+struct SocketTag {
+    id: String,
+    kind: String,
+}
+
+/// Live sockets by id, and which client sockets have subscribed. Rebuilt from the runtime
+/// and SQLite after the object wakes from hibernation.
+#[derive(Default)]
+struct Registry {
+    sockets: HashMap<String, WebSocket>,
+    subscribed: HashSet<String>,
+}
+
 #[durable_object]
 pub struct SessionDO {
     state: State,
-    #[allow(dead_code)]
     env: Env,
     store: DoStore,
+    registry: RefCell<Option<Registry>>,
+}
+
+fn now_ms() -> i64 {
+    worker::Date::now().as_millis() as i64
 }
 
 fn json_error(err: &ApiError) -> Result<Response> {
     Ok(Response::from_json(&err.body())?.with_status(err.status()))
 }
 
+fn json_ok<T: Serialize>(value: &T) -> Result<Response> {
+    Response::from_json(value)
+}
+
+fn reply<T: Serialize>(r: std::result::Result<T, ApiError>) -> Result<Response> {
+    match r {
+        Ok(v) => json_ok(&v),
+        Err(e) => json_error(&e),
+    }
+}
+
+async fn body_json<T: serde::de::DeserializeOwned>(
+    req: &mut Request,
+) -> std::result::Result<T, ApiError> {
+    let text = req
+        .text()
+        .await
+        .map_err(|e| ApiError::bad_request(format!("unreadable body: {e}")))?;
+    serde_json::from_str(&text)
+        .map_err(|e| ApiError::bad_request(format!("malformed JSON body: {e}")))
+}
+
+fn actor_of(req: &Request) -> std::result::Result<Actor, ApiError> {
+    let raw = req
+        .headers()
+        .get(ACTOR_HEADER)
+        .ok()
+        .flatten()
+        .ok_or_else(|| ApiError::unauthorized("no caller"))?;
+    serde_json::from_str(&raw).map_err(|_| ApiError::unauthorized("malformed caller"))
+}
+
+fn query_param(req: &Request, name: &str) -> Option<String> {
+    let url = req.url().ok()?;
+    url.query_pairs()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.into_owned())
+}
+
 impl SessionDO {
+    fn engine(&self) -> Session<'_, DoStore> {
+        Session::new(&self.store)
+    }
+
+    fn with_registry<T>(&self, f: impl FnOnce(&mut Registry) -> T) -> T {
+        let mut slot = self.registry.borrow_mut();
+        let registry = slot.get_or_insert_with(|| {
+            let mut r = Registry::default();
+            for ws in self.state.get_websockets() {
+                if let Ok(Some(tag)) = ws.deserialize_attachment::<SocketTag>() {
+                    r.sockets.insert(tag.id, ws);
+                }
+            }
+            r.subscribed = self
+                .engine()
+                .socket_ids(Some(KIND_CLIENT))
+                .unwrap_or_default()
+                .into_iter()
+                .collect();
+            r
+        });
+        f(registry)
+    }
+
+    fn refresh_subscribed(&self) {
+        let ids: HashSet<String> = self
+            .engine()
+            .socket_ids(Some(KIND_CLIENT))
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
+        self.with_registry(|r| r.subscribed = ids);
+    }
+
+    /// Carries out what the engine decided: sends, closes, index refresh.
+    fn apply(&self, fx: Effects) {
+        let membership_changed = !fx.closes.is_empty()
+            || fx.outbound.iter().any(|o| {
+                matches!(
+                    o.message,
+                    ServerMessage::Subscribed { .. } | ServerMessage::PresenceLeave { .. }
+                )
+            });
+        if membership_changed {
+            self.refresh_subscribed();
+        }
+        self.with_registry(|r| {
+            for out in &fx.outbound {
+                let Ok(text) = serde_json::to_string(&out.message) else {
+                    continue;
+                };
+                match &out.target {
+                    Target::Socket(id) => {
+                        if let Some(ws) = r.sockets.get(id) {
+                            let _ = ws.send_with_str(&text);
+                        }
+                    }
+                    Target::AllClients | Target::AllClientsExcept(_) => {
+                        let skip = match &out.target {
+                            Target::AllClientsExcept(id) => Some(id.as_str()),
+                            _ => None,
+                        };
+                        for id in &r.subscribed {
+                            if Some(id.as_str()) == skip {
+                                continue;
+                            }
+                            if let Some(ws) = r.sockets.get(id) {
+                                let _ = ws.send_with_str(&text);
+                            }
+                        }
+                    }
+                }
+            }
+            for close in &fx.closes {
+                if let Some(ws) = r.sockets.remove(&close.ws_id) {
+                    let _ = ws.close(Some(close.code), Some(close.reason.as_str()));
+                }
+                r.subscribed.remove(&close.ws_id);
+            }
+        });
+        if fx.index_changed {
+            self.sync_index();
+        }
+    }
+
+    /// Brings the D1 index up to date after the response, so no client waits on D1.
+    fn sync_index(&self) {
+        let Ok(update) = self.engine().index_update() else {
+            return;
+        };
+        let env = self.env.clone();
+        self.state.wait_until(async move {
+            if let Err(e) = write_index(&env, &update).await {
+                worker::console_error!("index update for {} failed: {e}", update.id);
+            }
+        });
+    }
+
+    /// Points the one alarm slot at the earliest deadline, or clears it.
+    async fn schedule(&self) {
+        let next = self.engine().next_subscribe_deadline().ok().flatten();
+        let storage = self.state.storage();
+        let current = storage.get_alarm().await.ok().flatten();
+        match next {
+            Some(at) if current != Some(at) => {
+                // An absolute time: a plain integer would be taken as an offset from now.
+                let when = worker::js_sys::Date::new(&wasm_bindgen::JsValue::from_f64(at as f64));
+                let _ = storage.set_alarm(worker::ScheduledTime::new(when)).await;
+            }
+            None if current.is_some() => {
+                let _ = storage.delete_alarm().await;
+            }
+            _ => {}
+        }
+    }
+
     fn probe(&self) -> StoreResult<DurableProbe> {
         self.store.atomically(|| {
             self.store.execute(
@@ -84,6 +276,290 @@ impl SessionDO {
             Ok(DurableProbe { probes })
         })
     }
+
+    fn accept_client_socket(&self) -> Result<Response> {
+        if let Err(e) = self.engine().session_id() {
+            return json_error(&e);
+        }
+        let pair = WebSocketPair::new()?;
+        let id = ids::new_id("ws");
+        self.state
+            .accept_websocket_with_tags(&pair.server, &[KIND_CLIENT, id.as_str()]);
+        pair.server.serialize_attachment(SocketTag {
+            id: id.clone(),
+            kind: KIND_CLIENT.into(),
+        })?;
+        if let Err(e) = self.engine().socket_opened(&id, KIND_CLIENT, now_ms()) {
+            let _ = pair.server.close(Some(1011), Some(e.message.as_str()));
+        }
+        self.with_registry(|r| r.sockets.insert(id, pair.server));
+        Response::from_websocket(pair.client)
+    }
+
+    async fn route(&self, mut req: Request) -> Result<Response> {
+        let path = req.path();
+        let action = path.trim_matches('/').to_owned();
+        let method = req.method();
+        let now = now_ms();
+        let engine = self.engine();
+        match (method, action.as_str()) {
+            (Method::Get, "internal/health") => match self.probe() {
+                Ok(p) => json_ok(&p),
+                Err(e) => json_error(&ApiError::internal(e.to_string())),
+            },
+            (Method::Get, "ws") => {
+                let upgrade = req
+                    .headers()
+                    .get("Upgrade")
+                    .ok()
+                    .flatten()
+                    .unwrap_or_default();
+                if !upgrade.eq_ignore_ascii_case("websocket") {
+                    return json_error(&ApiError::new(
+                        inspect_protocol::ErrorCode::BadRequest,
+                        "expected a WebSocket upgrade",
+                    ));
+                }
+                let r = self.accept_client_socket();
+                self.schedule().await;
+                r
+            }
+            (Method::Post, "init") => {
+                let result = async {
+                    let actor = actor_of(&req)?;
+                    let sid = req
+                        .headers()
+                        .get(SESSION_HEADER)
+                        .ok()
+                        .flatten()
+                        .ok_or_else(|| ApiError::bad_request("no session id"))?;
+                    let body: CreateSessionRequest = body_json(&mut req).await?;
+                    let state = engine.create(&sid, &body, &actor, now)?;
+                    Ok::<_, ApiError>(state)
+                }
+                .await;
+                match result {
+                    Ok(state) => {
+                        let resp = CreateSessionResponse {
+                            session_id: state.id.clone(),
+                            status: state.status,
+                        };
+                        Ok(json_ok(&resp)?.with_status(201))
+                    }
+                    Err(e) => json_error(&e),
+                }
+            }
+            (Method::Get, "") => reply(engine.state()),
+            (Method::Delete, "") => {
+                if let Err(e) = engine.session_id() {
+                    return json_error(&e);
+                }
+                self.with_registry(|r| {
+                    for ws in r.sockets.values() {
+                        let _ = ws.close(Some(1000), Some("session deleted"));
+                    }
+                    r.sockets.clear();
+                    r.subscribed.clear();
+                });
+                let storage = self.state.storage();
+                let _ = storage.delete_alarm().await;
+                storage.delete_all().await?;
+                if let Err(e) = schema::migrate(&self.store) {
+                    worker::console_error!("schema after delete: {e}");
+                }
+                json_ok(&serde_json::json!({ "deleted": true }))
+            }
+            (Method::Post, "prompt") => {
+                let result = async {
+                    let actor = actor_of(&req)?;
+                    let body: PromptRequest = body_json(&mut req).await?;
+                    let author = self.author(&actor, now)?;
+                    engine.enqueue(&author, &body, now)
+                }
+                .await;
+                match result {
+                    Ok((accepted, fx)) => {
+                        self.apply(fx);
+                        json_ok(&accepted)
+                    }
+                    Err(e) => json_error(&e),
+                }
+            }
+            (Method::Post, "stop") => {
+                let result = actor_of(&req).and_then(|actor| {
+                    let me = self.author(&actor, now)?;
+                    let connected = engine.sandbox_connected()?;
+                    engine.stop(&me, connected, now)
+                });
+                match result {
+                    Ok((stopped, fx)) => {
+                        self.apply(fx);
+                        json_ok(&serde_json::json!({ "stopped": stopped }))
+                    }
+                    Err(e) => json_error(&e),
+                }
+            }
+            (Method::Post, "archive" | "unarchive") => {
+                let target = if action == "archive" {
+                    SessionStatus::Archived
+                } else {
+                    SessionStatus::Active
+                };
+                let result =
+                    actor_of(&req).and_then(|actor| engine.set_status(target, &actor, now));
+                match result {
+                    Ok(fx) => {
+                        self.apply(fx);
+                        reply(engine.state())
+                    }
+                    Err(e) => json_error(&e),
+                }
+            }
+            (Method::Patch, "title") => {
+                let result = async {
+                    let actor = actor_of(&req)?;
+                    let body: TitleRequest = body_json(&mut req).await?;
+                    engine.set_title(&body.title, &actor, now)
+                }
+                .await;
+                match result {
+                    Ok(fx) => {
+                        self.apply(fx);
+                        reply(engine.state())
+                    }
+                    Err(e) => json_error(&e),
+                }
+            }
+            (Method::Post, "ws-token") => {
+                let result = actor_of(&req).and_then(|actor| engine.mint_ws_token(&actor, now));
+                match result {
+                    Ok((token, joined)) => {
+                        if joined {
+                            self.sync_index();
+                        }
+                        json_ok(&token)
+                    }
+                    Err(e) => json_error(&e),
+                }
+            }
+            (Method::Get, "events") => reply(self.events_page(&req)),
+            (Method::Get, "messages") => reply(
+                engine
+                    .session_id()
+                    .and_then(|_| engine.messages())
+                    .map(|messages| MessageList { messages }),
+            ),
+            (Method::Get, "artifacts") => reply(
+                engine
+                    .session_id()
+                    .and_then(|_| engine.artifacts())
+                    .map(|artifacts| ArtifactList { artifacts }),
+            ),
+            (Method::Get, "participants") => reply(
+                engine
+                    .session_id()
+                    .and_then(|_| engine.participants())
+                    .map(|participants| ParticipantList { participants }),
+            ),
+            _ => json_error(&ApiError::not_found(format!("no session route {path}"))),
+        }
+    }
+
+    /// The participant acting for `actor`, joining them on first contact.
+    fn author(
+        &self,
+        actor: &Actor,
+        now: i64,
+    ) -> std::result::Result<inspect_protocol::session::Participant, ApiError> {
+        let engine = self.engine();
+        engine.session_id()?;
+        if let Some(p) = engine.participant_by_user(&actor.user_id)? {
+            return Ok(p);
+        }
+        let (_, joined) = engine.mint_ws_token(actor, now)?;
+        if joined {
+            self.sync_index();
+        }
+        engine
+            .participant_by_user(&actor.user_id)?
+            .ok_or_else(|| ApiError::internal("participant vanished"))
+    }
+
+    fn events_page(
+        &self,
+        req: &Request,
+    ) -> std::result::Result<inspect_protocol::session::EventPage, ApiError> {
+        let engine = self.engine();
+        let sid = engine.session_id()?;
+        let codec = timeline::CursorCodec { session_id: &sid };
+        let after = match query_param(req, "cursor") {
+            Some(c) => codec.decode(&c)?,
+            None => 0,
+        };
+        let limit = match query_param(req, "limit") {
+            Some(l) => Some(
+                l.parse::<usize>()
+                    .map_err(|_| ApiError::bad_request("limit must be a number"))?,
+            ),
+            None => None,
+        };
+        timeline::newer_than(&self.store, &codec, after, timeline::clamp_limit(limit))
+            .map_err(|e| ApiError::internal(e.to_string()))
+    }
+
+    /// A socket closed or failed: forget it, let the others know, complete the close.
+    async fn socket_gone(&self, ws: WebSocket, code: usize) {
+        if let Some(id) = Self::socket_id(&ws) {
+            self.with_registry(|r| {
+                r.sockets.remove(&id);
+                r.subscribed.remove(&id);
+            });
+            match self.engine().socket_closed(&id) {
+                Ok(fx) => self.apply(fx),
+                Err(e) => worker::console_error!("close: {e}"),
+            }
+            self.schedule().await;
+        }
+        // The socket may already be gone; 1005/1006 may not be sent.
+        let code = u16::try_from(code)
+            .ok()
+            .filter(|c| (1000..5000).contains(c) && *c != 1005 && *c != 1006)
+            .unwrap_or(1000);
+        let _ = ws.close(Some(code), Some("closed"));
+    }
+
+    fn socket_id(ws: &WebSocket) -> Option<String> {
+        ws.deserialize_attachment::<SocketTag>()
+            .ok()
+            .flatten()
+            .map(|t| t.id)
+    }
+}
+
+/// Writes the session's index row and participants to D1, never moving `updated_at` back.
+async fn write_index(env: &Env, update: &IndexUpdate) -> Result<()> {
+    let db = env.d1("DB")?;
+    let mut statements = vec![db
+        .prepare(
+            "UPDATE sessions SET title = ?1, status = ?2, message_count = ?3, updated_at = ?4 WHERE id = ?5 AND updated_at <= ?4",
+        )
+        .bind(&[
+            update.title.clone().map_or(wasm_bindgen::JsValue::NULL, Into::into),
+            update.status.as_str().into(),
+            (update.message_count as f64).into(),
+            (update.updated_at as f64).into(),
+            update.id.as_str().into(),
+        ])?];
+    for user in &update.participants {
+        statements.push(
+            db.prepare(
+                "INSERT OR IGNORE INTO session_participants (session_id, user_id) VALUES (?1, ?2)",
+            )
+            .bind(&[update.id.as_str().into(), user.as_str().into()])?,
+        );
+    }
+    db.batch(statements).await?;
+    Ok(())
 }
 
 impl DurableObject for SessionDO {
@@ -94,44 +570,99 @@ impl DurableObject for SessionDO {
         if let Err(e) = schema::migrate(&store) {
             worker::console_error!("schema migration failed: {e}");
         }
-        SessionDO { state, env, store }
+        // Pings are answered by the runtime without waking the object.
+        if let Ok(pair) = worker::worker_sys::WebSocketRequestResponsePair::new(
+            r#"{"type":"ping"}"#,
+            r#"{"type":"pong"}"#,
+        ) {
+            state.set_websocket_auto_response(&pair);
+        }
+        let this = SessionDO {
+            state,
+            env,
+            store,
+            registry: RefCell::new(None),
+        };
+        // Sockets recorded in SQLite but no longer held by the runtime (lost in a restart)
+        // are forgotten, and their owners leave.
+        let live: Vec<String> = this
+            .state
+            .get_websockets()
+            .iter()
+            .filter_map(Self::socket_id)
+            .collect();
+        if let Ok(fx) = this.engine().prune_sockets(&live) {
+            this.apply(fx);
+        }
+        this
     }
 
     async fn fetch(&self, req: Request) -> Result<Response> {
-        let path = req.path();
-        match path.as_str() {
-            "/internal/health" => match self.probe() {
-                Ok(p) => Response::from_json(&p),
-                Err(e) => json_error(&ApiError::internal(e.to_string())),
-            },
-            _ => json_error(&ApiError::not_found(format!("no object route {path}"))),
-        }
+        self.route(req).await
     }
 
     async fn alarm(&self) -> Result<Response> {
-        Response::ok("no deadlines")
+        // Idempotent: expiring what is already expired finds nothing.
+        match self.engine().expire_unsubscribed(now_ms()) {
+            Ok(fx) => self.apply(fx),
+            Err(e) => worker::console_error!("alarm: {e}"),
+        }
+        self.schedule().await;
+        Response::ok("ok")
     }
 
     async fn websocket_message(
         &self,
         ws: WebSocket,
-        _message: WebSocketIncomingMessage,
+        message: WebSocketIncomingMessage,
     ) -> Result<()> {
-        let _ = &self.state;
-        ws.close(Some(1011), Some("not served yet"))
+        let Some(id) = Self::socket_id(&ws) else {
+            let _ = ws.close(Some(1011), Some("unknown socket"));
+            return Ok(());
+        };
+        self.with_registry(|r| {
+            r.sockets.entry(id.clone()).or_insert_with(|| ws.clone());
+        });
+        let fx = match message {
+            WebSocketIncomingMessage::String(text) => {
+                self.engine().on_client_frame(&id, &text, now_ms())
+            }
+            WebSocketIncomingMessage::Binary(_) => {
+                let mut fx = Effects::none();
+                fx.to(
+                    &id,
+                    ServerMessage::error(&ApiError::bad_request(
+                        "binary frames are not accepted; send JSON text",
+                    )),
+                );
+                fx
+            }
+        };
+        let schedule = fx
+            .outbound
+            .iter()
+            .any(|o| matches!(o.message, ServerMessage::Subscribed { .. }))
+            || !fx.closes.is_empty();
+        self.apply(fx);
+        if schedule {
+            self.schedule().await;
+        }
+        Ok(())
     }
 
     async fn websocket_close(
         &self,
-        _ws: WebSocket,
-        _code: usize,
+        ws: WebSocket,
+        code: usize,
         _reason: String,
         _was_clean: bool,
     ) -> Result<()> {
+        self.socket_gone(ws, code).await;
         Ok(())
     }
 
-    async fn websocket_error(&self, _ws: WebSocket, _error: worker::Error) -> Result<()> {
+    async fn websocket_error(&self, ws: WebSocket, _error: worker::Error) -> Result<()> {
+        self.socket_gone(ws, 1011).await;
         Ok(())
     }
 }

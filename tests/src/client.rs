@@ -33,3 +33,180 @@ async fn reply(resp: reqwest::Response) -> Result<Reply> {
     };
     Ok(Reply { status, body })
 }
+
+/// Sends with an `X-OpenInspect-Actor` (a named local user).
+pub async fn send_as(
+    actor: &str,
+    method: reqwest::Method,
+    url: &str,
+    body: Option<Value>,
+) -> Result<Reply> {
+    let mut req = reqwest::Client::new()
+        .request(method, url)
+        .header("X-OpenInspect-Actor", actor);
+    if let Some(body) = body {
+        req = req.json(&body);
+    }
+    reply(req.send().await?).await
+}
+
+/// Creates a session as `actor` and returns its id.
+pub async fn create_session(base: &str, actor: &str, body: Value) -> Result<String> {
+    let r = send_as(
+        actor,
+        reqwest::Method::POST,
+        &format!("{base}/sessions"),
+        Some(body),
+    )
+    .await?;
+    anyhow::ensure!(r.status == 201, "create answered {}: {}", r.status, r.body);
+    Ok(r.body["sessionId"].as_str().unwrap_or_default().to_owned())
+}
+
+/// A client WebSocket speaking the session protocol.
+pub struct WsClient {
+    stream: tokio_tungstenite::WebSocketStream<
+        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+    >,
+    /// Messages read while waiting for another kind, kept in order.
+    pending: std::collections::VecDeque<Value>,
+}
+
+/// What a socket ended with.
+#[derive(Debug, PartialEq)]
+pub enum Closed {
+    Code(u16),
+    NoFrame,
+}
+
+impl WsClient {
+    pub async fn connect(ws_url: &str) -> Result<WsClient> {
+        let (stream, _) = tokio_tungstenite::connect_async(ws_url).await?;
+        Ok(WsClient {
+            stream,
+            pending: Default::default(),
+        })
+    }
+
+    /// Gets a token for `actor`, connects and subscribes; returns the client and the
+    /// `subscribed` message.
+    pub async fn join(
+        base: &str,
+        ws_base: &str,
+        session: &str,
+        actor: &str,
+    ) -> Result<(WsClient, Value)> {
+        let token = send_as(
+            actor,
+            reqwest::Method::POST,
+            &format!("{base}/sessions/{session}/ws-token"),
+            None,
+        )
+        .await?;
+        anyhow::ensure!(
+            token.status == 200,
+            "ws-token answered {}: {}",
+            token.status,
+            token.body
+        );
+        let mut ws = WsClient::connect(&format!("{ws_base}/sessions/{session}/ws")).await?;
+        ws.send(serde_json::json!({"type": "subscribe", "token": token.body["token"], "clientId": format!("{actor}-client")}))
+            .await?;
+        let subscribed = ws.recv_type("subscribed").await?;
+        Ok((ws, subscribed))
+    }
+
+    pub async fn send(&mut self, v: Value) -> Result<()> {
+        self.send_text(v.to_string()).await
+    }
+
+    pub async fn send_text(&mut self, text: String) -> Result<()> {
+        use futures::SinkExt;
+        self.stream
+            .send(tokio_tungstenite::tungstenite::Message::text(text))
+            .await?;
+        Ok(())
+    }
+
+    pub async fn send_binary(&mut self, bytes: Vec<u8>) -> Result<()> {
+        use futures::SinkExt;
+        self.stream
+            .send(tokio_tungstenite::tungstenite::Message::binary(bytes))
+            .await?;
+        Ok(())
+    }
+
+    /// The next JSON message, waiting at most `secs`.
+    pub async fn recv_within(&mut self, secs: u64) -> Result<Value> {
+        if let Some(v) = self.pending.pop_front() {
+            return Ok(v);
+        }
+        self.read(secs).await
+    }
+
+    async fn read(&mut self, secs: u64) -> Result<Value> {
+        use futures::StreamExt;
+        use tokio_tungstenite::tungstenite::Message;
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(secs);
+        loop {
+            let next = tokio::time::timeout_at(deadline, self.stream.next())
+                .await
+                .map_err(|_| anyhow::anyhow!("no message within {secs} s"))?;
+            match next {
+                Some(Ok(Message::Text(t))) => return Ok(serde_json::from_str(&t)?),
+                Some(Ok(Message::Close(frame))) => {
+                    anyhow::bail!("closed: {:?}", frame.map(|f| u16::from(f.code)))
+                }
+                Some(Ok(_)) => continue,
+                Some(Err(e)) => return Err(e.into()),
+                None => anyhow::bail!("stream ended"),
+            }
+        }
+    }
+
+    pub async fn recv(&mut self) -> Result<Value> {
+        self.recv_within(10).await
+    }
+
+    /// The next message of `kind`; others are kept for later `recv`s.
+    pub async fn recv_type(&mut self, kind: &str) -> Result<Value> {
+        if let Some(i) = self.pending.iter().position(|v| v["type"] == kind) {
+            return Ok(self.pending.remove(i).unwrap_or_default());
+        }
+        loop {
+            let v = self.read(10).await?;
+            if v["type"] == kind {
+                return Ok(v);
+            }
+            self.pending.push_back(v);
+        }
+    }
+
+    /// Waits for the server to close the socket and returns the close code.
+    pub async fn closed_within(&mut self, secs: u64) -> Result<Closed> {
+        use futures::StreamExt;
+        use tokio_tungstenite::tungstenite::Message;
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(secs);
+        loop {
+            let next = tokio::time::timeout_at(deadline, self.stream.next())
+                .await
+                .map_err(|_| anyhow::anyhow!("still open after {secs} s"))?;
+            match next {
+                Some(Ok(Message::Close(frame))) => {
+                    return Ok(frame.map_or(Closed::NoFrame, |f| Closed::Code(u16::from(f.code))))
+                }
+                Some(Ok(_)) => continue,
+                Some(Err(_)) | None => return Ok(Closed::NoFrame),
+            }
+        }
+    }
+
+    pub async fn close(mut self) {
+        let _ = self.stream.close(None).await;
+    }
+
+    /// Discards buffered messages.
+    pub fn clear(&mut self) {
+        self.pending.clear();
+    }
+}

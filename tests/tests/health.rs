@@ -1,5 +1,7 @@
 //! The Worker's first checks through the real runtime: `wrangler dev` on workerd.
 
+#![allow(clippy::unwrap_used)] // a test fails loudly by design
+
 use inspect_tests::client::{get, send};
 use inspect_tests::Stack;
 

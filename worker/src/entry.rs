@@ -1,9 +1,20 @@
-//! The Worker's fetch entry: the thin runtime shell around [`crate::routes`].
+//! The Worker's fetch entry: the thin runtime shell around [`crate::routes`],
+//! [`crate::auth`] and [`crate::listing`].
 
-use crate::routes::{match_route, not_found, Route};
+use crate::auth::{self, CallerFacts};
+use crate::index;
+use crate::listing;
+use crate::routes::{match_route, not_found, Route, SessionAction};
+use inspect_durable::shell::{ACTOR_HEADER, SESSION_HEADER};
 use inspect_protocol::health::{CheckResult, DurableProbe, HealthReport};
-use inspect_protocol::ApiError;
-use worker::{event, Context, Env, Method, Request, Response, Result};
+use inspect_protocol::session::{Actor, SessionState};
+use inspect_protocol::{ApiError, ErrorCode};
+use worker::{event, Context, Env, Headers, Method, Request, RequestInit, Response, Result};
+
+/// Largest REST body accepted (a 64 KiB prompt plus attachments fits).
+const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
+
+type ApiResult<T> = std::result::Result<T, ApiError>;
 
 #[event(start)]
 fn start() {
@@ -29,10 +40,214 @@ pub(crate) fn error_response(err: &ApiError) -> Result<Response> {
     Ok(Response::from_json(&err.body())?.with_status(err.status()))
 }
 
-async fn serve(route: Route, _req: Request, env: &Env) -> std::result::Result<Response, ApiError> {
+fn var(env: &Env, name: &str) -> Option<String> {
+    env.var(name).ok().map(|v| v.to_string())
+}
+
+/// Who is calling; see [`auth::resolve`].
+fn caller(req: &Request, env: &Env) -> ApiResult<Actor> {
+    let url = req
+        .url()
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let host = url.host_str().unwrap_or_default().to_owned();
+    let header = |name: &str| req.headers().get(name).ok().flatten();
+    let connecting_ip = header("CF-Connecting-IP");
+    let actor_header = header("X-OpenInspect-Actor");
+    let local_user = var(env, "LOCAL_USER").unwrap_or_else(|| "local".into());
+    auth::resolve(&CallerFacts {
+        local_mode: var(env, "LOCAL_MODE").as_deref() == Some("true"),
+        host: &host,
+        connecting_ip: connecting_ip.as_deref(),
+        actor_header: actor_header.as_deref(),
+        local_user: &local_user,
+    })
+}
+
+async fn serve(route: Route, req: Request, env: &Env) -> ApiResult<Response> {
     match route {
         Route::Health => health(env).await,
+        Route::CreateSession => {
+            let actor = caller(&req, env)?;
+            create_session(req, env, &actor).await
+        }
+        Route::ListSessions => {
+            let actor = caller(&req, env)?;
+            let url = req
+                .url()
+                .map_err(|e| ApiError::bad_request(e.to_string()))?;
+            let pairs: Vec<(String, String)> = url
+                .query_pairs()
+                .map(|(k, v)| (k.into_owned(), v.into_owned()))
+                .collect();
+            let query = listing::parse(&pairs, &actor.user_id)?;
+            let list = index::list(env, &query).await?;
+            Response::from_json(&list).map_err(internal)
+        }
+        Route::Session {
+            id,
+            action: SessionAction::Socket,
+        } => {
+            // The socket's `subscribe` token says who it is; no other credential is needed
+            // to open it.
+            forward(env, &id, SessionAction::Socket, req, None).await
+        }
+        Route::Session { id, action } => {
+            let actor = caller(&req, env)?;
+            let resp = forward(env, &id, action, req, Some(&actor)).await?;
+            if action == SessionAction::Delete && resp.status_code() == 200 {
+                index::remove(env, &id).await?;
+            }
+            Ok(resp)
+        }
     }
+}
+
+fn internal(e: worker::Error) -> ApiError {
+    ApiError::internal(e.to_string())
+}
+
+fn new_session_id() -> ApiResult<String> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).map_err(|e| ApiError::internal(e.to_string()))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+async fn read_body(req: &mut Request) -> ApiResult<Vec<u8>> {
+    let declared = req
+        .headers()
+        .get("Content-Length")
+        .ok()
+        .flatten()
+        .and_then(|l| l.parse::<usize>().ok())
+        .unwrap_or(0);
+    if declared > MAX_BODY_BYTES {
+        return Err(ApiError::new(
+            ErrorCode::PayloadTooLarge,
+            format!("a body is at most {MAX_BODY_BYTES} bytes"),
+        ));
+    }
+    let body = req
+        .bytes()
+        .await
+        .map_err(|e| ApiError::bad_request(format!("unreadable body: {e}")))?;
+    if body.len() > MAX_BODY_BYTES {
+        return Err(ApiError::new(
+            ErrorCode::PayloadTooLarge,
+            format!("a body is at most {MAX_BODY_BYTES} bytes"),
+        ));
+    }
+    Ok(body)
+}
+
+/// Sends a request to the session's Durable Object, with the caller attached.
+async fn forward(
+    env: &Env,
+    id: &str,
+    action: SessionAction,
+    mut req: Request,
+    actor: Option<&Actor>,
+) -> ApiResult<Response> {
+    let stub = session_stub(env, id)?;
+    if action == SessionAction::Socket {
+        // Upgrades go through untouched (the runtime carries the socket across).
+        let headers = req.headers().clone();
+        let mut init = RequestInit::new();
+        init.with_method(Method::Get).with_headers(headers);
+        let url = format!("https://session{}", action.object_path());
+        let inner = Request::new_with_init(&url, &init).map_err(internal)?;
+        return stub
+            .fetch_with_request(inner)
+            .await
+            .map_err(|e| ApiError::new(ErrorCode::Unavailable, e.to_string()));
+    }
+    let method = req.method();
+    let headers = Headers::new();
+    headers
+        .set("Content-Type", "application/json")
+        .map_err(internal)?;
+    headers.set(SESSION_HEADER, id).map_err(internal)?;
+    if let Some(actor) = actor {
+        let json = serde_json::to_string(actor).map_err(|e| ApiError::internal(e.to_string()))?;
+        headers.set(ACTOR_HEADER, &json).map_err(internal)?;
+    }
+    let mut init = RequestInit::new();
+    init.with_method(method.clone()).with_headers(headers);
+    if matches!(method, Method::Post | Method::Patch | Method::Put) {
+        let body = read_body(&mut req).await?;
+        init.with_body(Some(js_sys_bytes(&body)));
+    }
+    let query = req
+        .url()
+        .ok()
+        .and_then(|u| u.query().map(|q| format!("?{q}")))
+        .unwrap_or_default();
+    let url = format!("https://session{}{}", action.object_path(), query);
+    let inner = Request::new_with_init(&url, &init).map_err(internal)?;
+    stub.fetch_with_request(inner)
+        .await
+        .map_err(|e| ApiError::new(ErrorCode::Unavailable, e.to_string()))
+}
+
+/// The stub of a session's Durable Object (named by the session id).
+fn session_stub(env: &Env, id: &str) -> ApiResult<worker::Stub> {
+    env.durable_object("SESSION")
+        .and_then(|ns| ns.get_by_name(id))
+        .map_err(internal)
+}
+
+fn js_sys_bytes(bytes: &[u8]) -> wasm_bindgen::JsValue {
+    worker::js_sys::Uint8Array::from(bytes).into()
+}
+
+async fn create_session(mut req: Request, env: &Env, actor: &Actor) -> ApiResult<Response> {
+    let body = read_body(&mut req).await?;
+    // Check the JSON here so a malformed body gets a clear error before any object exists.
+    let _: inspect_protocol::session::CreateSessionRequest =
+        serde_json::from_slice(if body.is_empty() { b"{}" } else { &body })
+            .map_err(|e| ApiError::bad_request(format!("malformed JSON body: {e}")))?;
+    let id = new_session_id()?;
+    let stub = session_stub(env, &id)?;
+    let headers = Headers::new();
+    headers
+        .set("Content-Type", "application/json")
+        .map_err(internal)?;
+    headers.set(SESSION_HEADER, &id).map_err(internal)?;
+    headers
+        .set(
+            ACTOR_HEADER,
+            &serde_json::to_string(actor).unwrap_or_default(),
+        )
+        .map_err(internal)?;
+    let mut init = RequestInit::new();
+    init.with_method(Method::Post)
+        .with_headers(headers)
+        .with_body(Some(js_sys_bytes(if body.is_empty() {
+            b"{}"
+        } else {
+            &body
+        })));
+    let inner = Request::new_with_init("https://session/init", &init).map_err(internal)?;
+    let mut resp = stub
+        .fetch_with_request(inner)
+        .await
+        .map_err(|e| ApiError::new(ErrorCode::Unavailable, e.to_string()))?;
+    if resp.status_code() != 201 {
+        return Ok(resp);
+    }
+    // Index it before answering, so the creator's next list shows it.
+    let state_req = Request::new("https://session/", Method::Get).map_err(internal)?;
+    let mut state_resp = stub.fetch_with_request(state_req).await.map_err(internal)?;
+    let state: SessionState = state_resp.json().await.map_err(internal)?;
+    index::insert(env, &state, actor).await?;
+    let created = resp.text().await.map_err(internal)?;
+    Ok(Response::ok(created)
+        .map_err(internal)?
+        .with_status(201)
+        .with_headers({
+            let h = Headers::new();
+            let _ = h.set("Content-Type", "application/json");
+            h
+        }))
 }
 
 fn now_ms() -> f64 {
@@ -47,7 +262,7 @@ fn check<T>(started: f64, r: std::result::Result<T, String>) -> CheckResult {
     }
 }
 
-async fn health(env: &Env) -> std::result::Result<Response, ApiError> {
+async fn health(env: &Env) -> ApiResult<Response> {
     let t0 = now_ms();
     let d1 = check(t0, d1_round_trip(env).await);
     let t1 = now_ms();
@@ -59,14 +274,14 @@ async fn health(env: &Env) -> std::result::Result<Response, ApiError> {
         d1,
         durable_object,
     };
-    let resp = Response::from_json(&report).map_err(|e| ApiError::internal(e.to_string()))?;
+    let resp = Response::from_json(&report).map_err(internal)?;
     Ok(if ok { resp } else { resp.with_status(503) })
 }
 
 async fn d1_round_trip(env: &Env) -> std::result::Result<(), String> {
     let db = env.d1("DB").map_err(|e| e.to_string())?;
     // A migrated table, so the check also proves the migrations were applied.
-    db.prepare("SELECT COUNT(*) AS n FROM schema_migrations_marker")
+    db.prepare("SELECT COUNT(*) AS n FROM sessions")
         .first::<serde_json::Value>(None)
         .await
         .map_err(|e| e.to_string())?;

@@ -4,10 +4,14 @@
 //!
 //! [`routes`] is pure and tested natively; the runtime shell is wasm-only.
 
+pub mod auth;
+pub mod listing;
 pub mod routes;
 
 #[cfg(target_arch = "wasm32")]
 mod entry;
+#[cfg(target_arch = "wasm32")]
+mod index;
 #[cfg(target_arch = "wasm32")]
 pub use inspect_durable::SessionDO;
 

@@ -5,6 +5,59 @@ use inspect_protocol::{ApiError, ErrorCode};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Route {
     Health,
+    CreateSession,
+    ListSessions,
+    /// A route served by the session's Durable Object; `action` is the object's path.
+    Session {
+        id: String,
+        action: SessionAction,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionAction {
+    Get,
+    Delete,
+    Prompt,
+    Stop,
+    Archive,
+    Unarchive,
+    Title,
+    WsToken,
+    Events,
+    Messages,
+    Artifacts,
+    Participants,
+    Socket,
+}
+
+impl SessionAction {
+    /// The path the Durable Object serves this action on.
+    pub fn object_path(self) -> &'static str {
+        match self {
+            SessionAction::Get | SessionAction::Delete => "/",
+            SessionAction::Prompt => "/prompt",
+            SessionAction::Stop => "/stop",
+            SessionAction::Archive => "/archive",
+            SessionAction::Unarchive => "/unarchive",
+            SessionAction::Title => "/title",
+            SessionAction::WsToken => "/ws-token",
+            SessionAction::Events => "/events",
+            SessionAction::Messages => "/messages",
+            SessionAction::Artifacts => "/artifacts",
+            SessionAction::Participants => "/participants",
+            SessionAction::Socket => "/ws",
+        }
+    }
+}
+
+/// Session ids are ours (hex), but any id arrives from outside: keep them short and plain.
+pub fn valid_session_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 64
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
 /// Matches a method and path against the Worker's routes. `None` means no API route:
@@ -17,19 +70,61 @@ pub fn match_route(method: &str, path: &str) -> Option<Result<Route, ApiError>> 
         .collect();
     let route = match segments.as_slice() {
         ["health"] => only(method, &["GET"], Route::Health),
+        ["sessions"] => match method {
+            "POST" => Ok(Route::CreateSession),
+            "GET" => Ok(Route::ListSessions),
+            _ => Err(not_allowed(method, &["GET", "POST"])),
+        },
+        ["sessions", id, rest @ ..] => {
+            if !valid_session_id(id) {
+                return Some(Err(ApiError::not_found("session not found")));
+            }
+            let action = match (rest, method) {
+                ([], "GET") => Ok(SessionAction::Get),
+                ([], "DELETE") => Ok(SessionAction::Delete),
+                ([], _) => Err(not_allowed(method, &["GET", "DELETE"])),
+                (["prompt"], "POST") => Ok(SessionAction::Prompt),
+                (["stop"], "POST") => Ok(SessionAction::Stop),
+                (["archive"], "POST") => Ok(SessionAction::Archive),
+                (["unarchive"], "POST") => Ok(SessionAction::Unarchive),
+                (["ws-token"], "POST") => Ok(SessionAction::WsToken),
+                (["prompt" | "stop" | "archive" | "unarchive" | "ws-token"], _) => {
+                    Err(not_allowed(method, &["POST"]))
+                }
+                (["title"], "PATCH") => Ok(SessionAction::Title),
+                (["title"], _) => Err(not_allowed(method, &["PATCH"])),
+                (["events"], "GET") => Ok(SessionAction::Events),
+                (["messages"], "GET") => Ok(SessionAction::Messages),
+                (["artifacts"], "GET") => Ok(SessionAction::Artifacts),
+                (["participants"], "GET") => Ok(SessionAction::Participants),
+                (["ws"], "GET") => Ok(SessionAction::Socket),
+                (["events" | "messages" | "artifacts" | "participants" | "ws"], _) => {
+                    Err(not_allowed(method, &["GET"]))
+                }
+                _ => return None,
+            };
+            action.map(|action| Route::Session {
+                id: (*id).to_owned(),
+                action,
+            })
+        }
         _ => return None,
     };
     Some(route)
+}
+
+fn not_allowed(method: &str, allowed: &[&str]) -> ApiError {
+    ApiError::new(
+        ErrorCode::MethodNotAllowed,
+        format!("{method} is not served here; use {}", allowed.join(" or ")),
+    )
 }
 
 fn only(method: &str, allowed: &[&str], route: Route) -> Result<Route, ApiError> {
     if allowed.contains(&method) {
         Ok(route)
     } else {
-        Err(ApiError::new(
-            ErrorCode::MethodNotAllowed,
-            format!("{method} is not served here; use {}", allowed.join(" or ")),
-        ))
+        Err(not_allowed(method, allowed))
     }
 }
 
@@ -54,5 +149,51 @@ mod tests {
     fn unknown_paths_are_not_routes() {
         assert_eq!(match_route("GET", "/nope"), None);
         assert_eq!(match_route("GET", "/"), None);
+        assert_eq!(match_route("GET", "/sessions/abc/nope"), None);
+    }
+
+    #[test]
+    fn session_routes() {
+        let s = |action| {
+            Some(Ok(Route::Session {
+                id: "abc".into(),
+                action,
+            }))
+        };
+        assert_eq!(match_route("GET", "/sessions/abc"), s(SessionAction::Get));
+        assert_eq!(
+            match_route("DELETE", "/sessions/abc"),
+            s(SessionAction::Delete)
+        );
+        assert_eq!(
+            match_route("POST", "/sessions/abc/prompt"),
+            s(SessionAction::Prompt)
+        );
+        assert_eq!(
+            match_route("PATCH", "/sessions/abc/title"),
+            s(SessionAction::Title)
+        );
+        assert_eq!(
+            match_route("POST", "/sessions/abc/ws-token"),
+            s(SessionAction::WsToken)
+        );
+        assert_eq!(
+            match_route("GET", "/sessions/abc/ws"),
+            s(SessionAction::Socket)
+        );
+        assert_eq!(
+            match_route("POST", "/sessions"),
+            Some(Ok(Route::CreateSession))
+        );
+        assert_eq!(
+            match_route("GET", "/sessions"),
+            Some(Ok(Route::ListSessions))
+        );
+        let err = match_route("GET", "/sessions/abc/prompt")
+            .unwrap()
+            .unwrap_err();
+        assert_eq!(err.code, ErrorCode::MethodNotAllowed);
+        let err = match_route("GET", "/sessions/a%2Fb").unwrap().unwrap_err();
+        assert_eq!(err.code, ErrorCode::NotFound);
     }
 }

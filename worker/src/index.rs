@@ -1,0 +1,167 @@
+//! The D1 sessions index: the rows `GET /sessions` lists. Each session's object keeps its
+//! row current; the Worker writes it on create and removes it on delete.
+
+use crate::listing::{encode_cursor, ListQuery};
+use inspect_protocol::session::{
+    Actor, RepositoryRef, SessionList, SessionState, SessionStatus, SessionSummary,
+};
+use inspect_protocol::ApiError;
+use serde::Deserialize;
+use wasm_bindgen::JsValue;
+use worker::Env;
+
+fn unavailable(e: worker::Error) -> ApiError {
+    ApiError::new(
+        inspect_protocol::ErrorCode::Unavailable,
+        format!("index: {e}"),
+    )
+}
+
+fn opt(v: &Option<String>) -> JsValue {
+    v.as_deref().map_or(JsValue::NULL, JsValue::from)
+}
+
+pub async fn insert(env: &Env, state: &SessionState, actor: &Actor) -> Result<(), ApiError> {
+    let db = env.d1("DB").map_err(unavailable)?;
+    let repos = serde_json::to_string(&state.repositories).unwrap_or_else(|_| "[]".into());
+    let row = db
+        .prepare(
+            "INSERT INTO sessions (id, title, status, repo_owner, repo_name, repositories, created_by, created_by_name, message_count, created_at, updated_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 0, ?9, ?9)",
+        )
+        .bind(&[
+            state.id.as_str().into(),
+            opt(&state.title),
+            state.status.as_str().into(),
+            opt(&state.repo_owner),
+            opt(&state.repo_name),
+            repos.into(),
+            actor.user_id.as_str().into(),
+            actor.name.as_str().into(),
+            (state.created_at as f64).into(),
+        ])
+        .map_err(unavailable)?;
+    let member = db
+        .prepare("INSERT OR IGNORE INTO session_participants (session_id, user_id) VALUES (?1, ?2)")
+        .bind(&[state.id.as_str().into(), actor.user_id.as_str().into()])
+        .map_err(unavailable)?;
+    db.batch(vec![row, member]).await.map_err(unavailable)?;
+    Ok(())
+}
+
+pub async fn remove(env: &Env, id: &str) -> Result<(), ApiError> {
+    let db = env.d1("DB").map_err(unavailable)?;
+    let a = db
+        .prepare("DELETE FROM sessions WHERE id = ?1")
+        .bind(&[id.into()])
+        .map_err(unavailable)?;
+    let b = db
+        .prepare("DELETE FROM session_participants WHERE session_id = ?1")
+        .bind(&[id.into()])
+        .map_err(unavailable)?;
+    db.batch(vec![a, b]).await.map_err(unavailable)?;
+    Ok(())
+}
+
+#[derive(Deserialize)]
+struct Row {
+    id: String,
+    title: Option<String>,
+    status: String,
+    repo_owner: Option<String>,
+    repo_name: Option<String>,
+    repositories: String,
+    created_by: String,
+    created_by_name: String,
+    message_count: f64,
+    created_at: f64,
+    updated_at: f64,
+}
+
+pub async fn list(env: &Env, q: &ListQuery) -> Result<SessionList, ApiError> {
+    let db = env.d1("DB").map_err(unavailable)?;
+    let mut filters = Vec::new();
+    let mut args: Vec<JsValue> = Vec::new();
+    let arg = |v: JsValue, args: &mut Vec<JsValue>| {
+        args.push(v);
+        format!("?{}", args.len())
+    };
+    match &q.status {
+        None => {
+            let p = arg("archived".into(), &mut args);
+            filters.push(format!("s.status != {p}"));
+        }
+        Some(None) => {}
+        Some(Some(status)) => {
+            let p = arg(status.as_str().into(), &mut args);
+            filters.push(format!("s.status = {p}"));
+        }
+    }
+    if let Some((owner, name)) = &q.repo {
+        let o = arg(owner.as_str().into(), &mut args);
+        let n = arg(name.as_str().into(), &mut args);
+        filters.push(format!(
+            "EXISTS (SELECT 1 FROM json_each(s.repositories) r WHERE json_extract(r.value, '$.owner') = {o} COLLATE NOCASE AND json_extract(r.value, '$.name') = {n} COLLATE NOCASE)"
+        ));
+    }
+    if let Some(user) = &q.participant {
+        let u = arg(user.as_str().into(), &mut args);
+        filters.push(format!(
+            "EXISTS (SELECT 1 FROM session_participants p WHERE p.session_id = s.id AND p.user_id = {u})"
+        ));
+    }
+    if let Some((t, id)) = &q.before {
+        let tp = arg((*t as f64).into(), &mut args);
+        let ip = arg(id.as_str().into(), &mut args);
+        filters.push(format!(
+            "(s.created_at < {tp} OR (s.created_at = {tp} AND s.id < {ip}))"
+        ));
+    }
+    let limit = arg(((q.limit + 1) as f64).into(), &mut args);
+    let filter = if filters.is_empty() {
+        String::new()
+    } else {
+        format!("WHERE {}", filters.join(" AND "))
+    };
+    let sql = format!(
+        "SELECT s.id, s.title, s.status, s.repo_owner, s.repo_name, s.repositories, s.created_by, s.created_by_name, s.message_count, s.created_at, s.updated_at
+         FROM sessions s {filter} ORDER BY s.created_at DESC, s.id DESC LIMIT {limit}"
+    );
+    let result = db
+        .prepare(sql)
+        .bind(&args)
+        .map_err(unavailable)?
+        .all()
+        .await
+        .map_err(unavailable)?;
+    let rows: Vec<Row> = result.results().map_err(unavailable)?;
+    let has_more = rows.len() > q.limit;
+    let sessions: Vec<SessionSummary> = rows
+        .into_iter()
+        .take(q.limit)
+        .map(|r| SessionSummary {
+            id: r.id,
+            title: r.title,
+            status: SessionStatus::parse(&r.status).unwrap_or(SessionStatus::Active),
+            repo_owner: r.repo_owner,
+            repo_name: r.repo_name,
+            repositories: serde_json::from_str::<Vec<RepositoryRef>>(&r.repositories)
+                .unwrap_or_default(),
+            created_by: r.created_by,
+            created_by_name: r.created_by_name,
+            message_count: r.message_count as i64,
+            created_at: r.created_at as i64,
+            updated_at: r.updated_at as i64,
+        })
+        .collect();
+    let cursor = if has_more {
+        sessions.last().map(|s| encode_cursor(s.created_at, &s.id))
+    } else {
+        None
+    };
+    Ok(SessionList {
+        sessions,
+        cursor,
+        has_more,
+    })
+}
