@@ -20,6 +20,7 @@ use inspect_protocol::ApiError;
 use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
 use worker::{
     durable_object, DurableObject, Env, Method, Request, Response, Result, SqlStorage,
     SqlStorageValue, State, WebSocket, WebSocketIncomingMessage, WebSocketPair,
@@ -29,6 +30,7 @@ pub const ACTOR_HEADER: &str = "X-Inspect-Actor";
 pub const SESSION_HEADER: &str = "X-Inspect-Session-Id";
 
 /// The Durable Object's own SQLite, behind the engine's [`Store`] trait.
+#[derive(Clone)]
 pub struct DoStore {
     sql: SqlStorage,
 }
@@ -90,12 +92,23 @@ struct Registry {
     subscribed: HashSet<String>,
 }
 
+/// The D1 index lags a busy session by at most this much.
+const INDEX_SYNC_INTERVAL_MS: i64 = 1000;
+
+/// D1 index writes: at most one in flight; changes made meanwhile collapse into one more.
+#[derive(Default)]
+struct IndexSync {
+    in_flight: bool,
+    dirty: bool,
+}
+
 #[durable_object]
 pub struct SessionDO {
     state: State,
     env: Env,
     store: DoStore,
     registry: RefCell<Option<Registry>>,
+    index_sync: Rc<RefCell<IndexSync>>,
 }
 
 fn now_ms() -> i64 {
@@ -208,14 +221,12 @@ impl SessionDO {
                             Target::AllClientsExcept(id) => Some(id.as_str()),
                             _ => None,
                         };
-                        for id in &r.subscribed {
-                            if Some(id.as_str()) == skip {
-                                continue;
-                            }
-                            if let Some(ws) = r.sockets.get(id) {
-                                let _ = ws.send_with_str(&text);
-                            }
-                        }
+                        let targets = r
+                            .subscribed
+                            .iter()
+                            .filter(|id| Some(id.as_str()) != skip)
+                            .filter_map(|id| r.sockets.get(id));
+                        send_to_all(targets, &text);
                     }
                 }
             }
@@ -231,15 +242,38 @@ impl SessionDO {
         }
     }
 
-    /// Brings the D1 index up to date after the response, so no client waits on D1.
+    /// Brings the D1 index up to date after the response, so no client waits on D1. Writes
+    /// are throttled: at most one per [`INDEX_SYNC_INTERVAL_MS`] per session, each reading
+    /// the latest state, so a burst of prompts costs one or two writes, not one each.
     fn sync_index(&self) {
-        let Ok(update) = self.engine().index_update() else {
-            return;
-        };
+        {
+            let mut sync = self.index_sync.borrow_mut();
+            if sync.in_flight {
+                sync.dirty = true;
+                return;
+            }
+            sync.in_flight = true;
+        }
         let env = self.env.clone();
+        let store = self.store.clone();
+        let sync = self.index_sync.clone();
         self.state.wait_until(async move {
-            if let Err(e) = write_index(&env, &update).await {
-                worker::console_error!("index update for {} failed: {e}", update.id);
+            loop {
+                sync.borrow_mut().dirty = false;
+                let started = now_ms();
+                if let Ok(update) = Session::new(&store).index_update() {
+                    if let Err(e) = write_index(&env, &update).await {
+                        worker::console_error!("index update for {} failed: {e}", update.id);
+                    }
+                }
+                if !sync.borrow().dirty {
+                    sync.borrow_mut().in_flight = false;
+                    break;
+                }
+                let wait = INDEX_SYNC_INTERVAL_MS - (now_ms() - started);
+                if wait > 0 {
+                    worker::Delay::from(std::time::Duration::from_millis(wait as u64)).await;
+                }
             }
         });
     }
@@ -536,6 +570,30 @@ impl SessionDO {
     }
 }
 
+/// Sends one text to many sockets, crossing into JS once for the text rather than once
+/// per socket.
+fn send_to_all<'a>(sockets: impl Iterator<Item = &'a WebSocket>, text: &str) {
+    use wasm_bindgen::JsCast;
+    let js_text = wasm_bindgen::JsValue::from_str(text);
+    let mut send: Option<worker::js_sys::Function> = None;
+    for ws in sockets {
+        let raw: &wasm_bindgen::JsValue = ws.as_ref();
+        if send.is_none() {
+            send = worker::js_sys::Reflect::get(raw, &wasm_bindgen::JsValue::from_str("send"))
+                .ok()
+                .and_then(|f| f.dyn_into().ok());
+        }
+        match &send {
+            Some(f) => {
+                let _ = f.call1(raw, &js_text);
+            }
+            None => {
+                let _ = ws.send_with_str(text);
+            }
+        }
+    }
+}
+
 /// Writes the session's index row and participants to D1, never moving `updated_at` back.
 async fn write_index(env: &Env, update: &IndexUpdate) -> Result<()> {
     let db = env.d1("DB")?;
@@ -582,6 +640,7 @@ impl DurableObject for SessionDO {
             env,
             store,
             registry: RefCell::new(None),
+            index_sync: Rc::default(),
         };
         // Sockets recorded in SQLite but no longer held by the runtime (lost in a restart)
         // are forgotten, and their owners leave.

@@ -99,7 +99,7 @@ impl<S: Store> Session<'_, S> {
         now: i64,
     ) -> EngineResult<(PromptAccepted, Effects)> {
         validate_prompt(req)?;
-        let status = self.status()?;
+        let (status, unfinished) = self.status_and_unfinished()?;
         if status == SessionStatus::Archived {
             return Err(ApiError::conflict(
                 "the session is archived; unarchive it to send prompts",
@@ -121,7 +121,7 @@ impl<S: Store> Session<'_, S> {
                 return Ok((accepted, Effects::none()));
             }
         }
-        if self.unfinished_count()? >= MAX_UNFINISHED_PROMPTS as i64 {
+        if unfinished >= MAX_UNFINISHED_PROMPTS as i64 {
             return Err(ApiError::new(
                 ErrorCode::TooManyRequests,
                 format!(
@@ -429,16 +429,24 @@ impl<S: Store> Session<'_, S> {
             .map_err(internal)
     }
 
-    fn unfinished_count(&self) -> EngineResult<i64> {
-        Ok(self
+    /// The session's status and how many prompts are unfinished, in one query.
+    fn status_and_unfinished(&self) -> EngineResult<(SessionStatus, i64)> {
+        let row = self
             .store
-            .scalar(
-                "SELECT COUNT(*) FROM messages WHERE status IN ('pending', 'processing')",
+            .query(
+                "SELECT status, (SELECT COUNT(*) FROM messages WHERE status IN ('pending', 'processing')) FROM session WHERE id = 1",
                 &[],
             )
             .map_err(internal)?
-            .and_then(|v| v.as_i64())
-            .unwrap_or(0))
+            .into_iter()
+            .next()
+            .ok_or_else(|| ApiError::not_found("session not found"))?;
+        let mut c = Cols::new(row);
+        let status = c.string().map_err(internal)?;
+        let unfinished = c.i64().map_err(internal)?;
+        let status = SessionStatus::parse(&status)
+            .ok_or_else(|| ApiError::internal(format!("unknown status {status}")))?;
+        Ok((status, unfinished))
     }
 
     /// 1-based place among unfinished prompts; 0 once finished.

@@ -135,17 +135,31 @@ impl<S: Store> Session<'_, S> {
         Ok(fx)
     }
 
-    /// The participant on a subscribed socket.
+    /// The participant on a subscribed socket (one query: this runs for every frame).
     fn subscriber(&self, ws_id: &str) -> EngineResult<Option<Participant>> {
-        let pid = self
-            .store
-            .scalar(
-                "SELECT participant_id FROM ws_client_mapping WHERE ws_id = ? AND subscribed_at IS NOT NULL",
+        self.store
+            .query(
+                "SELECT p.id, p.user_id, p.name, p.avatar, p.role, p.joined_at FROM ws_client_mapping w
+                 JOIN participants p ON p.id = w.participant_id
+                 WHERE w.ws_id = ? AND w.subscribed_at IS NOT NULL",
                 &[ws_id.into()],
             )
             .map_err(internal)?
-            .and_then(|v| v.into_string());
-        pid.map(|p| self.participant(&p)).transpose()
+            .into_iter()
+            .next()
+            .map(|row| {
+                let mut c = Cols::new(row);
+                Ok(Participant {
+                    participant_id: c.string()?,
+                    user_id: c.string()?,
+                    name: c.string()?,
+                    avatar: c.opt_string()?,
+                    role: c.string()?,
+                    joined_at: c.i64()?,
+                })
+            })
+            .transpose()
+            .map_err(internal)
     }
 
     /// Handles one text frame from a client socket. Never fails: a bad frame becomes an

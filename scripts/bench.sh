@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Runs the benchmarks against the local stack: builds the release Worker, then the
+# benchmark binaries in release mode. Results go to stdout; BENCHMARKS.md records them.
+source "$(dirname "$0")/toolchain.sh"
+ensure_toolchain
+build_worker --release
+export INSPECT_WORKER_PREBUILT=1
+cargo run --release --quiet -p inspect-tests --bin session-bench

@@ -1,0 +1,289 @@
+//! Session benchmarks against the local stack (`wrangler dev` on workerd, release wasm).
+//!
+//! Run: `./scripts/bench.sh` (builds the Worker, then runs this in release mode).
+//! Reports medians and percentiles; these machines are shared and noisy, so compare
+//! ratios between runs on one machine rather than absolute numbers across machines.
+
+use anyhow::{Context, Result};
+use futures::future::join_all;
+use inspect_tests::client::{create_session, WsClient};
+use inspect_tests::Stack;
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn sorted(mut v: Vec<f64>) -> Vec<f64> {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v
+}
+
+async fn clients(stack: &Stack, session: &str, n: usize) -> Result<Vec<WsClient>> {
+    let mut out = Vec::with_capacity(n);
+    // Join in small batches: each join is a token request plus a subscribe.
+    for chunk in (0..n).collect::<Vec<_>>().chunks(25) {
+        let joins = chunk.iter().map(|i| {
+            let actor = format!("watcher{i}");
+            let (base, wsb) = (stack.base_url.clone(), stack.ws_url(""));
+            let session = session.to_owned();
+            async move {
+                WsClient::join(&base, &wsb, &session, &actor)
+                    .await
+                    .map(|(ws, _)| ws)
+            }
+        });
+        for r in join_all(joins).await {
+            out.push(r?);
+        }
+    }
+    for c in &mut out {
+        c.clear();
+    }
+    Ok(out)
+}
+
+/// Counts `sandbox_event`s until `expected` have arrived or the time runs out.
+async fn drain(mut ws: WsClient, expected: usize, limit: Duration) -> (usize, WsClient) {
+    let deadline = Instant::now() + limit;
+    let mut n = 0;
+    while n < expected && Instant::now() < deadline {
+        match ws.recv_within(5).await {
+            Ok(m) if m["type"] == "sandbox_event" => n += 1,
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    (n, ws)
+}
+
+/// (a) Events persisted and broadcast per second into one session with 10 clients.
+/// Path: client prompts over the socket, each cancelled as soon as it is queued, so the
+/// queue never fills: every round writes two timeline events (`user_message`,
+/// `prompt_cancelled`) and broadcasts them plus queue updates to every client.
+async fn throughput(stack: &Stack) -> Result<(f64, usize, usize)> {
+    let session = create_session(&stack.base_url, "bench", json!({})).await?;
+    let watchers = clients(
+        stack,
+        &session,
+        std::env::var("BENCH_WATCHERS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(10),
+    )
+    .await?;
+    let (mut sender, _) =
+        WsClient::join(&stack.base_url, &stack.ws_url(""), &session, "sender").await?;
+    let rounds = 1500usize;
+    let window = 8usize;
+    let start = Instant::now();
+    let mut sent = 0usize;
+    let mut done = 0usize;
+    while sent < window.min(rounds) {
+        sender
+            .send(json!({"type": "prompt", "content": format!("p{sent}")}))
+            .await?;
+        sent += 1;
+    }
+    while done < rounds {
+        let m = sender.recv_within(30).await?;
+        if m["type"] == "prompt_queued" {
+            sender
+                .send(json!({"type": "cancel_prompt", "messageId": m["messageId"]}))
+                .await?;
+            done += 1;
+            if sent < rounds {
+                sender
+                    .send(json!({"type": "prompt", "content": format!("p{sent}")}))
+                    .await?;
+                sent += 1;
+            }
+        } else if m["type"] == "error" {
+            anyhow::bail!("refused during the run: {m}");
+        }
+    }
+    // The last cancels are in flight; the watchers see every event when they land.
+    let expected = rounds * 2;
+    let results = join_all(
+        watchers
+            .into_iter()
+            .map(|w| drain(w, expected, Duration::from_secs(120))),
+    )
+    .await;
+    let elapsed = start.elapsed().as_secs_f64();
+    let min_seen = results.iter().map(|r| r.0).min().unwrap_or(0);
+    Ok((expected as f64 / elapsed, expected, min_seen))
+}
+
+/// The floor: pings that reach the object (not the runtime's auto-response) and come
+/// back, pipelined. No storage is touched, so this is the runtime's cost per frame.
+async fn frame_floor(stack: &Stack) -> Result<f64> {
+    let session = create_session(&stack.base_url, "bench", json!({})).await?;
+    let (mut ws, _) =
+        WsClient::join(&stack.base_url, &stack.ws_url(""), &session, "pinger").await?;
+    ws.clear();
+    let n = 3000usize;
+    let window = 16usize;
+    let start = Instant::now();
+    let (mut sent, mut got) = (0, 0);
+    while sent < window {
+        ws.send_text(r#"{ "type": "ping" }"#.into()).await?;
+        sent += 1;
+    }
+    while got < n {
+        let m = ws.recv_within(30).await?;
+        if m["type"] == "pong" {
+            got += 1;
+            if sent < n {
+                ws.send_text(r#"{ "type": "ping" }"#.into()).await?;
+                sent += 1;
+            }
+        }
+    }
+    Ok(n as f64 / start.elapsed().as_secs_f64())
+}
+
+/// (b) Latency from a prompt being sent to each client seeing its `user_message`.
+async fn broadcast_latency(stack: &Stack, n_clients: usize, samples: usize) -> Result<(f64, f64)> {
+    let session = create_session(&stack.base_url, "bench", json!({})).await?;
+    let watchers = clients(stack, &session, n_clients).await?;
+    let (mut sender, _) =
+        WsClient::join(&stack.base_url, &stack.ws_url(""), &session, "sender").await?;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(usize, Instant)>();
+    let mut tasks = Vec::new();
+    for mut w in watchers {
+        let tx = tx.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut got = 0;
+            while got < samples {
+                let Ok(m) = w.recv_within(30).await else {
+                    break;
+                };
+                if m["type"] == "sandbox_event" && m["event"]["type"] == "user_message" {
+                    let i: usize = m["event"]["content"]
+                        .as_str()
+                        .unwrap_or("")
+                        .parse()
+                        .unwrap_or(usize::MAX);
+                    let _ = tx.send((i, Instant::now()));
+                    got += 1;
+                }
+            }
+        }));
+    }
+    drop(tx);
+    let mut sent_at = vec![Instant::now(); samples];
+    for (i, at) in sent_at.iter_mut().enumerate() {
+        *at = Instant::now();
+        sender
+            .send(json!({"type": "prompt", "content": i.to_string()}))
+            .await?;
+        let q = sender.recv_type("prompt_queued").await?;
+        sender
+            .send(json!({"type": "cancel_prompt", "messageId": q["messageId"]}))
+            .await?;
+        sender.recv_type("prompt_cancelled").await?;
+        sender.clear();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    join_all(tasks).await;
+    let mut lat = Vec::new();
+    while let Ok((i, at)) = rx.try_recv() {
+        if let Some(s) = sent_at.get(i) {
+            lat.push(at.duration_since(*s).as_secs_f64() * 1000.0);
+        }
+    }
+    anyhow::ensure!(
+        lat.len() == samples * n_clients,
+        "only {} of {} deliveries",
+        lat.len(),
+        samples * n_clients
+    );
+    let lat = sorted(lat);
+    Ok((percentile(&lat, 0.5), percentile(&lat, 0.99)))
+}
+
+/// (c) Connect → `subscribed` (token fetched beforehand, not timed).
+async fn subscribe_time(stack: &Stack, events: usize, samples: usize) -> Result<f64> {
+    let session = create_session(&stack.base_url, "bench", json!({})).await?;
+    if events > 0 {
+        let (mut w, _) =
+            WsClient::join(&stack.base_url, &stack.ws_url(""), &session, "writer").await?;
+        let mut made = 0;
+        while made < events {
+            w.send(json!({"type": "prompt", "content": format!("e{made}")}))
+                .await?;
+            let q = w.recv_type("prompt_queued").await?;
+            w.send(json!({"type": "cancel_prompt", "messageId": q["messageId"]}))
+                .await?;
+            w.recv_type("prompt_cancelled").await?;
+            w.clear();
+            made += 2;
+        }
+    }
+    let http = reqwest::Client::new();
+    let mut times = Vec::new();
+    for i in 0..samples {
+        let token: serde_json::Value = http
+            .post(stack.url(&format!("/sessions/{session}/ws-token")))
+            .header("X-OpenInspect-Actor", format!("reader{i}"))
+            .send()
+            .await?
+            .json()
+            .await?;
+        let t0 = Instant::now();
+        let mut ws = WsClient::connect(&stack.ws_url(&format!("/sessions/{session}/ws"))).await?;
+        ws.send(json!({"type": "subscribe", "token": token["token"], "clientId": format!("r{i}")}))
+            .await?;
+        let sub = ws.recv_type("subscribed").await?;
+        times.push(t0.elapsed().as_secs_f64() * 1000.0);
+        let n = sub["timeline"]["events"].as_array().map_or(0, Vec::len);
+        anyhow::ensure!(
+            n == events.min(500),
+            "subscribed carried {n} events, expected {}",
+            events.min(500)
+        );
+        ws.close().await;
+    }
+    Ok(percentile(&sorted(times), 0.5))
+}
+
+/// (d) Sequential session creates per second.
+async fn creates(stack: &Stack, n: usize) -> Result<f64> {
+    let start = Instant::now();
+    for i in 0..n {
+        create_session(
+            &stack.base_url,
+            "bench",
+            json!({"title": format!("bench {i}")}),
+        )
+        .await?;
+    }
+    Ok(n as f64 / start.elapsed().as_secs_f64())
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> Result<()> {
+    let stack = Stack::start().await.context("starting the local stack")?;
+    println!("# session benchmarks (wrangler dev, release wasm, client on the same machine)");
+    let floor = frame_floor(&stack).await?;
+    println!("(0) frames through the object and back (no storage): {floor:.0}/s");
+    let (rate, expected, min_seen) = throughput(&stack).await?;
+    println!("(a) events persisted + broadcast, 10 clients: {rate:.0} events/s ({expected} events; every client saw at least {min_seen})");
+    for n in [50, 200] {
+        let (p50, p99) = broadcast_latency(&stack, n, 60).await?;
+        println!("(b) broadcast latency, {n} clients: p50 {p50:.1} ms, p99 {p99:.1} ms");
+    }
+    for events in [0, 500] {
+        let median = subscribe_time(&stack, events, 20).await?;
+        println!("(c) connect -> subscribed with {events} events: median {median:.1} ms");
+    }
+    let rate = creates(&stack, 100).await?;
+    println!("(d) sequential session creates: {rate:.0}/s");
+    Ok(())
+}
