@@ -98,6 +98,20 @@ const MIGRATIONS: &[&str] = &[
         next_at INTEGER
     );
     "#,
+    // 3: sandboxes: spawn tickets, liveness; coalescing keys on the timeline; acks seen.
+    r#"
+    ALTER TABLE sandbox ADD COLUMN spawned_at INTEGER;
+    ALTER TABLE sandbox ADD COLUMN connected_at INTEGER;
+    ALTER TABLE sandbox ADD COLUMN last_heartbeat INTEGER;
+    ALTER TABLE sandbox ADD COLUMN error TEXT;
+    ALTER TABLE session ADD COLUMN origin TEXT;
+    ALTER TABLE events ADD COLUMN part_key TEXT;
+    CREATE UNIQUE INDEX events_by_part_key ON events (part_key);
+    CREATE TABLE sandbox_acks (
+        ack_id TEXT PRIMARY KEY,
+        seen_at INTEGER NOT NULL
+    );
+    "#,
 ];
 
 pub fn current_version() -> i64 {

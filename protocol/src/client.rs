@@ -130,6 +130,23 @@ pub enum ServerMessage {
         participant_id: String,
         user_id: String,
     },
+    SandboxSpawning {
+        sandbox_id: String,
+    },
+    SandboxStatus {
+        status: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    SandboxReady {
+        sandbox_id: String,
+    },
+    SandboxError {
+        error: String,
+    },
+    ArtifactCreated {
+        artifact: Artifact,
+    },
     ProcessingStatus {
         is_processing: bool,
         #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -10,6 +10,7 @@ pub mod client;
 pub mod error;
 pub mod health;
 pub mod limits;
+pub mod sandbox;
 pub mod session;
 
 pub use error::{ApiError, ErrorBody, ErrorCode};

@@ -2,6 +2,7 @@
 //! to refresh. The engine returns these; the shell carries them out.
 
 use inspect_protocol::client::ServerMessage;
+use inspect_protocol::sandbox::SandboxCommand;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Target {
@@ -32,6 +33,10 @@ pub struct Effects {
     pub closes: Vec<Close>,
     /// The D1 index should be brought up to date with the session.
     pub index_changed: bool,
+    /// Commands for the connected sandbox, in order.
+    pub to_sandbox: Vec<SandboxCommand>,
+    /// A prompt waits and no sandbox is alive: the shell should spawn one.
+    pub spawn_wanted: bool,
 }
 
 impl Effects {
@@ -71,5 +76,7 @@ impl Effects {
         self.outbound.extend(other.outbound);
         self.closes.extend(other.closes);
         self.index_changed |= other.index_changed;
+        self.to_sandbox.extend(other.to_sandbox);
+        self.spawn_wanted |= other.spawn_wanted;
     }
 }

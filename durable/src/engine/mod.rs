@@ -7,6 +7,7 @@ pub mod effects;
 pub mod ids;
 pub mod people;
 pub mod queue;
+pub mod sandbox;
 pub mod sockets;
 pub mod state;
 pub mod timeline;

@@ -191,11 +191,16 @@ impl<S: Store> Session<'_, S> {
                 status: SessionStatus::Active,
             });
         }
-        fx.broadcast(ServerMessage::PromptQueueUpdated {
-            prompt_queue: self.queue()?,
-        });
+        let prompt_queue = self.queue()?;
+        let position = prompt_queue
+            .iter()
+            .find(|q| q.message_id == id)
+            .map_or(0, |q| q.position);
+        fx.broadcast(ServerMessage::PromptQueueUpdated { prompt_queue });
         fx.index_changed = true;
-        let position = self.position(&id)?;
+        // A ready sandbox takes it at once; with none alive, one should be spawned.
+        fx.merge(self.dispatch_next(now)?);
+        fx.spawn_wanted = self.needs_sandbox()?;
         Ok((
             PromptAccepted {
                 message_id: id,
@@ -288,7 +293,12 @@ impl<S: Store> Session<'_, S> {
             })
             .map_err(internal)?;
         fx.broadcast(ServerMessage::SandboxEvent { event });
-        if !sandbox_connected {
+        if sandbox_connected {
+            fx.to_sandbox
+                .push(inspect_protocol::sandbox::SandboxCommand::Stop {
+                    message_id: Some(running.id.clone()),
+                });
+        } else {
             fx.merge(self.complete(&running.id, false, Some("stopped".into()), now)?);
         }
         Ok((Some(running.id), fx))

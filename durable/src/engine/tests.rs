@@ -403,3 +403,201 @@ fn unsubscribed_sockets_may_only_ping_and_subscribe() {
     let fx = s.on_client_frame("w", r#"{"type":"ping"}"#, 3);
     assert!(matches!(fx.outbound[0].message, ServerMessage::Pong { .. }));
 }
+
+mod sandbox_flow {
+    use super::*;
+    use crate::engine::sandbox::SandboxRefusal;
+    use inspect_protocol::sandbox::SandboxCommand;
+    use serde_json::json;
+
+    fn frame(sandbox: &str, v: serde_json::Value) -> String {
+        let mut v = v;
+        v["sandboxId"] = json!(sandbox);
+        v["timestamp"] = json!(1);
+        v.to_string()
+    }
+
+    fn prompts(fx: &Effects) -> Vec<String> {
+        fx.to_sandbox
+            .iter()
+            .filter_map(|c| match c {
+                SandboxCommand::Prompt { message_id, .. } => Some(message_id.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_queued_prompt_spawns_once_and_runs_when_ready() {
+        let st = store();
+        let s = created(&st);
+        let ann = s.participant_by_user("u-ann").unwrap().unwrap();
+        let (a, fx) = s.enqueue(&ann, &prompt("first", None), 10).unwrap();
+        assert!(fx.spawn_wanted);
+        let (ticket, _) = s.begin_spawn(11).unwrap().unwrap();
+        assert!(s.begin_spawn(12).unwrap().is_none(), "no double spawn");
+        let (_, fx) = s.enqueue(&ann, &prompt("second", None), 13).unwrap();
+        assert!(!fx.spawn_wanted, "a sandbox is on its way");
+        s.spawn_accepted(&ticket.sandbox_id, 14).unwrap();
+
+        // Credentials: wrong token, wrong id, right ones.
+        assert_eq!(
+            s.authenticate_sandbox("nope", &ticket.sandbox_id).unwrap(),
+            Err(SandboxRefusal::BadToken)
+        );
+        assert_eq!(
+            s.authenticate_sandbox(&ticket.token, "sb_other").unwrap(),
+            Err(SandboxRefusal::WrongSandbox)
+        );
+        assert_eq!(
+            s.authenticate_sandbox(&ticket.token, &ticket.sandbox_id)
+                .unwrap(),
+            Ok(())
+        );
+
+        s.sandbox_opened("sbws", 15).unwrap();
+        let fx = s.on_sandbox_frame(&frame(&ticket.sandbox_id, json!({"type": "ready"})), 16);
+        assert_eq!(prompts(&fx), vec![a.message_id.clone()]);
+        assert_eq!(s.sandbox_status().unwrap(), "running");
+
+        // Streaming tokens coalesce into one event per part; tool calls upsert by id.
+        for text in ["he", "hell", "hello"] {
+            s.on_sandbox_frame(&frame(&ticket.sandbox_id, json!({"type": "token", "messageId": a.message_id, "partId": "p1", "content": text})), 17);
+        }
+        for status in ["running", "completed"] {
+            s.on_sandbox_frame(&frame(&ticket.sandbox_id, json!({"type": "tool_call", "messageId": a.message_id, "tool": "bash", "callId": "c1", "status": status, "args": {"command": "ls"}})), 18);
+        }
+        let tokens: Vec<String> = st
+            .query("SELECT data FROM events WHERE kind = 'token'", &[])
+            .unwrap()
+            .into_iter()
+            .map(|r| r[0].as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(tokens.len(), 1);
+        assert!(tokens[0].contains("\"hello\""));
+        let tools = st
+            .scalar("SELECT COUNT(*) FROM events WHERE kind = 'tool_call'", &[])
+            .unwrap()
+            .unwrap();
+        assert_eq!(tools.as_i64(), Some(1));
+
+        // Completion is acked once, even when resent; the next prompt follows.
+        let done = frame(
+            &ticket.sandbox_id,
+            json!({"type": "execution_complete", "messageId": a.message_id, "success": true, "ackId": "k1"}),
+        );
+        let fx = s.on_sandbox_frame(&done, 19);
+        assert!(fx.to_sandbox.contains(&SandboxCommand::Ack {
+            ack_id: "k1".into()
+        }));
+        assert_eq!(prompts(&fx).len(), 1, "the second prompt is dispatched");
+        let again = s.on_sandbox_frame(&done, 20);
+        assert_eq!(
+            again.to_sandbox,
+            vec![SandboxCommand::Ack {
+                ack_id: "k1".into()
+            }]
+        );
+        assert!(again.outbound.is_empty());
+        assert_eq!(
+            s.message(&a.message_id).unwrap().unwrap().status,
+            MessageStatus::Completed
+        );
+        let completes = st
+            .scalar(
+                "SELECT COUNT(*) FROM events WHERE kind = 'execution_complete'",
+                &[],
+            )
+            .unwrap()
+            .unwrap();
+        assert_eq!(completes.as_i64(), Some(1));
+    }
+
+    #[test]
+    fn stop_goes_to_a_connected_sandbox() {
+        let st = store();
+        let s = created(&st);
+        let ann = s.participant_by_user("u-ann").unwrap().unwrap();
+        let (a, _) = s.enqueue(&ann, &prompt("work", None), 10).unwrap();
+        let (t, _) = s.begin_spawn(11).unwrap().unwrap();
+        s.sandbox_opened("sbws", 12).unwrap();
+        s.on_sandbox_frame(&frame(&t.sandbox_id, json!({"type": "ready"})), 13);
+        let (stopped, fx) = s.stop(&ann, s.sandbox_connected().unwrap(), 14).unwrap();
+        assert_eq!(stopped.as_deref(), Some(a.message_id.as_str()));
+        assert!(fx
+            .to_sandbox
+            .iter()
+            .any(|c| matches!(c, SandboxCommand::Stop { .. })));
+        assert_eq!(
+            s.message(&a.message_id).unwrap().unwrap().status,
+            MessageStatus::Processing,
+            "the sandbox ends it"
+        );
+    }
+
+    #[test]
+    fn bad_sandbox_frames_are_refused_and_change_nothing() {
+        let st = store();
+        let s = created(&st);
+        let (t, _) = s.begin_spawn(1).unwrap().unwrap();
+        s.sandbox_opened("sbws", 2).unwrap();
+        let before = st
+            .scalar("SELECT COUNT(*) FROM events", &[])
+            .unwrap()
+            .unwrap()
+            .as_i64();
+        for bad in [
+            "nope".to_owned(),
+            json!({"type": "token"}).to_string(),
+            frame(&t.sandbox_id, json!({"type": "what"})),
+            frame("sb_other", json!({"type": "step_start", "messageId": "m"})),
+            json!({"type": "batch", "events": 5}).to_string(),
+            json!({"type": "batch", "events": vec![json!({}); 501]}).to_string(),
+        ] {
+            let fx = s.on_sandbox_frame(&bad, 3);
+            assert!(fx.outbound.is_empty(), "{bad}");
+            assert!(
+                matches!(fx.to_sandbox.as_slice(), [SandboxCommand::Error { .. }]),
+                "{bad}: {:?}",
+                fx.to_sandbox
+            );
+        }
+        let after = st
+            .scalar("SELECT COUNT(*) FROM events", &[])
+            .unwrap()
+            .unwrap()
+            .as_i64();
+        assert_eq!(before, after);
+        // A batch carries many events in one frame; a bad one among them is refused alone.
+        let batch = json!({"type": "batch", "events": [
+            {"type": "step_start", "messageId": "m", "sandboxId": t.sandbox_id, "timestamp": 1},
+            {"type": "bogus", "sandboxId": t.sandbox_id, "timestamp": 1},
+            {"type": "warning", "scope": "x", "message": "y", "sandboxId": t.sandbox_id, "timestamp": 1},
+        ]});
+        let fx = s.on_sandbox_frame(&batch.to_string(), 4);
+        assert_eq!(fx.outbound.len(), 2);
+        assert_eq!(fx.to_sandbox.len(), 1);
+    }
+
+    #[test]
+    fn a_replaced_sandbox_is_gone() {
+        let st = store();
+        let s = created(&st);
+        let (old, _) = s.begin_spawn(1).unwrap().unwrap();
+        s.spawn_failed(&old.sandbox_id, "provider said no", 2)
+            .unwrap();
+        assert_eq!(
+            s.authenticate_sandbox(&old.token, &old.sandbox_id).unwrap(),
+            Err(SandboxRefusal::Gone)
+        );
+        let (new, _) = s.begin_spawn(3).unwrap().unwrap();
+        assert_eq!(
+            s.authenticate_sandbox(&old.token, &old.sandbox_id).unwrap(),
+            Err(SandboxRefusal::BadToken)
+        );
+        assert_eq!(
+            s.authenticate_sandbox(&new.token, &new.sandbox_id).unwrap(),
+            Ok(())
+        );
+    }
+}

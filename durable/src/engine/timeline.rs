@@ -37,6 +37,28 @@ pub fn append(
     })
 }
 
+/// Appends an event that replaces the earlier one with the same `part_key` (a streamed
+/// text part, a tool call by its id): the timeline keeps the latest version once, under a
+/// new sequence number, so a client catching up gets the final state and a live client
+/// sees the update arrive in order.
+pub fn upsert(
+    store: &impl Store,
+    part_key: &str,
+    kind: &str,
+    message_id: Option<&str>,
+    data: Map<String, Value>,
+    now: i64,
+) -> StoreResult<TimelineEvent> {
+    store.execute("DELETE FROM events WHERE part_key = ?", &[part_key.into()])?;
+    let mut event = append(store, kind, message_id, data, now)?;
+    store.execute(
+        "UPDATE events SET part_key = ? WHERE seq = ?",
+        &[part_key.into(), event.seq.into()],
+    )?;
+    event.data.remove("partKey");
+    Ok(event)
+}
+
 fn read_rows(
     store: &impl Store,
     sql: &str,

@@ -1,0 +1,301 @@
+//! The sandbox WebSocket (`/sessions/:id/ws?type=sandbox`, `Authorization: Bearer <sandbox
+//! token>`, `X-Sandbox-ID`): what the supervisor reports and what the session commands.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Events that matter are acknowledged; the supervisor resends them until they are.
+pub const MAX_UNACKED_EVENTS: usize = 1000;
+/// Seconds between heartbeats.
+pub const HEARTBEAT_INTERVAL_SECS: u64 = 30;
+/// Reconnect backoff: 2^n seconds, capped.
+pub const RECONNECT_BACKOFF_CAP_SECS: u64 = 60;
+/// Largest sandbox frame accepted, in bytes.
+pub const MAX_SANDBOX_FRAME_BYTES: usize = 1024 * 1024;
+/// Events one `batch` frame may carry.
+pub const MAX_BATCH_EVENTS: usize = 500;
+/// HTTP statuses on connect after which the supervisor stops trying.
+pub const FINAL_CONNECT_STATUSES: [u16; 4] = [401, 403, 404, 410];
+
+/// One frame from the sandbox: an event with its envelope.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SandboxFrame {
+    pub sandbox_id: String,
+    pub timestamp: i64,
+    /// Present on events that must be acknowledged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ack_id: Option<String>,
+    #[serde(flatten)]
+    pub event: SandboxEvent,
+}
+
+/// A boot step's state, as clients show progress.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepStatus {
+    Started,
+    Succeeded,
+    Failed,
+    Skipped,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(
+    tag = "type",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
+pub enum SandboxEvent {
+    /// The agent is up and the sandbox takes prompts.
+    Ready {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        opencode_session_id: Option<String>,
+    },
+    Heartbeat,
+    /// A boot step started or ended (`step` names it: `git_sync:<repo>`, `setup`, `start`,
+    /// `tunnels`, `agent`, …); `output` is the bounded tail of what a hook printed.
+    BootStep {
+        step: String,
+        status: StepStatus,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        duration_ms: Option<i64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        detail: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output: Option<String>,
+    },
+    /// Streamed assistant text; `content` is the whole text of the part so far.
+    Token {
+        message_id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        part_id: Option<String>,
+        content: String,
+    },
+    ToolCall {
+        message_id: String,
+        tool: String,
+        call_id: String,
+        status: String,
+        #[serde(default)]
+        args: Value,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output: Option<String>,
+    },
+    ToolResult {
+        message_id: String,
+        call_id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    StepStart {
+        message_id: String,
+    },
+    StepFinish {
+        message_id: String,
+        #[serde(default)]
+        cost: f64,
+        #[serde(default)]
+        tokens: Value,
+    },
+    GitSync {
+        status: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        repo: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sha: Option<String>,
+    },
+    Error {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message_id: Option<String>,
+        error: String,
+    },
+    ExecutionComplete {
+        message_id: String,
+        success: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    Artifact {
+        artifact_type: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        url: Option<String>,
+        #[serde(default)]
+        metadata: Value,
+    },
+    PushComplete {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        branch: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        repo: Option<String>,
+    },
+    PushError {
+        error: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        repo: Option<String>,
+    },
+    Warning {
+        scope: String,
+        message: String,
+    },
+    SessionTitle {
+        title: String,
+    },
+    SnapshotReady {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        snapshot_id: Option<String>,
+    },
+}
+
+impl SandboxEvent {
+    /// The `type` string, as stored on the timeline.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            SandboxEvent::Ready { .. } => "ready",
+            SandboxEvent::Heartbeat => "heartbeat",
+            SandboxEvent::BootStep { .. } => "boot_step",
+            SandboxEvent::Token { .. } => "token",
+            SandboxEvent::ToolCall { .. } => "tool_call",
+            SandboxEvent::ToolResult { .. } => "tool_result",
+            SandboxEvent::StepStart { .. } => "step_start",
+            SandboxEvent::StepFinish { .. } => "step_finish",
+            SandboxEvent::GitSync { .. } => "git_sync",
+            SandboxEvent::Error { .. } => "error",
+            SandboxEvent::ExecutionComplete { .. } => "execution_complete",
+            SandboxEvent::Artifact { .. } => "artifact",
+            SandboxEvent::PushComplete { .. } => "push_complete",
+            SandboxEvent::PushError { .. } => "push_error",
+            SandboxEvent::Warning { .. } => "warning",
+            SandboxEvent::SessionTitle { .. } => "session_title",
+            SandboxEvent::SnapshotReady { .. } => "snapshot_ready",
+        }
+    }
+
+    /// Events the supervisor must see acknowledged before it forgets them.
+    pub fn must_ack(&self) -> bool {
+        matches!(
+            self,
+            SandboxEvent::ExecutionComplete { .. }
+                | SandboxEvent::Error { .. }
+                | SandboxEvent::SnapshotReady { .. }
+                | SandboxEvent::PushComplete { .. }
+                | SandboxEvent::PushError { .. }
+        )
+    }
+
+    pub fn message_id(&self) -> Option<&str> {
+        match self {
+            SandboxEvent::Token { message_id, .. }
+            | SandboxEvent::ToolCall { message_id, .. }
+            | SandboxEvent::ToolResult { message_id, .. }
+            | SandboxEvent::StepStart { message_id }
+            | SandboxEvent::StepFinish { message_id, .. }
+            | SandboxEvent::ExecutionComplete { message_id, .. } => Some(message_id),
+            SandboxEvent::Error { message_id, .. } => message_id.as_deref(),
+            _ => None,
+        }
+    }
+}
+
+/// Several frames in one, so a busy agent costs one frame per flush rather than per event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SandboxBatch {
+    #[serde(rename = "type")]
+    pub kind: BatchTag,
+    pub events: Vec<Value>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BatchTag {
+    Batch,
+}
+
+/// The git identity commits for a prompt carry as author.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GitIdentity {
+    pub name: String,
+    pub email: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PromptAuthor {
+    pub participant_id: String,
+    pub name: String,
+    pub git_identity: GitIdentity,
+}
+
+/// Session → sandbox.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(
+    tag = "type",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
+pub enum SandboxCommand {
+    Prompt {
+        message_id: String,
+        content: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reasoning_effort: Option<String>,
+        author: PromptAuthor,
+    },
+    Stop {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message_id: Option<String>,
+    },
+    Snapshot,
+    Shutdown,
+    Push {
+        push_spec: Value,
+    },
+    Ack {
+        ack_id: String,
+    },
+    Error {
+        code: String,
+        message: String,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn frames_carry_the_envelope_beside_the_event() {
+        let v = json!({"type": "execution_complete", "sandboxId": "sb1", "timestamp": 5, "ackId": "a1", "messageId": "m", "success": true});
+        let f: SandboxFrame = serde_json::from_value(v.clone()).unwrap();
+        assert_eq!(f.ack_id.as_deref(), Some("a1"));
+        assert!(f.event.must_ack());
+        assert_eq!(f.event.kind(), "execution_complete");
+        assert_eq!(serde_json::to_value(&f).unwrap(), v);
+        let hb: SandboxFrame =
+            serde_json::from_value(json!({"type": "heartbeat", "sandboxId": "s", "timestamp": 1}))
+                .unwrap();
+        assert_eq!(hb.event, SandboxEvent::Heartbeat);
+        assert!(serde_json::from_value::<SandboxFrame>(
+            json!({"type": "token", "sandboxId": "s", "timestamp": 1})
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn commands_use_the_original_names() {
+        let c = SandboxCommand::Ack { ack_id: "x".into() };
+        assert_eq!(
+            serde_json::to_value(&c).unwrap(),
+            json!({"type": "ack", "ackId": "x"})
+        );
+        let p: SandboxCommand = serde_json::from_value(json!({"type": "prompt", "messageId": "m", "content": "hi", "model": "fake/fake-model", "author": {"participantId": "p", "name": "Ann", "gitIdentity": {"name": "Ann", "email": "ann@example.com"}}})).unwrap();
+        assert!(matches!(p, SandboxCommand::Prompt { .. }));
+    }
+}
