@@ -5,9 +5,12 @@
 //! rusqlite with the same SQL the object runs.
 
 pub mod engine;
+pub mod provider;
 pub mod schema;
 pub mod store;
 
+#[cfg(target_arch = "wasm32")]
+pub mod local_provider;
 #[cfg(target_arch = "wasm32")]
 pub mod shell;
 #[cfg(target_arch = "wasm32")]

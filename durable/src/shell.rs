@@ -6,12 +6,15 @@
 //! (JSON) and the session id in `X-Inspect-Session-Id`; nothing outside the Worker can
 //! reach a Durable Object, so these headers are trusted.
 
-use crate::engine::sockets::KIND_CLIENT;
+use crate::engine::sockets::{KIND_CLIENT, KIND_SANDBOX};
 use crate::engine::{ids, timeline, Effects, Session, Target};
+use crate::local_provider::LocalProvider;
+use crate::provider::SandboxProvider;
 use crate::schema;
 use crate::store::{Row, SqlValue, Store, StoreError, StoreResult};
 use inspect_protocol::client::ServerMessage;
 use inspect_protocol::health::DurableProbe;
+use inspect_protocol::sandbox::SandboxCommand;
 use inspect_protocol::session::{
     Actor, ArtifactList, CreateSessionRequest, CreateSessionResponse, IndexUpdate, MessageList,
     ParticipantList, PromptRequest, SessionStatus, TitleRequest,
@@ -28,6 +31,8 @@ use worker::{
 
 pub const ACTOR_HEADER: &str = "X-Inspect-Actor";
 pub const SESSION_HEADER: &str = "X-Inspect-Session-Id";
+/// The control plane's public origin, as the caller reached it (for sandboxes to connect).
+pub const ORIGIN_HEADER: &str = "X-Inspect-Origin";
 
 /// The Durable Object's own SQLite, behind the engine's [`Store`] trait.
 #[derive(Clone)]
@@ -237,6 +242,22 @@ impl SessionDO {
                 r.subscribed.remove(&close.ws_id);
             }
         });
+        if !fx.to_sandbox.is_empty() {
+            let ids = self
+                .engine()
+                .socket_ids(Some(KIND_SANDBOX))
+                .unwrap_or_default();
+            self.with_registry(|r| {
+                for command in &fx.to_sandbox {
+                    let Ok(text) = serde_json::to_string(command) else {
+                        continue;
+                    };
+                    for ws in ids.iter().filter_map(|id| r.sockets.get(id)) {
+                        let _ = ws.send_with_str(&text);
+                    }
+                }
+            });
+        }
         if fx.index_changed {
             self.sync_index();
         }
@@ -311,6 +332,149 @@ impl SessionDO {
         })
     }
 
+    /// Keeps the origin the Worker was reached at, for sandboxes to connect back to.
+    fn remember_origin(&self, req: &Request) {
+        let Some(origin) = req.headers().get(ORIGIN_HEADER).ok().flatten() else {
+            return;
+        };
+        let _ = self.store.execute(
+            "UPDATE session SET origin = ? WHERE id = 1 AND (origin IS NULL OR origin != ?)",
+            &[origin.as_str().into(), origin.as_str().into()],
+        );
+    }
+
+    fn accept_sandbox_socket(&self, req: &Request) -> Result<Response> {
+        let header = |name: &str| req.headers().get(name).ok().flatten().unwrap_or_default();
+        let auth = header("Authorization");
+        let token = auth.strip_prefix("Bearer ").unwrap_or_default().to_owned();
+        let sandbox_id = header("X-Sandbox-ID");
+        match self.engine().authenticate_sandbox(&token, &sandbox_id) {
+            Ok(Ok(())) => {}
+            Ok(Err(refusal)) => {
+                let code = match refusal.status() {
+                    401 => inspect_protocol::ErrorCode::Unauthorized,
+                    403 => inspect_protocol::ErrorCode::Forbidden,
+                    404 => inspect_protocol::ErrorCode::NotFound,
+                    _ => inspect_protocol::ErrorCode::Gone,
+                };
+                worker::console_warn!("sandbox {sandbox_id} refused: {refusal:?}");
+                return json_error(&ApiError::new(
+                    code,
+                    format!("sandbox refused: {refusal:?}"),
+                ));
+            }
+            Err(e) => return json_error(&e),
+        }
+        let pair = WebSocketPair::new()?;
+        let id = ids::new_id("ws");
+        self.state
+            .accept_websocket_with_tags(&pair.server, &[KIND_SANDBOX, id.as_str()]);
+        pair.server.serialize_attachment(SocketTag {
+            id: id.clone(),
+            kind: KIND_SANDBOX.into(),
+        })?;
+        self.with_registry(|r| r.sockets.insert(id.clone(), pair.server));
+        match self.engine().sandbox_opened(&id, now_ms()) {
+            Ok(fx) => self.apply(fx),
+            Err(e) => worker::console_error!("sandbox open: {e}"),
+        }
+        Response::from_websocket(pair.client)
+    }
+
+    /// Spawns a sandbox if the engine wants one and none is alive or on its way.
+    async fn spawn_if_wanted(&self, wanted: bool) {
+        if !wanted {
+            return;
+        }
+        let engine = self.engine();
+        let Ok(Some((ticket, fx))) = engine.begin_spawn(now_ms()) else {
+            return;
+        };
+        self.apply(fx);
+        let result = match self.spawn_request(&ticket) {
+            Ok(req) => match self.provider() {
+                Some(provider) => provider.create(&req).await.map_err(|e| e.to_string()),
+                None => Err("no sandbox provider is configured (set SANDBOX_HOST_URL and SANDBOX_HOST_SECRET)".into()),
+            },
+            Err(e) => Err(e.message),
+        };
+        let fx = match result {
+            Ok(_) => engine.spawn_accepted(&ticket.sandbox_id, now_ms()),
+            Err(e) => {
+                worker::console_warn!("spawn of {} failed: {e}", ticket.sandbox_id);
+                engine.spawn_failed(&ticket.sandbox_id, &e, now_ms())
+            }
+        };
+        if let Ok(fx) = fx {
+            self.apply(fx);
+        }
+    }
+
+    fn provider(&self) -> Option<LocalProvider> {
+        let read = |name: &str| {
+            self.env
+                .secret(name)
+                .map(|s| s.to_string())
+                .or_else(|_| self.env.var(name).map(|v| v.to_string()))
+                .ok()
+                .filter(|v| !v.is_empty())
+        };
+        Some(LocalProvider {
+            base_url: read("SANDBOX_HOST_URL")?,
+            secret: read("SANDBOX_HOST_SECRET")?,
+        })
+    }
+
+    fn spawn_request(
+        &self,
+        ticket: &crate::engine::sandbox::SpawnTicket,
+    ) -> std::result::Result<inspect_protocol::provider::SpawnRequest, ApiError> {
+        let state = self.engine().state()?;
+        let origin = self
+            .store
+            .scalar("SELECT origin FROM session WHERE id = 1", &[])
+            .map_err(|e| ApiError::internal(e.to_string()))?
+            .and_then(|v| v.into_string())
+            .ok_or_else(|| ApiError::internal("the control plane's origin is unknown"))?;
+        let repositories = state
+            .repositories
+            .iter()
+            .map(|r| {
+                let source = r.source.clone().ok_or_else(|| {
+                    ApiError::bad_request(format!(
+                        "repository {}/{} has no clone source",
+                        r.owner, r.name
+                    ))
+                })?;
+                Ok(inspect_protocol::provider::WorkspaceRepository {
+                    owner: r.owner.clone(),
+                    name: r.name.clone(),
+                    source,
+                    base_branch: r.branch.clone(),
+                })
+            })
+            .collect::<std::result::Result<Vec<_>, ApiError>>()?;
+        let default_model = state
+            .model
+            .clone()
+            .or_else(|| self.env.var("DEFAULT_MODEL").ok().map(|v| v.to_string()));
+        Ok(inspect_protocol::provider::SpawnRequest {
+            session_id: state.id.clone(),
+            sandbox_id: ticket.sandbox_id.clone(),
+            sandbox_token: ticket.token.clone(),
+            control_plane_url: origin,
+            repositories,
+            work_branch: state
+                .branch_name
+                .clone()
+                .unwrap_or_else(|| format!("open-inspect/{}", state.id)),
+            boot_mode: Default::default(),
+            env: Default::default(),
+            tunnel_ports: Vec::new(),
+            default_model,
+        })
+    }
+
     fn accept_client_socket(&self) -> Result<Response> {
         if let Err(e) = self.engine().session_id() {
             return json_error(&e);
@@ -331,6 +495,7 @@ impl SessionDO {
     }
 
     async fn route(&self, mut req: Request) -> Result<Response> {
+        self.remember_origin(&req);
         let path = req.path();
         let action = path.trim_matches('/').to_owned();
         let method = req.method();
@@ -354,6 +519,9 @@ impl SessionDO {
                         "expected a WebSocket upgrade",
                     ));
                 }
+                if query_param(&req, "type").as_deref() == Some("sandbox") {
+                    return self.accept_sandbox_socket(&req);
+                }
                 let r = self.accept_client_socket();
                 self.schedule().await;
                 r
@@ -374,6 +542,8 @@ impl SessionDO {
                 .await;
                 match result {
                     Ok(state) => {
+                        // The row exists now: keep the origin the creator used.
+                        self.remember_origin(&req);
                         let resp = CreateSessionResponse {
                             session_id: state.id.clone(),
                             status: state.status,
@@ -413,7 +583,9 @@ impl SessionDO {
                 .await;
                 match result {
                     Ok((accepted, fx)) => {
+                        let wanted = fx.spawn_wanted;
                         self.apply(fx);
+                        self.spawn_if_wanted(wanted).await;
                         json_ok(&accepted)
                     }
                     Err(e) => json_error(&e),
@@ -675,18 +847,36 @@ impl DurableObject for SessionDO {
         ws: WebSocket,
         message: WebSocketIncomingMessage,
     ) -> Result<()> {
-        let Some(id) = Self::socket_id(&ws) else {
+        let Some(tag) = ws.deserialize_attachment::<SocketTag>().ok().flatten() else {
             let _ = ws.close(Some(1011), Some("unknown socket"));
             return Ok(());
         };
+        let id = tag.id;
         self.with_registry(|r| {
             r.sockets.entry(id.clone()).or_insert_with(|| ws.clone());
         });
-        let fx = match message {
-            WebSocketIncomingMessage::String(text) => {
-                self.engine().on_client_frame(&id, &text, now_ms())
-            }
-            WebSocketIncomingMessage::Binary(_) => {
+        let text = match message {
+            WebSocketIncomingMessage::String(text) => Some(text),
+            WebSocketIncomingMessage::Binary(_) => None,
+        };
+        if tag.kind == KIND_SANDBOX {
+            let fx = match text {
+                Some(text) => self.engine().on_sandbox_frame(&text, now_ms()),
+                None => {
+                    let mut fx = Effects::none();
+                    fx.to_sandbox.push(SandboxCommand::Error {
+                        code: "bad_request".into(),
+                        message: "binary frames are not accepted".into(),
+                    });
+                    fx
+                }
+            };
+            self.apply(fx);
+            return Ok(());
+        }
+        let fx = match text {
+            Some(text) => self.engine().on_client_frame(&id, &text, now_ms()),
+            None => {
                 let mut fx = Effects::none();
                 fx.to(
                     &id,
@@ -702,7 +892,9 @@ impl DurableObject for SessionDO {
             .iter()
             .any(|o| matches!(o.message, ServerMessage::Subscribed { .. }))
             || !fx.closes.is_empty();
+        let wanted = fx.spawn_wanted;
         self.apply(fx);
+        self.spawn_if_wanted(wanted).await;
         if schedule {
             self.schedule().await;
         }

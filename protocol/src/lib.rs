@@ -10,6 +10,7 @@ pub mod client;
 pub mod error;
 pub mod health;
 pub mod limits;
+pub mod provider;
 pub mod sandbox;
 pub mod session;
 

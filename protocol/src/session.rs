@@ -39,6 +39,10 @@ pub struct RepositoryRef {
     /// The base branch; the repository's default when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub branch: Option<String>,
+    /// Where sandboxes clone it from. Set by the control plane from its registry, never
+    /// taken from a client.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
 }
 
 /// `POST /sessions`. Either `repositories` (0–10, first is primary) or the single-repository
@@ -333,4 +337,36 @@ pub mod event_kind {
     pub const SESSION_STATUS: &str = "session_status";
     pub const SESSION_TITLE: &str = "session_title";
     pub const STOP_REQUESTED: &str = "stop_requested";
+}
+
+/// `POST /repos`: registers a repository on the host (local mode).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RegisterRepository {
+    /// Defaults to `local`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    pub name: String,
+    /// An absolute path to a git repository on the host.
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_branch: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Repository {
+    pub owner: String,
+    pub name: String,
+    /// `local` (a path on the host) or `github`.
+    pub kind: String,
+    pub source: String,
+    pub default_branch: Option<String>,
+    pub created_at: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RepositoryList {
+    pub repositories: Vec<Repository>,
 }

@@ -1,18 +1,27 @@
 //! The local sandbox provider: an HTTP API on loopback, authenticated by a shared secret.
+//! Each sandbox is `inspect-supervisor run` in its own process group with its own
+//! directory under the data directory (`<data>/<sandbox id>/workspace`).
+//!
+//! Isolation: a sandbox is a process tree of the host's user with its own working
+//! directory and environment; it is not a container and can read what that user can.
 
 use anyhow::Context;
-use axum::extract::{Request, State};
+use axum::extract::{Path, Request, State};
 use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use inspect_protocol::health::HostHealth;
+use inspect_protocol::provider::{SandboxInfo, SandboxList, SpawnRequest};
 use inspect_protocol::ApiError;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use subtle::ConstantTimeEq;
+use tokio::process::{Child, Command};
+use tokio::sync::Mutex;
 
 pub struct HostConfig {
     pub listen: SocketAddr,
@@ -20,8 +29,28 @@ pub struct HostConfig {
     pub secret: String,
 }
 
+/// Variables of the host's own environment that reach every sandbox: model credentials
+/// and agent settings a self-hoster puts in their shell.
+const PASSED_THROUGH: &[&str] = &[
+    "ANTHROPIC_API_KEY",
+    "OPENAI_API_KEY",
+    "INSPECT_MODEL_BASE_URL",
+    "INSPECT_MODEL_API_KEY",
+    "INSPECT_MODEL",
+    "INSPECT_OPENCODE_BIN",
+    "PATH",
+    "LANG",
+];
+
+struct Sandbox {
+    session_id: String,
+    child: Child,
+}
+
 struct HostState {
     secret: String,
+    data_dir: PathBuf,
+    sandboxes: Mutex<HashMap<String, Sandbox>>,
 }
 
 pub async fn serve(config: HostConfig) -> anyhow::Result<()> {
@@ -36,46 +65,192 @@ pub async fn serve(config: HostConfig) -> anyhow::Result<()> {
     );
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("creating data directory {}", config.data_dir.display()))?;
+    let data_dir = std::fs::canonicalize(&config.data_dir)?;
     let state = Arc::new(HostState {
         secret: config.secret,
+        data_dir,
+        sandboxes: Mutex::new(HashMap::new()),
     });
-    let app = router(state);
+    let app = router(state.clone());
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("binding {}", config.listen))?;
-    tracing::info!(addr = %listener.local_addr()?, data_dir = %config.data_dir.display(), "sandbox host listening");
+    tracing::info!(addr = %listener.local_addr()?, data_dir = %state.data_dir.display(), "sandbox host listening");
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown_signal())
         .await
         .context("serving")?;
+    let mut sandboxes = state.sandboxes.lock().await;
+    for (id, sandbox) in sandboxes.iter_mut() {
+        tracing::info!(sandbox = %id, "stopping sandbox");
+        stop_child(&mut sandbox.child).await;
+    }
     tracing::info!("sandbox host stopped");
     Ok(())
 }
 
 fn router(state: Arc<HostState>) -> Router {
     let authed = Router::new()
-        .route("/sandboxes", get(list_sandboxes))
+        .route("/sandboxes", get(list_sandboxes).post(create_sandbox))
+        .route("/sandboxes/{id}", get(sandbox_status).delete(stop_sandbox))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             require_secret,
         ))
-        .with_state(state);
+        .with_state(state.clone());
     Router::new()
         .route("/health", get(health))
+        .with_state(state)
         .merge(authed)
         .fallback(|| async { error(ApiError::not_found("no such route")) })
 }
 
-async fn health() -> Json<HostHealth> {
+async fn health(State(state): State<Arc<HostState>>) -> Json<HostHealth> {
     Json(HostHealth {
         status: "ok".into(),
         version: env!("CARGO_PKG_VERSION").into(),
-        sandboxes: 0,
+        sandboxes: state.sandboxes.lock().await.len(),
     })
 }
 
-async fn list_sandboxes() -> Json<serde_json::Value> {
-    Json(serde_json::json!({ "sandboxes": [] }))
+fn info(id: &str, sandbox: &mut Sandbox) -> SandboxInfo {
+    let status = match sandbox.child.try_wait() {
+        Ok(None) => "running",
+        _ => "exited",
+    };
+    SandboxInfo {
+        sandbox_id: id.to_owned(),
+        session_id: sandbox.session_id.clone(),
+        status: status.into(),
+        tunnel_urls: BTreeMap::new(),
+    }
+}
+
+async fn list_sandboxes(State(state): State<Arc<HostState>>) -> Json<SandboxList> {
+    let mut map = state.sandboxes.lock().await;
+    let sandboxes = map.iter_mut().map(|(id, s)| info(id, s)).collect();
+    Json(SandboxList { sandboxes })
+}
+
+async fn sandbox_status(State(state): State<Arc<HostState>>, Path(id): Path<String>) -> Response {
+    let mut map = state.sandboxes.lock().await;
+    match map.get_mut(&id) {
+        Some(s) => Json(info(&id, s)).into_response(),
+        None => error(ApiError::not_found(format!("no sandbox {id}"))),
+    }
+}
+
+async fn stop_sandbox(State(state): State<Arc<HostState>>, Path(id): Path<String>) -> Response {
+    let removed = state.sandboxes.lock().await.remove(&id);
+    match removed {
+        Some(mut s) => {
+            stop_child(&mut s.child).await;
+            Json(serde_json::json!({ "stopped": true })).into_response()
+        }
+        None => error(ApiError::not_found(format!("no sandbox {id}"))),
+    }
+}
+
+fn valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 80
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+async fn create_sandbox(State(state): State<Arc<HostState>>, body: axum::body::Bytes) -> Response {
+    let req: SpawnRequest = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => {
+            return error(ApiError::bad_request(format!(
+                "malformed spawn request: {e}"
+            )))
+        }
+    };
+    if !valid_id(&req.sandbox_id) || !valid_id(&req.session_id) {
+        return error(ApiError::bad_request("invalid sandbox or session id"));
+    }
+    match spawn(&state, &req).await {
+        Ok(info) => (StatusCode::CREATED, Json(info)).into_response(),
+        Err(e) => {
+            tracing::error!(sandbox = %req.sandbox_id, "spawn failed: {e:#}");
+            error(ApiError::new(
+                inspect_protocol::ErrorCode::Unavailable,
+                format!("spawn failed: {e:#}"),
+            ))
+        }
+    }
+}
+
+async fn spawn(state: &HostState, req: &SpawnRequest) -> anyhow::Result<SandboxInfo> {
+    let mut map = state.sandboxes.lock().await;
+    if let Some(existing) = map.get_mut(&req.sandbox_id) {
+        return Ok(info(&req.sandbox_id, existing));
+    }
+    let root = state.data_dir.join(&req.sandbox_id);
+    let workspace = root.join("workspace");
+    std::fs::create_dir_all(&workspace)?;
+    let log = std::fs::File::create(root.join("supervisor.log"))?;
+    let exe = std::env::current_exe().context("finding the supervisor binary")?;
+    // The spawn description without the token; the token travels in its own variable.
+    let mut described = req.clone();
+    described.sandbox_token = String::new();
+    described.env.clear();
+    let mut cmd = Command::new(exe);
+    cmd.arg("run")
+        .current_dir(&workspace)
+        .env_clear()
+        .envs(
+            PASSED_THROUGH
+                .iter()
+                .filter_map(|k| std::env::var(k).ok().map(|v| (*k, v))),
+        )
+        .envs(&req.env)
+        .env("HOME", root.join("home"))
+        .env("INSPECT_SANDBOX_ROOT", &root)
+        .env("INSPECT_WORKSPACE", &workspace)
+        .env("INSPECT_SESSION_ID", &req.session_id)
+        .env("INSPECT_SANDBOX_ID", &req.sandbox_id)
+        .env("INSPECT_SANDBOX_TOKEN", &req.sandbox_token)
+        .env("INSPECT_CONTROL_PLANE_URL", &req.control_plane_url)
+        .env("INSPECT_SPAWN", serde_json::to_string(&described)?)
+        .env(
+            "RUST_LOG",
+            std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),
+        )
+        .stdin(std::process::Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .process_group(0)
+        .kill_on_drop(true);
+    std::fs::create_dir_all(root.join("home"))?;
+    let child = cmd.spawn().context("starting the sandbox supervisor")?;
+    tracing::info!(sandbox = %req.sandbox_id, session = %req.session_id, pid = ?child.id(), "sandbox started");
+    let mut sandbox = Sandbox {
+        session_id: req.session_id.clone(),
+        child,
+    };
+    let out = info(&req.sandbox_id, &mut sandbox);
+    map.insert(req.sandbox_id.clone(), sandbox);
+    Ok(out)
+}
+
+/// Stops a sandbox's whole process group: TERM, a grace period, then KILL.
+async fn stop_child(child: &mut Child) {
+    if let Some(pid) = child.id() {
+        let pgid = nix::unistd::Pid::from_raw(pid as i32);
+        let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGTERM);
+        if tokio::time::timeout(std::time::Duration::from_secs(5), child.wait())
+            .await
+            .is_err()
+        {
+            let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+        }
+        // Whatever the supervisor left in its group.
+        let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+    }
+    let _ = child.wait().await;
 }
 
 fn error(e: ApiError) -> Response {

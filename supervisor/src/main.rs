@@ -7,6 +7,7 @@
 //! - `credential-helper`: git's credential-helper protocol, answered by the control plane.
 
 mod host;
+mod run;
 
 use clap::{Parser, Subcommand};
 use std::net::SocketAddr;
@@ -53,12 +54,19 @@ async fn main() -> anyhow::Result<()> {
         .init();
     let cli = Cli::parse();
     match cli.command {
-        Command::Host { listen, data_dir, secret } => {
-            host::serve(host::HostConfig { listen, data_dir, secret }).await
+        Command::Host {
+            listen,
+            data_dir,
+            secret,
+        } => {
+            host::serve(host::HostConfig {
+                listen,
+                data_dir,
+                secret,
+            })
+            .await
         }
-        Command::Run => anyhow::bail!(
-            "`run` is not available in this build yet: the sandbox boot sequence lands with the sandbox issue"
-        ),
+        Command::Run => run::run().await,
         Command::CredentialHelper { operation } => {
             // git ignores helpers that print nothing; store/erase have nothing to do here.
             if operation != "get" {

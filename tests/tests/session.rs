@@ -21,10 +21,29 @@ fn seqs(events: &Value) -> Vec<i64> {
 async fn rest_lifecycle_of_a_session() {
     let stack = Stack::start().await.unwrap();
     let base = &stack.base_url;
+    for name in ["api", "web"] {
+        let r = send(
+            Method::POST,
+            &stack.url("/repos"),
+            Some(json!({"owner": "acme", "name": name, "path": format!("/srv/git/{name}")})),
+        )
+        .await
+        .unwrap();
+        assert_eq!(r.status, 201, "{}", r.body);
+    }
+    // Unknown repositories, and clone sources from a client, are not taken.
+    let r = send(
+        Method::POST,
+        &stack.url("/sessions"),
+        Some(json!({"repoOwner": "acme", "repoName": "nope"})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 400);
     let id = create_session(
         base,
         "ann",
-        json!({"repositories": [{"owner": "acme", "name": "api", "branch": "main"}, {"owner": "acme", "name": "web"}], "title": "Fix login"}),
+        json!({"repositories": [{"owner": "acme", "name": "api", "branch": "main", "source": "/etc/not-this"}, {"owner": "acme", "name": "web"}], "title": "Fix login"}),
     )
     .await
     .unwrap();
@@ -35,6 +54,7 @@ async fn rest_lifecycle_of_a_session() {
     assert_eq!(s.body["repoName"], "api");
     assert_eq!(s.body["repositories"].as_array().unwrap().len(), 2);
     assert_eq!(s.body["title"], "Fix login");
+    assert_eq!(s.body["repositories"][0]["source"], "/srv/git/api");
 
     // A prompt makes it active and lands on the timeline, attributed to its author.
     let p = send_as(

@@ -4,10 +4,11 @@
 use crate::auth::{self, CallerFacts};
 use crate::index;
 use crate::listing;
+use crate::repos;
 use crate::routes::{match_route, not_found, Route, SessionAction};
-use inspect_durable::shell::{ACTOR_HEADER, SESSION_HEADER};
+use inspect_durable::shell::{ACTOR_HEADER, ORIGIN_HEADER, SESSION_HEADER};
 use inspect_protocol::health::{CheckResult, DurableProbe, HealthReport};
-use inspect_protocol::session::{Actor, SessionState};
+use inspect_protocol::session::{Actor, CreateSessionRequest, RegisterRepository, SessionState};
 use inspect_protocol::{ApiError, ErrorCode};
 use worker::{event, Context, Env, Headers, Method, Request, RequestInit, Response, Result};
 
@@ -83,6 +84,29 @@ async fn serve(route: Route, req: Request, env: &Env) -> ApiResult<Response> {
             let list = index::list(env, &query).await?;
             Response::from_json(&list).map_err(internal)
         }
+        Route::ListRepos => {
+            caller(&req, env)?;
+            Response::from_json(&repos::list(env).await?).map_err(internal)
+        }
+        Route::RegisterRepo => {
+            let actor = caller(&req, env)?;
+            let mut req = req;
+            let body = read_body(&mut req).await?;
+            let reg: RegisterRepository = serde_json::from_slice(&body)
+                .map_err(|e| ApiError::bad_request(format!("malformed JSON body: {e}")))?;
+            let repo = repos::register(env, &reg, &actor, now_ms() as i64).await?;
+            Ok(Response::from_json(&repo)
+                .map_err(internal)?
+                .with_status(201))
+        }
+        Route::RemoveRepo { owner, name } => {
+            caller(&req, env)?;
+            if repos::remove(env, &owner, &name).await? {
+                Response::from_json(&serde_json::json!({ "deleted": true })).map_err(internal)
+            } else {
+                Err(ApiError::not_found(format!("no repository {owner}/{name}")))
+            }
+        }
         Route::Session {
             id,
             action: SessionAction::Socket,
@@ -148,12 +172,20 @@ async fn forward(
     actor: Option<&Actor>,
 ) -> ApiResult<Response> {
     let stub = session_stub(env, id)?;
+    let origin = origin_of(&req);
+    let query = req
+        .url()
+        .ok()
+        .and_then(|u| u.query().map(|q| format!("?{q}")))
+        .unwrap_or_default();
     if action == SessionAction::Socket {
-        // Upgrades go through untouched (the runtime carries the socket across).
+        // Upgrades go through with their own headers (a sandbox's credentials among them);
+        // the runtime carries the socket across.
         let headers = req.headers().clone();
+        headers.set(ORIGIN_HEADER, &origin).map_err(internal)?;
         let mut init = RequestInit::new();
         init.with_method(Method::Get).with_headers(headers);
-        let url = format!("https://session{}", action.object_path());
+        let url = format!("https://session{}{}", action.object_path(), query);
         let inner = Request::new_with_init(&url, &init).map_err(internal)?;
         return stub
             .fetch_with_request(inner)
@@ -166,6 +198,7 @@ async fn forward(
         .set("Content-Type", "application/json")
         .map_err(internal)?;
     headers.set(SESSION_HEADER, id).map_err(internal)?;
+    headers.set(ORIGIN_HEADER, &origin).map_err(internal)?;
     if let Some(actor) = actor {
         let json = serde_json::to_string(actor).map_err(|e| ApiError::internal(e.to_string()))?;
         headers.set(ACTOR_HEADER, &json).map_err(internal)?;
@@ -176,16 +209,18 @@ async fn forward(
         let body = read_body(&mut req).await?;
         init.with_body(Some(js_sys_bytes(&body)));
     }
-    let query = req
-        .url()
-        .ok()
-        .and_then(|u| u.query().map(|q| format!("?{q}")))
-        .unwrap_or_default();
     let url = format!("https://session{}{}", action.object_path(), query);
     let inner = Request::new_with_init(&url, &init).map_err(internal)?;
     stub.fetch_with_request(inner)
         .await
         .map_err(|e| ApiError::new(ErrorCode::Unavailable, e.to_string()))
+}
+
+/// The origin the caller reached us at (`http://127.0.0.1:8787`), for sandboxes.
+fn origin_of(req: &Request) -> String {
+    req.url()
+        .map(|u| u.origin().ascii_serialization())
+        .unwrap_or_default()
 }
 
 /// The stub of a session's Durable Object (named by the session id).
@@ -201,10 +236,17 @@ fn js_sys_bytes(bytes: &[u8]) -> wasm_bindgen::JsValue {
 
 async fn create_session(mut req: Request, env: &Env, actor: &Actor) -> ApiResult<Response> {
     let body = read_body(&mut req).await?;
-    // Check the JSON here so a malformed body gets a clear error before any object exists.
-    let _: inspect_protocol::session::CreateSessionRequest =
+    // Parse and check here so a malformed body gets a clear error before any object exists.
+    let mut create: CreateSessionRequest =
         serde_json::from_slice(if body.is_empty() { b"{}" } else { &body })
             .map_err(|e| ApiError::bad_request(format!("malformed JSON body: {e}")))?;
+    let mut repositories = inspect_durable::engine::state::repositories_of(&create)?;
+    repos::resolve(env, &mut repositories).await?;
+    create.repositories = Some(repositories);
+    create.repo_owner = None;
+    create.repo_name = None;
+    create.branch = None;
+    let body = serde_json::to_vec(&create).map_err(|e| ApiError::internal(e.to_string()))?;
     let id = new_session_id()?;
     let stub = session_stub(env, &id)?;
     let headers = Headers::new();
@@ -212,6 +254,9 @@ async fn create_session(mut req: Request, env: &Env, actor: &Actor) -> ApiResult
         .set("Content-Type", "application/json")
         .map_err(internal)?;
     headers.set(SESSION_HEADER, &id).map_err(internal)?;
+    headers
+        .set(ORIGIN_HEADER, &origin_of(&req))
+        .map_err(internal)?;
     headers
         .set(
             ACTOR_HEADER,
@@ -221,11 +266,7 @@ async fn create_session(mut req: Request, env: &Env, actor: &Actor) -> ApiResult
     let mut init = RequestInit::new();
     init.with_method(Method::Post)
         .with_headers(headers)
-        .with_body(Some(js_sys_bytes(if body.is_empty() {
-            b"{}"
-        } else {
-            &body
-        })));
+        .with_body(Some(js_sys_bytes(&body)));
     let inner = Request::new_with_init("https://session/init", &init).map_err(internal)?;
     let mut resp = stub
         .fetch_with_request(inner)

@@ -13,6 +13,8 @@ mod entry;
 #[cfg(target_arch = "wasm32")]
 mod index;
 #[cfg(target_arch = "wasm32")]
+mod repos;
+#[cfg(target_arch = "wasm32")]
 pub use inspect_durable::SessionDO;
 
 /// The version reported by `/health`.

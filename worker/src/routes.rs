@@ -7,6 +7,12 @@ pub enum Route {
     Health,
     CreateSession,
     ListSessions,
+    ListRepos,
+    RegisterRepo,
+    RemoveRepo {
+        owner: String,
+        name: String,
+    },
     /// A route served by the session's Durable Object; `action` is the object's path.
     Session {
         id: String,
@@ -70,6 +76,19 @@ pub fn match_route(method: &str, path: &str) -> Option<Result<Route, ApiError>> 
         .collect();
     let route = match segments.as_slice() {
         ["health"] => only(method, &["GET"], Route::Health),
+        ["repos"] => match method {
+            "GET" => Ok(Route::ListRepos),
+            "POST" => Ok(Route::RegisterRepo),
+            _ => Err(not_allowed(method, &["GET", "POST"])),
+        },
+        ["repos", owner, name] => only(
+            method,
+            &["DELETE"],
+            Route::RemoveRepo {
+                owner: (*owner).to_owned(),
+                name: (*name).to_owned(),
+            },
+        ),
         ["sessions"] => match method {
             "POST" => Ok(Route::CreateSession),
             "GET" => Ok(Route::ListSessions),

@@ -21,6 +21,7 @@ pub fn repositories_of(req: &CreateSessionRequest) -> EngineResult<Vec<Repositor
             owner: owner.clone(),
             name: name.clone(),
             branch: req.branch.clone(),
+            source: None,
         }],
         (None, None, None) => Vec::new(),
         (Some(_), _, _) => {

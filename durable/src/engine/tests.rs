@@ -78,6 +78,7 @@ fn create_validates_repositories() {
                     owner: "o".into(),
                     name: format!("r{i}"),
                     branch: None,
+                    source: None,
                 })
                 .collect(),
         ),
@@ -100,11 +101,13 @@ fn create_validates_repositories() {
                 owner: "acme".into(),
                 name: "api".into(),
                 branch: Some("main".into()),
+                source: None,
             },
             RepositoryRef {
                 owner: "acme".into(),
                 name: "web".into(),
                 branch: None,
+                source: None,
             },
         ]),
         title: Some("  Fix it ".into()),

@@ -1,0 +1,89 @@
+//! The local provider: `inspect-supervisor host` on loopback, the embedded default.
+
+use crate::provider::{ProviderError, SandboxProvider};
+use inspect_protocol::provider::{Capabilities, SandboxInfo, SpawnRequest};
+use worker::{Fetch, Headers, Method, Request, RequestInit};
+
+pub struct LocalProvider {
+    pub base_url: String,
+    pub secret: String,
+}
+
+impl LocalProvider {
+    async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<String>,
+    ) -> Result<(u16, String), ProviderError> {
+        let headers = Headers::new();
+        let transient =
+            |e: worker::Error| ProviderError::Transient(format!("sandbox host unreachable: {e}"));
+        headers
+            .set("Authorization", &format!("Bearer {}", self.secret))
+            .map_err(transient)?;
+        headers
+            .set("Content-Type", "application/json")
+            .map_err(transient)?;
+        let mut init = RequestInit::new();
+        init.with_method(method).with_headers(headers);
+        if let Some(b) = body {
+            init.with_body(Some(wasm_bindgen::JsValue::from_str(&b)));
+        }
+        let url = format!("{}{}", self.base_url.trim_end_matches('/'), path);
+        let req = Request::new_with_init(&url, &init).map_err(transient)?;
+        let mut resp = Fetch::Request(req).send().await.map_err(transient)?;
+        let text = resp.text().await.unwrap_or_default();
+        Ok((resp.status_code(), text))
+    }
+}
+
+fn parse_info(status: u16, text: &str) -> Result<SandboxInfo, ProviderError> {
+    if !(200..300).contains(&status) {
+        return Err(ProviderError::from_status(status, text));
+    }
+    serde_json::from_str(text).map_err(|e| {
+        ProviderError::Permanent(format!("unreadable answer from the sandbox host: {e}"))
+    })
+}
+
+impl SandboxProvider for LocalProvider {
+    fn name(&self) -> &'static str {
+        "local"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            snapshots: false,
+            restore: false,
+            persistent_resume: false,
+            explicit_stop: true,
+            timeouts: false,
+        }
+    }
+
+    async fn create(&self, req: &SpawnRequest) -> Result<SandboxInfo, ProviderError> {
+        let body =
+            serde_json::to_string(req).map_err(|e| ProviderError::Permanent(e.to_string()))?;
+        let (status, text) = self.call(Method::Post, "/sandboxes", Some(body)).await?;
+        parse_info(status, &text)
+    }
+
+    async fn status(&self, sandbox_id: &str) -> Result<SandboxInfo, ProviderError> {
+        let (status, text) = self
+            .call(Method::Get, &format!("/sandboxes/{sandbox_id}"), None)
+            .await?;
+        parse_info(status, &text)
+    }
+
+    async fn stop(&self, sandbox_id: &str) -> Result<(), ProviderError> {
+        let (status, text) = self
+            .call(Method::Delete, &format!("/sandboxes/{sandbox_id}"), None)
+            .await?;
+        if (200..300).contains(&status) || status == 404 {
+            Ok(())
+        } else {
+            Err(ProviderError::from_status(status, &text))
+        }
+    }
+}

@@ -1,0 +1,65 @@
+//! Sandbox providers: one interface with capability flags, errors classified as transient
+//! (try again later) or permanent (do not retry unchanged). The local provider talks to
+//! `inspect-supervisor host` over HTTP on loopback.
+
+use inspect_protocol::provider::{Capabilities, SandboxInfo, SpawnRequest};
+use std::fmt;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProviderError {
+    /// The provider could not be reached or was busy: retrying later may work.
+    Transient(String),
+    /// The provider refused: retrying the same request will not work.
+    Permanent(String),
+}
+
+impl ProviderError {
+    pub fn is_transient(&self) -> bool {
+        matches!(self, ProviderError::Transient(_))
+    }
+
+    /// Classifies an HTTP answer the way every provider's API does.
+    pub fn from_status(status: u16, body: &str) -> Self {
+        let detail = format!(
+            "provider answered {status}: {}",
+            body.chars().take(300).collect::<String>()
+        );
+        if status == 408 || status == 429 || status >= 500 {
+            ProviderError::Transient(detail)
+        } else {
+            ProviderError::Permanent(detail)
+        }
+    }
+}
+
+impl fmt::Display for ProviderError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProviderError::Transient(m) => write!(f, "{m} (transient)"),
+            ProviderError::Permanent(m) => write!(f, "{m}"),
+        }
+    }
+}
+
+/// A sandbox provider. Async methods run in the Durable Object (wasm, single-threaded).
+#[allow(async_fn_in_trait)]
+pub trait SandboxProvider {
+    fn name(&self) -> &'static str;
+    fn capabilities(&self) -> Capabilities;
+    async fn create(&self, req: &SpawnRequest) -> Result<SandboxInfo, ProviderError>;
+    async fn status(&self, sandbox_id: &str) -> Result<SandboxInfo, ProviderError>;
+    async fn stop(&self, sandbox_id: &str) -> Result<(), ProviderError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_classify() {
+        assert!(ProviderError::from_status(503, "").is_transient());
+        assert!(ProviderError::from_status(429, "").is_transient());
+        assert!(!ProviderError::from_status(400, "bad").is_transient());
+        assert!(!ProviderError::from_status(401, "").is_transient());
+    }
+}

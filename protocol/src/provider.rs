@@ -1,0 +1,87 @@
+//! What the control plane asks of a sandbox provider, and the local provider's HTTP API
+//! (`inspect-supervisor host`: `POST /sandboxes`, `GET /sandboxes/:id`,
+//! `DELETE /sandboxes/:id`, `Authorization: Bearer <shared secret>`).
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// How a sandbox boots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BootMode {
+    /// Clone everything, run setup.
+    #[default]
+    Fresh,
+    /// From a snapshot: fetch + reset, no setup.
+    SnapshotRestore,
+    /// From a prebuilt image: fetch + reset, no setup.
+    Prebuilt,
+    /// Building an image: setup failures are fatal.
+    Build,
+}
+
+/// One repository to put in the workspace, in position order (the first is primary).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkspaceRepository {
+    pub owner: String,
+    pub name: String,
+    /// Where to clone from: a local path or a git URL, set by the control plane only.
+    pub source: String,
+    /// The base branch (the source's default when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_branch: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SpawnRequest {
+    pub session_id: String,
+    pub sandbox_id: String,
+    /// The sandbox's bearer token for the session socket. Never logged.
+    pub sandbox_token: String,
+    /// Where the supervisor connects (`<url>/sessions/<id>/ws?type=sandbox`).
+    pub control_plane_url: String,
+    pub repositories: Vec<WorkspaceRepository>,
+    /// The branch the agent works on, in every repository.
+    pub work_branch: String,
+    #[serde(default)]
+    pub boot_mode: BootMode,
+    /// Secrets and settings for the sandbox's environment. Never logged.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Ports to expose; their URLs reach the sandbox through `.tunnels.env`.
+    #[serde(default)]
+    pub tunnel_ports: Vec<u16>,
+    /// The model the agent uses unless a prompt says otherwise (`provider/model`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_model: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SandboxInfo {
+    pub sandbox_id: String,
+    pub session_id: String,
+    /// `running`, `exited`, `stopped`.
+    pub status: String,
+    #[serde(default)]
+    pub tunnel_urls: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SandboxList {
+    pub sandboxes: Vec<SandboxInfo>,
+}
+
+/// What a provider can do; decisions about resume, restore and respawn read these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Capabilities {
+    pub snapshots: bool,
+    pub restore: bool,
+    pub persistent_resume: bool,
+    pub explicit_stop: bool,
+    pub timeouts: bool,
+}

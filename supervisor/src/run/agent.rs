@@ -1,0 +1,288 @@
+//! OpenCode as the sandbox's agent: `opencode serve` on loopback with a password, its
+//! configuration and offline flags, driven over HTTP, its events read over SSE.
+
+use anyhow::{bail, Context, Result};
+use eventsource_stream::Eventsource;
+use futures::StreamExt;
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+use tokio::process::{Child, Command};
+use tokio::sync::mpsc;
+
+pub struct AgentConfig {
+    pub binary: PathBuf,
+    /// Where the agent works (the primary repository, or the workspace).
+    pub directory: PathBuf,
+    /// Its own state: HOME, XDG folders, TMPDIR.
+    pub state_dir: PathBuf,
+    /// `provider/model` used when a prompt names none.
+    pub default_model: Option<String>,
+    /// An OpenAI-compatible endpoint (a local model server, or a fake in tests).
+    pub base_url: Option<String>,
+    pub api_key: Option<String>,
+}
+
+pub struct Agent {
+    pub base: String,
+    password: String,
+    pub session_id: String,
+    pub directory: PathBuf,
+    http: reqwest::Client,
+    child: Child,
+    pub default_model: Option<String>,
+}
+
+fn free_port() -> Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// The configuration OpenCode reads from `OPENCODE_CONFIG_CONTENT`.
+pub fn opencode_config(cfg: &AgentConfig) -> Value {
+    let mut config = json!({
+        "autoupdate": false,
+        "share": "disabled",
+        "permission": {"edit": "allow", "bash": "allow", "webfetch": "allow"},
+        "lsp": false,
+        "formatter": false,
+    });
+    if let Some(model) = &cfg.default_model {
+        config["model"] = json!(model);
+        config["small_model"] = json!(model);
+    }
+    if let Some(url) = &cfg.base_url {
+        let (provider, model) = cfg
+            .default_model
+            .as_deref()
+            .and_then(|m| m.split_once('/'))
+            .unwrap_or(("inspect", "default"));
+        config["enabled_providers"] = json!([provider]);
+        config["provider"] = json!({
+            provider: {
+                "npm": "@ai-sdk/openai-compatible",
+                "options": {"baseURL": url, "apiKey": cfg.api_key.clone().unwrap_or_else(|| "none".into())},
+                "models": {model: {"tool_call": true, "limit": {"context": 128000, "output": 4096}}},
+            }
+        });
+    }
+    config
+}
+
+impl Agent {
+    pub async fn start(cfg: &AgentConfig) -> Result<Agent> {
+        let port = free_port()?;
+        let mut pw = [0u8; 24];
+        let _ = getrandom::fill(&mut pw);
+        let password = hex::encode(pw);
+        let st = &cfg.state_dir;
+        for d in ["home", "config", "data", "cache", "state", "tmp"] {
+            std::fs::create_dir_all(st.join(d))?;
+        }
+        let log = std::fs::File::create(st.join("opencode.log"))?;
+        let mut cmd = Command::new(&cfg.binary);
+        cmd.args([
+            "serve",
+            "--port",
+            &port.to_string(),
+            "--hostname",
+            "127.0.0.1",
+        ])
+        .current_dir(&cfg.directory)
+        .env("HOME", st.join("home"))
+        .env("XDG_CONFIG_HOME", st.join("config"))
+        .env("XDG_DATA_HOME", st.join("data"))
+        .env("XDG_CACHE_HOME", st.join("cache"))
+        .env("XDG_STATE_HOME", st.join("state"))
+        .env("TMPDIR", st.join("tmp"))
+        .env_remove("INSPECT_SANDBOX_TOKEN")
+        .env("OPENCODE_CONFIG_CONTENT", opencode_config(cfg).to_string())
+        .env("OPENCODE_SERVER_PASSWORD", &password)
+        .env("OPENCODE_DISABLE_AUTOUPDATE", "1")
+        .env("OPENCODE_DISABLE_MODELS_FETCH", "1")
+        .env("OPENCODE_DISABLE_LSP_DOWNLOAD", "1")
+        .env("OPENCODE_DISABLE_DEFAULT_PLUGINS", "1")
+        .env("OPENCODE_DISABLE_SHARE", "1")
+        .env("OPENCODE_DISABLE_EXTERNAL_SKILLS", "1")
+        .env("OPENCODE_DISABLE_CLAUDE_CODE", "1")
+        .stdin(std::process::Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .kill_on_drop(true);
+        let child = cmd
+            .spawn()
+            .with_context(|| format!("starting {}", cfg.binary.display()))?;
+        let http = reqwest::Client::builder().build()?;
+        let base = format!("http://127.0.0.1:{port}");
+        let mut agent = Agent {
+            base,
+            password,
+            session_id: String::new(),
+            directory: cfg.directory.clone(),
+            http,
+            child,
+            default_model: cfg.default_model.clone(),
+        };
+        agent.wait_healthy(Duration::from_secs(60)).await?;
+        let session: Value = agent
+            .post("/session", json!({"title": "Open-Inspect session"}))
+            .await?
+            .json()
+            .await?;
+        agent.session_id = session["id"]
+            .as_str()
+            .context("no session id from the agent")?
+            .to_owned();
+        Ok(agent)
+    }
+
+    async fn wait_healthy(&mut self, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                bail!("the agent exited during start-up ({status})");
+            }
+            let ok = self
+                .http
+                .get(format!("{}/global/health", self.base))
+                .basic_auth("opencode", Some(&self.password))
+                .send()
+                .await
+                .map(|r| r.status().is_success())
+                .unwrap_or(false);
+            if ok {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                bail!("the agent did not become healthy in {timeout:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn post(&self, path: &str, body: Value) -> Result<reqwest::Response> {
+        let r = self
+            .http
+            .post(format!("{}{}", self.base, path))
+            .query(&[("directory", self.directory.to_string_lossy())])
+            .basic_auth("opencode", Some(&self.password))
+            .json(&body)
+            .send()
+            .await?;
+        if !r.status().is_success() {
+            bail!(
+                "agent answered {} to {path}: {}",
+                r.status(),
+                r.text().await.unwrap_or_default()
+            );
+        }
+        Ok(r)
+    }
+
+    /// Sends a prompt; results arrive on the event stream.
+    pub async fn prompt(&self, text: &str, model: Option<&str>) -> Result<()> {
+        let mut body = json!({"parts": [{"type": "text", "text": text}]});
+        if let Some((provider, model)) = model
+            .or(self.default_model.as_deref())
+            .and_then(|m| m.split_once('/'))
+        {
+            body["model"] = json!({"providerID": provider, "modelID": model});
+        }
+        self.post(&format!("/session/{}/prompt_async", self.session_id), body)
+            .await?;
+        Ok(())
+    }
+
+    pub async fn abort(&self) -> Result<()> {
+        self.post(&format!("/session/{}/abort", self.session_id), json!({}))
+            .await?;
+        Ok(())
+    }
+
+    pub async fn answer_permission(&self, id: &str) -> Result<()> {
+        self.post(&format!("/permission/{id}/reply"), json!({"reply": "once"}))
+            .await?;
+        Ok(())
+    }
+
+    /// The session's messages, to recover a turn's end when the stream was lost.
+    pub async fn messages(&self) -> Result<Value> {
+        let r = self
+            .http
+            .get(format!("{}/session/{}/message", self.base, self.session_id))
+            .query(&[("directory", self.directory.to_string_lossy())])
+            .basic_auth("opencode", Some(&self.password))
+            .send()
+            .await?;
+        Ok(r.json().await?)
+    }
+
+    pub fn exited(&mut self) -> bool {
+        !matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Reads the event stream into `tx`, reconnecting while the agent lives.
+    pub fn stream_events(&self, tx: mpsc::UnboundedSender<Value>) -> tokio::task::JoinHandle<()> {
+        let url = format!("{}/event", self.base);
+        let directory = self.directory.to_string_lossy().into_owned();
+        let http = self.http.clone();
+        let password = self.password.clone();
+        tokio::spawn(async move {
+            loop {
+                let resp = http
+                    .get(&url)
+                    .query(&[("directory", directory.as_str())])
+                    .basic_auth("opencode", Some(&password))
+                    .send()
+                    .await;
+                match resp {
+                    Ok(r) if r.status().is_success() => {
+                        let mut stream = r.bytes_stream().eventsource();
+                        while let Some(item) = stream.next().await {
+                            match item {
+                                Ok(ev) => {
+                                    if let Ok(v) = serde_json::from_str::<Value>(&ev.data) {
+                                        if tx.send(v).is_err() {
+                                            return;
+                                        }
+                                    }
+                                }
+                                Err(e) => {
+                                    tracing::warn!("agent event stream broke: {e}");
+                                    break;
+                                }
+                            }
+                        }
+                        // Tell the turn logic the stream was lost, so it can recover.
+                        if tx.send(json!({"type": "inspect.stream_lost"})).is_err() {
+                            return;
+                        }
+                    }
+                    Ok(r) => tracing::warn!("agent event stream answered {}", r.status()),
+                    Err(e) => tracing::warn!("agent event stream: {e}"),
+                }
+                if tx.is_closed() {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        })
+    }
+}
+
+/// Whether the last assistant message in `messages` finished, and its error if any.
+pub fn last_turn_state(messages: &Value) -> Option<(bool, Option<String>)> {
+    let last = messages
+        .as_array()?
+        .iter()
+        .rev()
+        .find(|m| m["info"]["role"] == "assistant")?;
+    let info = &last["info"];
+    let finished = info["time"].get("completed").is_some_and(|c| !c.is_null());
+    let error = info
+        .get("error")
+        .filter(|e| !e.is_null())
+        .map(|e| e["name"].as_str().unwrap_or("error").to_owned());
+    Some((finished, error))
+}

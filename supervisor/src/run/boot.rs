@@ -1,0 +1,409 @@
+//! The boot sequence, each step reported to the session as it starts and ends:
+//! stale `.tunnels.env` cleared → git sync of every repository in order → `setup.sh`
+//! (fresh and build boots; 300 s; fatal only in build mode) → wait for tunnel URLs
+//! (≤ `TUNNEL_WAIT_TIMEOUT_SECONDS`, polled every 0.2 s) → `start.sh` (120 s, fatal).
+
+use super::link::Events;
+use anyhow::{bail, Context, Result};
+use inspect_protocol::provider::{BootMode, WorkspaceRepository};
+use inspect_protocol::sandbox::{SandboxEvent, StepStatus};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use tokio::process::Command;
+
+pub const SETUP_TIMEOUT: Duration = Duration::from_secs(300);
+pub const START_TIMEOUT: Duration = Duration::from_secs(120);
+/// What clients are shown of a hook's output: its last this many bytes.
+pub const HOOK_OUTPUT_TAIL: usize = 8 * 1024;
+pub const TUNNEL_POLL: Duration = Duration::from_millis(200);
+pub const TUNNELS_FILE: &str = ".tunnels.env";
+
+/// The bot that commits; prompts' authors are set per commit.
+pub const BOT_NAME: &str = "open-inspect[bot]";
+pub const BOT_EMAIL: &str = "bot@open-inspect.local";
+
+pub struct Step<'a> {
+    events: &'a Events,
+    name: String,
+    started: Instant,
+}
+
+impl<'a> Step<'a> {
+    pub fn begin(events: &'a Events, name: impl Into<String>) -> Self {
+        let name = name.into();
+        tracing::info!(step = %name, "boot step started");
+        events.send(SandboxEvent::BootStep {
+            step: name.clone(),
+            status: StepStatus::Started,
+            duration_ms: None,
+            detail: None,
+            output: None,
+        });
+        Step {
+            events,
+            name,
+            started: Instant::now(),
+        }
+    }
+
+    pub fn end(self, status: StepStatus, detail: Option<String>, output: Option<String>) {
+        let ms = self.started.elapsed().as_millis() as i64;
+        tracing::info!(step = %self.name, ?status, ms, "boot step ended");
+        self.events.send(SandboxEvent::BootStep {
+            step: self.name,
+            status,
+            duration_ms: Some(ms),
+            detail,
+            output,
+        });
+    }
+}
+
+/// Removes a `.tunnels.env` left by another sandbox (its `TUNNEL_SANDBOX_ID` is not ours).
+/// Returns whether a file was removed.
+pub fn clear_stale_tunnels(workspace: &Path, sandbox_id: &str) -> std::io::Result<bool> {
+    let path = workspace.join(TUNNELS_FILE);
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        return Ok(false);
+    };
+    let owner = parse_env(&text)
+        .into_iter()
+        .find(|(k, _)| k == "TUNNEL_SANDBOX_ID")
+        .map(|(_, v)| v);
+    if owner.as_deref() == Some(sandbox_id) {
+        return Ok(false);
+    }
+    std::fs::remove_file(&path)?;
+    Ok(true)
+}
+
+/// `KEY=VALUE` lines; blank lines and `#` comments skipped; quotes around values removed.
+pub fn parse_env(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| {
+            (
+                k.trim().to_owned(),
+                v.trim().trim_matches('"').trim_matches('\'').to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// Which of the expected `TUNNEL_<port>` entries the file does not hold yet.
+pub fn missing_tunnels(text: &str, sandbox_id: &str, ports: &[u16]) -> Vec<u16> {
+    let vars = parse_env(text);
+    let ours = vars
+        .iter()
+        .any(|(k, v)| k == "TUNNEL_SANDBOX_ID" && v == sandbox_id);
+    ports
+        .iter()
+        .copied()
+        .filter(|p| {
+            !ours
+                || !vars
+                    .iter()
+                    .any(|(k, v)| k == &format!("TUNNEL_{p}") && !v.is_empty())
+        })
+        .collect()
+}
+
+/// Waits until every expected tunnel URL is in the file, or the time runs out.
+pub async fn wait_for_tunnels(
+    workspace: &Path,
+    sandbox_id: &str,
+    ports: &[u16],
+    timeout: Duration,
+) -> Result<(), Vec<u16>> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let text = std::fs::read_to_string(workspace.join(TUNNELS_FILE)).unwrap_or_default();
+        let missing = missing_tunnels(&text, sandbox_id, ports);
+        if missing.is_empty() {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(missing);
+        }
+        tokio::time::sleep(TUNNEL_POLL).await;
+    }
+}
+
+/// How a hook ended.
+#[derive(Debug, PartialEq)]
+pub enum HookOutcome {
+    Absent,
+    Succeeded { output: String },
+    Failed { code: Option<i32>, output: String },
+    TimedOut { output: String },
+}
+
+fn tail(bytes: &[u8]) -> String {
+    let start = bytes.len().saturating_sub(HOOK_OUTPUT_TAIL);
+    String::from_utf8_lossy(&bytes[start..]).into_owned()
+}
+
+/// Runs `script` with bash in `dir`, bounded by `timeout`; kills its process group on time-out.
+pub async fn run_hook(script: &Path, dir: &Path, timeout: Duration) -> Result<HookOutcome> {
+    if !script.exists() {
+        return Ok(HookOutcome::Absent);
+    }
+    let out_path = std::env::temp_dir().join(format!("hook-{}.log", std::process::id()));
+    let out = std::fs::File::create(&out_path)?;
+    let mut child = Command::new("bash")
+        .arg(script)
+        .current_dir(dir)
+        .env_remove("INSPECT_SANDBOX_TOKEN")
+        .stdin(std::process::Stdio::null())
+        .stdout(out.try_clone()?)
+        .stderr(out)
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("starting {}", script.display()))?;
+    let result = tokio::time::timeout(timeout, child.wait()).await;
+    let outcome = match result {
+        Ok(status) => {
+            let status = status?;
+            let output = tail(&std::fs::read(&out_path).unwrap_or_default());
+            if status.success() {
+                HookOutcome::Succeeded { output }
+            } else {
+                HookOutcome::Failed {
+                    code: status.code(),
+                    output,
+                }
+            }
+        }
+        Err(_) => {
+            if let Some(pid) = child.id() {
+                let _ = nix::sys::signal::killpg(
+                    nix::unistd::Pid::from_raw(pid as i32),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+            let _ = child.wait().await;
+            HookOutcome::TimedOut {
+                output: tail(&std::fs::read(&out_path).unwrap_or_default()),
+            }
+        }
+    };
+    let _ = std::fs::remove_file(&out_path);
+    Ok(outcome)
+}
+
+pub async fn git(dir: &Path, args: &[&str]) -> Result<String> {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .with_context(|| format!("running git {}", args.join(" ")))?;
+    if !out.status.success() {
+        bail!(
+            "git {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+/// Clones (fresh) or fetches and resets (otherwise) one repository onto the work branch.
+/// Returns its directory and head commit.
+pub async fn sync_repository(
+    workspace: &Path,
+    repo: &WorkspaceRepository,
+    work_branch: &str,
+    mode: BootMode,
+) -> Result<(PathBuf, String)> {
+    let dir = workspace.join(&repo.name);
+    let exists = dir.join(".git").exists();
+    if !exists || mode == BootMode::Fresh || mode == BootMode::Build {
+        if exists {
+            std::fs::remove_dir_all(&dir)?;
+        }
+        let mut args = vec!["clone", "--quiet"];
+        if let Some(b) = &repo.base_branch {
+            args.extend(["--branch", b.as_str()]);
+        }
+        let d = dir.to_string_lossy().into_owned();
+        args.extend(["--", repo.source.as_str(), d.as_str()]);
+        git(workspace, &args).await?;
+        // The work branch continues where an earlier sandbox of this session left it.
+        let remote_work = format!("refs/remotes/origin/{work_branch}");
+        if git(&dir, &["rev-parse", "--verify", "--quiet", &remote_work])
+            .await
+            .is_ok()
+        {
+            git(
+                &dir,
+                &["checkout", "--quiet", "-B", work_branch, &remote_work],
+            )
+            .await?;
+        } else {
+            git(&dir, &["checkout", "--quiet", "-B", work_branch]).await?;
+        }
+    } else {
+        git(&dir, &["fetch", "--quiet", "origin"]).await?;
+        let remote_work = format!("origin/{work_branch}");
+        if git(&dir, &["rev-parse", "--verify", "--quiet", &remote_work])
+            .await
+            .is_ok()
+        {
+            git(&dir, &["reset", "--quiet", "--hard", &remote_work]).await?;
+        }
+    }
+    git(&dir, &["config", "user.name", BOT_NAME]).await?;
+    git(&dir, &["config", "user.email", BOT_EMAIL]).await?;
+    let sha = git(&dir, &["rev-parse", "HEAD"]).await?;
+    Ok((dir, sha))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stale_tunnel_files_are_cleared_and_ours_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join(TUNNELS_FILE),
+            "TUNNEL_SANDBOX_ID=old\nTUNNEL_3000=http://x\n",
+        )
+        .unwrap();
+        assert!(clear_stale_tunnels(dir.path(), "new").unwrap());
+        assert!(!dir.path().join(TUNNELS_FILE).exists());
+        std::fs::write(dir.path().join(TUNNELS_FILE), "TUNNEL_SANDBOX_ID=new\n").unwrap();
+        assert!(!clear_stale_tunnels(dir.path(), "new").unwrap());
+        assert!(dir.path().join(TUNNELS_FILE).exists());
+        assert!(!clear_stale_tunnels(&dir.path().join("none"), "new").unwrap());
+    }
+
+    #[test]
+    fn missing_tunnels_needs_our_id_and_every_port() {
+        let text = "# comment\nTUNNEL_SANDBOX_ID=sb\nTUNNEL_3000=\"http://127.0.0.1:4000\"\n";
+        assert_eq!(missing_tunnels(text, "sb", &[3000, 5173]), vec![5173]);
+        assert_eq!(missing_tunnels(text, "other", &[3000]), vec![3000]);
+        assert!(missing_tunnels(text, "sb", &[3000]).is_empty());
+    }
+
+    #[tokio::test]
+    async fn tunnel_wait_times_out_then_succeeds_when_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = wait_for_tunnels(dir.path(), "sb", &[3000], Duration::from_millis(300)).await;
+        assert_eq!(r, Err(vec![3000]));
+        let path = dir.path().join(TUNNELS_FILE);
+        let writer = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            std::fs::write(path, "TUNNEL_SANDBOX_ID=sb\nTUNNEL_3000=http://x\n").unwrap();
+        });
+        assert_eq!(
+            wait_for_tunnels(dir.path(), "sb", &[3000], Duration::from_secs(5)).await,
+            Ok(())
+        );
+        writer.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn hooks_succeed_fail_and_time_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("hook.sh");
+        assert_eq!(
+            run_hook(&script, dir.path(), Duration::from_secs(5))
+                .await
+                .unwrap(),
+            HookOutcome::Absent
+        );
+        std::fs::write(&script, "echo hello; echo oops >&2").unwrap();
+        match run_hook(&script, dir.path(), Duration::from_secs(5))
+            .await
+            .unwrap()
+        {
+            HookOutcome::Succeeded { output } => {
+                assert!(output.contains("hello") && output.contains("oops"))
+            }
+            other => panic!("{other:?}"),
+        }
+        std::fs::write(&script, "echo failing; exit 3").unwrap();
+        assert!(matches!(
+            run_hook(&script, dir.path(), Duration::from_secs(5))
+                .await
+                .unwrap(),
+            HookOutcome::Failed { code: Some(3), .. }
+        ));
+        std::fs::write(&script, "echo before; sleep 30").unwrap();
+        let t = Instant::now();
+        match run_hook(&script, dir.path(), Duration::from_millis(500))
+            .await
+            .unwrap()
+        {
+            HookOutcome::TimedOut { output } => assert!(output.contains("before")),
+            other => panic!("{other:?}"),
+        }
+        assert!(t.elapsed() < Duration::from_secs(5));
+        // Output is bounded.
+        std::fs::write(&script, "head -c 100000 /dev/zero | tr '\\0' x").unwrap();
+        match run_hook(&script, dir.path(), Duration::from_secs(5))
+            .await
+            .unwrap()
+        {
+            HookOutcome::Succeeded { output } => assert_eq!(output.len(), HOOK_OUTPUT_TAIL),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_repository_is_cloned_onto_the_work_branch() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("src");
+        std::fs::create_dir(&src).unwrap();
+        git(&src, &["init", "--quiet", "-b", "main"]).await.unwrap();
+        std::fs::write(src.join("a.txt"), "a").unwrap();
+        git(&src, &["add", "."]).await.unwrap();
+        git(
+            &src,
+            &[
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "commit",
+                "--quiet",
+                "-m",
+                "init",
+            ],
+        )
+        .await
+        .unwrap();
+        let ws = dir.path().join("ws");
+        std::fs::create_dir(&ws).unwrap();
+        let repo = WorkspaceRepository {
+            owner: "local".into(),
+            name: "src".into(),
+            source: src.to_string_lossy().into(),
+            base_branch: None,
+        };
+        let (path, sha) = sync_repository(&ws, &repo, "open-inspect/s1", BootMode::Fresh)
+            .await
+            .unwrap();
+        assert_eq!(sha.len(), 40);
+        assert_eq!(
+            git(&path, &["rev-parse", "--abbrev-ref", "HEAD"])
+                .await
+                .unwrap(),
+            "open-inspect/s1"
+        );
+        let bad = WorkspaceRepository {
+            source: "/nope/nope".into(),
+            ..repo
+        };
+        assert!(sync_repository(&ws, &bad, "b", BootMode::Fresh)
+            .await
+            .is_err());
+    }
+}

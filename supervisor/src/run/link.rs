@@ -1,0 +1,325 @@
+//! The sandbox's connection to its session: one WebSocket, kept up across drops.
+//!
+//! Events go out in order, batched when several are waiting. Events that matter carry an
+//! ack id and stay buffered (up to [`MAX_UNACKED_EVENTS`]) until the session acknowledges
+//! them; after a reconnect they are sent again. Reconnects back off 2^n seconds, capped at
+//! 60; a 401/403/404/410 answer ends the sandbox: it was replaced or its session is gone.
+
+use futures::{SinkExt, StreamExt};
+use inspect_protocol::sandbox::{
+    SandboxCommand, SandboxEvent, SandboxFrame, FINAL_CONNECT_STATUSES, HEARTBEAT_INTERVAL_SECS,
+    MAX_BATCH_EVENTS, MAX_UNACKED_EVENTS, RECONNECT_BACKOFF_CAP_SECS,
+};
+use std::collections::VecDeque;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::Message;
+
+/// Events not needing an ack that are kept while disconnected; beyond this the oldest go.
+const MAX_PENDING_EVENTS: usize = 10_000;
+
+#[derive(Clone)]
+pub struct LinkConfig {
+    pub control_plane_url: String,
+    pub session_id: String,
+    pub sandbox_id: String,
+    pub token: String,
+}
+
+/// The supervisor's handle: send events, receive commands.
+#[derive(Clone)]
+pub struct Events {
+    tx: mpsc::UnboundedSender<SandboxEvent>,
+}
+
+impl Events {
+    pub fn send(&self, event: SandboxEvent) {
+        let _ = self.tx.send(event);
+    }
+}
+
+/// Why the link ended for good.
+#[derive(Debug)]
+pub enum LinkEnd {
+    /// The session refused this sandbox (status); it should shut down.
+    Refused(u16),
+    /// The supervisor dropped every sender.
+    Closed,
+}
+
+pub fn start(
+    config: LinkConfig,
+) -> (
+    Events,
+    mpsc::UnboundedReceiver<SandboxCommand>,
+    tokio::task::JoinHandle<LinkEnd>,
+) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
+    let handle = tokio::spawn(run(config, rx, cmd_tx));
+    (Events { tx }, cmd_rx, handle)
+}
+
+fn ws_url(config: &LinkConfig) -> String {
+    let base = config.control_plane_url.trim_end_matches('/');
+    let base = base
+        .strip_prefix("https://")
+        .map(|r| format!("wss://{r}"))
+        .or_else(|| base.strip_prefix("http://").map(|r| format!("ws://{r}")))
+        .unwrap_or_else(|| base.to_owned());
+    format!("{base}/sessions/{}/ws?type=sandbox", config.session_id)
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+fn new_ack_id() -> String {
+    let mut b = [0u8; 12];
+    let _ = getrandom::fill(&mut b);
+    hex::encode(b)
+}
+
+/// Outgoing state that survives reconnects.
+#[derive(Default)]
+struct Outbox {
+    /// Sent (or not yet) and waiting for an ack, in order: (ack id, frame).
+    unacked: VecDeque<(String, serde_json::Value)>,
+    /// Not yet sent, in order.
+    pending: VecDeque<serde_json::Value>,
+}
+
+impl Outbox {
+    fn push(&mut self, config: &LinkConfig, event: SandboxEvent) {
+        let ack_id = event.must_ack().then(new_ack_id);
+        let frame = SandboxFrame {
+            sandbox_id: config.sandbox_id.clone(),
+            timestamp: now_ms(),
+            ack_id: ack_id.clone(),
+            event,
+        };
+        let Ok(value) = serde_json::to_value(&frame) else {
+            return;
+        };
+        if let Some(id) = ack_id {
+            if self.unacked.len() >= MAX_UNACKED_EVENTS {
+                tracing::warn!(
+                    "more than {MAX_UNACKED_EVENTS} unacknowledged events; dropping the oldest"
+                );
+                self.unacked.pop_front();
+            }
+            self.unacked.push_back((id, value.clone()));
+        }
+        if self.pending.len() >= MAX_PENDING_EVENTS {
+            self.pending.pop_front();
+        }
+        self.pending.push_back(value);
+    }
+
+    fn ack(&mut self, ack_id: &str) {
+        self.unacked.retain(|(id, _)| id != ack_id);
+    }
+
+    /// After a reconnect: everything unacked goes again, then what was never sent.
+    fn requeue_unacked(&mut self) {
+        let unsent: std::collections::HashSet<String> = self
+            .pending
+            .iter()
+            .filter_map(|v| v.get("ackId").and_then(|a| a.as_str()).map(str::to_owned))
+            .collect();
+        for (id, frame) in self.unacked.iter().rev() {
+            if !unsent.contains(id) {
+                self.pending.push_front(frame.clone());
+            }
+        }
+    }
+
+    /// The next frame to send: one event, or a batch of those waiting.
+    fn next_frame(&mut self) -> Option<String> {
+        match self.pending.len() {
+            0 => None,
+            1 => self.pending.pop_front().map(|v| v.to_string()),
+            n => {
+                let take = n.min(MAX_BATCH_EVENTS);
+                let events: Vec<_> = self.pending.drain(..take).collect();
+                Some(serde_json::json!({ "type": "batch", "events": events }).to_string())
+            }
+        }
+    }
+}
+
+async fn run(
+    config: LinkConfig,
+    mut events: mpsc::UnboundedReceiver<SandboxEvent>,
+    commands: mpsc::UnboundedSender<SandboxCommand>,
+) -> LinkEnd {
+    let mut outbox = Outbox::default();
+    let mut attempt: u32 = 0;
+    loop {
+        let mut request = match ws_url(&config).into_client_request() {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!("bad control plane URL: {e}");
+                return LinkEnd::Refused(0);
+            }
+        };
+        let headers = request.headers_mut();
+        if let Ok(v) = format!("Bearer {}", config.token).parse() {
+            headers.insert("Authorization", v);
+        }
+        if let Ok(v) = config.sandbox_id.parse() {
+            headers.insert("X-Sandbox-ID", v);
+        }
+        match tokio_tungstenite::connect_async(request).await {
+            Ok((stream, _)) => {
+                tracing::info!("connected to the session");
+                attempt = 0;
+                outbox.requeue_unacked();
+                match connected(&config, stream, &mut outbox, &mut events, &commands).await {
+                    Some(end) => return end,
+                    None => tracing::warn!("lost the session socket; reconnecting"),
+                }
+            }
+            Err(tokio_tungstenite::tungstenite::Error::Http(resp))
+                if FINAL_CONNECT_STATUSES.contains(&resp.status().as_u16()) =>
+            {
+                let status = resp.status().as_u16();
+                tracing::error!(status, "the session refused this sandbox; giving up");
+                return LinkEnd::Refused(status);
+            }
+            Err(e) => tracing::warn!("connecting to the session failed: {e}"),
+        }
+        let wait = 2u64.saturating_pow(attempt).min(RECONNECT_BACKOFF_CAP_SECS);
+        attempt = attempt.saturating_add(1);
+        // Keep collecting events while waiting, so nothing is lost and memory is bounded.
+        let sleep = tokio::time::sleep(Duration::from_secs(wait));
+        tokio::pin!(sleep);
+        loop {
+            tokio::select! {
+                _ = &mut sleep => break,
+                e = events.recv() => match e {
+                    Some(e) => outbox.push(&config, e),
+                    None => return LinkEnd::Closed,
+                },
+            }
+        }
+    }
+}
+
+/// Serves one connection; `None` when it dropped and should be retried.
+async fn connected<S>(
+    config: &LinkConfig,
+    stream: tokio_tungstenite::WebSocketStream<S>,
+    outbox: &mut Outbox,
+    events: &mut mpsc::UnboundedReceiver<SandboxEvent>,
+    commands: &mpsc::UnboundedSender<SandboxCommand>,
+) -> Option<LinkEnd>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let (mut sink, mut source) = stream.split();
+    let mut heartbeat = tokio::time::interval(Duration::from_secs(HEARTBEAT_INTERVAL_SECS));
+    loop {
+        while let Some(frame) = outbox.next_frame() {
+            if sink.send(Message::text(frame)).await.is_err() {
+                return None;
+            }
+        }
+        tokio::select! {
+            e = events.recv() => match e {
+                Some(e) => {
+                    outbox.push(config, e);
+                    // Gather whatever else is ready, so a burst leaves as one batch.
+                    while let Ok(more) = events.try_recv() {
+                        outbox.push(config, more);
+                    }
+                }
+                None => {
+                    let _ = sink.close().await;
+                    return Some(LinkEnd::Closed);
+                }
+            },
+            _ = heartbeat.tick() => outbox.push(config, SandboxEvent::Heartbeat),
+            msg = source.next() => match msg {
+                Some(Ok(Message::Text(text))) => match serde_json::from_str::<SandboxCommand>(&text) {
+                    Ok(SandboxCommand::Ack { ack_id }) => outbox.ack(&ack_id),
+                    Ok(SandboxCommand::Error { code, message }) => tracing::warn!(%code, "the session refused an event: {message}"),
+                    Ok(cmd) => {
+                        let _ = commands.send(cmd);
+                    }
+                    Err(e) => tracing::warn!("unreadable command: {e}"),
+                },
+                Some(Ok(Message::Close(frame))) => {
+                    tracing::warn!(?frame, "the session closed the socket");
+                    return None;
+                }
+                Some(Ok(_)) => {}
+                Some(Err(e)) => {
+                    tracing::warn!("socket error: {e}");
+                    return None;
+                }
+                None => return None,
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> LinkConfig {
+        LinkConfig {
+            control_plane_url: "http://127.0.0.1:1".into(),
+            session_id: "s".into(),
+            sandbox_id: "sb".into(),
+            token: "t".into(),
+        }
+    }
+
+    #[test]
+    fn unacked_events_are_resent_after_a_reconnect_once() {
+        let c = config();
+        let mut o = Outbox::default();
+        o.push(
+            &c,
+            SandboxEvent::ExecutionComplete {
+                message_id: "m".into(),
+                success: true,
+                error: None,
+            },
+        );
+        o.push(
+            &c,
+            SandboxEvent::StepStart {
+                message_id: "m".into(),
+            },
+        );
+        let sent = o.next_frame().unwrap();
+        assert!(sent.contains("batch"));
+        assert!(o.next_frame().is_none());
+        // The socket drops before the ack: the acked-kind event goes again, the other not.
+        o.requeue_unacked();
+        let again = o.next_frame().unwrap();
+        assert!(again.contains("execution_complete") && !again.contains("step_start"));
+        let ack = o.unacked[0].0.clone();
+        o.ack(&ack);
+        o.requeue_unacked();
+        assert!(o.next_frame().is_none());
+    }
+
+    #[test]
+    fn urls_follow_the_scheme() {
+        assert_eq!(
+            ws_url(&config()),
+            "ws://127.0.0.1:1/sessions/s/ws?type=sandbox"
+        );
+        let mut c = config();
+        c.control_plane_url = "https://cp.example/".into();
+        assert_eq!(ws_url(&c), "wss://cp.example/sessions/s/ws?type=sandbox");
+    }
+}

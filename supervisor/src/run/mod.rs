@@ -1,0 +1,480 @@
+//! `inspect-supervisor run`: inside a sandbox. Connects to the session, boots the
+//! workspace step by step, starts the agent, runs prompts one at a time, commits each
+//! prompt's work with its author and pushes the session branch back to its source.
+
+pub mod agent;
+pub mod boot;
+pub mod link;
+pub mod mapping;
+
+use anyhow::{Context, Result};
+use boot::{HookOutcome, Step};
+use inspect_protocol::provider::{BootMode, SpawnRequest};
+use inspect_protocol::sandbox::{PromptAuthor, SandboxCommand, SandboxEvent, StepStatus};
+use link::Events;
+use mapping::{TurnMapper, TurnSignal};
+use serde_json::json;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+
+/// A turn with no agent event for this long is checked against the agent's own record.
+const STALL_CHECK: Duration = Duration::from_secs(60);
+/// A turn silent for this long is aborted and failed.
+const STALL_LIMIT: Duration = Duration::from_secs(600);
+
+struct RunConfig {
+    spawn: SpawnRequest,
+    workspace: PathBuf,
+    root: PathBuf,
+    opencode: PathBuf,
+    base_url: Option<String>,
+    api_key: Option<String>,
+    tunnel_wait: Duration,
+}
+
+fn var(name: &str) -> Result<String> {
+    std::env::var(name).with_context(|| format!("{name} is not set"))
+}
+
+impl RunConfig {
+    fn from_env() -> Result<(RunConfig, link::LinkConfig)> {
+        let mut spawn: SpawnRequest =
+            serde_json::from_str(&var("INSPECT_SPAWN")?).context("INSPECT_SPAWN")?;
+        spawn.sandbox_token = var("INSPECT_SANDBOX_TOKEN")?;
+        let link = link::LinkConfig {
+            control_plane_url: var("INSPECT_CONTROL_PLANE_URL")?,
+            session_id: var("INSPECT_SESSION_ID")?,
+            sandbox_id: var("INSPECT_SANDBOX_ID")?,
+            token: spawn.sandbox_token.clone(),
+        };
+        let model = std::env::var("INSPECT_MODEL")
+            .ok()
+            .filter(|m| !m.is_empty());
+        if spawn.default_model.is_none() {
+            spawn.default_model = model;
+        }
+        let cfg = RunConfig {
+            workspace: PathBuf::from(var("INSPECT_WORKSPACE")?),
+            root: PathBuf::from(var("INSPECT_SANDBOX_ROOT")?),
+            opencode: PathBuf::from(
+                std::env::var("INSPECT_OPENCODE_BIN").unwrap_or_else(|_| "opencode".into()),
+            ),
+            base_url: std::env::var("INSPECT_MODEL_BASE_URL")
+                .ok()
+                .filter(|v| !v.is_empty()),
+            api_key: std::env::var("INSPECT_MODEL_API_KEY")
+                .ok()
+                .filter(|v| !v.is_empty()),
+            tunnel_wait: Duration::from_secs(
+                std::env::var("TUNNEL_WAIT_TIMEOUT_SECONDS")
+                    .ok()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(30),
+            ),
+            spawn,
+        };
+        Ok((cfg, link))
+    }
+}
+
+pub async fn run() -> Result<()> {
+    let (cfg, link_cfg) = RunConfig::from_env()?;
+    let (events, mut commands, link_task) = link::start(link_cfg);
+    let booted = Instant::now();
+    let repos = match boot(&cfg, &events).await {
+        Ok(r) => r,
+        Err(e) => {
+            let msg = format!("the sandbox failed to boot: {e:#}");
+            tracing::error!("{msg}");
+            events.send(SandboxEvent::Error {
+                message_id: None,
+                error: msg,
+            });
+            // Give the link a moment to deliver the error before the sandbox goes.
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            return Err(e);
+        }
+    };
+    let directory = repos
+        .first()
+        .map(|r| r.0.clone())
+        .unwrap_or_else(|| cfg.workspace.clone());
+    let agent_cfg = agent::AgentConfig {
+        binary: cfg.opencode.clone(),
+        directory,
+        state_dir: cfg.root.join("agent"),
+        default_model: cfg.spawn.default_model.clone(),
+        base_url: cfg.base_url.clone(),
+        api_key: cfg.api_key.clone(),
+    };
+    let step = Step::begin(&events, "agent");
+    let mut agent = match agent::Agent::start(&agent_cfg).await {
+        Ok(a) => {
+            step.end(StepStatus::Succeeded, None, None);
+            a
+        }
+        Err(e) => {
+            step.end(StepStatus::Failed, Some(format!("{e:#}")), None);
+            events.send(SandboxEvent::Error {
+                message_id: None,
+                error: format!("the agent did not start: {e:#}"),
+            });
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            return Err(e);
+        }
+    };
+    tracing::info!(ms = booted.elapsed().as_millis() as u64, "sandbox ready");
+    let (agent_tx, mut agent_rx) = mpsc::unbounded_channel();
+    let mut stream = agent.stream_events(agent_tx.clone());
+    events.send(SandboxEvent::Ready {
+        opencode_session_id: Some(agent.session_id.clone()),
+    });
+
+    let mut turn: Option<Turn> = None;
+    let mut pushed: std::collections::HashMap<PathBuf, String> = Default::default();
+    let mut watchdog = tokio::time::interval(Duration::from_secs(5));
+    let mut link_task = link_task;
+    loop {
+        tokio::select! {
+            end = &mut link_task => {
+                match end {
+                    Ok(link::LinkEnd::Refused(status)) => tracing::warn!(status, "the session refused this sandbox; shutting down"),
+                    other => tracing::warn!(?other, "the session link ended; shutting down"),
+                }
+                return Ok(());
+            }
+            cmd = commands.recv() => match cmd {
+                None => return Ok(()),
+                Some(SandboxCommand::Prompt { message_id, content, model, author, .. }) => {
+                    if turn.is_some() {
+                        events.send(SandboxEvent::Warning { scope: "sandbox".into(), message: format!("prompt {message_id} arrived during another turn; ignored") });
+                        continue;
+                    }
+                    tracing::info!(%message_id, "prompt");
+                    match agent.prompt(&content, model.as_deref()).await {
+                        Ok(()) => turn = Some(Turn::new(&message_id, &agent.session_id, author, &content)),
+                        Err(e) => events.send(SandboxEvent::ExecutionComplete { message_id, success: false, error: Some(format!("the agent refused the prompt: {e:#}")) }),
+                    }
+                }
+                Some(SandboxCommand::Stop { .. }) => {
+                    if let Some(t) = turn.as_mut() {
+                        t.stopped = true;
+                        if let Err(e) = agent.abort().await {
+                            tracing::warn!("abort failed: {e:#}");
+                        }
+                    }
+                }
+                Some(SandboxCommand::Shutdown) => {
+                    tracing::info!("shutdown requested");
+                    return Ok(());
+                }
+                Some(other) => {
+                    events.send(SandboxEvent::Warning { scope: "sandbox".into(), message: format!("command not supported here: {}", serde_json::to_value(&other).ok().and_then(|v| v["type"].as_str().map(str::to_owned)).unwrap_or_default()) });
+                }
+            },
+            ev = agent_rx.recv() => {
+                let Some(ev) = ev else { continue };
+                let Some(t) = turn.as_mut() else { continue };
+                t.last_event = Instant::now();
+                if ev["type"] == "inspect.stream_lost" {
+                    if let Some(done) = recover(&agent, t).await { finish(&cfg, &events, &repos, &mut pushed, turn.take(), Some(done)).await; }
+                    continue;
+                }
+                let (out, signal) = t.mapper.on_event(&ev);
+                for e in out { events.send(e); }
+                match signal {
+                    TurnSignal::Idle => finish(&cfg, &events, &repos, &mut pushed, turn.take(), None).await,
+                    TurnSignal::Permission(id) => { let _ = agent.answer_permission(&id).await; }
+                    TurnSignal::Continue => {}
+                }
+            }
+            _ = watchdog.tick() => {
+                if agent.exited() {
+                    events.send(SandboxEvent::Warning { scope: "agent".into(), message: "the agent exited; restarting it".into() });
+                    if let Some(t) = turn.take() {
+                        events.send(SandboxEvent::ExecutionComplete { message_id: t.mapper.message_id.clone(), success: false, error: Some("the agent crashed during the prompt".into()) });
+                    }
+                    stream.abort();
+                    agent = agent::Agent::start(&agent_cfg).await.context("restarting the agent")?;
+                    stream = agent.stream_events(agent_tx.clone());
+                    continue;
+                }
+                let Some(t) = turn.as_mut() else { continue };
+                let silent = t.last_event.elapsed();
+                if silent > STALL_LIMIT {
+                    let _ = agent.abort().await;
+                    let t = turn.take();
+                    finish(&cfg, &events, &repos, &mut pushed, t, Some((false, Some("the agent went silent and the turn was aborted".into())))).await;
+                } else if silent > STALL_CHECK {
+                    t.last_event = Instant::now() - STALL_CHECK / 2;
+                    if let Some(done) = recover(&agent, t).await { finish(&cfg, &events, &repos, &mut pushed, turn.take(), Some(done)).await; }
+                }
+            }
+        }
+    }
+}
+
+struct Turn {
+    mapper: TurnMapper,
+    author: PromptAuthor,
+    content: String,
+    last_event: Instant,
+    stopped: bool,
+}
+
+impl Turn {
+    fn new(message_id: &str, agent_session: &str, author: PromptAuthor, content: &str) -> Self {
+        Turn {
+            mapper: TurnMapper::new(message_id, agent_session),
+            author,
+            content: content.into(),
+            last_event: Instant::now(),
+            stopped: false,
+        }
+    }
+}
+
+/// When the stream was lost or went quiet: the agent's own record says whether the turn
+/// ended. `None` while it is still running.
+async fn recover(agent: &agent::Agent, t: &Turn) -> Option<(bool, Option<String>)> {
+    let messages = agent.messages().await.ok()?;
+    let (finished, error) = agent::last_turn_state(&messages)?;
+    if !finished {
+        return None;
+    }
+    Some(match error {
+        Some(e) => (false, Some(e)),
+        None if t.mapper.produced_output => (true, None),
+        None => (
+            false,
+            Some("the agent finished without producing any output".into()),
+        ),
+    })
+}
+
+/// Ends a turn: commit its work with the prompt's author, push, report completion.
+async fn finish(
+    cfg: &RunConfig,
+    events: &Events,
+    repos: &[(PathBuf, String)],
+    pushed: &mut std::collections::HashMap<PathBuf, String>,
+    turn: Option<Turn>,
+    outcome: Option<(bool, Option<String>)>,
+) {
+    let Some(t) = turn else { return };
+    let (mut success, mut error) = outcome.unwrap_or_else(|| t.mapper.outcome());
+    if t.stopped {
+        success = false;
+        error = Some("stopped".into());
+    }
+    for (dir, name) in repos {
+        match commit_and_push(dir, &cfg.spawn.work_branch, &t.author, &t.content, pushed).await {
+            Ok(Some(sha)) => {
+                events.send(SandboxEvent::PushComplete {
+                    branch: Some(cfg.spawn.work_branch.clone()),
+                    repo: Some(name.clone()),
+                });
+                if !pushed.contains_key(&dir.join(".artifact")) {
+                    pushed.insert(dir.join(".artifact"), sha.clone());
+                    events.send(SandboxEvent::Artifact {
+                        artifact_type: "branch".into(),
+                        url: None,
+                        metadata: json!({"repo": name, "branch": cfg.spawn.work_branch, "sha": sha}),
+                    });
+                }
+            }
+            Ok(None) => {}
+            Err(e) => events.send(SandboxEvent::PushError {
+                error: format!("{e:#}"),
+                repo: Some(name.clone()),
+            }),
+        }
+    }
+    events.send(SandboxEvent::ExecutionComplete {
+        message_id: t.mapper.message_id.clone(),
+        success,
+        error,
+    });
+}
+
+/// Commits whatever changed with the prompt's author (the bot is the committer) and
+/// pushes the work branch when its head moved. Returns the pushed head.
+async fn commit_and_push(
+    dir: &std::path::Path,
+    branch: &str,
+    author: &PromptAuthor,
+    prompt: &str,
+    pushed: &mut std::collections::HashMap<PathBuf, String>,
+) -> Result<Option<String>> {
+    let status = boot::git(dir, &["status", "--porcelain"]).await?;
+    if !status.is_empty() {
+        boot::git(dir, &["add", "-A"]).await?;
+        let subject: String = prompt
+            .lines()
+            .next()
+            .unwrap_or("agent changes")
+            .chars()
+            .take(72)
+            .collect();
+        let message = format!("{subject}\n\nMade by the agent for {}.", author.name);
+        let who = format!(
+            "{} <{}>",
+            author.git_identity.name, author.git_identity.email
+        );
+        boot::git(
+            dir,
+            &["commit", "--quiet", "--author", &who, "-m", &message],
+        )
+        .await?;
+    }
+    let head = boot::git(dir, &["rev-parse", "HEAD"]).await?;
+    let base = boot::git(dir, &["rev-parse", "@{upstream}"]).await.ok();
+    if pushed.get(dir) == Some(&head)
+        || (pushed.get(dir).is_none() && base.as_deref() == Some(head.as_str()))
+    {
+        return Ok(None);
+    }
+    boot::git(
+        dir,
+        &[
+            "push",
+            "--quiet",
+            "--force-with-lease",
+            "origin",
+            &format!("HEAD:refs/heads/{branch}"),
+        ],
+    )
+    .await?;
+    pushed.insert(dir.to_path_buf(), head.clone());
+    Ok(Some(head))
+}
+
+/// The boot sequence; returns each repository's directory and name, in order.
+async fn boot(cfg: &RunConfig, events: &Events) -> Result<Vec<(PathBuf, String)>> {
+    let ws = &cfg.workspace;
+    std::fs::create_dir_all(ws)?;
+    let mode = cfg.spawn.boot_mode;
+    let step = Step::begin(events, "tunnels_file");
+    let cleared = boot::clear_stale_tunnels(ws, &cfg.spawn.sandbox_id)?;
+    step.end(
+        StepStatus::Succeeded,
+        cleared.then(|| "removed a stale .tunnels.env".into()),
+        None,
+    );
+
+    let mut repos = Vec::new();
+    for repo in &cfg.spawn.repositories {
+        let step = Step::begin(events, format!("git_sync:{}", repo.name));
+        match boot::sync_repository(ws, repo, &cfg.spawn.work_branch, mode).await {
+            Ok((dir, sha)) => {
+                events.send(SandboxEvent::GitSync {
+                    status: "completed".into(),
+                    repo: Some(repo.name.clone()),
+                    sha: Some(sha.clone()),
+                });
+                step.end(StepStatus::Succeeded, Some(sha), None);
+                repos.push((dir, repo.name.clone()));
+            }
+            Err(e) => {
+                events.send(SandboxEvent::GitSync {
+                    status: "failed".into(),
+                    repo: Some(repo.name.clone()),
+                    sha: None,
+                });
+                step.end(StepStatus::Failed, Some(format!("{e:#}")), None);
+                return Err(e.context(format!("syncing {}/{}", repo.owner, repo.name)));
+            }
+        }
+    }
+    let primary = repos
+        .first()
+        .map(|r| r.0.clone())
+        .unwrap_or_else(|| ws.clone());
+    let hooks = primary.join(".openinspect");
+
+    let step = Step::begin(events, "setup");
+    if matches!(mode, BootMode::Fresh | BootMode::Build) {
+        match boot::run_hook(&hooks.join("setup.sh"), &primary, boot::SETUP_TIMEOUT).await? {
+            HookOutcome::Absent => step.end(
+                StepStatus::Skipped,
+                Some("no .openinspect/setup.sh".into()),
+                None,
+            ),
+            HookOutcome::Succeeded { output } => {
+                step.end(StepStatus::Succeeded, None, Some(output))
+            }
+            HookOutcome::Failed { code, output } => {
+                let detail = format!("setup.sh exited with {code:?}");
+                step.end(StepStatus::Failed, Some(detail.clone()), Some(output));
+                if mode == BootMode::Build {
+                    anyhow::bail!(detail);
+                }
+                events.send(SandboxEvent::Warning {
+                    scope: "setup".into(),
+                    message: detail,
+                });
+            }
+            HookOutcome::TimedOut { output } => {
+                let detail = format!("setup.sh ran past {} s", boot::SETUP_TIMEOUT.as_secs());
+                step.end(StepStatus::Failed, Some(detail.clone()), Some(output));
+                if mode == BootMode::Build {
+                    anyhow::bail!(detail);
+                }
+                events.send(SandboxEvent::Warning {
+                    scope: "setup".into(),
+                    message: detail,
+                });
+            }
+        }
+    } else {
+        step.end(StepStatus::Skipped, Some("not a fresh boot".into()), None);
+    }
+
+    if !cfg.spawn.tunnel_ports.is_empty() {
+        let step = Step::begin(events, "tunnels");
+        match boot::wait_for_tunnels(
+            ws,
+            &cfg.spawn.sandbox_id,
+            &cfg.spawn.tunnel_ports,
+            cfg.tunnel_wait,
+        )
+        .await
+        {
+            Ok(()) => step.end(StepStatus::Succeeded, None, None),
+            Err(missing) => {
+                tracing::warn!(?missing, "tunnel.env_file_wait_timeout");
+                events.send(SandboxEvent::Warning {
+                    scope: "tunnel.env_file_wait_timeout".into(),
+                    message: format!("no tunnel URL for ports {missing:?}"),
+                });
+                step.end(
+                    StepStatus::Failed,
+                    Some(format!("tunnel.env_file_wait_timeout: {missing:?}")),
+                    None,
+                );
+            }
+        }
+    }
+
+    let step = Step::begin(events, "start");
+    match boot::run_hook(&hooks.join("start.sh"), &primary, boot::START_TIMEOUT).await? {
+        HookOutcome::Absent => step.end(
+            StepStatus::Skipped,
+            Some("no .openinspect/start.sh".into()),
+            None,
+        ),
+        HookOutcome::Succeeded { output } => step.end(StepStatus::Succeeded, None, Some(output)),
+        HookOutcome::Failed { code, output } => {
+            let detail = format!("start.sh exited with {code:?}");
+            step.end(StepStatus::Failed, Some(detail.clone()), Some(output));
+            anyhow::bail!(detail);
+        }
+        HookOutcome::TimedOut { output } => {
+            let detail = format!("start.sh ran past {} s", boot::START_TIMEOUT.as_secs());
+            step.end(StepStatus::Failed, Some(detail.clone()), Some(output));
+            anyhow::bail!(detail);
+        }
+    }
+    Ok(repos)
+}

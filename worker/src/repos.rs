@@ -1,0 +1,162 @@
+//! The repository registry (D1): which repositories sessions may use and where sandboxes
+//! clone them from. Clone sources come from here only, never from a client's request.
+
+use inspect_protocol::session::{
+    Actor, RegisterRepository, Repository, RepositoryList, RepositoryRef,
+};
+use inspect_protocol::{ApiError, ErrorCode};
+use serde::Deserialize;
+use worker::Env;
+
+fn unavailable(e: worker::Error) -> ApiError {
+    ApiError::new(ErrorCode::Unavailable, format!("repositories: {e}"))
+}
+
+/// Names as GitHub allows them, so local and hosted repositories share one namespace.
+pub fn valid_part(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 100
+        && s != "."
+        && s != ".."
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+pub fn validate(req: &RegisterRepository) -> Result<(String, String), ApiError> {
+    let owner = req.owner.clone().unwrap_or_else(|| "local".into());
+    if !valid_part(&owner) || !valid_part(&req.name) {
+        return Err(ApiError::bad_request(
+            "owner and name are 1-100 letters, digits, '-', '_' or '.'",
+        ));
+    }
+    if !req.path.starts_with('/')
+        || req.path.len() > 4096
+        || req.path.contains('\0')
+        || req.path.split('/').any(|p| p == "..")
+    {
+        return Err(ApiError::bad_request(
+            "path must be an absolute path on the host, without '..'",
+        ));
+    }
+    if let Some(b) = &req.default_branch {
+        if b.is_empty() || b.len() > 250 || b.starts_with('-') || b.contains("..") {
+            return Err(ApiError::bad_request("invalid default branch"));
+        }
+    }
+    Ok((owner, req.name.clone()))
+}
+
+#[derive(Deserialize)]
+struct Row {
+    owner: String,
+    name: String,
+    kind: String,
+    source: String,
+    default_branch: Option<String>,
+    created_at: f64,
+}
+
+impl From<Row> for Repository {
+    fn from(r: Row) -> Self {
+        Repository {
+            owner: r.owner,
+            name: r.name,
+            kind: r.kind,
+            source: r.source,
+            default_branch: r.default_branch,
+            created_at: r.created_at as i64,
+        }
+    }
+}
+
+pub async fn list(env: &Env) -> Result<RepositoryList, ApiError> {
+    let db = env.d1("DB").map_err(unavailable)?;
+    let rows: Vec<Row> = db
+        .prepare("SELECT owner, name, kind, source, default_branch, created_at FROM repositories ORDER BY owner, name")
+        .all()
+        .await
+        .map_err(unavailable)?
+        .results()
+        .map_err(unavailable)?;
+    Ok(RepositoryList {
+        repositories: rows.into_iter().map(Into::into).collect(),
+    })
+}
+
+pub async fn register(
+    env: &Env,
+    req: &RegisterRepository,
+    actor: &Actor,
+    now: i64,
+) -> Result<Repository, ApiError> {
+    let (owner, name) = validate(req)?;
+    let db = env.d1("DB").map_err(unavailable)?;
+    db.prepare(
+        "INSERT INTO repositories (owner, name, source, kind, default_branch, created_by, created_at) VALUES (?1, ?2, ?3, 'local', ?4, ?5, ?6)
+         ON CONFLICT(owner, name) DO UPDATE SET source = excluded.source, default_branch = excluded.default_branch",
+    )
+    .bind(&[
+        owner.as_str().into(),
+        name.as_str().into(),
+        req.path.as_str().into(),
+        req.default_branch.as_deref().map_or(wasm_bindgen::JsValue::NULL, Into::into),
+        actor.user_id.as_str().into(),
+        (now as f64).into(),
+    ])
+    .map_err(unavailable)?
+    .run()
+    .await
+    .map_err(unavailable)?;
+    Ok(Repository {
+        owner,
+        name,
+        kind: "local".into(),
+        source: req.path.clone(),
+        default_branch: req.default_branch.clone(),
+        created_at: now,
+    })
+}
+
+pub async fn remove(env: &Env, owner: &str, name: &str) -> Result<bool, ApiError> {
+    let db = env.d1("DB").map_err(unavailable)?;
+    let r = db
+        .prepare("DELETE FROM repositories WHERE owner = ?1 AND name = ?2")
+        .bind(&[owner.into(), name.into()])
+        .map_err(unavailable)?
+        .run()
+        .await
+        .map_err(unavailable)?;
+    Ok(r.meta().ok().flatten().and_then(|m| m.changes).unwrap_or(0) > 0)
+}
+
+/// Fills each repository's clone source (and default branch) from the registry, dropping
+/// whatever the client sent; an unknown repository is refused.
+pub async fn resolve(env: &Env, repos: &mut [RepositoryRef]) -> Result<(), ApiError> {
+    if repos.is_empty() {
+        return Ok(());
+    }
+    let db = env.d1("DB").map_err(unavailable)?;
+    for r in repos.iter_mut() {
+        r.source = None;
+        let row: Option<Row> = db
+            .prepare("SELECT owner, name, kind, source, default_branch, created_at FROM repositories WHERE owner = ?1 AND name = ?2")
+            .bind(&[r.owner.as_str().into(), r.name.as_str().into()])
+            .map_err(unavailable)?
+            .first(None)
+            .await
+            .map_err(unavailable)?;
+        let Some(row) = row else {
+            return Err(ApiError::bad_request(format!(
+                "unknown repository {}/{}; register it first (POST /repos)",
+                r.owner, r.name
+            )));
+        };
+        r.owner = row.owner;
+        r.name = row.name;
+        r.source = Some(row.source);
+        if r.branch.is_none() {
+            r.branch = row.default_branch;
+        }
+    }
+    Ok(())
+}
