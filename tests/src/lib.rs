@@ -9,6 +9,8 @@
 //! test binary runs on its own, once per process here.
 
 pub mod client;
+pub mod fake_model;
+pub mod host;
 pub mod stack;
 
 pub use stack::{Stack, StackOptions};

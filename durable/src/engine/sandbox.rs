@@ -174,9 +174,9 @@ impl<S: Store> Session<'_, S> {
 
     /// The provider refused or failed the spawn.
     pub fn spawn_failed(&self, sandbox_id: &str, error: &str, now: i64) -> EngineResult<Effects> {
-        if !self
+        if self
             .sandbox_row()?
-            .is_some_and(|r| r.sandbox_id == sandbox_id)
+            .is_none_or(|r| r.sandbox_id != sandbox_id)
         {
             return Ok(Effects::none());
         }

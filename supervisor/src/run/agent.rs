@@ -113,7 +113,10 @@ impl Agent {
         let child = cmd
             .spawn()
             .with_context(|| format!("starting {}", cfg.binary.display()))?;
-        let http = reqwest::Client::builder().build()?;
+        // Calls are bounded; the event stream (its own client) is not.
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .build()?;
         let base = format!("http://127.0.0.1:{port}");
         let mut agent = Agent {
             base,
@@ -143,9 +146,12 @@ impl Agent {
             if let Some(status) = self.child.try_wait()? {
                 bail!("the agent exited during start-up ({status})");
             }
+            // A request that arrives while the server is still starting may never be answered:
+            // poll with short timeouts.
             let ok = self
                 .http
                 .get(format!("{}/global/health", self.base))
+                .timeout(Duration::from_secs(2))
                 .basic_auth("opencode", Some(&self.password))
                 .send()
                 .await
@@ -226,7 +232,7 @@ impl Agent {
     pub fn stream_events(&self, tx: mpsc::UnboundedSender<Value>) -> tokio::task::JoinHandle<()> {
         let url = format!("{}/event", self.base);
         let directory = self.directory.to_string_lossy().into_owned();
-        let http = self.http.clone();
+        let http = reqwest::Client::new();
         let password = self.password.clone();
         tokio::spawn(async move {
             loop {

@@ -132,7 +132,7 @@ pub async fn run() -> Result<()> {
     });
 
     let mut turn: Option<Turn> = None;
-    let mut pushed: std::collections::HashMap<PathBuf, String> = Default::default();
+    let mut pushed = Pushed::default();
     let mut watchdog = tokio::time::interval(Duration::from_secs(5));
     let mut link_task = link_task;
     loop {
@@ -215,6 +215,14 @@ pub async fn run() -> Result<()> {
     }
 }
 
+/// What this sandbox pushed: each repository's last pushed head, and which branches were
+/// announced as artifacts.
+#[derive(Default)]
+struct Pushed {
+    heads: std::collections::HashMap<PathBuf, String>,
+    announced: std::collections::HashSet<PathBuf>,
+}
+
 struct Turn {
     mapper: TurnMapper,
     author: PromptAuthor,
@@ -258,7 +266,7 @@ async fn finish(
     cfg: &RunConfig,
     events: &Events,
     repos: &[(PathBuf, String)],
-    pushed: &mut std::collections::HashMap<PathBuf, String>,
+    pushed: &mut Pushed,
     turn: Option<Turn>,
     outcome: Option<(bool, Option<String>)>,
 ) {
@@ -275,8 +283,8 @@ async fn finish(
                     branch: Some(cfg.spawn.work_branch.clone()),
                     repo: Some(name.clone()),
                 });
-                if !pushed.contains_key(&dir.join(".artifact")) {
-                    pushed.insert(dir.join(".artifact"), sha.clone());
+                // The branch is an artifact of the session once, on its first push.
+                if pushed.announced.insert(dir.clone()) {
                     events.send(SandboxEvent::Artifact {
                         artifact_type: "branch".into(),
                         url: None,
@@ -305,7 +313,7 @@ async fn commit_and_push(
     branch: &str,
     author: &PromptAuthor,
     prompt: &str,
-    pushed: &mut std::collections::HashMap<PathBuf, String>,
+    pushed: &mut Pushed,
 ) -> Result<Option<String>> {
     let status = boot::git(dir, &["status", "--porcelain"]).await?;
     if !status.is_empty() {
@@ -330,9 +338,8 @@ async fn commit_and_push(
     }
     let head = boot::git(dir, &["rev-parse", "HEAD"]).await?;
     let base = boot::git(dir, &["rev-parse", "@{upstream}"]).await.ok();
-    if pushed.get(dir) == Some(&head)
-        || (pushed.get(dir).is_none() && base.as_deref() == Some(head.as_str()))
-    {
+    let last = pushed.heads.get(dir);
+    if last == Some(&head) || (last.is_none() && base.as_deref() == Some(head.as_str())) {
         return Ok(None);
     }
     boot::git(
@@ -346,7 +353,7 @@ async fn commit_and_push(
         ],
     )
     .await?;
-    pushed.insert(dir.to_path_buf(), head.clone());
+    pushed.heads.insert(dir.to_path_buf(), head.clone());
     Ok(Some(head))
 }
 

@@ -1,0 +1,144 @@
+//! The real local sandbox host (`inspect-supervisor host`) for end-to-end tests.
+
+use anyhow::{bail, Context, Result};
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+pub struct SandboxHost {
+    pub url: String,
+    pub secret: String,
+    pub data_dir: tempfile::TempDir,
+    child: Option<Child>,
+}
+
+/// The supervisor binary: `INSPECT_SUPERVISOR_BIN`, or built once per test process.
+pub fn supervisor_bin() -> Result<PathBuf> {
+    static BIN: OnceLock<std::result::Result<PathBuf, String>> = OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Ok(p) = std::env::var("INSPECT_SUPERVISOR_BIN") {
+            return Ok(PathBuf::from(p));
+        }
+        let root = crate::root();
+        let status = Command::new("cargo")
+            .args(["build", "--quiet", "-p", "inspect-supervisor"])
+            .current_dir(&root)
+            .status()
+            .map_err(|e| e.to_string())?;
+        if !status.success() {
+            return Err("building the supervisor failed".into());
+        }
+        let target = std::env::var("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|_| root.join("target"));
+        Ok(target.join("debug/inspect-supervisor"))
+    })
+    .clone()
+    .map_err(anyhow::Error::msg)
+}
+
+/// The OpenCode binary installed by the project's npm packages.
+pub fn opencode_bin() -> PathBuf {
+    crate::root().join("node_modules/opencode-linux-x64/bin/opencode")
+}
+
+impl SandboxHost {
+    /// Starts a host whose sandboxes use the model at `model_base_url` (`provider/model`).
+    pub async fn start(model_base_url: &str, model: &str) -> Result<SandboxHost> {
+        let port = crate::stack::free_port()?;
+        let data_dir = tempfile::Builder::new().prefix("inspect-host-").tempdir()?;
+        let secret = "test-host-secret-0123456789".to_owned();
+        let log = std::fs::File::create(data_dir.path().join("host.log"))?;
+        let child = Command::new(supervisor_bin()?)
+            .args([
+                "host",
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+                "--data-dir",
+            ])
+            .arg(data_dir.path().join("sandboxes"))
+            .env("SANDBOX_HOST_SECRET", &secret)
+            .env("INSPECT_MODEL_BASE_URL", model_base_url)
+            .env("INSPECT_MODEL", model)
+            .env("INSPECT_OPENCODE_BIN", opencode_bin())
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .process_group(0)
+            .spawn()
+            .context("starting the sandbox host")?;
+        let host = SandboxHost {
+            url: format!("http://127.0.0.1:{port}"),
+            secret,
+            data_dir,
+            child: Some(child),
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if reqwest::get(format!("{}/health", host.url))
+                .await
+                .is_ok_and(|r| r.status().is_success())
+            {
+                return Ok(host);
+            }
+            if Instant::now() > deadline {
+                bail!("the sandbox host did not come up:\n{}", host.log());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The Worker variables that point it at this host.
+    pub fn worker_vars(&self) -> Vec<(String, String)> {
+        vec![
+            ("SANDBOX_HOST_URL".into(), self.url.clone()),
+            ("SANDBOX_HOST_SECRET".into(), self.secret.clone()),
+        ]
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.data_dir.path().join("host.log")).unwrap_or_default()
+    }
+
+    /// Every sandbox's supervisor log, for failure messages.
+    pub fn sandbox_logs(&self) -> String {
+        let mut out = String::new();
+        if let Ok(dirs) = std::fs::read_dir(self.data_dir.path().join("sandboxes")) {
+            for d in dirs.flatten() {
+                for f in ["supervisor.log", "agent/opencode.log"] {
+                    let text = std::fs::read_to_string(d.path().join(f)).unwrap_or_default();
+                    let lines: Vec<&str> = text.lines().collect();
+                    out.push_str(&format!(
+                        "--- {} {f}\n{}\n",
+                        d.file_name().to_string_lossy(),
+                        lines[lines.len().saturating_sub(60)..].join("\n")
+                    ));
+                }
+            }
+        }
+        out
+    }
+}
+
+impl Drop for SandboxHost {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let pgid = Pid::from_raw(child.id() as i32);
+            let _ = killpg(pgid, Signal::SIGTERM);
+            let deadline = Instant::now() + Duration::from_secs(8);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = child.try_wait() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = killpg(pgid, Signal::SIGKILL);
+            let _ = child.wait();
+        }
+    }
+}

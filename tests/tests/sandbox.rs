@@ -1,0 +1,292 @@
+//! A prompt runs in a sandbox, end to end: `wrangler dev`, the local sandbox host, the
+//! real supervisor, real git and the real OpenCode binary. The model is the only fake.
+
+#![allow(clippy::unwrap_used)] // a test fails loudly by design
+
+use inspect_tests::client::{create_session, send, WsClient};
+use inspect_tests::fake_model::{FakeModel, Reply};
+use inspect_tests::host::SandboxHost;
+use inspect_tests::{Stack, StackOptions};
+use reqwest::Method;
+use serde_json::{json, Value};
+use std::path::Path;
+use std::process::Command;
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// A plain git repository on the host with one commit on `main`.
+fn source_repo() -> tempfile::TempDir {
+    let dir = tempfile::Builder::new()
+        .prefix("inspect-src-")
+        .tempdir()
+        .unwrap();
+    git(dir.path(), &["init", "--quiet", "-b", "main"]);
+    std::fs::write(dir.path().join("README.md"), "# demo\n").unwrap();
+    git(dir.path(), &["add", "."]);
+    git(
+        dir.path(),
+        &[
+            "-c",
+            "user.name=Owner",
+            "-c",
+            "user.email=owner@example.com",
+            "commit",
+            "--quiet",
+            "-m",
+            "initial",
+        ],
+    );
+    dir
+}
+
+struct World {
+    model: FakeModel,
+    host: SandboxHost,
+    stack: Stack,
+    repo: tempfile::TempDir,
+}
+
+async fn world(script: Vec<Reply>) -> World {
+    let model = FakeModel::start(script).await.unwrap();
+    let host = SandboxHost::start(&model.base_url, "inspect/fake-model")
+        .await
+        .unwrap();
+    let mut options = StackOptions::local();
+    options.vars = host.worker_vars();
+    let stack = Stack::start_with(options).await.unwrap();
+    let repo = source_repo();
+    let r = send(
+        Method::POST,
+        &stack.url("/repos"),
+        Some(json!({"name": "demo", "path": repo.path().to_string_lossy()})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 201, "{}", r.body);
+    World {
+        model,
+        host,
+        stack,
+        repo,
+    }
+}
+
+/// Reads the socket until `n` prompts completed; returns every message in order.
+async fn until_complete(ws: &mut WsClient, n: usize, w: &World) -> Vec<Value> {
+    let mut seen = vec![];
+    let mut done = 0;
+    while done < n {
+        let m = match ws.recv_within(120).await {
+            Ok(m) => m,
+            Err(e) => panic!(
+                "{e}\nseen: {:#?}\n{}",
+                seen.iter()
+                    .map(|m: &Value| m["type"].as_str().unwrap_or("").to_owned()
+                        + " "
+                        + m["event"]["type"].as_str().unwrap_or(""))
+                    .collect::<Vec<_>>(),
+                w.host.sandbox_logs()
+            ),
+        };
+        if m["type"] == "sandbox_event" && m["event"]["type"] == "execution_complete" {
+            done += 1;
+        }
+        if m["type"] == "sandbox_error" {
+            panic!("sandbox error: {m}\n{}", w.host.sandbox_logs());
+        }
+        seen.push(m);
+    }
+    seen
+}
+
+fn events<'a>(seen: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    seen.iter()
+        .filter(|m| m["type"] == "sandbox_event" && m["event"]["type"] == kind)
+        .map(|m| &m["event"])
+        .collect()
+}
+
+fn position(seen: &[Value], pred: impl Fn(&Value) -> bool) -> usize {
+    seen.iter().position(pred).unwrap_or(usize::MAX)
+}
+
+#[tokio::test]
+async fn a_prompt_runs_in_a_sandbox_and_commits_on_the_session_branch() {
+    let w = world(vec![
+        Reply::tool(
+            "write",
+            json!({"filePath": "hello.txt", "content": "hello from the agent\n"}),
+        ),
+        Reply::tool(
+            "bash",
+            json!({"command": "cat hello.txt && echo ran-bash", "description": "show the file"}),
+        ),
+        Reply::text("All done here."),
+        Reply::text("Second prompt done."),
+    ])
+    .await;
+    let base = w.stack.base_url.clone();
+    let id = create_session(
+        &base,
+        "ann",
+        json!({"repoOwner": "local", "repoName": "demo"}),
+    )
+    .await
+    .unwrap();
+    let (mut ws, _) = WsClient::join(&base, &w.stack.ws_url(""), &id, "ann")
+        .await
+        .unwrap();
+    ws.send(json!({"type": "prompt", "content": "Write hello.txt and show it", "clientRequestId": "p1"})).await.unwrap();
+    ws.send(json!({"type": "prompt", "content": "Say you are done", "clientRequestId": "p2"}))
+        .await
+        .unwrap();
+    let seen = until_complete(&mut ws, 2, &w).await;
+
+    // The order a client sees: spawning, boot steps, ready, the work, completion.
+    let spawning = position(&seen, |m| m["type"] == "sandbox_spawning");
+    let git_sync = position(&seen, |m| {
+        m["event"]["type"] == "boot_step"
+            && m["event"]["step"] == "git_sync:demo"
+            && m["event"]["status"] == "succeeded"
+    });
+    let agent = position(&seen, |m| {
+        m["event"]["type"] == "boot_step"
+            && m["event"]["step"] == "agent"
+            && m["event"]["status"] == "succeeded"
+    });
+    let ready = position(&seen, |m| m["type"] == "sandbox_ready");
+    let write = position(&seen, |m| {
+        m["event"]["type"] == "tool_call"
+            && m["event"]["tool"] == "write"
+            && m["event"]["status"] == "completed"
+    });
+    let bash = position(&seen, |m| {
+        m["event"]["type"] == "tool_call"
+            && m["event"]["tool"] == "bash"
+            && m["event"]["status"] == "completed"
+    });
+    let first_done = position(&seen, |m| m["event"]["type"] == "execution_complete");
+    let order = [spawning, git_sync, agent, ready, write, bash, first_done];
+    assert!(
+        order.windows(2).all(|p| p[0] < p[1]),
+        "order {order:?}\n{:#?}",
+        seen.iter()
+            .map(|m| m.to_string().chars().take(160).collect::<String>())
+            .collect::<Vec<_>>()
+    );
+
+    let bash_call = &seen[bash]["event"];
+    assert!(
+        bash_call["output"].as_str().unwrap().contains("ran-bash"),
+        "{bash_call}"
+    );
+    let tokens = events(&seen, "token");
+    assert!(
+        tokens.iter().any(|t| t["content"] == "All done here."),
+        "{tokens:?}"
+    );
+    let completes = events(&seen, "execution_complete");
+    assert_eq!(completes.len(), 2);
+    assert!(
+        completes.iter().all(|c| c["success"] == true),
+        "{completes:?}"
+    );
+    assert_ne!(completes[0]["messageId"], completes[1]["messageId"]);
+    assert!(events(&seen, "step_finish")
+        .iter()
+        .all(|s| s["tokens"].is_object()));
+
+    // The work is on the session branch of the source repository, with the right author.
+    let branch = format!("open-inspect/{id}");
+    let log = git(w.repo.path(), &["log", "--format=%an|%ae|%cn|%s", &branch]);
+    let first = log.lines().next().unwrap();
+    assert!(
+        first.starts_with("ann|") && first.contains("|open-inspect[bot]|Write hello.txt"),
+        "{log}"
+    );
+    let file = git(w.repo.path(), &["show", &format!("{branch}:hello.txt")]);
+    assert_eq!(file, "hello from the agent");
+    assert_eq!(
+        git(w.repo.path(), &["rev-parse", "--abbrev-ref", "HEAD"]),
+        "main",
+        "the user's checkout is untouched"
+    );
+    // Both prompts reached the model, in order.
+    let reqs = w.model.requests();
+    let texts: Vec<String> = reqs.iter().map(|r| r["messages"].to_string()).collect();
+    let p1 = texts
+        .iter()
+        .position(|t| t.contains("Write hello.txt"))
+        .unwrap();
+    let p2 = texts
+        .iter()
+        .position(|t| t.contains("Say you are done"))
+        .unwrap();
+    assert!(p1 < p2);
+    assert_eq!(w.model.remaining(), 0);
+}
+
+#[tokio::test]
+async fn stop_aborts_a_running_tool_and_the_next_prompt_still_runs() {
+    let w = world(vec![Reply::tool(
+        "bash",
+        json!({"command": "sleep 60", "description": "wait"}),
+    )])
+    .await;
+    let base = w.stack.base_url.clone();
+    let id = create_session(
+        &base,
+        "ann",
+        json!({"repoOwner": "local", "repoName": "demo"}),
+    )
+    .await
+    .unwrap();
+    let (mut ws, _) = WsClient::join(&base, &w.stack.ws_url(""), &id, "ann")
+        .await
+        .unwrap();
+    ws.send(json!({"type": "prompt", "content": "Wait a minute"}))
+        .await
+        .unwrap();
+    loop {
+        let m = ws
+            .recv_within(120)
+            .await
+            .unwrap_or_else(|e| panic!("{e}\n{}", w.host.sandbox_logs()));
+        if m["type"] == "sandbox_event"
+            && m["event"]["type"] == "tool_call"
+            && m["event"]["status"] == "running"
+        {
+            break;
+        }
+    }
+    let t = std::time::Instant::now();
+    ws.send(json!({"type": "stop"})).await.unwrap();
+    let seen = until_complete(&mut ws, 1, &w).await;
+    assert!(
+        t.elapsed().as_secs() < 30,
+        "the stop took {:?}",
+        t.elapsed()
+    );
+    let done = events(&seen, "execution_complete");
+    assert_eq!(done[0]["success"], false);
+
+    w.model.push(vec![Reply::text("Back to work.")]);
+    ws.send(json!({"type": "prompt", "content": "Carry on"}))
+        .await
+        .unwrap();
+    let seen = until_complete(&mut ws, 1, &w).await;
+    let done = events(&seen, "execution_complete");
+    assert_eq!(done[0]["success"], true, "{seen:?}");
+}
