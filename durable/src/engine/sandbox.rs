@@ -12,6 +12,9 @@ use inspect_protocol::sandbox::{
 use inspect_protocol::session::{Actor, Artifact, MessageStatus};
 use serde_json::{Map, Value};
 
+/// After a failed spawn, no new attempt for this long.
+pub const SPAWN_COOLDOWN_MS: i64 = 30_000;
+
 /// Sandbox states a spawn must not repeat while in one of them.
 const LIVE_STATES: &[&str] = &["spawning", "connecting", "ready", "running"];
 
@@ -130,6 +133,9 @@ impl<S: Store> Session<'_, S> {
     /// sandbox is already alive or on its way, so there are never two.
     pub fn begin_spawn(&self, now: i64) -> EngineResult<Option<(SpawnTicket, Effects)>> {
         self.session_id()?;
+        if self.spawn_cooling_down(now)? {
+            return Ok(None);
+        }
         if self
             .sandbox_row()?
             .is_some_and(|r| LIVE_STATES.contains(&r.status.as_str()))
@@ -157,6 +163,19 @@ impl<S: Store> Session<'_, S> {
         });
         fx.merge(self.status_effects("spawning", None, now)?);
         Ok(Some((ticket, fx)))
+    }
+
+    /// Whether the last spawn failed less than [`SPAWN_COOLDOWN_MS`] ago.
+    pub fn spawn_cooling_down(&self, now: i64) -> EngineResult<bool> {
+        let failed_at = self
+            .store
+            .scalar(
+                "SELECT updated_at FROM sandbox WHERE id = 1 AND status = 'failed'",
+                &[],
+            )
+            .map_err(internal)?
+            .and_then(|v| v.as_i64());
+        Ok(failed_at.is_some_and(|t| now - t < SPAWN_COOLDOWN_MS))
     }
 
     /// The provider took the spawn: wait for the sandbox to connect.

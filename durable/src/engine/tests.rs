@@ -593,7 +593,12 @@ mod sandbox_flow {
             s.authenticate_sandbox(&old.token, &old.sandbox_id).unwrap(),
             Err(SandboxRefusal::Gone)
         );
-        let (new, _) = s.begin_spawn(3).unwrap().unwrap();
+        assert!(
+            s.begin_spawn(3).unwrap().is_none(),
+            "cooling down after a failure"
+        );
+        let later = 2 + crate::engine::sandbox::SPAWN_COOLDOWN_MS;
+        let (new, _) = s.begin_spawn(later).unwrap().unwrap();
         assert_eq!(
             s.authenticate_sandbox(&old.token, &old.sandbox_id).unwrap(),
             Err(SandboxRefusal::BadToken)

@@ -148,6 +148,164 @@ async fn frame_floor(stack: &Stack) -> Result<f64> {
     Ok(n as f64 / start.elapsed().as_secs_f64())
 }
 
+/// A sandbox provider of the benchmark's own: it speaks the local host's API, keeps the
+/// spawn requests (with their tokens), and lets the benchmark play the sandbox.
+struct BenchProvider {
+    url: String,
+    spawns: tokio::sync::mpsc::UnboundedReceiver<inspect_protocol::provider::SpawnRequest>,
+}
+
+async fn bench_provider() -> Result<BenchProvider> {
+    use axum::routing::post;
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let app = axum::Router::new().route(
+        "/sandboxes",
+        post(move |axum::Json(req): axum::Json<inspect_protocol::provider::SpawnRequest>| {
+            let tx = tx.clone();
+            async move {
+                let info = json!({"sandboxId": req.sandbox_id, "sessionId": req.session_id, "status": "running"});
+                let _ = tx.send(req);
+                (axum::http::StatusCode::CREATED, axum::Json(info))
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let url = format!("http://{}", listener.local_addr()?);
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    Ok(BenchProvider { url, spawns: rx })
+}
+
+type SandboxSocket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+async fn connect_sandbox(
+    stack: &Stack,
+    spawn: &inspect_protocol::provider::SpawnRequest,
+) -> Result<SandboxSocket> {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let mut req = stack
+        .ws_url(&format!("/sessions/{}/ws?type=sandbox", spawn.session_id))
+        .into_client_request()?;
+    req.headers_mut().insert(
+        "Authorization",
+        format!("Bearer {}", spawn.sandbox_token).parse()?,
+    );
+    req.headers_mut()
+        .insert("X-Sandbox-ID", spawn.sandbox_id.parse()?);
+    Ok(tokio_tungstenite::connect_async(req).await?.0)
+}
+
+async fn next_command(ws: &mut SandboxSocket, kind: &str) -> Result<serde_json::Value> {
+    use futures::StreamExt;
+    loop {
+        let msg = tokio::time::timeout(Duration::from_secs(30), ws.next())
+            .await?
+            .context("socket closed")??;
+        if let tokio_tungstenite::tungstenite::Message::Text(t) = msg {
+            let v: serde_json::Value = serde_json::from_str(&t)?;
+            if v["type"] == kind {
+                return Ok(v);
+            }
+        }
+    }
+}
+
+/// (a) Sandbox events persisted and broadcast per second into one session with 10
+/// clients, sent the way the supervisor sends them: tool calls, one per frame or in
+/// batches. Also (e): a queued prompt reaching a warm (ready, idle) sandbox.
+async fn sandbox_path(batch: usize) -> Result<(f64, usize, f64)> {
+    let mut provider = bench_provider().await?;
+    let mut options = inspect_tests::StackOptions::local();
+    options.vars = vec![
+        ("SANDBOX_HOST_URL".into(), provider.url.clone()),
+        ("SANDBOX_HOST_SECRET".into(), "bench".into()),
+    ];
+    let stack = Stack::start_with(options).await?;
+    let http = reqwest::Client::new();
+    http.post(stack.url("/repos"))
+        .json(&json!({"name": "bench", "path": "/nonexistent"}))
+        .send()
+        .await?;
+    let session = create_session(
+        &stack.base_url,
+        "bench",
+        json!({"repoOwner": "local", "repoName": "bench"}),
+    )
+    .await?;
+    let watchers = clients(&stack, &session, 10).await?;
+    let (mut prompter, _) =
+        WsClient::join(&stack.base_url, &stack.ws_url(""), &session, "prompter").await?;
+    prompter
+        .send(json!({"type": "prompt", "content": "go"}))
+        .await?;
+    let spawn = tokio::time::timeout(Duration::from_secs(30), provider.spawns.recv())
+        .await?
+        .context("no spawn")?;
+    let mut sb = connect_sandbox(&stack, &spawn).await?;
+    use futures::SinkExt;
+    let frame = |v: serde_json::Value| {
+        let mut v = v;
+        v["sandboxId"] = json!(spawn.sandbox_id);
+        v["timestamp"] = json!(0);
+        v
+    };
+    sb.send(tokio_tungstenite::tungstenite::Message::text(
+        frame(json!({"type": "ready"})).to_string(),
+    ))
+    .await?;
+    let prompt = next_command(&mut sb, "prompt").await?;
+    let message_id = prompt["messageId"].as_str().unwrap_or_default().to_owned();
+    let n = 3000usize;
+    let start = Instant::now();
+    let mut i = 0;
+    while i < n {
+        let take = batch.min(n - i);
+        let events: Vec<_> = (i..i + take)
+            .map(|k| frame(json!({"type": "tool_call", "messageId": message_id, "tool": "bash", "callId": format!("c{k}"), "status": "completed", "args": {"command": "true"}, "output": "ok"})))
+            .collect();
+        let text = if take == 1 {
+            events[0].to_string()
+        } else {
+            json!({"type": "batch", "events": events}).to_string()
+        };
+        sb.send(tokio_tungstenite::tungstenite::Message::text(text))
+            .await?;
+        i += take;
+    }
+    let results = join_all(
+        watchers
+            .into_iter()
+            .map(|w| drain(w, n, Duration::from_secs(120))),
+    )
+    .await;
+    let rate = n as f64 / start.elapsed().as_secs_f64();
+    let min_seen = results.iter().map(|r| r.0).min().unwrap_or(0);
+    // (e) The first prompt completes; the next queued prompt reaches the warm sandbox.
+    sb.send(tokio_tungstenite::tungstenite::Message::text(
+        frame(json!({"type": "execution_complete", "messageId": message_id, "success": true, "ackId": "a1"})).to_string(),
+    ))
+    .await?;
+    next_command(&mut sb, "ack").await?;
+    let mut lat = Vec::new();
+    for k in 0..20 {
+        let t0 = Instant::now();
+        prompter
+            .send(json!({"type": "prompt", "content": format!("next {k}")}))
+            .await?;
+        let p = next_command(&mut sb, "prompt").await?;
+        lat.push(t0.elapsed().as_secs_f64() * 1000.0);
+        sb.send(tokio_tungstenite::tungstenite::Message::text(
+            frame(json!({"type": "execution_complete", "messageId": p["messageId"], "success": true, "ackId": format!("b{k}")})).to_string(),
+        ))
+        .await?;
+        next_command(&mut sb, "ack").await?;
+        prompter.clear();
+    }
+    Ok((rate, min_seen, percentile(&sorted(lat), 0.5)))
+}
+
 /// (b) Latency from a prompt being sent to each client seeing its `user_message`.
 async fn broadcast_latency(stack: &Stack, n_clients: usize, samples: usize) -> Result<(f64, f64)> {
     let session = create_session(&stack.base_url, "bench", json!({})).await?;
@@ -273,8 +431,15 @@ async fn main() -> Result<()> {
     println!("# session benchmarks (wrangler dev, release wasm, client on the same machine)");
     let floor = frame_floor(&stack).await?;
     println!("(0) frames through the object and back (no storage): {floor:.0}/s");
+    for batch in [1, 50] {
+        let (rate, min_seen, warm) = sandbox_path(batch).await?;
+        println!("(a) sandbox tool-call events persisted + broadcast, 10 clients, {batch} per frame: {rate:.0} events/s (every client saw at least {min_seen} of 3000)");
+        if batch == 1 {
+            println!("(e) queued prompt -> warm sandbox receives it: median {warm:.1} ms");
+        }
+    }
     let (rate, expected, min_seen) = throughput(&stack).await?;
-    println!("(a) events persisted + broadcast, 10 clients: {rate:.0} events/s ({expected} events; every client saw at least {min_seen})");
+    println!("(a') client prompt+cancel rounds, 10 clients: {rate:.0} events/s ({expected} events; every client saw at least {min_seen})");
     for n in [50, 200] {
         let (p50, p99) = broadcast_latency(&stack, n, 60).await?;
         println!("(b) broadcast latency, {n} clients: p50 {p50:.1} ms, p99 {p99:.1} ms");
