@@ -1,0 +1,172 @@
+//! Sandbox benchmarks on the local provider: the real host, the real supervisor, real git
+//! and the real OpenCode, with the scripted model server.
+//!
+//! Run: `./scripts/bench.sh` (after the session benchmarks) or
+//! `cargo run --release -p inspect-tests --bin sandbox-bench`.
+
+use anyhow::{Context, Result};
+use inspect_tests::client::{create_session, WsClient};
+use inspect_tests::fake_model::{FakeModel, Reply};
+use inspect_tests::host::SandboxHost;
+use inspect_tests::{Stack, StackOptions};
+use serde_json::json;
+use std::time::Instant;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+fn git(dir: &std::path::Path, args: &[&str]) -> Result<()> {
+    let ok = std::process::Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .status()?
+        .success();
+    anyhow::ensure!(ok, "git {args:?} failed");
+    Ok(())
+}
+
+/// The resident memory of the supervisor serving `sandbox_id`, in KiB.
+fn supervisor_rss_kib(sandbox_id: &str) -> Option<u64> {
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let p = entry.path();
+        let cmd = std::fs::read(p.join("cmdline")).unwrap_or_default();
+        if !String::from_utf8_lossy(&cmd).contains("inspect-supervisor\0run") {
+            continue;
+        }
+        let env = std::fs::read(p.join("environ")).unwrap_or_default();
+        if !String::from_utf8_lossy(&env).contains(&format!("INSPECT_SANDBOX_ID={sandbox_id}")) {
+            continue;
+        }
+        let status = std::fs::read_to_string(p.join("status")).ok()?;
+        let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+        return line.split_whitespace().nth(1)?.parse().ok();
+    }
+    None
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let runs = 5;
+    let model = FakeModel::start(vec![]).await?;
+    let host = SandboxHost::start(&model.base_url, "inspect/fake-model").await?;
+    let mut options = StackOptions::local();
+    options.vars = host.worker_vars();
+    let stack = Stack::start_with(options)
+        .await
+        .context("starting the stack")?;
+    let repo = tempfile::tempdir()?;
+    git(repo.path(), &["init", "--quiet", "-b", "main"])?;
+    for i in 0..50 {
+        std::fs::write(
+            repo.path().join(format!("file{i}.txt")),
+            format!("content {i}\n"),
+        )?;
+    }
+    git(repo.path(), &["add", "."])?;
+    git(
+        repo.path(),
+        &[
+            "-c",
+            "user.name=b",
+            "-c",
+            "user.email=b@b",
+            "commit",
+            "--quiet",
+            "-m",
+            "init",
+        ],
+    )?;
+    reqwest::Client::new()
+        .post(stack.url("/repos"))
+        .json(&json!({"name": "small", "path": repo.path().to_string_lossy()}))
+        .send()
+        .await?;
+
+    let (mut total, mut supervisor_part, mut agent_part, mut rss, mut warm) =
+        (vec![], vec![], vec![], vec![], vec![]);
+    for run in 0..runs {
+        model.push(vec![Reply::text("ok"), Reply::text("ok again")]);
+        let id = create_session(
+            &stack.base_url,
+            "bench",
+            json!({"repoOwner": "local", "repoName": "small"}),
+        )
+        .await?;
+        let (mut ws, _) = WsClient::join(&stack.base_url, &stack.ws_url(""), &id, "bench").await?;
+        let t0 = Instant::now();
+        ws.send(json!({"type": "prompt", "content": format!("run {run}")}))
+            .await?;
+        let mut sandbox_id = String::new();
+        let mut agent_ms = 0.0;
+        let mut steps_ms = 0.0;
+        loop {
+            let m = ws.recv_within(120).await?;
+            if m["type"] == "sandbox_spawning" {
+                sandbox_id = m["sandboxId"].as_str().unwrap_or_default().to_owned();
+            }
+            if m["type"] == "sandbox_event"
+                && m["event"]["type"] == "boot_step"
+                && m["event"]["status"] != "started"
+            {
+                let ms = m["event"]["durationMs"].as_f64().unwrap_or(0.0);
+                if m["event"]["step"] == "agent" {
+                    agent_ms = ms;
+                } else {
+                    steps_ms += ms;
+                }
+            }
+            if m["type"] == "sandbox_ready" {
+                break;
+            }
+        }
+        let ready_ms = t0.elapsed().as_secs_f64() * 1000.0;
+        loop {
+            let m = ws.recv_within(60).await?;
+            if m["type"] == "sandbox_event" && m["event"]["type"] == "execution_complete" {
+                break;
+            }
+        }
+        if let Some(kib) = supervisor_rss_kib(&sandbox_id) {
+            rss.push(kib as f64 / 1024.0);
+        }
+        // A second prompt to the now warm sandbox: queued -> completed.
+        let t1 = Instant::now();
+        ws.send(json!({"type": "prompt", "content": "again"}))
+            .await?;
+        loop {
+            let m = ws.recv_within(60).await?;
+            if m["type"] == "sandbox_event" && m["event"]["type"] == "execution_complete" {
+                break;
+            }
+        }
+        warm.push(t1.elapsed().as_secs_f64() * 1000.0);
+        total.push(ready_ms);
+        agent_part.push(agent_ms);
+        supervisor_part.push(ready_ms - agent_ms);
+        println!("run {run}: ready in {ready_ms:.0} ms (agent start {agent_ms:.0} ms; boot steps {steps_ms:.0} ms)");
+        // Stop it so the next run is a fresh spawn with its own memory.
+        reqwest::Client::new()
+            .delete(format!("{}/sandboxes/{sandbox_id}", host.url))
+            .bearer_auth(&host.secret)
+            .send()
+            .await?;
+    }
+    println!("# sandbox benchmarks (local provider, {runs} fresh sandboxes, 50-file repository, no hooks)");
+    println!("fresh sandbox -> ready: median {:.0} ms", median(total));
+    println!(
+        "  of which the agent's start: median {:.0} ms",
+        median(agent_part)
+    );
+    println!(
+        "  everything else (control plane, spawn, supervisor, git): median {:.0} ms",
+        median(supervisor_part)
+    );
+    println!(
+        "warm sandbox, prompt -> execution_complete (one-step turn): median {:.0} ms",
+        median(warm)
+    );
+    println!("supervisor RSS after a turn: median {:.1} MiB", median(rss));
+    Ok(())
+}
