@@ -290,3 +290,78 @@ async fn stop_aborts_a_running_tool_and_the_next_prompt_still_runs() {
     let done = events(&seen, "execution_complete");
     assert_eq!(done[0]["success"], true, "{seen:?}");
 }
+
+#[tokio::test]
+async fn a_repository_that_fails_to_clone_is_reported_and_prompts_still_queue() {
+    let w = world(vec![]).await;
+    let base = w.stack.base_url.clone();
+    let r = send(
+        Method::POST,
+        &w.stack.url("/repos"),
+        Some(json!({"name": "broken", "path": "/nonexistent/repo"})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 201);
+    let id = create_session(
+        &base,
+        "ann",
+        json!({"repoOwner": "local", "repoName": "broken"}),
+    )
+    .await
+    .unwrap();
+    let (mut ws, _) = WsClient::join(&base, &w.stack.ws_url(""), &id, "ann")
+        .await
+        .unwrap();
+    ws.send(json!({"type": "prompt", "content": "anything"}))
+        .await
+        .unwrap();
+    let err = ws
+        .recv_type("sandbox_error")
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", w.host.sandbox_logs()));
+    assert!(err["error"].as_str().unwrap().contains("broken"), "{err}");
+    // The session still takes prompts; they wait for the next sandbox.
+    ws.send(json!({"type": "prompt", "content": "and another", "clientRequestId": "after"}))
+        .await
+        .unwrap();
+    loop {
+        let q = ws.recv_type("prompt_queued").await.unwrap();
+        if q["clientRequestId"] == "after" {
+            break;
+        }
+    }
+    let s = inspect_tests::client::get(&w.stack.url(&format!("/sessions/{id}")))
+        .await
+        .unwrap();
+    assert_eq!(s.body["sandboxStatus"], "failed");
+}
+
+#[tokio::test]
+async fn sandboxes_need_their_own_token_and_session() {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let stack = Stack::start().await.unwrap();
+    let id = create_session(&stack.base_url, "ann", json!({}))
+        .await
+        .unwrap();
+    let attempt = |session: String, token: &'static str, sandbox: &'static str| {
+        let url = stack.ws_url(&format!("/sessions/{session}/ws?type=sandbox"));
+        async move {
+            let mut req = url.into_client_request().unwrap();
+            req.headers_mut()
+                .insert("Authorization", format!("Bearer {token}").parse().unwrap());
+            req.headers_mut()
+                .insert("X-Sandbox-ID", sandbox.parse().unwrap());
+            match tokio_tungstenite::connect_async(req).await {
+                Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => resp.status().as_u16(),
+                Ok(_) => 101,
+                Err(e) => panic!("{e}"),
+            }
+        }
+    };
+    assert_eq!(attempt(id.clone(), "guess", "sb_x").await, 401);
+    assert_eq!(
+        attempt("0123456789abcdef0123456789abcdef".into(), "guess", "sb_x").await,
+        404
+    );
+}

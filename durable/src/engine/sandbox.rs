@@ -446,6 +446,25 @@ impl<S: Store> Session<'_, S> {
                     .map_err(internal)?;
                 fx.broadcast(ServerMessage::SandboxEvent { event: ev });
             }
+            SandboxEvent::Error {
+                message_id: None,
+                error,
+            } => {
+                // An error outside any prompt while booting is fatal to this sandbox: say so,
+                // and let a later prompt spawn a new one (after the cooldown).
+                let ev = timeline::append(self.store, event.kind(), None, data, now)
+                    .map_err(internal)?;
+                fx.broadcast(ServerMessage::SandboxEvent { event: ev });
+                let status = self.sandbox_status()?;
+                if status == "spawning" || status == "connecting" {
+                    self.set_sandbox_status("failed", Some(error), now)
+                        .map_err(internal)?;
+                    fx.merge(self.status_effects("failed", Some(error), now)?);
+                    fx.broadcast(ServerMessage::SandboxError {
+                        error: error.clone(),
+                    });
+                }
+            }
             SandboxEvent::SessionTitle { title } => {
                 let bot = Actor {
                     user_id: "agent".into(),

@@ -608,4 +608,32 @@ mod sandbox_flow {
             Ok(())
         );
     }
+
+    #[test]
+    fn a_boot_failure_fails_the_sandbox_and_keeps_the_queue() {
+        let st = store();
+        let s = created(&st);
+        let ann = s.participant_by_user("u-ann").unwrap().unwrap();
+        let (a, _) = s.enqueue(&ann, &prompt("work", None), 10).unwrap();
+        let (t, _) = s.begin_spawn(11).unwrap().unwrap();
+        s.spawn_accepted(&t.sandbox_id, 12).unwrap();
+        s.sandbox_opened("sbws", 13).unwrap();
+        let fx = s.on_sandbox_frame(
+            &frame(
+                &t.sandbox_id,
+                json!({"type": "error", "error": "clone failed", "ackId": "e1"}),
+            ),
+            14,
+        );
+        assert!(fx.outbound.iter().any(|o| matches!(&o.message, ServerMessage::SandboxError { error } if error == "clone failed")));
+        assert!(fx.to_sandbox.contains(&SandboxCommand::Ack {
+            ack_id: "e1".into()
+        }));
+        assert_eq!(s.sandbox_status().unwrap(), "failed");
+        assert_eq!(
+            s.message(&a.message_id).unwrap().unwrap().status,
+            MessageStatus::Pending
+        );
+        assert!(s.needs_sandbox().unwrap());
+    }
 }
