@@ -112,6 +112,11 @@ const MIGRATIONS: &[&str] = &[
         seen_at INTEGER NOT NULL
     );
     "#,
+    // 4: what a session asks of its sandbox; the tunnel URLs its sandbox got.
+    r#"
+    ALTER TABLE session ADD COLUMN sandbox_settings TEXT;
+    ALTER TABLE sandbox ADD COLUMN tunnel_urls TEXT;
+    "#,
 ];
 
 pub fn current_version() -> i64 {

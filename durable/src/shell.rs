@@ -399,7 +399,12 @@ impl SessionDO {
             Err(e) => Err(e.message),
         };
         let fx = match result {
-            Ok(_) => engine.spawn_accepted(&ticket.sandbox_id, now_ms()),
+            Ok(info) => engine
+                .spawn_accepted(&ticket.sandbox_id, now_ms())
+                .and_then(|mut fx| {
+                    fx.merge(engine.set_tunnel_urls(&ticket.sandbox_id, &info.tunnel_urls)?);
+                    Ok(fx)
+                }),
             Err(e) => {
                 worker::console_warn!("spawn of {} failed: {e}", ticket.sandbox_id);
                 engine.spawn_failed(&ticket.sandbox_id, &e, now_ms())
@@ -470,7 +475,7 @@ impl SessionDO {
                 .unwrap_or_else(|| format!("open-inspect/{}", state.id)),
             boot_mode: Default::default(),
             env: Default::default(),
-            tunnel_ports: Vec::new(),
+            tunnel_ports: self.engine().sandbox_settings()?.tunnel_ports,
             default_model,
         })
     }
@@ -649,6 +654,12 @@ impl SessionDO {
                 }
             }
             (Method::Get, "events") => reply(self.events_page(&req)),
+            (Method::Get, "tunnel-urls") => reply(
+                engine
+                    .session_id()
+                    .and_then(|_| engine.tunnel_urls())
+                    .map(|tunnel_urls| inspect_protocol::session::TunnelUrls { tunnel_urls }),
+            ),
             (Method::Get, "messages") => reply(
                 engine
                     .session_id()

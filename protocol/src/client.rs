@@ -147,6 +147,9 @@ pub enum ServerMessage {
     ArtifactCreated {
         artifact: Artifact,
     },
+    TunnelUrls {
+        tunnel_urls: std::collections::BTreeMap<String, String>,
+    },
     ProcessingStatus {
         is_processing: bool,
         #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -26,3 +26,5 @@ pub const CLOSE_AUTH: u16 = 4001;
 pub const CLOSE_ALREADY_SUBSCRIBED: u16 = 4003;
 /// Close code: no subscribe within [`SUBSCRIBE_DEADLINE_MS`].
 pub const CLOSE_SUBSCRIBE_TIMEOUT: u16 = 4008;
+/// Ports one session may expose.
+pub const MAX_TUNNEL_PORTS: usize = 10;

@@ -64,6 +64,25 @@ pub struct CreateSessionRequest {
     pub model: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_effort: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxSettings>,
+}
+
+/// What a session asks of its sandbox.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SandboxSettings {
+    /// Ports inside the sandbox to expose; their URLs reach the sandbox (`.tunnels.env`)
+    /// and the clients (`tunnel_urls`).
+    #[serde(default)]
+    pub tunnel_ports: Vec<u16>,
+}
+
+/// `GET /sessions/:id/tunnel-urls` and the `tunnel_urls` message: port → URL.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TunnelUrls {
+    pub tunnel_urls: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -45,6 +45,17 @@ const PASSED_THROUGH: &[&str] = &[
 struct Sandbox {
     session_id: String,
     child: Child,
+    tunnel_urls: BTreeMap<String, String>,
+    /// One task per exposed port; aborted when the sandbox goes.
+    forwarders: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        for f in &self.forwarders {
+            f.abort();
+        }
+    }
 }
 
 struct HostState {
@@ -122,7 +133,7 @@ fn info(id: &str, sandbox: &mut Sandbox) -> SandboxInfo {
         sandbox_id: id.to_owned(),
         session_id: sandbox.session_id.clone(),
         status: status.into(),
-        tunnel_urls: BTreeMap::new(),
+        tunnel_urls: sandbox.tunnel_urls.clone(),
     }
 }
 
@@ -192,6 +203,8 @@ async fn spawn(state: &HostState, req: &SpawnRequest) -> anyhow::Result<SandboxI
     let workspace = root.join("workspace");
     std::fs::create_dir_all(&workspace)?;
     let log = std::fs::File::create(root.join("supervisor.log"))?;
+    let (tunnel_urls, forwarders) = expose_ports(&req.tunnel_ports).await?;
+    write_tunnels_file(&workspace, &req.sandbox_id, &tunnel_urls)?;
     let exe = std::env::current_exe().context("finding the supervisor binary")?;
     // The spawn description without the token; the token travels in its own variable.
     let mut described = req.clone();
@@ -230,10 +243,56 @@ async fn spawn(state: &HostState, req: &SpawnRequest) -> anyhow::Result<SandboxI
     let mut sandbox = Sandbox {
         session_id: req.session_id.clone(),
         child,
+        tunnel_urls,
+        forwarders,
     };
     let out = info(&req.sandbox_id, &mut sandbox);
     map.insert(req.sandbox_id.clone(), sandbox);
     Ok(out)
+}
+
+/// Exposes each requested port on a loopback port of its own, forwarded to the port the
+/// sandbox listens on. (Local sandboxes share the host's network: two of them listening on
+/// the same port clash; each still gets its own public port.)
+async fn expose_ports(
+    ports: &[u16],
+) -> anyhow::Result<(BTreeMap<String, String>, Vec<tokio::task::JoinHandle<()>>)> {
+    let mut urls = BTreeMap::new();
+    let mut tasks = Vec::new();
+    for &port in ports {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let public = listener.local_addr()?.port();
+        urls.insert(port.to_string(), format!("http://127.0.0.1:{public}"));
+        tasks.push(tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    if let Ok(mut outbound) =
+                        tokio::net::TcpStream::connect(("127.0.0.1", port)).await
+                    {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                });
+            }
+        }));
+    }
+    Ok((urls, tasks))
+}
+
+/// `.tunnels.env`: `TUNNEL_SANDBOX_ID` first, then `TUNNEL_<port>=<url>` for each port.
+fn write_tunnels_file(
+    workspace: &std::path::Path,
+    sandbox_id: &str,
+    urls: &BTreeMap<String, String>,
+) -> anyhow::Result<()> {
+    if urls.is_empty() {
+        return Ok(());
+    }
+    let mut text = format!("TUNNEL_SANDBOX_ID={sandbox_id}\n");
+    for (port, url) in urls {
+        text.push_str(&format!("TUNNEL_{port}={url}\n"));
+    }
+    std::fs::write(workspace.join(".tunnels.env"), text)?;
+    Ok(())
 }
 
 /// Stops a sandbox's whole process group: TERM, a grace period, then KILL.

@@ -365,3 +365,85 @@ async fn sandboxes_need_their_own_token_and_session() {
         404
     );
 }
+
+#[tokio::test]
+async fn tunnel_ports_reach_the_sandbox_and_the_clients() {
+    let w = world(vec![Reply::text("Serving.")]).await;
+    let port = inspect_tests::stack::free_port().unwrap();
+    // The repository's start hook runs a web server on the session's port.
+    let hooks = w.repo.path().join(".openinspect");
+    std::fs::create_dir_all(&hooks).unwrap();
+    std::fs::write(
+        hooks.join("start.sh"),
+        format!("cd \"$(dirname \"$0\")/..\"\nnohup python3 -m http.server {port} --bind 127.0.0.1 >/dev/null 2>&1 &\necho \"serving on {port}\"\ngrep TUNNEL_{port} ../.tunnels.env\n"),
+    )
+    .unwrap();
+    git(w.repo.path(), &["add", "."]);
+    git(
+        w.repo.path(),
+        &[
+            "-c",
+            "user.name=Owner",
+            "-c",
+            "user.email=owner@example.com",
+            "commit",
+            "--quiet",
+            "-m",
+            "start hook",
+        ],
+    );
+    let base = w.stack.base_url.clone();
+    let id = create_session(
+        &base,
+        "ann",
+        json!({"repoOwner": "local", "repoName": "demo", "sandbox": {"tunnelPorts": [port]}}),
+    )
+    .await
+    .unwrap();
+    let (mut ws, _) = WsClient::join(&base, &w.stack.ws_url(""), &id, "ann")
+        .await
+        .unwrap();
+    ws.send(json!({"type": "prompt", "content": "serve"}))
+        .await
+        .unwrap();
+    let urls = ws
+        .recv_type("tunnel_urls")
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", w.host.sandbox_logs()));
+    let url = urls["tunnelUrls"][port.to_string()]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let seen = until_complete(&mut ws, 1, &w).await;
+    // The start hook saw its URL in .tunnels.env, and its output reached the clients.
+    let start = seen
+        .iter()
+        .find(|m| {
+            m["event"]["type"] == "boot_step"
+                && m["event"]["step"] == "start"
+                && m["event"]["status"] != "started"
+        })
+        .unwrap();
+    assert_eq!(start["event"]["status"], "succeeded", "{start}");
+    let output = start["event"]["output"].as_str().unwrap();
+    assert!(
+        output.contains(&format!("serving on {port}")) && output.contains(&url),
+        "{output}"
+    );
+    // Through the tunnel to the server in the sandbox.
+    let mut body = String::new();
+    for _ in 0..50 {
+        if let Ok(r) = reqwest::get(&url).await {
+            body = r.text().await.unwrap_or_default();
+            if body.contains("README.md") {
+                break;
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(body.contains("README.md"), "{body}");
+    let r = inspect_tests::client::get(&w.stack.url(&format!("/sessions/{id}/tunnel-urls")))
+        .await
+        .unwrap();
+    assert_eq!(r.body["tunnelUrls"][port.to_string()], url.as_str());
+}

@@ -34,6 +34,7 @@ pub enum SessionAction {
     Messages,
     Artifacts,
     Participants,
+    TunnelUrls,
     Socket,
 }
 
@@ -52,6 +53,7 @@ impl SessionAction {
             SessionAction::Messages => "/messages",
             SessionAction::Artifacts => "/artifacts",
             SessionAction::Participants => "/participants",
+            SessionAction::TunnelUrls => "/tunnel-urls",
             SessionAction::Socket => "/ws",
         }
     }
@@ -116,10 +118,12 @@ pub fn match_route(method: &str, path: &str) -> Option<Result<Route, ApiError>> 
                 (["messages"], "GET") => Ok(SessionAction::Messages),
                 (["artifacts"], "GET") => Ok(SessionAction::Artifacts),
                 (["participants"], "GET") => Ok(SessionAction::Participants),
+                (["tunnel-urls"], "GET") => Ok(SessionAction::TunnelUrls),
                 (["ws"], "GET") => Ok(SessionAction::Socket),
-                (["events" | "messages" | "artifacts" | "participants" | "ws"], _) => {
-                    Err(not_allowed(method, &["GET"]))
-                }
+                (
+                    ["events" | "messages" | "artifacts" | "participants" | "tunnel-urls" | "ws"],
+                    _,
+                ) => Err(not_allowed(method, &["GET"])),
                 _ => return None,
             };
             action.map(|action| Route::Session {

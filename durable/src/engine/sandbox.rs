@@ -151,7 +151,7 @@ impl<S: Store> Session<'_, S> {
                 self.store.execute(
                     "INSERT INTO sandbox (id, sandbox_id, status, token_hash, spawned_at, updated_at) VALUES (1, ?, 'spawning', ?, ?, ?)
                      ON CONFLICT(id) DO UPDATE SET sandbox_id = excluded.sandbox_id, status = 'spawning', token_hash = excluded.token_hash,
-                        spawned_at = excluded.spawned_at, connected_at = NULL, last_heartbeat = NULL, error = NULL, updated_at = excluded.updated_at",
+                        spawned_at = excluded.spawned_at, connected_at = NULL, last_heartbeat = NULL, error = NULL, tunnel_urls = NULL, updated_at = excluded.updated_at",
                     &[ticket.sandbox_id.as_str().into(), ids::hash_secret(&ticket.token).into(), now.into(), now.into()],
                 )?;
                 self.store.execute("UPDATE session SET sandbox_status = 'spawning' WHERE id = 1", &[])
@@ -189,6 +189,45 @@ impl<S: Store> Session<'_, S> {
         self.set_sandbox_status("connecting", None, now)
             .map_err(internal)?;
         self.status_effects("connecting", None, now)
+    }
+
+    /// The provider exposed the sandbox's ports: keep the URLs and tell the clients.
+    pub fn set_tunnel_urls(
+        &self,
+        sandbox_id: &str,
+        urls: &std::collections::BTreeMap<String, String>,
+    ) -> EngineResult<Effects> {
+        if urls.is_empty()
+            || self
+                .sandbox_row()?
+                .is_none_or(|r| r.sandbox_id != sandbox_id)
+        {
+            return Ok(Effects::none());
+        }
+        let json = serde_json::to_string(urls)
+            .map_err(|e| inspect_protocol::ApiError::internal(e.to_string()))?;
+        self.store
+            .execute(
+                "UPDATE sandbox SET tunnel_urls = ? WHERE id = 1",
+                &[json.into()],
+            )
+            .map_err(internal)?;
+        let mut fx = Effects::none();
+        fx.broadcast(ServerMessage::TunnelUrls {
+            tunnel_urls: urls.clone(),
+        });
+        Ok(fx)
+    }
+
+    /// The current sandbox's tunnel URLs, port → URL.
+    pub fn tunnel_urls(&self) -> EngineResult<std::collections::BTreeMap<String, String>> {
+        Ok(self
+            .store
+            .scalar("SELECT tunnel_urls FROM sandbox WHERE id = 1", &[])
+            .map_err(internal)?
+            .and_then(|v| v.into_string())
+            .and_then(|s| serde_json::from_str(&s).ok())
+            .unwrap_or_default())
     }
 
     /// The provider refused or failed the spawn.

@@ -365,6 +365,10 @@ impl<S: Store> Session<'_, S> {
                 participants: self.present()?,
             },
         );
+        let tunnel_urls = self.tunnel_urls()?;
+        if !tunnel_urls.is_empty() {
+            fx.to(ws_id, ServerMessage::TunnelUrls { tunnel_urls });
+        }
         let me = self.presence_of_participant(&pid)?;
         fx.broadcast_except(
             ws_id,

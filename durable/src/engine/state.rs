@@ -85,6 +85,23 @@ fn valid_branch(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
 }
 
+fn validate_tunnel_ports(ports: &[u16]) -> EngineResult<()> {
+    use inspect_protocol::limits::MAX_TUNNEL_PORTS;
+    if ports.len() > MAX_TUNNEL_PORTS {
+        return Err(ApiError::bad_request(format!(
+            "at most {MAX_TUNNEL_PORTS} tunnel ports"
+        )));
+    }
+    for (i, p) in ports.iter().enumerate() {
+        if *p == 0 || ports[..i].contains(p) {
+            return Err(ApiError::bad_request(format!(
+                "invalid or repeated tunnel port {p}"
+            )));
+        }
+    }
+    Ok(())
+}
+
 pub fn validate_title(title: &str) -> EngineResult<String> {
     let t = title.trim();
     if t.chars().count() > MAX_TITLE_CHARS {
@@ -133,6 +150,10 @@ impl<S: Store> Session<'_, S> {
             Some(t) => Some(validate_title(t)?).filter(|t| !t.is_empty()),
             None => None,
         };
+        let settings = req.sandbox.clone().unwrap_or_default();
+        validate_tunnel_ports(&settings.tunnel_ports)?;
+        let settings_json =
+            serde_json::to_string(&settings).map_err(|e| ApiError::internal(e.to_string()))?;
         validate_short("model", &req.model)?;
         validate_short("reasoningEffort", &req.reasoning_effort)?;
         if self.exists()? {
@@ -144,8 +165,8 @@ impl<S: Store> Session<'_, S> {
         self.store
             .atomically(|| {
                 self.store.execute(
-                    "INSERT INTO session (id, session_id, title, status, repositories, branch_name, model, reasoning_effort, created_by, created_at, updated_at)
-                     VALUES (1, ?, ?, 'created', ?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO session (id, session_id, title, status, repositories, branch_name, model, reasoning_effort, created_by, created_at, updated_at, sandbox_settings)
+                     VALUES (1, ?, ?, 'created', ?, ?, ?, ?, ?, ?, ?, ?)",
                     &[
                         session_id.into(),
                         title.clone().into(),
@@ -156,6 +177,7 @@ impl<S: Store> Session<'_, S> {
                         actor.user_id.as_str().into(),
                         now.into(),
                         now.into(),
+                        settings_json.clone().into(),
                     ],
                 )?;
                 self.upsert_participant(actor, "owner", now)?;
@@ -311,6 +333,17 @@ impl<S: Store> Session<'_, S> {
         fx.broadcast(ServerMessage::SessionStatus { status });
         fx.index_changed = true;
         Ok(fx)
+    }
+
+    /// What the session asks of its sandbox.
+    pub fn sandbox_settings(&self) -> EngineResult<inspect_protocol::session::SandboxSettings> {
+        Ok(self
+            .store
+            .scalar("SELECT sandbox_settings FROM session WHERE id = 1", &[])
+            .map_err(internal)?
+            .and_then(|v| v.into_string())
+            .and_then(|s| serde_json::from_str(&s).ok())
+            .unwrap_or_default())
     }
 
     pub fn set_title(&self, title: &str, actor: &Actor, now: i64) -> EngineResult<Effects> {

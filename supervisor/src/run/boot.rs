@@ -145,7 +145,9 @@ fn tail(bytes: &[u8]) -> String {
     String::from_utf8_lossy(&bytes[start..]).into_owned()
 }
 
-/// Runs `script` with bash in `dir`, bounded by `timeout`; kills its process group on time-out.
+/// Runs `script` with bash in `dir`, bounded by `timeout`. Hooks stay in the sandbox's
+/// process group, so what they leave running (a dev server from `start.sh`) stops with the
+/// sandbox; a hook that runs out of time has its own process tree killed.
 pub async fn run_hook(script: &Path, dir: &Path, timeout: Duration) -> Result<HookOutcome> {
     if !script.exists() {
         return Ok(HookOutcome::Absent);
@@ -159,7 +161,6 @@ pub async fn run_hook(script: &Path, dir: &Path, timeout: Duration) -> Result<Ho
         .stdin(std::process::Stdio::null())
         .stdout(out.try_clone()?)
         .stderr(out)
-        .process_group(0)
         .kill_on_drop(true)
         .spawn()
         .with_context(|| format!("starting {}", script.display()))?;
@@ -179,10 +180,7 @@ pub async fn run_hook(script: &Path, dir: &Path, timeout: Duration) -> Result<Ho
         }
         Err(_) => {
             if let Some(pid) = child.id() {
-                let _ = nix::sys::signal::killpg(
-                    nix::unistd::Pid::from_raw(pid as i32),
-                    nix::sys::signal::Signal::SIGKILL,
-                );
+                kill_tree(pid);
             }
             let _ = child.wait().await;
             HookOutcome::TimedOut {
@@ -192,6 +190,32 @@ pub async fn run_hook(script: &Path, dir: &Path, timeout: Duration) -> Result<Ho
     };
     let _ = std::fs::remove_file(&out_path);
     Ok(outcome)
+}
+
+/// Kills a process and all its descendants (children first found through `/proc`).
+fn kill_tree(pid: u32) {
+    let mut stack = vec![pid];
+    let mut all = Vec::new();
+    while let Some(p) = stack.pop() {
+        all.push(p);
+        if let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) {
+            for t in tasks.flatten() {
+                let children =
+                    std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
+                stack.extend(
+                    children
+                        .split_whitespace()
+                        .filter_map(|c| c.parse::<u32>().ok()),
+                );
+            }
+        }
+    }
+    for p in all {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(p as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
 }
 
 pub async fn git(dir: &Path, args: &[&str]) -> Result<String> {
