@@ -117,6 +117,10 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE session ADD COLUMN sandbox_settings TEXT;
     ALTER TABLE sandbox ADD COLUMN tunnel_urls TEXT;
     "#,
+    // 5: when the sandbox's socket went, for the reconnect grace.
+    r#"
+    ALTER TABLE sandbox ADD COLUMN disconnected_at INTEGER;
+    "#,
 ];
 
 pub fn current_version() -> i64 {

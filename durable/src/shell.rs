@@ -301,7 +301,7 @@ impl SessionDO {
 
     /// Points the one alarm slot at the earliest deadline, or clears it.
     async fn schedule(&self) {
-        let next = self.engine().next_subscribe_deadline().ok().flatten();
+        let next = self.engine().next_deadline().ok().flatten();
         let storage = self.state.storage();
         let current = storage.get_alarm().await.ok().flatten();
         match next {
@@ -381,6 +381,24 @@ impl SessionDO {
         Response::from_websocket(pair.client)
     }
 
+    /// Carries out effects, including those that need the provider or the alarm: stop a
+    /// sandbox given up on, spawn one for waiting prompts, move the alarm.
+    async fn carry_out(&self, fx: Effects) {
+        let wanted = fx.spawn_wanted;
+        let stop = fx.stop_sandbox.clone();
+        let reschedule = moves_deadlines(&fx);
+        self.apply(fx);
+        if let (Some(id), Some(provider)) = (stop, self.provider()) {
+            if let Err(e) = provider.stop(&id).await {
+                worker::console_warn!("stopping sandbox {id}: {e}");
+            }
+        }
+        self.spawn_if_wanted(wanted).await;
+        if reschedule {
+            self.schedule().await;
+        }
+    }
+
     /// Spawns a sandbox if the engine wants one and none is alive or on its way.
     async fn spawn_if_wanted(&self, wanted: bool) {
         if !wanted {
@@ -413,6 +431,7 @@ impl SessionDO {
         if let Ok(fx) = fx {
             self.apply(fx);
         }
+        self.schedule().await;
     }
 
     fn provider(&self) -> Option<LocalProvider> {
@@ -726,7 +745,17 @@ impl SessionDO {
 
     /// A socket closed or failed: forget it, let the others know, complete the close.
     async fn socket_gone(&self, ws: WebSocket, code: usize) {
-        if let Some(id) = Self::socket_id(&ws) {
+        let tag = ws.deserialize_attachment::<SocketTag>().ok().flatten();
+        if let Some(tag) = tag.filter(|t| t.kind == KIND_SANDBOX) {
+            self.with_registry(|r| r.sockets.remove(&tag.id));
+            let engine = self.engine();
+            match engine.socket_closed(&tag.id) {
+                Ok(fx) => self.apply(fx),
+                Err(e) => worker::console_error!("close: {e}"),
+            }
+            let _ = engine.sandbox_disconnected(now_ms());
+            self.schedule().await;
+        } else if let Some(id) = Self::socket_id(&ws) {
             self.with_registry(|r| {
                 r.sockets.remove(&id);
                 r.subscribed.remove(&id);
@@ -751,6 +780,26 @@ impl SessionDO {
             .flatten()
             .map(|t| t.id)
     }
+}
+
+/// Whether effects changed something a deadline depends on (sandbox state, a prompt
+/// starting or ending), so the alarm must be recomputed.
+fn moves_deadlines(fx: &Effects) -> bool {
+    fx.spawn_wanted
+        || !fx.closes.is_empty()
+        || fx
+            .to_sandbox
+            .iter()
+            .any(|c| matches!(c, SandboxCommand::Prompt { .. }))
+        || fx.outbound.iter().any(|o| {
+            matches!(
+                o.message,
+                ServerMessage::SandboxReady { .. }
+                    | ServerMessage::SandboxStatus { .. }
+                    | ServerMessage::ProcessingStatus { .. }
+                    | ServerMessage::Subscribed { .. }
+            )
+        })
 }
 
 /// Sends one text to many sockets, crossing into JS once for the text rather than once
@@ -844,9 +893,31 @@ impl DurableObject for SessionDO {
     }
 
     async fn alarm(&self) -> Result<Response> {
-        // Idempotent: expiring what is already expired finds nothing.
-        match self.engine().expire_unsubscribed(now_ms()) {
-            Ok(fx) => self.apply(fx),
+        // Idempotent: every check looks at the clock and the stored state.
+        let engine = self.engine();
+        match engine.on_alarm(now_ms()) {
+            Ok(out) => {
+                self.carry_out(out.fx).await;
+                if let Some(sandbox_id) = out.check_provider {
+                    let gone = match self.provider() {
+                        Some(p) => match p.status(&sandbox_id).await {
+                            Ok(info) => info.status != "running",
+                            // A provider that cannot say is asked again at the heartbeat deadline.
+                            Err(e) => !e.is_transient(),
+                        },
+                        None => true,
+                    };
+                    if gone {
+                        if let Ok(fx) = engine.sandbox_lost(
+                            &sandbox_id,
+                            "the sandbox's process is gone",
+                            now_ms(),
+                        ) {
+                            self.carry_out(fx).await;
+                        }
+                    }
+                }
+            }
             Err(e) => worker::console_error!("alarm: {e}"),
         }
         self.schedule().await;
@@ -882,7 +953,7 @@ impl DurableObject for SessionDO {
                     fx
                 }
             };
-            self.apply(fx);
+            self.carry_out(fx).await;
             return Ok(());
         }
         let fx = match text {

@@ -447,3 +447,95 @@ async fn tunnel_ports_reach_the_sandbox_and_the_clients() {
         .unwrap();
     assert_eq!(r.body["tunnelUrls"][port.to_string()], url.as_str());
 }
+
+/// The pids of `inspect-supervisor run` processes serving `session`.
+fn supervisors_of(session: &str) -> Vec<i32> {
+    let mut pids = vec![];
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let cmd = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let env = std::fs::read(entry.path().join("environ")).unwrap_or_default();
+        if String::from_utf8_lossy(&cmd).contains("inspect-supervisor\0run")
+            && String::from_utf8_lossy(&env).contains(&format!("INSPECT_SESSION_ID={session}"))
+        {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+#[tokio::test]
+async fn a_sandbox_killed_mid_turn_fails_that_prompt_and_the_next_gets_a_new_sandbox() {
+    let w = world(vec![Reply::tool(
+        "bash",
+        json!({"command": "sleep 120", "description": "long"}),
+    )])
+    .await;
+    let base = w.stack.base_url.clone();
+    let id = create_session(
+        &base,
+        "ann",
+        json!({"repoOwner": "local", "repoName": "demo"}),
+    )
+    .await
+    .unwrap();
+    let (mut ws, _) = WsClient::join(&base, &w.stack.ws_url(""), &id, "ann")
+        .await
+        .unwrap();
+    ws.send(json!({"type": "prompt", "content": "run long"}))
+        .await
+        .unwrap();
+    let mut first_sandbox = String::new();
+    loop {
+        let m = ws
+            .recv_within(120)
+            .await
+            .unwrap_or_else(|e| panic!("{e}\n{}", w.host.sandbox_logs()));
+        if m["type"] == "sandbox_spawning" {
+            first_sandbox = m["sandboxId"].as_str().unwrap().to_owned();
+        }
+        if m["event"]["type"] == "tool_call" && m["event"]["status"] == "running" {
+            break;
+        }
+    }
+    // Kill the whole sandbox: the supervisor's process group (the agent with it).
+    let pids = supervisors_of(&id);
+    assert_eq!(pids.len(), 1, "{pids:?}");
+    nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(pids[0]),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let t = std::time::Instant::now();
+    let seen = until_complete(&mut ws, 1, &w).await;
+    let done = events(&seen, "execution_complete");
+    assert_eq!(done[0]["success"], false);
+    assert!(
+        done[0]["error"].as_str().unwrap().contains("gone"),
+        "{}",
+        done[0]
+    );
+    assert!(
+        t.elapsed().as_secs() < 60,
+        "noticed after {:?}",
+        t.elapsed()
+    );
+
+    // The next prompt gets a new sandbox and runs.
+    w.model.push(vec![Reply::text("Recovered.")]);
+    ws.send(json!({"type": "prompt", "content": "again"}))
+        .await
+        .unwrap();
+    let mut second_sandbox = String::new();
+    let seen = loop {
+        let m = ws.recv_within(120).await.unwrap();
+        if m["type"] == "sandbox_spawning" {
+            second_sandbox = m["sandboxId"].as_str().unwrap().to_owned();
+            break until_complete(&mut ws, 1, &w).await;
+        }
+    };
+    assert_ne!(first_sandbox, second_sandbox);
+    assert_eq!(events(&seen, "execution_complete")[0]["success"], true);
+}

@@ -37,6 +37,8 @@ pub struct Effects {
     pub to_sandbox: Vec<SandboxCommand>,
     /// A prompt waits and no sandbox is alive: the shell should spawn one.
     pub spawn_wanted: bool,
+    /// A sandbox the provider should stop (it was given up on).
+    pub stop_sandbox: Option<String>,
 }
 
 impl Effects {
@@ -78,5 +80,8 @@ impl Effects {
         self.index_changed |= other.index_changed;
         self.to_sandbox.extend(other.to_sandbox);
         self.spawn_wanted |= other.spawn_wanted;
+        if other.stop_sandbox.is_some() {
+            self.stop_sandbox = other.stop_sandbox;
+        }
     }
 }

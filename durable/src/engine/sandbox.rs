@@ -100,7 +100,12 @@ impl<S: Store> Session<'_, S> {
         )
     }
 
-    fn status_effects(&self, status: &str, error: Option<&str>, now: i64) -> EngineResult<Effects> {
+    pub(crate) fn status_effects(
+        &self,
+        status: &str,
+        error: Option<&str>,
+        now: i64,
+    ) -> EngineResult<Effects> {
         let mut data = Map::new();
         data.insert("status".into(), Value::String(status.into()));
         if let Some(e) = error {
@@ -290,7 +295,7 @@ impl<S: Store> Session<'_, S> {
                     &[ws_id.into(), KIND_SANDBOX.into(), now.into(), now.into()],
                 )?;
                 self.store.execute(
-                    "UPDATE sandbox SET connected_at = ?, last_heartbeat = ? WHERE id = 1",
+                    "UPDATE sandbox SET connected_at = ?, last_heartbeat = ?, disconnected_at = NULL WHERE id = 1",
                     &[now.into(), now.into()],
                 )
             })

@@ -636,4 +636,142 @@ mod sandbox_flow {
         );
         assert!(s.needs_sandbox().unwrap());
     }
+
+    mod deadlines {
+        use super::*;
+        use crate::engine::deadlines::*;
+
+        /// A session with one prompt running in a ready sandbox, at time 1_000.
+        fn running(st: &SqliteStore) -> (Session<'_, SqliteStore>, String, String) {
+            let s = created(st);
+            let ann = s.participant_by_user("u-ann").unwrap().unwrap();
+            let (a, _) = s.enqueue(&ann, &prompt("work", None), 1_000).unwrap();
+            let (t, _) = s.begin_spawn(1_000).unwrap().unwrap();
+            s.spawn_accepted(&t.sandbox_id, 1_000).unwrap();
+            s.sandbox_opened("sbws", 1_000).unwrap();
+            s.on_sandbox_frame(&frame(&t.sandbox_id, json!({"type": "ready"})), 1_000);
+            (s, t.sandbox_id, a.message_id)
+        }
+
+        #[test]
+        fn the_earliest_deadline_wins_and_heartbeats_move_it() {
+            let st = store();
+            let (s, sb, _) = running(&st);
+            assert_eq!(s.next_deadline().unwrap(), Some(1_000 + HEARTBEAT_STALE_MS));
+            s.on_sandbox_frame(&frame(&sb, json!({"type": "heartbeat"})), 31_000);
+            assert_eq!(
+                s.next_deadline().unwrap(),
+                Some(31_000 + HEARTBEAT_STALE_MS)
+            );
+            s.socket_opened("client", sockets::KIND_CLIENT, 40_000)
+                .unwrap();
+            assert_eq!(
+                s.next_deadline().unwrap(),
+                Some(40_000 + inspect_protocol::limits::SUBSCRIBE_DEADLINE_MS)
+            );
+        }
+
+        #[test]
+        fn a_silent_sandbox_goes_stale_and_its_prompt_fails_once() {
+            let st = store();
+            let (s, sb, m) = running(&st);
+            let early = s.on_alarm(1_000 + HEARTBEAT_STALE_MS - 1).unwrap();
+            assert_eq!(early, AlarmOutcome::default(), "nothing is due yet");
+            let out = s.on_alarm(1_000 + HEARTBEAT_STALE_MS).unwrap();
+            assert_eq!(out.fx.stop_sandbox.as_deref(), Some(sb.as_str()));
+            assert_eq!(
+                s.message(&m).unwrap().unwrap().status,
+                MessageStatus::Failed
+            );
+            assert_eq!(s.sandbox_status().unwrap(), "stale");
+            assert_eq!(
+                s.authenticate_sandbox("x", &sb).unwrap(),
+                Err(SandboxRefusal::BadToken)
+            );
+            // The alarm repeating changes nothing more.
+            let again = s.on_alarm(1_000 + HEARTBEAT_STALE_MS + 5).unwrap();
+            assert!(again.fx.outbound.is_empty() && again.fx.stop_sandbox.is_none());
+            let completes = st
+                .scalar(
+                    "SELECT COUNT(*) FROM events WHERE kind = 'execution_complete'",
+                    &[],
+                )
+                .unwrap()
+                .unwrap();
+            assert_eq!(completes.as_i64(), Some(1));
+        }
+
+        #[test]
+        fn a_dropped_socket_gets_a_grace_then_a_provider_check() {
+            let st = store();
+            let (s, sb, _) = running(&st);
+            s.socket_closed("sbws").unwrap();
+            s.sandbox_disconnected(2_000).unwrap();
+            assert_eq!(s.next_deadline().unwrap(), Some(2_000 + RECONNECT_GRACE_MS));
+            let out = s.on_alarm(2_000 + RECONNECT_GRACE_MS).unwrap();
+            assert_eq!(out.check_provider.as_deref(), Some(sb.as_str()));
+            assert!(
+                s.on_alarm(2_000 + RECONNECT_GRACE_MS + 1)
+                    .unwrap()
+                    .check_provider
+                    .is_none(),
+                "checked once"
+            );
+            // The provider says it is gone.
+            let fx = s
+                .sandbox_lost(&sb, "the sandbox's process is gone", 20_000)
+                .unwrap();
+            assert!(!fx.spawn_wanted, "nothing else waits");
+            assert_eq!(s.sandbox_status().unwrap(), "stale");
+        }
+
+        #[test]
+        fn a_sandbox_that_never_connects_is_given_up_and_waiting_prompts_respawn() {
+            let st = store();
+            let s = created(&st);
+            let ann = s.participant_by_user("u-ann").unwrap().unwrap();
+            s.enqueue(&ann, &prompt("work", None), 0).unwrap();
+            let (t, _) = s.begin_spawn(0).unwrap().unwrap();
+            assert_eq!(s.next_deadline().unwrap(), Some(CONNECTING_TIMEOUT_MS));
+            let out = s.on_alarm(CONNECTING_TIMEOUT_MS).unwrap();
+            assert!(out.fx.spawn_wanted);
+            assert_eq!(out.fx.stop_sandbox.as_deref(), Some(t.sandbox_id.as_str()));
+            assert!(s.begin_spawn(CONNECTING_TIMEOUT_MS).unwrap().is_some());
+        }
+
+        #[test]
+        fn a_failed_spawn_is_retried_when_the_cooldown_ends() {
+            let st = store();
+            let s = created(&st);
+            let ann = s.participant_by_user("u-ann").unwrap().unwrap();
+            s.enqueue(&ann, &prompt("work", None), 0).unwrap();
+            let (t, _) = s.begin_spawn(0).unwrap().unwrap();
+            s.spawn_failed(&t.sandbox_id, "no", 10).unwrap();
+            let due = 10 + crate::engine::sandbox::SPAWN_COOLDOWN_MS;
+            assert_eq!(s.next_deadline().unwrap(), Some(due));
+            assert!(!s.on_alarm(due - 1).unwrap().fx.spawn_wanted);
+            assert!(s.on_alarm(due).unwrap().fx.spawn_wanted);
+        }
+
+        #[test]
+        fn a_prompt_past_the_execution_limit_is_stopped() {
+            let st = store();
+            let (s, sb, m) = running(&st);
+            // Keep the sandbox alive meanwhile.
+            s.on_sandbox_frame(
+                &frame(&sb, json!({"type": "heartbeat"})),
+                1_000 + EXECUTION_TIMEOUT_MS - 10,
+            );
+            let out = s.on_alarm(1_000 + EXECUTION_TIMEOUT_MS).unwrap();
+            assert!(out
+                .fx
+                .to_sandbox
+                .iter()
+                .any(|c| matches!(c, SandboxCommand::Stop { .. })));
+            assert_eq!(
+                s.message(&m).unwrap().unwrap().status,
+                MessageStatus::Failed
+            );
+        }
+    }
 }

@@ -1,0 +1,231 @@
+//! Every deadline of a session, served by the Durable Object's one alarm: the earliest
+//! wins, and the handler is idempotent (alarms run at least once and may repeat, so each
+//! check looks at the clock and the stored state, never at why the alarm was set).
+
+use super::sockets::KIND_SANDBOX;
+use super::{internal, Effects, EngineResult, Session};
+use crate::store::{Cols, Store};
+use inspect_protocol::client::ServerMessage;
+use inspect_protocol::sandbox::SandboxCommand;
+
+/// A sandbox that has not connected (`ready`) this long after its spawn is given up on.
+pub const CONNECTING_TIMEOUT_MS: i64 = 120_000;
+/// A sandbox with no heartbeat for this long is stale.
+pub const HEARTBEAT_STALE_MS: i64 = 90_000;
+/// After the sandbox's socket drops, how long it has to reconnect before the provider is
+/// asked whether its process still lives.
+pub const RECONNECT_GRACE_MS: i64 = 15_000;
+/// The longest one prompt may run.
+pub const EXECUTION_TIMEOUT_MS: i64 = 90 * 60_000;
+
+/// What the alarm decided beyond plain effects.
+#[derive(Debug, Default, PartialEq)]
+pub struct AlarmOutcome {
+    pub fx: Effects,
+    /// Ask the provider whether this sandbox still runs; report back with
+    /// [`Session::sandbox_lost`] if it does not.
+    pub check_provider: Option<String>,
+}
+
+struct SandboxTimes {
+    sandbox_id: String,
+    status: String,
+    spawned_at: Option<i64>,
+    last_heartbeat: Option<i64>,
+    disconnected_at: Option<i64>,
+    updated_at: i64,
+}
+
+impl<S: Store> Session<'_, S> {
+    fn sandbox_times(&self) -> EngineResult<Option<SandboxTimes>> {
+        self.store
+            .query(
+                "SELECT sandbox_id, status, spawned_at, last_heartbeat, disconnected_at, updated_at FROM sandbox WHERE id = 1",
+                &[],
+            )
+            .map_err(internal)?
+            .into_iter()
+            .next()
+            .map(|row| {
+                let mut c = Cols::new(row);
+                Ok(SandboxTimes {
+                    sandbox_id: c.opt_string()?.unwrap_or_default(),
+                    status: c.string()?,
+                    spawned_at: c.opt_i64()?,
+                    last_heartbeat: c.opt_i64()?,
+                    disconnected_at: c.opt_i64()?,
+                    updated_at: c.i64()?,
+                })
+            })
+            .transpose()
+            .map_err(internal)
+    }
+
+    fn processing_started(&self) -> EngineResult<Option<(String, i64)>> {
+        let row = self
+            .store
+            .query(
+                "SELECT id, started_at FROM messages WHERE status = 'processing' LIMIT 1",
+                &[],
+            )
+            .map_err(internal)?
+            .into_iter()
+            .next();
+        match row {
+            Some(r) => {
+                let mut c = Cols::new(r);
+                let id = c.string().map_err(internal)?;
+                Ok(c.opt_i64().map_err(internal)?.map(|t| (id, t)))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// Every pending deadline, earliest first is what the alarm is set to.
+    pub fn next_deadline(&self) -> EngineResult<Option<i64>> {
+        let mut all = vec![self.next_subscribe_deadline()?];
+        if let Some(t) = self.sandbox_times()? {
+            match t.status.as_str() {
+                "spawning" | "connecting" => {
+                    all.push(t.spawned_at.map(|s| s + CONNECTING_TIMEOUT_MS))
+                }
+                "ready" | "running" => {
+                    all.push(t.last_heartbeat.map(|h| h + HEARTBEAT_STALE_MS));
+                    all.push(t.disconnected_at.map(|d| d + RECONNECT_GRACE_MS));
+                }
+                "failed" if self.needs_sandbox()? => {
+                    all.push(Some(t.updated_at + super::sandbox::SPAWN_COOLDOWN_MS))
+                }
+                _ => {}
+            }
+        }
+        if let Some((_, started)) = self.processing_started()? {
+            all.push(Some(started + EXECUTION_TIMEOUT_MS));
+        }
+        Ok(all.into_iter().flatten().min())
+    }
+
+    /// The sandbox's socket went: it has [`RECONNECT_GRACE_MS`] to come back.
+    pub fn sandbox_disconnected(&self, now: i64) -> EngineResult<()> {
+        if self.sandbox_connected()? {
+            return Ok(());
+        }
+        self.store
+            .execute(
+                "UPDATE sandbox SET disconnected_at = ? WHERE id = 1",
+                &[now.into()],
+            )
+            .map_err(internal)
+    }
+
+    /// Runs every check whose time has come.
+    pub fn on_alarm(&self, now: i64) -> EngineResult<AlarmOutcome> {
+        let mut out = AlarmOutcome {
+            fx: self.expire_unsubscribed(now)?,
+            check_provider: None,
+        };
+        if !self.exists()? {
+            return Ok(out);
+        }
+        if let Some((id, started)) = self.processing_started()? {
+            if now >= started + EXECUTION_TIMEOUT_MS {
+                out.fx.to_sandbox.push(SandboxCommand::Stop {
+                    message_id: Some(id.clone()),
+                });
+                out.fx.merge(self.complete(
+                    &id,
+                    false,
+                    Some("the prompt ran past 90 minutes and was stopped".into()),
+                    now,
+                )?);
+            }
+        }
+        let Some(t) = self.sandbox_times()? else {
+            return Ok(out);
+        };
+        match t.status.as_str() {
+            "spawning" | "connecting"
+                if t.spawned_at
+                    .is_some_and(|s| now >= s + CONNECTING_TIMEOUT_MS) =>
+            {
+                out.fx.merge(self.sandbox_lost(
+                    &t.sandbox_id,
+                    "the sandbox did not become ready within 120 s",
+                    now,
+                )?);
+            }
+            "ready" | "running" => {
+                if t.last_heartbeat
+                    .is_some_and(|h| now >= h + HEARTBEAT_STALE_MS)
+                {
+                    out.fx.merge(self.sandbox_lost(
+                        &t.sandbox_id,
+                        "the sandbox stopped sending heartbeats",
+                        now,
+                    )?);
+                } else if t
+                    .disconnected_at
+                    .is_some_and(|d| now >= d + RECONNECT_GRACE_MS)
+                    && !self.sandbox_connected()?
+                {
+                    // Checked once per disconnection; the heartbeat deadline still stands.
+                    self.store
+                        .execute(
+                            "UPDATE sandbox SET disconnected_at = NULL WHERE id = 1",
+                            &[],
+                        )
+                        .map_err(internal)?;
+                    out.check_provider = Some(t.sandbox_id.clone());
+                }
+            }
+            "failed" if now >= t.updated_at + super::sandbox::SPAWN_COOLDOWN_MS => {
+                out.fx.spawn_wanted = self.needs_sandbox()?;
+            }
+            _ => {}
+        }
+        Ok(out)
+    }
+
+    /// Gives up on a sandbox: it is stale, its running prompt fails with `reason`, its
+    /// socket is closed (a late reconnect gets 410), the provider is asked to stop it, and
+    /// waiting prompts get a new sandbox.
+    pub fn sandbox_lost(&self, sandbox_id: &str, reason: &str, now: i64) -> EngineResult<Effects> {
+        let Some(t) = self.sandbox_times()? else {
+            return Ok(Effects::none());
+        };
+        let live = matches!(
+            t.status.as_str(),
+            "spawning" | "connecting" | "ready" | "running"
+        );
+        if t.sandbox_id != sandbox_id || !live {
+            return Ok(Effects::none());
+        }
+        let mut fx = Effects::none();
+        self.store
+            .execute(
+                "UPDATE sandbox SET status = 'stale', error = ?, disconnected_at = NULL, updated_at = ? WHERE id = 1",
+                &[reason.into(), now.into()],
+            )
+            .map_err(internal)?;
+        self.store
+            .execute(
+                "UPDATE session SET sandbox_status = 'stale' WHERE id = 1",
+                &[],
+            )
+            .map_err(internal)?;
+        if let Some(m) = self.processing()? {
+            fx.merge(self.complete(&m.id, false, Some(reason.into()), now)?);
+        }
+        for ws in self.socket_ids(Some(KIND_SANDBOX))? {
+            fx.close(&ws, 1011, "sandbox given up on");
+            fx.merge(self.socket_closed(&ws)?);
+        }
+        fx.merge(self.status_effects("stale", Some(reason), now)?);
+        fx.broadcast(ServerMessage::SandboxError {
+            error: reason.into(),
+        });
+        fx.stop_sandbox = Some(sandbox_id.to_owned());
+        fx.spawn_wanted = self.needs_sandbox()?;
+        Ok(fx)
+    }
+}
