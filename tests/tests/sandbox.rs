@@ -528,12 +528,11 @@ async fn a_sandbox_killed_mid_turn_fails_that_prompt_and_the_next_gets_a_new_san
     ws.send(json!({"type": "prompt", "content": "again"}))
         .await
         .unwrap();
-    let mut second_sandbox = String::new();
-    let seen = loop {
+    let (second_sandbox, seen) = loop {
         let m = ws.recv_within(120).await.unwrap();
         if m["type"] == "sandbox_spawning" {
-            second_sandbox = m["sandboxId"].as_str().unwrap().to_owned();
-            break until_complete(&mut ws, 1, &w).await;
+            let id = m["sandboxId"].as_str().unwrap().to_owned();
+            break (id, until_complete(&mut ws, 1, &w).await);
         }
     };
     assert_ne!(first_sandbox, second_sandbox);
