@@ -1,8 +1,6 @@
 //! The real local sandbox host (`inspect-supervisor host`) for end-to-end tests.
 
 use anyhow::{bail, Context, Result};
-use nix::sys::signal::{killpg, Signal};
-use nix::unistd::Pid;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -127,18 +125,9 @@ impl SandboxHost {
 
 impl Drop for SandboxHost {
     fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let pgid = Pid::from_raw(child.id() as i32);
-            let _ = killpg(pgid, Signal::SIGTERM);
-            let deadline = Instant::now() + Duration::from_secs(8);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = child.try_wait() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            let _ = killpg(pgid, Signal::SIGKILL);
-            let _ = child.wait();
+        if let Some(child) = self.child.take() {
+            // The host stops its sandboxes on TERM; give it the time to.
+            crate::stack::stop_group(child, Duration::from_secs(8));
         }
     }
 }

@@ -82,19 +82,8 @@ impl Stack {
 
     /// Stops the whole process group; idempotent.
     pub fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let pgid = Pid::from_raw(child.id() as i32);
-            let _ = killpg(pgid, Signal::SIGTERM);
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = child.try_wait() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            // Whatever is left in the group (workerd outlives node on SIGTERM at times).
-            let _ = killpg(pgid, Signal::SIGKILL);
-            let _ = child.wait();
+        if let Some(child) = self.child.take() {
+            stop_group(child, Duration::from_secs(5));
         }
     }
 
@@ -166,6 +155,22 @@ impl Drop for Stack {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// Stops a child that leads its own process group: TERM to the group, a grace period,
+/// then KILL to whatever is left in it (workerd outlives node on TERM at times).
+pub fn stop_group(mut child: Child, grace: Duration) {
+    let pgid = Pid::from_raw(child.id() as i32);
+    let _ = killpg(pgid, Signal::SIGTERM);
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = killpg(pgid, Signal::SIGKILL);
+    let _ = child.wait();
 }
 
 fn tail(path: &Path) -> String {

@@ -9,7 +9,7 @@ use inspect_protocol::ApiError;
 
 const PARTICIPANT_COLUMNS: &str = "id, user_id, name, avatar, role, joined_at";
 
-fn read_participant(row: crate::store::Row) -> StoreResult<Participant> {
+pub(crate) fn read_participant(row: crate::store::Row) -> StoreResult<Participant> {
     let mut c = Cols::new(row);
     Ok(Participant {
         participant_id: c.string()?,

@@ -147,17 +147,7 @@ impl<S: Store> Session<'_, S> {
             .map_err(internal)?
             .into_iter()
             .next()
-            .map(|row| {
-                let mut c = Cols::new(row);
-                Ok(Participant {
-                    participant_id: c.string()?,
-                    user_id: c.string()?,
-                    name: c.string()?,
-                    avatar: c.opt_string()?,
-                    role: c.string()?,
-                    joined_at: c.i64()?,
-                })
-            })
+            .map(super::people::read_participant)
             .transpose()
             .map_err(internal)
     }

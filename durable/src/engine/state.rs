@@ -313,26 +313,15 @@ impl<S: Store> Session<'_, S> {
         }
         let mut data = Map::new();
         data.insert("status".into(), json!(status.as_str()));
-        data.insert(
-            "actor".into(),
-            json!({"userId": actor.user_id, "name": actor.name}),
-        );
-        let event = self
-            .store
-            .atomically(|| {
-                self.store.execute(
-                    "UPDATE session SET status = ? WHERE id = 1",
-                    &[status.as_str().into()],
-                )?;
-                self.touch(now)?;
-                timeline::append(self.store, event_kind::SESSION_STATUS, None, data, now)
-            })
-            .map_err(internal)?;
-        let mut fx = Effects::none();
-        fx.broadcast(ServerMessage::SandboxEvent { event });
-        fx.broadcast(ServerMessage::SessionStatus { status });
-        fx.index_changed = true;
-        Ok(fx)
+        self.record_change(
+            "UPDATE session SET status = ? WHERE id = 1",
+            status.as_str().into(),
+            event_kind::SESSION_STATUS,
+            data,
+            actor,
+            ServerMessage::SessionStatus { status },
+            now,
+        )
     }
 
     /// What the session asks of its sandbox.
@@ -355,6 +344,30 @@ impl<S: Store> Session<'_, S> {
             "title".into(),
             title.clone().map_or(Value::Null, Value::String),
         );
+        self.record_change(
+            "UPDATE session SET title = ? WHERE id = 1",
+            title.clone().into(),
+            event_kind::SESSION_TITLE,
+            data,
+            actor,
+            ServerMessage::SessionTitle { title },
+            now,
+        )
+    }
+
+    /// Changes one column of the session, puts the change on the timeline attributed to
+    /// `actor`, and tells every client.
+    #[allow(clippy::too_many_arguments)]
+    fn record_change(
+        &self,
+        sql: &str,
+        value: crate::store::SqlValue,
+        kind: &str,
+        mut data: Map<String, Value>,
+        actor: &Actor,
+        message: ServerMessage,
+        now: i64,
+    ) -> EngineResult<Effects> {
         data.insert(
             "actor".into(),
             json!({"userId": actor.user_id, "name": actor.name}),
@@ -362,17 +375,14 @@ impl<S: Store> Session<'_, S> {
         let event = self
             .store
             .atomically(|| {
-                self.store.execute(
-                    "UPDATE session SET title = ? WHERE id = 1",
-                    &[title.clone().into()],
-                )?;
+                self.store.execute(sql, std::slice::from_ref(&value))?;
                 self.touch(now)?;
-                timeline::append(self.store, event_kind::SESSION_TITLE, None, data, now)
+                timeline::append(self.store, kind, None, data, now)
             })
             .map_err(internal)?;
         let mut fx = Effects::none();
         fx.broadcast(ServerMessage::SandboxEvent { event });
-        fx.broadcast(ServerMessage::SessionTitle { title });
+        fx.broadcast(message);
         fx.index_changed = true;
         Ok(fx)
     }
