@@ -3,6 +3,7 @@
 # tests, and the integration suites through the real runtime (wrangler dev / workerd).
 source "$(dirname "$0")/toolchain.sh"
 ensure_toolchain
+ensure_bwrap
 
 log "cargo fmt --check"
 cargo fmt --all -- --check

@@ -52,6 +52,18 @@ ensure_node() {
   export NO_UPDATE_NOTIFIER=1
 }
 
+# bubblewrap confines local sandboxes; the tests check that it does. Installed from
+# Debian's packages where this user may (root with apt-get), skipped otherwise.
+ensure_bwrap() {
+  command -v bwrap >/dev/null 2>&1 && return 0
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    log "installing bubblewrap (sandbox confinement)"
+    if ! apt-get install -y -qq bubblewrap >/dev/null 2>&1; then
+      apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq bubblewrap >/dev/null 2>&1 || log "bubblewrap unavailable; sandboxes run unconfined"
+    fi
+  fi
+}
+
 ensure_toolchain() {
   ensure_rust
   ensure_node

@@ -2,8 +2,11 @@
 //! Each sandbox is `inspect-supervisor run` in its own process group with its own
 //! directory under the data directory (`<data>/<sandbox id>/workspace`).
 //!
-//! Isolation: a sandbox is a process tree of the host's user with its own working
-//! directory and environment; it is not a container and can read what that user can.
+//! Isolation: where bubblewrap (`bwrap`) is installed, each sandbox runs in its own PID
+//! namespace with the whole filesystem read-only except its own directory (and the local
+//! repositories it pushes its branch back to); it shares the host's network. Without
+//! bubblewrap a sandbox is a process tree of the host's user with its own working
+//! directory and environment, and can read and write what that user can.
 
 use anyhow::Context;
 use axum::extract::{Path, Request, State};
@@ -61,6 +64,8 @@ impl Drop for Sandbox {
 struct HostState {
     secret: String,
     data_dir: PathBuf,
+    /// bubblewrap, when installed (and not turned off with `INSPECT_SANDBOX_CONFINE=0`).
+    bwrap: Option<PathBuf>,
     sandboxes: Mutex<HashMap<String, Sandbox>>,
 }
 
@@ -77,9 +82,15 @@ pub async fn serve(config: HostConfig) -> anyhow::Result<()> {
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("creating data directory {}", config.data_dir.display()))?;
     let data_dir = std::fs::canonicalize(&config.data_dir)?;
+    let bwrap = find_bwrap();
+    match &bwrap {
+        Some(b) => tracing::info!(bwrap = %b.display(), "sandboxes are confined with bubblewrap"),
+        None => tracing::warn!("bubblewrap not found: sandboxes run unconfined as this user"),
+    }
     let state = Arc::new(HostState {
         secret: config.secret,
         data_dir,
+        bwrap,
         sandboxes: Mutex::new(HashMap::new()),
     });
     let app = router(state.clone());
@@ -210,7 +221,16 @@ async fn spawn(state: &HostState, req: &SpawnRequest) -> anyhow::Result<SandboxI
     let mut described = req.clone();
     described.sandbox_token = String::new();
     described.env.clear();
-    let mut cmd = Command::new(exe);
+    let tmp = root.join("tmp");
+    std::fs::create_dir_all(&tmp)?;
+    let mut cmd = match &state.bwrap {
+        Some(bwrap) => {
+            let mut c = Command::new(bwrap);
+            c.args(confinement(&root, req)).arg("--").arg(&exe);
+            c
+        }
+        None => Command::new(&exe),
+    };
     cmd.arg("run")
         .current_dir(&workspace)
         .env_clear()
@@ -221,6 +241,7 @@ async fn spawn(state: &HostState, req: &SpawnRequest) -> anyhow::Result<SandboxI
         )
         .envs(&req.env)
         .env("HOME", root.join("home"))
+        .env("TMPDIR", &tmp)
         .env("INSPECT_SANDBOX_ROOT", &root)
         .env("INSPECT_WORKSPACE", &workspace)
         .env("INSPECT_SESSION_ID", &req.session_id)
@@ -249,6 +270,42 @@ async fn spawn(state: &HostState, req: &SpawnRequest) -> anyhow::Result<SandboxI
     let out = info(&req.sandbox_id, &mut sandbox);
     map.insert(req.sandbox_id.clone(), sandbox);
     Ok(out)
+}
+
+fn find_bwrap() -> Option<PathBuf> {
+    if std::env::var("INSPECT_SANDBOX_CONFINE").as_deref() == Ok("0") {
+        return None;
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join("bwrap"))
+        .find(|p| p.is_file())
+}
+
+/// bubblewrap's arguments: everything read-only but the sandbox's own directory and the
+/// local repositories it pushes to; its own PID and IPC namespaces; it dies with the host.
+fn confinement(root: &std::path::Path, req: &SpawnRequest) -> Vec<std::ffi::OsString> {
+    let mut args: Vec<std::ffi::OsString> =
+        ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+            .iter()
+            .map(Into::into)
+            .collect();
+    let mut writable = vec![root.to_path_buf()];
+    writable.extend(
+        req.repositories
+            .iter()
+            .map(|r| PathBuf::from(&r.source))
+            .filter(|p| p.is_absolute() && p.exists()),
+    );
+    for dir in writable {
+        args.push("--bind".into());
+        args.push(dir.clone().into());
+        args.push(dir.into());
+    }
+    for a in ["--unshare-pid", "--unshare-ipc", "--die-with-parent"] {
+        args.push(a.into());
+    }
+    args
 }
 
 /// Exposes each requested port on a loopback port of its own, forwarded to the port the

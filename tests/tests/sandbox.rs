@@ -448,22 +448,34 @@ async fn tunnel_ports_reach_the_sandbox_and_the_clients() {
     assert_eq!(r.body["tunnelUrls"][port.to_string()], url.as_str());
 }
 
-/// The pids of `inspect-supervisor run` processes serving `session`.
-fn supervisors_of(session: &str) -> Vec<i32> {
-    let mut pids = vec![];
+/// The process groups of the sandboxes serving `session`: the group of each
+/// `inspect-supervisor run` process (under bubblewrap, bwrap leads it).
+fn sandbox_groups_of(session: &str) -> Vec<i32> {
+    let mut groups = vec![];
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
         let cmd = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let args: Vec<&[u8]> = cmd.split(|b| *b == 0).collect();
+        let is_supervisor = args
+            .first()
+            .is_some_and(|a| a.ends_with(b"inspect-supervisor"))
+            && args.get(1) == Some(&&b"run"[..]);
         let env = std::fs::read(entry.path().join("environ")).unwrap_or_default();
-        if String::from_utf8_lossy(&cmd).contains("inspect-supervisor\0run")
+        if is_supervisor
             && String::from_utf8_lossy(&env).contains(&format!("INSPECT_SESSION_ID={session}"))
         {
-            pids.push(pid);
+            let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+            // pgrp is the third field after the parenthesised command name.
+            let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+            if let Some(pgrp) = after
+                .split_whitespace()
+                .nth(2)
+                .and_then(|g| g.parse::<i32>().ok())
+            {
+                groups.push(pgrp);
+            }
         }
     }
-    pids
+    groups
 }
 
 #[tokio::test]
@@ -501,10 +513,10 @@ async fn a_sandbox_killed_mid_turn_fails_that_prompt_and_the_next_gets_a_new_san
         }
     }
     // Kill the whole sandbox: the supervisor's process group (the agent with it).
-    let pids = supervisors_of(&id);
-    assert_eq!(pids.len(), 1, "{pids:?}");
+    let groups = sandbox_groups_of(&id);
+    assert_eq!(groups.len(), 1, "{groups:?}");
     nix::sys::signal::killpg(
-        nix::unistd::Pid::from_raw(pids[0]),
+        nix::unistd::Pid::from_raw(groups[0]),
         nix::sys::signal::Signal::SIGKILL,
     )
     .unwrap();
@@ -537,4 +549,47 @@ async fn a_sandbox_killed_mid_turn_fails_that_prompt_and_the_next_gets_a_new_san
     };
     assert_ne!(first_sandbox, second_sandbox);
     assert_eq!(events(&seen, "execution_complete")[0]["success"], true);
+}
+
+#[tokio::test]
+async fn a_confined_sandbox_cannot_write_outside_its_directory() {
+    let confined = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .any(|d| d.join("bwrap").is_file());
+    let outside = tempfile::Builder::new()
+        .prefix("inspect-outside-")
+        .tempdir()
+        .unwrap();
+    let target = outside.path().join("escaped.txt");
+    let w = world(vec![
+        Reply::tool("bash", json!({"command": format!("touch {} && echo WROTE || echo REFUSED", target.display()), "description": "try"})),
+        Reply::text("Tried."),
+    ])
+    .await;
+    let base = w.stack.base_url.clone();
+    let id = create_session(
+        &base,
+        "ann",
+        json!({"repoOwner": "local", "repoName": "demo"}),
+    )
+    .await
+    .unwrap();
+    let (mut ws, _) = WsClient::join(&base, &w.stack.ws_url(""), &id, "ann")
+        .await
+        .unwrap();
+    ws.send(json!({"type": "prompt", "content": "try to escape"}))
+        .await
+        .unwrap();
+    let seen = until_complete(&mut ws, 1, &w).await;
+    let call = events(&seen, "tool_call")
+        .into_iter()
+        .find(|c| c["status"] == "completed")
+        .unwrap()
+        .clone();
+    let output = call["output"].as_str().unwrap_or_default();
+    if confined {
+        assert!(output.contains("REFUSED") && !target.exists(), "{call}");
+    } else {
+        eprintln!("bubblewrap is not installed: the local provider runs sandboxes unconfined");
+        assert!(output.contains("WROTE") && target.exists(), "{call}");
+    }
 }

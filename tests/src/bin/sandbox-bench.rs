@@ -32,7 +32,13 @@ fn supervisor_rss_kib(sandbox_id: &str) -> Option<u64> {
     for entry in std::fs::read_dir("/proc").ok()?.flatten() {
         let p = entry.path();
         let cmd = std::fs::read(p.join("cmdline")).unwrap_or_default();
-        if !String::from_utf8_lossy(&cmd).contains("inspect-supervisor\0run") {
+        let args: Vec<&[u8]> = cmd.split(|b| *b == 0).collect();
+        // The supervisor itself, not bubblewrap around it.
+        let is_supervisor = args
+            .first()
+            .is_some_and(|a| a.ends_with(b"inspect-supervisor"))
+            && args.get(1) == Some(&&b"run"[..]);
+        if !is_supervisor {
             continue;
         }
         let env = std::fs::read(p.join("environ")).unwrap_or_default();
