@@ -121,6 +121,13 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE sandbox ADD COLUMN disconnected_at INTEGER;
     "#,
+    // 6: activity for the inactivity stop; failed spawns for giving up on retries.
+    r#"
+    ALTER TABLE sandbox ADD COLUMN last_activity INTEGER;
+    CREATE TABLE spawn_failures (
+        at INTEGER NOT NULL
+    );
+    "#,
 ];
 
 pub fn current_version() -> i64 {

@@ -607,9 +607,7 @@ impl SessionDO {
                 .await;
                 match result {
                     Ok((accepted, fx)) => {
-                        let wanted = fx.spawn_wanted;
-                        self.apply(fx);
-                        self.spawn_if_wanted(wanted).await;
+                        self.carry_out(fx).await;
                         json_ok(&accepted)
                     }
                     Err(e) => json_error(&e),
@@ -623,7 +621,7 @@ impl SessionDO {
                 });
                 match result {
                     Ok((stopped, fx)) => {
-                        self.apply(fx);
+                        self.carry_out(fx).await;
                         json_ok(&serde_json::json!({ "stopped": stopped }))
                     }
                     Err(e) => json_error(&e),
@@ -969,17 +967,7 @@ impl DurableObject for SessionDO {
                 fx
             }
         };
-        let schedule = fx
-            .outbound
-            .iter()
-            .any(|o| matches!(o.message, ServerMessage::Subscribed { .. }))
-            || !fx.closes.is_empty();
-        let wanted = fx.spawn_wanted;
-        self.apply(fx);
-        self.spawn_if_wanted(wanted).await;
-        if schedule {
-            self.schedule().await;
-        }
+        self.carry_out(fx).await;
         Ok(())
     }
 

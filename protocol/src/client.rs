@@ -130,6 +130,8 @@ pub enum ServerMessage {
         participant_id: String,
         user_id: String,
     },
+    /// A sandbox is being started ahead of a prompt (someone is typing).
+    SandboxWarming,
     SandboxSpawning {
         sandbox_id: String,
     },

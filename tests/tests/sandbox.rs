@@ -593,3 +593,38 @@ async fn a_confined_sandbox_cannot_write_outside_its_directory() {
         assert!(output.contains("WROTE") && target.exists(), "{call}");
     }
 }
+
+#[tokio::test]
+async fn typing_warms_a_sandbox_before_the_prompt() {
+    let w = world(vec![Reply::text("Warm already.")]).await;
+    let base = w.stack.base_url.clone();
+    let id = create_session(
+        &base,
+        "ann",
+        json!({"repoOwner": "local", "repoName": "demo"}),
+    )
+    .await
+    .unwrap();
+    let (mut ws, _) = WsClient::join(&base, &w.stack.ws_url(""), &id, "ann")
+        .await
+        .unwrap();
+    ws.send(json!({"type": "typing"})).await.unwrap();
+    ws.recv_type("sandbox_warming").await.unwrap();
+    ws.recv_within(60).await.unwrap();
+    let ready = ws
+        .recv_type("sandbox_ready")
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", w.host.sandbox_logs()));
+    assert!(ready["sandboxId"].as_str().unwrap().starts_with("sb_"));
+    // The prompt then runs at once on the warm sandbox, with no new spawn.
+    ws.clear();
+    ws.send(json!({"type": "prompt", "content": "now"}))
+        .await
+        .unwrap();
+    let seen = until_complete(&mut ws, 1, &w).await;
+    assert!(
+        !seen.iter().any(|m| m["type"] == "sandbox_spawning"),
+        "no second spawn"
+    );
+    assert_eq!(events(&seen, "execution_complete")[0]["success"], true);
+}

@@ -15,6 +15,14 @@ pub const HEARTBEAT_STALE_MS: i64 = 90_000;
 /// After the sandbox's socket drops, how long it has to reconnect before the provider is
 /// asked whether its process still lives.
 pub const RECONNECT_GRACE_MS: i64 = 15_000;
+/// A ready sandbox idle this long is stopped (its work is already committed and pushed;
+/// the next prompt starts a new one from the session branch).
+pub const INACTIVITY_MS: i64 = 10 * 60_000;
+/// Extra idle time granted while someone is connected.
+pub const INACTIVITY_WATCHED_EXTRA_MS: i64 = 5 * 60_000;
+/// Automatic spawn retries stop after this many failures within [`FAILURE_WINDOW_MS`].
+pub const MAX_SPAWN_FAILURES: i64 = 3;
+pub const FAILURE_WINDOW_MS: i64 = 5 * 60_000;
 /// The longest one prompt may run.
 pub const EXECUTION_TIMEOUT_MS: i64 = 90 * 60_000;
 
@@ -33,6 +41,7 @@ struct SandboxTimes {
     spawned_at: Option<i64>,
     last_heartbeat: Option<i64>,
     disconnected_at: Option<i64>,
+    last_activity: Option<i64>,
     updated_at: i64,
 }
 
@@ -40,7 +49,7 @@ impl<S: Store> Session<'_, S> {
     fn sandbox_times(&self) -> EngineResult<Option<SandboxTimes>> {
         self.store
             .query(
-                "SELECT sandbox_id, status, spawned_at, last_heartbeat, disconnected_at, updated_at FROM sandbox WHERE id = 1",
+                "SELECT sandbox_id, status, spawned_at, last_heartbeat, disconnected_at, last_activity, updated_at FROM sandbox WHERE id = 1",
                 &[],
             )
             .map_err(internal)?
@@ -54,6 +63,7 @@ impl<S: Store> Session<'_, S> {
                     spawned_at: c.opt_i64()?,
                     last_heartbeat: c.opt_i64()?,
                     disconnected_at: c.opt_i64()?,
+                    last_activity: c.opt_i64()?,
                     updated_at: c.i64()?,
                 })
             })
@@ -92,8 +102,11 @@ impl<S: Store> Session<'_, S> {
                 "ready" | "running" => {
                     all.push(t.last_heartbeat.map(|h| h + HEARTBEAT_STALE_MS));
                     all.push(t.disconnected_at.map(|d| d + RECONNECT_GRACE_MS));
+                    if t.status == "ready" {
+                        all.push(Some(self.idle_deadline(&t)?));
+                    }
                 }
-                "failed" if self.needs_sandbox()? => {
+                "failed" if self.needs_sandbox()? && !self.given_up(t.updated_at)? => {
                     all.push(Some(t.updated_at + super::sandbox::SPAWN_COOLDOWN_MS))
                 }
                 _ => {}
@@ -103,6 +116,67 @@ impl<S: Store> Session<'_, S> {
             all.push(Some(started + EXECUTION_TIMEOUT_MS));
         }
         Ok(all.into_iter().flatten().min())
+    }
+
+    /// When a ready sandbox counts as idle: 10 minutes after its last activity, 5 more
+    /// while anyone watches.
+    fn idle_deadline(&self, t: &SandboxTimes) -> EngineResult<i64> {
+        let since = t.last_activity.or(t.spawned_at).unwrap_or(t.updated_at);
+        let watched = !self
+            .socket_ids(Some(super::sockets::KIND_CLIENT))?
+            .is_empty();
+        Ok(since
+            + INACTIVITY_MS
+            + if watched {
+                INACTIVITY_WATCHED_EXTRA_MS
+            } else {
+                0
+            })
+    }
+
+    /// Whether automatic spawn retries have given up: too many failures lately.
+    pub fn given_up(&self, now: i64) -> EngineResult<bool> {
+        let n = self
+            .store
+            .scalar(
+                "SELECT COUNT(*) FROM spawn_failures WHERE at > ?",
+                &[(now - FAILURE_WINDOW_MS).into()],
+            )
+            .map_err(internal)?
+            .and_then(|v| v.as_i64())
+            .unwrap_or(0);
+        Ok(n >= MAX_SPAWN_FAILURES)
+    }
+
+    /// Something happened in or for the sandbox: it is not idle.
+    pub fn sandbox_active(&self, now: i64) -> EngineResult<()> {
+        self.store
+            .execute(
+                "UPDATE sandbox SET last_activity = MAX(COALESCE(last_activity, 0), ?) WHERE id = 1",
+                &[now.into()],
+            )
+            .map_err(internal)
+    }
+
+    /// Stops an idle sandbox: shut down, provider stop, status `stopped`.
+    fn stop_idle(&self, sandbox_id: &str, now: i64) -> EngineResult<Effects> {
+        self.store
+            .execute(
+                "UPDATE sandbox SET status = 'stopped', updated_at = ? WHERE id = 1",
+                &[now.into()],
+            )
+            .map_err(internal)?;
+        self.store
+            .execute(
+                "UPDATE session SET sandbox_status = 'stopped' WHERE id = 1",
+                &[],
+            )
+            .map_err(internal)?;
+        let mut fx = Effects::none();
+        fx.to_sandbox.push(SandboxCommand::Shutdown);
+        fx.merge(self.status_effects("stopped", None, now)?);
+        fx.stop_sandbox = Some(sandbox_id.to_owned());
+        Ok(fx)
     }
 
     /// The sandbox's socket went: it has [`RECONNECT_GRACE_MS`] to come back.
@@ -154,6 +228,9 @@ impl<S: Store> Session<'_, S> {
                     now,
                 )?);
             }
+            "ready" if now >= self.idle_deadline(&t)? && self.processing()?.is_none() => {
+                out.fx.merge(self.stop_idle(&t.sandbox_id, now)?);
+            }
             "ready" | "running" => {
                 if t.last_heartbeat
                     .is_some_and(|h| now >= h + HEARTBEAT_STALE_MS)
@@ -179,7 +256,9 @@ impl<S: Store> Session<'_, S> {
                 }
             }
             "failed" if now >= t.updated_at + super::sandbox::SPAWN_COOLDOWN_MS => {
-                out.fx.spawn_wanted = self.needs_sandbox()?;
+                // Automatic retries end after repeated failures; a person's next prompt or
+                // keystroke tries again.
+                out.fx.spawn_wanted = self.needs_sandbox()? && !self.given_up(now)?;
             }
             _ => {}
         }

@@ -134,6 +134,26 @@ impl<S: Store> Session<'_, S> {
         Ok(waiting && !live)
     }
 
+    /// A person is typing: start a sandbox if none is alive (and the session takes prompts),
+    /// or keep the live one from counting as idle.
+    pub fn warm(&self, now: i64) -> EngineResult<Effects> {
+        let mut fx = Effects::none();
+        let live = self
+            .sandbox_row()?
+            .is_some_and(|r| LIVE_STATES.contains(&r.status.as_str()));
+        if live {
+            self.sandbox_active(now)?;
+            return Ok(fx);
+        }
+        let archived = self.status()? == inspect_protocol::session::SessionStatus::Archived;
+        if archived || self.spawn_cooling_down(now)? {
+            return Ok(fx);
+        }
+        fx.broadcast(ServerMessage::SandboxWarming);
+        fx.spawn_wanted = true;
+        Ok(fx)
+    }
+
     /// Starts a spawn: a new sandbox id and token (only the hash is kept). `None` when a
     /// sandbox is already alive or on its way, so there are never two.
     pub fn begin_spawn(&self, now: i64) -> EngineResult<Option<(SpawnTicket, Effects)>> {
@@ -245,7 +265,18 @@ impl<S: Store> Session<'_, S> {
         }
         self.set_sandbox_status("failed", Some(error), now)
             .map_err(internal)?;
+        self.store
+            .execute("INSERT INTO spawn_failures (at) VALUES (?)", &[now.into()])
+            .map_err(internal)?;
         let mut fx = self.status_effects("failed", Some(error), now)?;
+        if self.given_up(now)? {
+            fx.broadcast(ServerMessage::SandboxError {
+                error: format!(
+                    "{} spawns failed in 5 minutes; not retrying until someone sends a prompt",
+                    super::deadlines::MAX_SPAWN_FAILURES
+                ),
+            });
+        }
         fx.broadcast(ServerMessage::SandboxError {
             error: error.into(),
         });
@@ -418,6 +449,9 @@ impl<S: Store> Session<'_, S> {
         data.remove("messageId");
         data.insert("sandboxId".into(), Value::String(frame.sandbox_id.clone()));
         let message_id = event.message_id();
+        if !matches!(event, SandboxEvent::Heartbeat) {
+            self.sandbox_active(now)?;
+        }
         match event {
             SandboxEvent::Heartbeat => {
                 self.store
@@ -579,6 +613,7 @@ impl<S: Store> Session<'_, S> {
         fx.merge(more);
         self.set_sandbox_status("running", None, now)
             .map_err(internal)?;
+        self.sandbox_active(now)?;
         let author = self.participant(&message.author_id)?;
         let email = self
             .store

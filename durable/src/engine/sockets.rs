@@ -251,9 +251,9 @@ impl<S: Store> Session<'_, S> {
                 fx.merge(self.stop(&me, connected, now)?.1);
             }
             ClientMessage::Typing => {
-                // Warming a sandbox on typing belongs to the sandbox lifecycle; here it only
-                // counts as being active.
+                // Someone is about to prompt: warm a sandbox so it is ready by then.
                 self.set_presence(&me.participant_id, PresenceStatus::Active, now)?;
+                fx.merge(self.warm(now)?);
             }
             ClientMessage::Presence { status, .. } => {
                 self.set_presence(&me.participant_id, status, now)?;

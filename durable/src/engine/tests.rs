@@ -773,5 +773,80 @@ mod sandbox_flow {
                 MessageStatus::Failed
             );
         }
+
+        #[test]
+        fn an_idle_ready_sandbox_is_stopped_and_typing_keeps_it() {
+            let st = store();
+            let (s, sb, m) = running(&st);
+            s.on_sandbox_frame(
+                &frame(
+                    &sb,
+                    json!({"type": "execution_complete", "messageId": m, "success": true}),
+                ),
+                2_000,
+            );
+            assert_eq!(s.sandbox_status().unwrap(), "ready");
+            assert_eq!(
+                s.next_deadline().unwrap(),
+                Some(1_000 + HEARTBEAT_STALE_MS),
+                "the heartbeat deadline comes first"
+            );
+            // Heartbeats keep it alive but are not activity.
+            let mut t = 2_000;
+            while t < 2_000 + INACTIVITY_MS - 30_000 {
+                t += 30_000;
+                s.on_sandbox_frame(&frame(&sb, json!({"type": "heartbeat"})), t);
+            }
+            // Someone typing is activity.
+            s.warm(t).unwrap();
+            assert!(s
+                .on_alarm(2_000 + INACTIVITY_MS)
+                .unwrap()
+                .fx
+                .stop_sandbox
+                .is_none());
+            s.on_sandbox_frame(&frame(&sb, json!({"type": "heartbeat"})), t + 30_000);
+            s.on_sandbox_frame(&frame(&sb, json!({"type": "heartbeat"})), t + 60_000);
+            let out = s.on_alarm(t + INACTIVITY_MS).unwrap();
+            assert_eq!(out.fx.stop_sandbox.as_deref(), Some(sb.as_str()));
+            assert!(out.fx.to_sandbox.contains(&SandboxCommand::Shutdown));
+            assert_eq!(s.sandbox_status().unwrap(), "stopped");
+        }
+
+        #[test]
+        fn typing_warms_a_sandbox_when_none_is_alive() {
+            let st = store();
+            let s = created(&st);
+            let fx = s.warm(10).unwrap();
+            assert!(fx.spawn_wanted);
+            assert!(fx
+                .outbound
+                .iter()
+                .any(|o| matches!(o.message, ServerMessage::SandboxWarming)));
+            s.begin_spawn(11).unwrap().unwrap();
+            assert!(!s.warm(12).unwrap().spawn_wanted, "one is on its way");
+        }
+
+        #[test]
+        fn automatic_retries_give_up_after_three_failures_but_a_prompt_still_tries() {
+            let st = store();
+            let s = created(&st);
+            let ann = s.participant_by_user("u-ann").unwrap().unwrap();
+            s.enqueue(&ann, &prompt("work", None), 0).unwrap();
+            let cool = crate::engine::sandbox::SPAWN_COOLDOWN_MS;
+            let mut now = 0;
+            for round in 0..3 {
+                let (t, _) = s.begin_spawn(now).unwrap().unwrap();
+                let fx = s.spawn_failed(&t.sandbox_id, "no", now).unwrap();
+                let gave_up = fx.outbound.iter().any(|o| matches!(&o.message, ServerMessage::SandboxError { error } if error.contains("not retrying")));
+                assert_eq!(gave_up, round == 2);
+                now += cool;
+                let retry = s.on_alarm(now).unwrap().fx.spawn_wanted;
+                assert_eq!(retry, round < 2, "round {round}");
+            }
+            assert_eq!(s.next_deadline().unwrap(), None, "no retry is scheduled");
+            let (_, fx) = s.enqueue(&ann, &prompt("again", None), now).unwrap();
+            assert!(fx.spawn_wanted, "a person's prompt tries again");
+        }
     }
 }
