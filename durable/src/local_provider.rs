@@ -1,7 +1,8 @@
 //! The local provider: `inspect-supervisor host` on loopback, the embedded default.
 
 use crate::provider::{ProviderError, SandboxProvider};
-use inspect_protocol::provider::{Capabilities, SandboxInfo, SpawnRequest};
+use inspect_protocol::health::HostHealth;
+use inspect_protocol::provider::{Capabilities, SandboxInfo, SnapshotInfo, SpawnRequest};
 use worker::{Fetch, Headers, Method, Request, RequestInit};
 
 pub struct LocalProvider {
@@ -54,8 +55,8 @@ impl SandboxProvider for LocalProvider {
 
     fn capabilities(&self) -> Capabilities {
         Capabilities {
-            snapshots: false,
-            restore: false,
+            snapshots: true,
+            restore: true,
             persistent_resume: false,
             explicit_stop: true,
             timeouts: false,
@@ -85,5 +86,30 @@ impl SandboxProvider for LocalProvider {
         } else {
             Err(ProviderError::from_status(status, &text))
         }
+    }
+
+    async fn snapshot(&self, sandbox_id: &str) -> Result<SnapshotInfo, ProviderError> {
+        let (status, text) = self
+            .call(
+                Method::Post,
+                &format!("/sandboxes/{sandbox_id}/snapshot"),
+                None,
+            )
+            .await?;
+        if !(200..300).contains(&status) {
+            return Err(ProviderError::from_status(status, &text));
+        }
+        serde_json::from_str(&text)
+            .map_err(|e| ProviderError::Permanent(format!("unreadable snapshot answer: {e}")))
+    }
+
+    async fn runtime_version(&self) -> Result<String, ProviderError> {
+        let (status, text) = self.call(Method::Get, "/health", None).await?;
+        if !(200..300).contains(&status) {
+            return Err(ProviderError::from_status(status, &text));
+        }
+        serde_json::from_str::<HostHealth>(&text)
+            .map(|h| h.version)
+            .map_err(|e| ProviderError::Permanent(format!("unreadable health answer: {e}")))
     }
 }

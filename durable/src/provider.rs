@@ -2,7 +2,7 @@
 //! (try again later) or permanent (do not retry unchanged). The local provider talks to
 //! `inspect-supervisor host` over HTTP on loopback.
 
-use inspect_protocol::provider::{Capabilities, SandboxInfo, SpawnRequest};
+use inspect_protocol::provider::{Capabilities, SandboxInfo, SnapshotInfo, SpawnRequest};
 use std::fmt;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,6 +49,10 @@ pub trait SandboxProvider {
     async fn create(&self, req: &SpawnRequest) -> Result<SandboxInfo, ProviderError>;
     async fn status(&self, sandbox_id: &str) -> Result<SandboxInfo, ProviderError>;
     async fn stop(&self, sandbox_id: &str) -> Result<(), ProviderError>;
+    /// Saves the sandbox's filesystem (providers with `snapshots`).
+    async fn snapshot(&self, sandbox_id: &str) -> Result<SnapshotInfo, ProviderError>;
+    /// The runtime new sandboxes get; snapshots restore only into the one that made them.
+    async fn runtime_version(&self) -> Result<String, ProviderError>;
 }
 
 #[cfg(test)]

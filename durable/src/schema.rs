@@ -128,6 +128,16 @@ const MIGRATIONS: &[&str] = &[
         at INTEGER NOT NULL
     );
     "#,
+    // 7: snapshots of the sandbox's filesystem, newest last.
+    r#"
+    CREATE TABLE snapshots (
+        snapshot_id TEXT PRIMARY KEY,
+        sandbox_id TEXT NOT NULL,
+        runtime_version TEXT NOT NULL,
+        bytes INTEGER NOT NULL,
+        created_at INTEGER NOT NULL
+    );
+    "#,
 ];
 
 pub fn current_version() -> i64 {

@@ -6,6 +6,7 @@
 //! (JSON) and the session id in `X-Inspect-Session-Id`; nothing outside the Worker can
 //! reach a Durable Object, so these headers are trusted.
 
+use crate::engine::plan::SpawnPlan;
 use crate::engine::sockets::{KIND_CLIENT, KIND_SANDBOX};
 use crate::engine::{ids, timeline, Effects, Session, Target};
 use crate::local_provider::LocalProvider;
@@ -386,8 +387,19 @@ impl SessionDO {
     async fn carry_out(&self, fx: Effects) {
         let wanted = fx.spawn_wanted;
         let stop = fx.stop_sandbox.clone();
+        let snapshot = fx.snapshot_sandbox.clone();
         let reschedule = moves_deadlines(&fx);
         self.apply(fx);
+        if let (Some(id), Some(provider)) = (snapshot, self.provider()) {
+            match provider.snapshot(&id).await {
+                Ok(info) => {
+                    if let Ok(fx) = self.engine().snapshot_saved(&info, now_ms()) {
+                        self.apply(fx);
+                    }
+                }
+                Err(e) => worker::console_warn!("snapshot of {id} failed: {e}"),
+            }
+        }
         if let (Some(id), Some(provider)) = (stop, self.provider()) {
             if let Err(e) = provider.stop(&id).await {
                 worker::console_warn!("stopping sandbox {id}: {e}");
@@ -405,11 +417,32 @@ impl SessionDO {
             return;
         }
         let engine = self.engine();
+        let provider = self.provider();
+        // Decide before begin_spawn replaces the record of the last sandbox.
+        let plan = match &provider {
+            Some(p) => {
+                let runtime = p.runtime_version().await.unwrap_or_default();
+                engine.spawn_plan(p.capabilities(), &runtime).ok()
+            }
+            None => None,
+        };
         let Ok(Some((ticket, fx))) = engine.begin_spawn(now_ms()) else {
             return;
         };
         self.apply(fx);
-        let result = match self.spawn_request(&ticket) {
+        let restore = match &plan {
+            Some(SpawnPlan::Restore { snapshot_id }) => Some(snapshot_id.clone()),
+            _ => None,
+        };
+        if let Some(SpawnPlan::Fresh { warning: Some(w) }) = &plan {
+            let mut fx = Effects::none();
+            fx.broadcast(ServerMessage::SandboxStatus {
+                status: "spawning".into(),
+                error: Some(w.clone()),
+            });
+            self.apply(fx);
+        }
+        let result = match self.spawn_request(&ticket, restore.clone()) {
             Ok(req) => match self.provider() {
                 Some(provider) => provider.create(&req).await.map_err(|e| e.to_string()),
                 None => Err("no sandbox provider is configured (set SANDBOX_HOST_URL and SANDBOX_HOST_SECRET)".into()),
@@ -421,6 +454,12 @@ impl SessionDO {
                 .spawn_accepted(&ticket.sandbox_id, now_ms())
                 .and_then(|mut fx| {
                     fx.merge(engine.set_tunnel_urls(&ticket.sandbox_id, &info.tunnel_urls)?);
+                    if let Some(snapshot_id) = &restore {
+                        fx.broadcast(ServerMessage::SandboxRestored {
+                            sandbox_id: ticket.sandbox_id.clone(),
+                            snapshot_id: snapshot_id.clone(),
+                        });
+                    }
                     Ok(fx)
                 }),
             Err(e) => {
@@ -452,6 +491,7 @@ impl SessionDO {
     fn spawn_request(
         &self,
         ticket: &crate::engine::sandbox::SpawnTicket,
+        restore_from: Option<String>,
     ) -> std::result::Result<inspect_protocol::provider::SpawnRequest, ApiError> {
         let state = self.engine().state()?;
         let origin = self
@@ -492,7 +532,12 @@ impl SessionDO {
                 .branch_name
                 .clone()
                 .unwrap_or_else(|| format!("open-inspect/{}", state.id)),
-            boot_mode: Default::default(),
+            boot_mode: if restore_from.is_some() {
+                inspect_protocol::provider::BootMode::SnapshotRestore
+            } else {
+                Default::default()
+            },
+            restore_from,
             env: Default::default(),
             tunnel_ports: self.engine().sandbox_settings()?.tunnel_ports,
             default_model,

@@ -149,6 +149,13 @@ pub enum ServerMessage {
     ArtifactCreated {
         artifact: Artifact,
     },
+    SnapshotSaved {
+        snapshot_id: String,
+    },
+    SandboxRestored {
+        sandbox_id: String,
+        snapshot_id: String,
+    },
     TunnelUrls {
         tunnel_urls: std::collections::BTreeMap<String, String>,
     },

@@ -56,6 +56,21 @@ pub struct SpawnRequest {
     /// The model the agent uses unless a prompt says otherwise (`provider/model`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_model: Option<String>,
+    /// Start from this snapshot (with `bootMode: snapshot_restore`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restore_from: Option<String>,
+}
+
+/// A saved sandbox filesystem, and the runtime that made it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SnapshotInfo {
+    pub snapshot_id: String,
+    pub sandbox_id: String,
+    /// Snapshots restore only into the runtime version that made them.
+    pub runtime_version: String,
+    pub bytes: u64,
+    pub duration_ms: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -65,6 +80,9 @@ pub struct SandboxInfo {
     pub session_id: String,
     /// `running`, `exited`, `stopped`.
     pub status: String,
+    /// The runtime the sandbox runs (what its snapshots will be tagged with).
+    #[serde(default)]
+    pub runtime_version: String,
     #[serde(default)]
     pub tunnel_urls: BTreeMap<String, String>,
 }

@@ -16,7 +16,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use inspect_protocol::health::HostHealth;
-use inspect_protocol::provider::{SandboxInfo, SandboxList, SpawnRequest};
+use inspect_protocol::provider::{SandboxInfo, SandboxList, SnapshotInfo, SpawnRequest};
 use inspect_protocol::ApiError;
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -115,6 +115,10 @@ fn router(state: Arc<HostState>) -> Router {
     let authed = Router::new()
         .route("/sandboxes", get(list_sandboxes).post(create_sandbox))
         .route("/sandboxes/{id}", get(sandbox_status).delete(stop_sandbox))
+        .route(
+            "/sandboxes/{id}/snapshot",
+            axum::routing::post(snapshot_sandbox),
+        )
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             require_secret,
@@ -130,7 +134,7 @@ fn router(state: Arc<HostState>) -> Router {
 async fn health(State(state): State<Arc<HostState>>) -> Json<HostHealth> {
     Json(HostHealth {
         status: "ok".into(),
-        version: env!("CARGO_PKG_VERSION").into(),
+        version: runtime_version(),
         sandboxes: state.sandboxes.lock().await.len(),
     })
 }
@@ -144,6 +148,7 @@ fn info(id: &str, sandbox: &mut Sandbox) -> SandboxInfo {
         sandbox_id: id.to_owned(),
         session_id: sandbox.session_id.clone(),
         status: status.into(),
+        runtime_version: runtime_version(),
         tunnel_urls: sandbox.tunnel_urls.clone(),
     }
 }
@@ -214,6 +219,9 @@ async fn spawn(state: &HostState, req: &SpawnRequest) -> anyhow::Result<SandboxI
     let workspace = root.join("workspace");
     std::fs::create_dir_all(&workspace)?;
     let log = std::fs::File::create(root.join("supervisor.log"))?;
+    if let Some(snapshot_id) = &req.restore_from {
+        restore_snapshot(&state.data_dir, snapshot_id, &root).await?;
+    }
     let (tunnel_urls, forwarders) = expose_ports(&req.tunnel_ports).await?;
     write_tunnels_file(&workspace, &req.sandbox_id, &tunnel_urls)?;
     let exe = std::env::current_exe().context("finding the supervisor binary")?;
@@ -270,6 +278,105 @@ async fn spawn(state: &HostState, req: &SpawnRequest) -> anyhow::Result<SandboxI
     let out = info(&req.sandbox_id, &mut sandbox);
     map.insert(req.sandbox_id.clone(), sandbox);
     Ok(out)
+}
+
+/// The runtime sandboxes get from this host: its version, or `INSPECT_RUNTIME_VERSION`.
+/// A snapshot restores only into the runtime that made it.
+fn runtime_version() -> String {
+    std::env::var("INSPECT_RUNTIME_VERSION")
+        .unwrap_or_else(|_| env!("CARGO_PKG_VERSION").to_owned())
+}
+
+fn snapshot_paths(data_dir: &std::path::Path, snapshot_id: &str) -> (PathBuf, PathBuf) {
+    let dir = data_dir.join("snapshots");
+    (
+        dir.join(format!("{snapshot_id}.tar")),
+        dir.join(format!("{snapshot_id}.json")),
+    )
+}
+
+/// Saves a sandbox's workspace and agent state as one uncompressed tar: on a local disk
+/// it is the fastest to write and read back for trees of many small files (measured in
+/// BENCHMARKS.md).
+async fn snapshot_sandbox(State(state): State<Arc<HostState>>, Path(id): Path<String>) -> Response {
+    if !valid_id(&id) || !state.data_dir.join(&id).join("workspace").exists() {
+        return error(ApiError::not_found(format!("no sandbox {id}")));
+    }
+    let started = std::time::Instant::now();
+    let mut b = [0u8; 12];
+    let _ = getrandom::fill(&mut b);
+    let snapshot_id = format!("snap_{}", hex::encode(b));
+    let (tar, meta) = snapshot_paths(&state.data_dir, &snapshot_id);
+    let result = async {
+        std::fs::create_dir_all(tar.parent().context("snapshot dir")?)?;
+        let status = Command::new("tar")
+            .arg("-cf")
+            .arg(&tar)
+            .arg("--exclude=agent/tmp")
+            .arg("-C")
+            .arg(state.data_dir.join(&id))
+            .args(["workspace", "agent"])
+            .stdin(std::process::Stdio::null())
+            .status()
+            .await?;
+        anyhow::ensure!(
+            status.success() || status.code() == Some(1),
+            "tar exited with {status}"
+        );
+        let info = SnapshotInfo {
+            snapshot_id: snapshot_id.clone(),
+            sandbox_id: id.clone(),
+            runtime_version: runtime_version(),
+            bytes: std::fs::metadata(&tar)?.len(),
+            duration_ms: started.elapsed().as_millis() as u64,
+        };
+        std::fs::write(&meta, serde_json::to_vec(&info)?)?;
+        Ok::<_, anyhow::Error>(info)
+    }
+    .await;
+    match result {
+        Ok(info) => {
+            tracing::info!(sandbox = %id, snapshot = %info.snapshot_id, bytes = info.bytes, ms = info.duration_ms, "snapshot saved");
+            (StatusCode::CREATED, Json(info)).into_response()
+        }
+        Err(e) => error(ApiError::new(
+            inspect_protocol::ErrorCode::Unavailable,
+            format!("snapshot failed: {e:#}"),
+        )),
+    }
+}
+
+/// Unpacks a snapshot into a new sandbox's directory, if the runtime that made it is ours.
+async fn restore_snapshot(
+    data_dir: &std::path::Path,
+    snapshot_id: &str,
+    root: &std::path::Path,
+) -> anyhow::Result<()> {
+    anyhow::ensure!(valid_id(snapshot_id), "invalid snapshot id");
+    let (tar, meta) = snapshot_paths(data_dir, snapshot_id);
+    let info: SnapshotInfo = serde_json::from_slice(
+        &std::fs::read(&meta).with_context(|| format!("no snapshot {snapshot_id}"))?,
+    )?;
+    anyhow::ensure!(
+        info.runtime_version == runtime_version(),
+        "snapshot {snapshot_id} was made by runtime {} and this host runs {}",
+        info.runtime_version,
+        runtime_version()
+    );
+    // The fresh directory's empty workspace gives way to the snapshot's.
+    let _ = std::fs::remove_dir(root.join("workspace"));
+    let status = Command::new("tar")
+        .arg("-xf")
+        .arg(&tar)
+        .arg("-C")
+        .arg(root)
+        .status()
+        .await?;
+    anyhow::ensure!(
+        status.success(),
+        "unpacking snapshot {snapshot_id}: tar exited with {status}"
+    );
+    Ok(())
 }
 
 fn find_bwrap() -> Option<PathBuf> {

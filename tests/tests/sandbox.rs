@@ -628,3 +628,104 @@ async fn typing_warms_a_sandbox_before_the_prompt() {
     );
     assert_eq!(events(&seen, "execution_complete")[0]["success"], true);
 }
+
+#[tokio::test]
+async fn a_lost_sandbox_comes_back_from_its_snapshot_with_uncommitted_files() {
+    let w = world(vec![
+        Reply::tool(
+            "write",
+            json!({"filePath": "scratch.txt", "content": "keep me\n"}),
+        ),
+        Reply::text("Wrote a scratch file."),
+    ])
+    .await;
+    // scratch.txt is ignored by git: only a snapshot can carry it to the next sandbox.
+    std::fs::write(w.repo.path().join(".gitignore"), "scratch.txt\n").unwrap();
+    git(w.repo.path(), &["add", "."]);
+    git(
+        w.repo.path(),
+        &[
+            "-c",
+            "user.name=Owner",
+            "-c",
+            "user.email=owner@example.com",
+            "commit",
+            "--quiet",
+            "-m",
+            "ignore scratch",
+        ],
+    );
+    let base = w.stack.base_url.clone();
+    let id = create_session(
+        &base,
+        "ann",
+        json!({"repoOwner": "local", "repoName": "demo"}),
+    )
+    .await
+    .unwrap();
+    let (mut ws, _) = WsClient::join(&base, &w.stack.ws_url(""), &id, "ann")
+        .await
+        .unwrap();
+    ws.send(json!({"type": "prompt", "content": "write scratch"}))
+        .await
+        .unwrap();
+    until_complete(&mut ws, 1, &w).await;
+    let saved = ws
+        .recv_type("snapshot_saved")
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", w.host.log()));
+    let snapshot_id = saved["snapshotId"].as_str().unwrap().to_owned();
+
+    // The sandbox dies; the session notices.
+    let groups = sandbox_groups_of(&id);
+    assert_eq!(groups.len(), 1, "{groups:?}");
+    nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(groups[0]),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    loop {
+        let m = ws.recv_within(60).await.unwrap();
+        if m["type"] == "sandbox_status" && m["status"] == "stale" {
+            break;
+        }
+    }
+    ws.recv_type("sandbox_error").await.unwrap();
+
+    // The next prompt runs in a sandbox restored from the snapshot.
+    w.model.push(vec![
+        Reply::tool(
+            "bash",
+            json!({"command": "cat scratch.txt", "description": "read it"}),
+        ),
+        Reply::text("Still there."),
+    ]);
+    ws.send(json!({"type": "prompt", "content": "read scratch"}))
+        .await
+        .unwrap();
+    let restored = ws
+        .recv_type("sandbox_restored")
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", w.host.log()));
+    assert_eq!(restored["snapshotId"], snapshot_id.as_str());
+    let seen = until_complete(&mut ws, 1, &w).await;
+    let call = events(&seen, "tool_call")
+        .into_iter()
+        .find(|c| c["status"] == "completed")
+        .unwrap()
+        .clone();
+    assert!(
+        call["output"].as_str().unwrap().contains("keep me"),
+        "{call}"
+    );
+    // Setup is not run again on a restore.
+    let setup = seen
+        .iter()
+        .find(|m| {
+            m["event"]["type"] == "boot_step"
+                && m["event"]["step"] == "setup"
+                && m["event"]["status"] != "started"
+        })
+        .unwrap();
+    assert_eq!(setup["event"]["status"], "skipped");
+}

@@ -175,6 +175,8 @@ impl<S: Store> Session<'_, S> {
         let mut fx = Effects::none();
         fx.to_sandbox.push(SandboxCommand::Shutdown);
         fx.merge(self.status_effects("stopped", None, now)?);
+        // Save the filesystem first: the next sandbox restores it.
+        fx.snapshot_sandbox = Some(sandbox_id.to_owned());
         fx.stop_sandbox = Some(sandbox_id.to_owned());
         Ok(fx)
     }

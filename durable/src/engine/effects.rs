@@ -39,6 +39,8 @@ pub struct Effects {
     pub spawn_wanted: bool,
     /// A sandbox the provider should stop (it was given up on).
     pub stop_sandbox: Option<String>,
+    /// A sandbox whose filesystem the provider should snapshot (before any stop).
+    pub snapshot_sandbox: Option<String>,
 }
 
 impl Effects {
@@ -82,6 +84,9 @@ impl Effects {
         self.spawn_wanted |= other.spawn_wanted;
         if other.stop_sandbox.is_some() {
             self.stop_sandbox = other.stop_sandbox;
+        }
+        if other.snapshot_sandbox.is_some() {
+            self.snapshot_sandbox = other.snapshot_sandbox;
         }
     }
 }

@@ -7,6 +7,7 @@ pub mod deadlines;
 pub mod effects;
 pub mod ids;
 pub mod people;
+pub mod plan;
 pub mod queue;
 pub mod sandbox;
 pub mod sockets;

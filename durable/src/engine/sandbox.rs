@@ -498,7 +498,13 @@ impl<S: Store> Session<'_, S> {
                     fx.merge(self.complete(message_id, *success, error.clone(), now)?);
                     self.set_sandbox_status("ready", None, now)
                         .map_err(internal)?;
-                    fx.merge(self.dispatch_next(now)?);
+                    let next = self.dispatch_next(now)?;
+                    // With nothing more to run the agent is idle: a consistent moment to
+                    // snapshot the sandbox's filesystem.
+                    if next.to_sandbox.is_empty() {
+                        fx.snapshot_sandbox = Some(frame.sandbox_id.clone());
+                    }
+                    fx.merge(next);
                 }
             }
             SandboxEvent::Token {

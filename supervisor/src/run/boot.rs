@@ -273,13 +273,17 @@ pub async fn sync_repository(
             git(&dir, &["checkout", "--quiet", "-B", work_branch]).await?;
         }
     } else {
+        // Restored: bring the branch up to what was pushed, keeping uncommitted work the
+        // snapshot carried (a fast-forward never touches it).
         git(&dir, &["fetch", "--quiet", "origin"]).await?;
         let remote_work = format!("origin/{work_branch}");
         if git(&dir, &["rev-parse", "--verify", "--quiet", &remote_work])
             .await
             .is_ok()
         {
-            git(&dir, &["reset", "--quiet", "--hard", &remote_work]).await?;
+            if let Err(e) = git(&dir, &["merge", "--quiet", "--ff-only", &remote_work]).await {
+                tracing::warn!("the restored branch could not fast-forward: {e:#}");
+            }
         }
     }
     git(&dir, &["config", "user.name", BOT_NAME]).await?;
