@@ -151,7 +151,7 @@ impl Agent {
             let ok = self
                 .http
                 .get(format!("{}/global/health", self.base))
-                .timeout(Duration::from_secs(2))
+                .timeout(Duration::from_millis(250))
                 .basic_auth("opencode", Some(&self.password))
                 .send()
                 .await

@@ -52,6 +52,124 @@ fn supervisor_rss_kib(sandbox_id: &str) -> Option<u64> {
     None
 }
 
+/// A workspace of ~20k files / 200 MB (made by the repository's setup hook, ignored by
+/// git): how long its snapshot takes, and how long a restore takes to `sandbox_ready`.
+async fn snapshot_restore(
+    stack: &Stack,
+    host: &SandboxHost,
+    model: &FakeModel,
+    runs: usize,
+) -> Result<()> {
+    let repo = tempfile::tempdir()?;
+    git(repo.path(), &["init", "--quiet", "-b", "main"])?;
+    std::fs::create_dir_all(repo.path().join(".openinspect"))?;
+    std::fs::write(
+        repo.path().join(".openinspect/setup.sh"),
+        "python3 -c \"import os\nos.makedirs('gen', exist_ok=True)\nfor i in range(20000):\n    d = f'gen/{i // 1000}'\n    os.makedirs(d, exist_ok=True)\n    open(f'{d}/{i}.bin', 'wb').write(os.urandom(10240))\"\n",
+    )?;
+    std::fs::write(repo.path().join(".gitignore"), "gen/\n")?;
+    git(repo.path(), &["add", "."])?;
+    git(
+        repo.path(),
+        &[
+            "-c",
+            "user.name=b",
+            "-c",
+            "user.email=b@b",
+            "commit",
+            "--quiet",
+            "-m",
+            "init",
+        ],
+    )?;
+    reqwest::Client::new()
+        .post(stack.url("/repos"))
+        .json(&json!({"name": "big", "path": repo.path().to_string_lossy()}))
+        .send()
+        .await?;
+    let (mut snap_ms, mut snap_bytes, mut restore_ms, mut restore_agent_ms) =
+        (vec![], vec![], vec![], vec![]);
+    for _ in 0..runs {
+        model.push(vec![Reply::text("ok"), Reply::text("ok again")]);
+        let id = create_session(
+            &stack.base_url,
+            "bench",
+            json!({"repoOwner": "local", "repoName": "big"}),
+        )
+        .await?;
+        let (mut ws, _) = WsClient::join(&stack.base_url, &stack.ws_url(""), &id, "bench").await?;
+        ws.send(json!({"type": "prompt", "content": "first"}))
+            .await?;
+        let mut sandbox_id = String::new();
+        loop {
+            let m = ws.recv_within(300).await?;
+            if m["type"] == "sandbox_spawning" {
+                sandbox_id = m["sandboxId"].as_str().unwrap_or_default().to_owned();
+            }
+            if m["type"] == "sandbox_event" && m["event"]["type"] == "snapshot_saved" {
+                snap_ms.push(m["event"]["durationMs"].as_f64().unwrap_or(f64::NAN));
+                snap_bytes.push(m["event"]["bytes"].as_f64().unwrap_or(0.0) / 1_048_576.0);
+                break;
+            }
+        }
+        // The sandbox goes away; the session notices (reconnect grace + provider check).
+        reqwest::Client::new()
+            .delete(format!("{}/sandboxes/{sandbox_id}", host.url))
+            .bearer_auth(&host.secret)
+            .send()
+            .await?;
+        loop {
+            let m = ws.recv_within(120).await?;
+            if m["type"] == "sandbox_status" && m["status"] == "stale" {
+                break;
+            }
+        }
+        let t0 = Instant::now();
+        ws.send(json!({"type": "prompt", "content": "second"}))
+            .await?;
+        let mut restored = false;
+        let mut agent_ms = 0.0;
+        loop {
+            let m = ws.recv_within(300).await?;
+            restored |= m["type"] == "sandbox_restored";
+            if m["type"] == "sandbox_event"
+                && m["event"]["type"] == "boot_step"
+                && m["event"]["step"] == "agent"
+                && m["event"]["status"] != "started"
+            {
+                agent_ms = m["event"]["durationMs"].as_f64().unwrap_or(0.0);
+            }
+            if m["type"] == "sandbox_ready" {
+                break;
+            }
+        }
+        anyhow::ensure!(
+            restored,
+            "the second sandbox was not restored from the snapshot"
+        );
+        restore_ms.push(t0.elapsed().as_secs_f64() * 1000.0);
+        restore_agent_ms.push(agent_ms);
+        loop {
+            let m = ws.recv_within(120).await?;
+            if m["type"] == "sandbox_event" && m["event"]["type"] == "execution_complete" {
+                break;
+            }
+        }
+    }
+    println!("# snapshot and restore (20,000 files, 200 MB of data, {runs} runs)");
+    println!(
+        "snapshot: median {:.0} ms ({:.0} MiB tar)",
+        median(snap_ms),
+        median(snap_bytes)
+    );
+    let (r, a) = (median(restore_ms), median(restore_agent_ms));
+    println!(
+        "restore -> ready: median {r:.0} ms (agent start {a:.0} ms; everything else {:.0} ms)",
+        r - a
+    );
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> Result<()> {
     let runs = 5;
@@ -174,5 +292,6 @@ async fn main() -> Result<()> {
         median(warm)
     );
     println!("supervisor RSS after a turn: median {:.1} MiB", median(rss));
+    snapshot_restore(&stack, &host, &model, 3).await?;
     Ok(())
 }
