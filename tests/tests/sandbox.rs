@@ -729,3 +729,103 @@ async fn a_lost_sandbox_comes_back_from_its_snapshot_with_uncommitted_files() {
         .unwrap();
     assert_eq!(setup["event"]["status"], "skipped");
 }
+
+#[tokio::test]
+async fn a_control_plane_restart_mid_turn_loses_and_doubles_nothing() {
+    let mut w = world(vec![
+        Reply::tool(
+            "bash",
+            json!({"command": "sleep 8 && echo slept-through", "description": "wait"}),
+        ),
+        Reply::text("Done after the restart."),
+    ])
+    .await;
+    let base = w.stack.base_url.clone();
+    let id = create_session(
+        &base,
+        "ann",
+        json!({"repoOwner": "local", "repoName": "demo"}),
+    )
+    .await
+    .unwrap();
+    let (mut ws, _) = WsClient::join(&base, &w.stack.ws_url(""), &id, "ann")
+        .await
+        .unwrap();
+    ws.send(json!({"type": "prompt", "content": "wait through a restart"}))
+        .await
+        .unwrap();
+    loop {
+        let m = ws
+            .recv_within(120)
+            .await
+            .unwrap_or_else(|e| panic!("{e}\n{}", w.host.sandbox_logs()));
+        if m["event"]["type"] == "tool_call" && m["event"]["status"] == "running" {
+            break;
+        }
+    }
+    drop(ws);
+    w.stack.restart().await.unwrap();
+    // A client coming back catches up; the turn finishes on the reconnected sandbox.
+    let (mut ws, sub) = WsClient::join(&base, &w.stack.ws_url(""), &id, "ann")
+        .await
+        .unwrap();
+    let already = sub["timeline"]["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e["type"] == "execution_complete");
+    if !already {
+        until_complete(&mut ws, 1, &w).await;
+    }
+    let events =
+        inspect_tests::client::get(&w.stack.url(&format!("/sessions/{id}/events?limit=500")))
+            .await
+            .unwrap();
+    let list = events.body["events"].as_array().unwrap();
+    let kinds = |k: &str| list.iter().filter(|e| e["type"] == k).count();
+    assert_eq!(kinds("execution_complete"), 1, "{:#?}", list);
+    assert_eq!(kinds("user_message"), 1);
+    assert_eq!(kinds("tool_call"), 1, "tool calls are upserted by call id");
+    let done = list
+        .iter()
+        .find(|e| e["type"] == "execution_complete")
+        .unwrap();
+    assert_eq!(done["success"], true, "{done}");
+    let tool = list.iter().find(|e| e["type"] == "tool_call").unwrap();
+    assert_eq!(tool["status"], "completed");
+    assert!(tool["output"].as_str().unwrap().contains("slept-through"));
+    let seqs: Vec<i64> = list.iter().map(|e| e["seq"].as_i64().unwrap()).collect();
+    assert!(seqs.windows(2).all(|p| p[0] < p[1]));
+}
+
+#[tokio::test]
+async fn a_sandbox_socket_outlives_an_idle_object() {
+    let w = world(vec![Reply::text("Awake.")]).await;
+    let base = w.stack.base_url.clone();
+    let id = create_session(
+        &base,
+        "ann",
+        json!({"repoOwner": "local", "repoName": "demo"}),
+    )
+    .await
+    .unwrap();
+    let (mut ws, _) = WsClient::join(&base, &w.stack.ws_url(""), &id, "ann")
+        .await
+        .unwrap();
+    ws.send(json!({"type": "typing"})).await.unwrap();
+    ws.recv_type("sandbox_ready")
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", w.host.sandbox_logs()));
+    // Long enough for the runtime to evict the idle object; both sockets hibernate.
+    tokio::time::sleep(std::time::Duration::from_secs(15)).await;
+    ws.clear();
+    ws.send(json!({"type": "prompt", "content": "still there?"}))
+        .await
+        .unwrap();
+    let seen = until_complete(&mut ws, 1, &w).await;
+    assert!(
+        !seen.iter().any(|m| m["type"] == "sandbox_spawning"),
+        "the same sandbox took it"
+    );
+    assert_eq!(events(&seen, "execution_complete")[0]["success"], true);
+}
