@@ -138,6 +138,10 @@ const MIGRATIONS: &[&str] = &[
         created_at INTEGER NOT NULL
     );
     "#,
+    // 8: the deployment's idle timeout, recorded when the session was made.
+    r#"
+    ALTER TABLE session ADD COLUMN idle_timeout_ms INTEGER;
+    "#,
 ];
 
 pub fn current_version() -> i64 {

@@ -611,8 +611,17 @@ impl SessionDO {
                 .await;
                 match result {
                     Ok(state) => {
-                        // The row exists now: keep the origin the creator used.
+                        // The row exists now: keep the origin the creator used, and the
+                        // deployment's idle timeout.
                         self.remember_origin(&req);
+                        let idle = self
+                            .env
+                            .var("SANDBOX_IDLE_TIMEOUT_SECONDS")
+                            .ok()
+                            .and_then(|v| v.to_string().parse::<i64>().ok())
+                            .filter(|s| *s > 0)
+                            .map(|s| s * 1000);
+                        let _ = engine.set_idle_timeout(idle);
                         let resp = CreateSessionResponse {
                             session_id: state.id.clone(),
                             status: state.status,

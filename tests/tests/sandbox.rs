@@ -59,12 +59,19 @@ struct World {
 }
 
 async fn world(script: Vec<Reply>) -> World {
+    world_with(script, vec![]).await
+}
+
+async fn world_with(script: Vec<Reply>, vars: Vec<(&str, &str)>) -> World {
     let model = FakeModel::start(script).await.unwrap();
     let host = SandboxHost::start(&model.base_url, "inspect/fake-model")
         .await
         .unwrap();
     let mut options = StackOptions::local();
     options.vars = host.worker_vars();
+    options
+        .vars
+        .extend(vars.into_iter().map(|(k, v)| (k.to_owned(), v.to_owned())));
     let stack = Stack::start_with(options).await.unwrap();
     let repo = source_repo();
     let r = send(
@@ -826,6 +833,110 @@ async fn a_sandbox_socket_outlives_an_idle_object() {
     assert!(
         !seen.iter().any(|m| m["type"] == "sandbox_spawning"),
         "the same sandbox took it"
+    );
+    assert_eq!(events(&seen, "execution_complete")[0]["success"], true);
+}
+
+#[tokio::test]
+async fn an_idle_sandbox_snapshots_and_stops_and_the_next_prompt_restores_it() {
+    let w = world_with(
+        vec![
+            Reply::tool(
+                "write",
+                json!({"filePath": "scratch.txt", "content": "keep me\n"}),
+            ),
+            Reply::text("Wrote it."),
+        ],
+        vec![("SANDBOX_IDLE_TIMEOUT_SECONDS", "4")],
+    )
+    .await;
+    std::fs::write(w.repo.path().join(".gitignore"), "scratch.txt\n").unwrap();
+    git(w.repo.path(), &["add", "."]);
+    git(
+        w.repo.path(),
+        &[
+            "-c",
+            "user.name=Owner",
+            "-c",
+            "user.email=owner@example.com",
+            "commit",
+            "--quiet",
+            "-m",
+            "ignore scratch",
+        ],
+    );
+    let base = w.stack.base_url.clone();
+    let id = create_session(
+        &base,
+        "ann",
+        json!({"repoOwner": "local", "repoName": "demo"}),
+    )
+    .await
+    .unwrap();
+    let (mut ws, _) = WsClient::join(&base, &w.stack.ws_url(""), &id, "ann")
+        .await
+        .unwrap();
+    ws.send(json!({"type": "prompt", "content": "write scratch"}))
+        .await
+        .unwrap();
+    until_complete(&mut ws, 1, &w).await;
+    // Left alone (4 s, +2 s while watched), the sandbox is snapshotted and stopped.
+    let t = std::time::Instant::now();
+    let mut snapshots = 0;
+    loop {
+        let m = ws
+            .recv_within(60)
+            .await
+            .unwrap_or_else(|e| panic!("{e}\n{}", w.host.log()));
+        if m["type"] == "snapshot_saved" {
+            snapshots += 1;
+        }
+        if m["type"] == "sandbox_status" && m["status"] == "stopped" {
+            break;
+        }
+    }
+    assert!(
+        t.elapsed().as_secs() >= 3,
+        "stopped after {:?}",
+        t.elapsed()
+    );
+    let last_snapshot = loop {
+        let m = ws.recv_within(30).await.unwrap();
+        if m["type"] == "snapshot_saved" {
+            snapshots += 1;
+            break m["snapshotId"].as_str().unwrap().to_owned();
+        }
+    };
+    assert!(snapshots >= 2, "after the prompt and before the stop");
+    let s = inspect_tests::client::get(&w.stack.url(&format!("/sessions/{id}")))
+        .await
+        .unwrap();
+    assert_eq!(s.body["sandboxStatus"], "stopped");
+
+    w.model.push(vec![
+        Reply::tool(
+            "bash",
+            json!({"command": "cat scratch.txt", "description": "read it"}),
+        ),
+        Reply::text("Still there."),
+    ]);
+    ws.send(json!({"type": "prompt", "content": "read scratch"}))
+        .await
+        .unwrap();
+    let restored = ws
+        .recv_type("sandbox_restored")
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", w.host.log()));
+    assert_eq!(restored["snapshotId"], last_snapshot.as_str());
+    let seen = until_complete(&mut ws, 1, &w).await;
+    let call = events(&seen, "tool_call")
+        .into_iter()
+        .find(|c| c["status"] == "completed")
+        .unwrap()
+        .clone();
+    assert!(
+        call["output"].as_str().unwrap().contains("keep me"),
+        "{call}"
     );
     assert_eq!(events(&seen, "execution_complete")[0]["success"], true);
 }

@@ -125,13 +125,32 @@ impl<S: Store> Session<'_, S> {
         let watched = !self
             .socket_ids(Some(super::sockets::KIND_CLIENT))?
             .is_empty();
-        Ok(since
-            + INACTIVITY_MS
-            + if watched {
-                INACTIVITY_WATCHED_EXTRA_MS
-            } else {
-                0
-            })
+        let (idle, extra) = match self.configured_idle_timeout()? {
+            Some(ms) => (ms, ms / 2),
+            None => (INACTIVITY_MS, INACTIVITY_WATCHED_EXTRA_MS),
+        };
+        Ok(since + idle + if watched { extra } else { 0 })
+    }
+
+    /// A deployment's own idle timeout (`SANDBOX_IDLE_TIMEOUT_SECONDS`), recorded when the
+    /// session was made; while someone watches, half of it again.
+    fn configured_idle_timeout(&self) -> EngineResult<Option<i64>> {
+        Ok(self
+            .store
+            .scalar("SELECT idle_timeout_ms FROM session WHERE id = 1", &[])
+            .map_err(internal)?
+            .and_then(|v| v.as_i64())
+            .filter(|ms| *ms > 0))
+    }
+
+    /// Records the deployment's idle timeout for this session.
+    pub fn set_idle_timeout(&self, ms: Option<i64>) -> EngineResult<()> {
+        self.store
+            .execute(
+                "UPDATE session SET idle_timeout_ms = ? WHERE id = 1",
+                &[ms.into()],
+            )
+            .map_err(internal)
     }
 
     /// Whether automatic spawn retries have given up: too many failures lately.
