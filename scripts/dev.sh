@@ -6,6 +6,8 @@
 #   INSPECT_PORT        the Worker's port                 (default 8787)
 #   INSPECT_HOST_PORT   the local sandbox host's port     (default INSPECT_PORT + 1)
 #   INSPECT_STATE_DIR   where all local state persists    (default .state/local)
+#   SANDBOX_IDLE_TIMEOUT_SECONDS  idle sandboxes are snapshotted and stopped after this
+#                                  (default 600)
 #
 # The agent's model: set ANTHROPIC_API_KEY or OPENAI_API_KEY and INSPECT_MODEL
 # (`provider/model`), or point INSPECT_MODEL_BASE_URL at an OpenAI-compatible server
@@ -35,6 +37,7 @@ HOST_SECRET="$(cat "$STATE_DIR/host-secret")"
 LOCAL_MODE=true
 SANDBOX_HOST_URL=http://127.0.0.1:$HOST_PORT
 SANDBOX_HOST_SECRET=$HOST_SECRET
+${SANDBOX_IDLE_TIMEOUT_SECONDS:+SANDBOX_IDLE_TIMEOUT_SECONDS=$SANDBOX_IDLE_TIMEOUT_SECONDS}
 VARS
 )
 
