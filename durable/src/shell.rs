@@ -333,14 +333,15 @@ impl SessionDO {
         })
     }
 
-    /// Keeps the origin the Worker was reached at, for sandboxes to connect back to.
+    /// Keeps the origin the session was created at, for its sandboxes to connect back to.
+    /// Later requests do not move it: a session's sandboxes keep one address.
     fn remember_origin(&self, req: &Request) {
         let Some(origin) = req.headers().get(ORIGIN_HEADER).ok().flatten() else {
             return;
         };
         let _ = self.store.execute(
-            "UPDATE session SET origin = ? WHERE id = 1 AND (origin IS NULL OR origin != ?)",
-            &[origin.as_str().into(), origin.as_str().into()],
+            "UPDATE session SET origin = ? WHERE id = 1 AND origin IS NULL",
+            &[origin.as_str().into()],
         );
     }
 

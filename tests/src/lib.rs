@@ -10,6 +10,7 @@
 
 pub mod client;
 pub mod fake_model;
+pub mod flaky;
 pub mod host;
 pub mod stack;
 

@@ -940,3 +940,83 @@ async fn an_idle_sandbox_snapshots_and_stops_and_the_next_prompt_restores_it() {
     );
     assert_eq!(events(&seen, "execution_complete")[0]["success"], true);
 }
+
+#[tokio::test]
+async fn a_sandbox_socket_that_keeps_dropping_loses_and_doubles_nothing() {
+    let mut script: Vec<Reply> = (0..6)
+        .map(|i| {
+            Reply::tool(
+                "bash",
+                json!({"command": format!("echo burst-{i}"), "description": "burst"}),
+            )
+        })
+        .collect();
+    script.push(Reply::text("All six ran through a flaky link."));
+    let w = world(script).await;
+    // The session is created through a proxy that cuts every connection every 700 ms; its
+    // sandbox connects back the same way. The client talks to the Worker directly.
+    let proxy = inspect_tests::flaky::FlakyProxy::start(
+        w.stack.port,
+        std::time::Duration::from_millis(700),
+    )
+    .await
+    .unwrap();
+    let id = inspect_tests::client::create_session(
+        &proxy.url,
+        "ann",
+        json!({"repoOwner": "local", "repoName": "demo"}),
+    )
+    .await
+    .unwrap();
+    let base = w.stack.base_url.clone();
+    let (mut ws, _) = WsClient::join(&base, &w.stack.ws_url(""), &id, "ann")
+        .await
+        .unwrap();
+    ws.send(json!({"type": "prompt", "content": "burst"}))
+        .await
+        .unwrap();
+    until_complete(&mut ws, 1, &w).await;
+    assert!(proxy.cuts() >= 3, "the link was cut {} times", proxy.cuts());
+
+    let events =
+        inspect_tests::client::get(&w.stack.url(&format!("/sessions/{id}/events?limit=500")))
+            .await
+            .unwrap();
+    let list = events.body["events"].as_array().unwrap();
+    let tools: Vec<&Value> = list.iter().filter(|e| e["type"] == "tool_call").collect();
+    assert_eq!(tools.len(), 6, "one event per tool call: {tools:#?}");
+    for i in 0..6 {
+        let t = tools
+            .iter()
+            .find(|t| {
+                t["output"]
+                    .as_str()
+                    .is_some_and(|o| o.contains(&format!("burst-{i}")))
+            })
+            .unwrap_or_else(|| panic!("burst-{i} missing: {tools:#?}"));
+        assert_eq!(t["status"], "completed");
+    }
+    assert_eq!(
+        list.iter()
+            .filter(|e| e["type"] == "execution_complete")
+            .count(),
+        1
+    );
+    assert_eq!(
+        list.iter().filter(|e| e["type"] == "user_message").count(),
+        1
+    );
+    let text: Vec<&Value> = list.iter().filter(|e| e["type"] == "token").collect();
+    assert!(
+        text.iter()
+            .any(|t| t["content"] == "All six ran through a flaky link."),
+        "{text:#?}"
+    );
+    let seqs: Vec<i64> = list.iter().map(|e| e["seq"].as_i64().unwrap()).collect();
+    assert!(seqs.windows(2).all(|p| p[0] < p[1]));
+    let done = list
+        .iter()
+        .find(|e| e["type"] == "execution_complete")
+        .unwrap();
+    assert_eq!(done["success"], true, "{done}");
+}
