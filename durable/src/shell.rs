@@ -392,13 +392,26 @@ impl SessionDO {
         let reschedule = moves_deadlines(&fx);
         self.apply(fx);
         if let (Some(id), Some(provider)) = (snapshot, self.provider()) {
+            let engine = self.engine();
+            let previous = match engine.snapshot_started(&id, now_ms()) {
+                Ok((previous, fx)) => {
+                    self.apply(fx);
+                    previous
+                }
+                Err(_) => None,
+            };
             match provider.snapshot(&id).await {
                 Ok(info) => {
-                    if let Ok(fx) = self.engine().snapshot_saved(&info, now_ms()) {
+                    if let Ok(fx) = engine.snapshot_saved(&info, now_ms()) {
                         self.apply(fx);
                     }
                 }
                 Err(e) => worker::console_warn!("snapshot of {id} failed: {e}"),
+            }
+            if let Some(previous) = previous {
+                if let Ok(fx) = engine.snapshot_ended(&id, &previous, now_ms()) {
+                    self.apply(fx);
+                }
             }
         }
         if let (Some(id), Some(provider)) = (stop, self.provider()) {

@@ -96,10 +96,10 @@ impl<S: Store> Session<'_, S> {
         let mut all = vec![self.next_subscribe_deadline()?];
         if let Some(t) = self.sandbox_times()? {
             match t.status.as_str() {
-                "spawning" | "connecting" => {
+                "spawning" | "connecting" | "syncing" | "setup" | "start" => {
                     all.push(t.spawned_at.map(|s| s + CONNECTING_TIMEOUT_MS))
                 }
-                "ready" | "running" => {
+                "ready" | "running" | "snapshotting" => {
                     all.push(t.last_heartbeat.map(|h| h + HEARTBEAT_STALE_MS));
                     all.push(t.disconnected_at.map(|d| d + RECONNECT_GRACE_MS));
                     if t.status == "ready" {
@@ -239,7 +239,7 @@ impl<S: Store> Session<'_, S> {
             return Ok(out);
         };
         match t.status.as_str() {
-            "spawning" | "connecting"
+            "spawning" | "connecting" | "syncing" | "setup" | "start"
                 if t.spawned_at
                     .is_some_and(|s| now >= s + CONNECTING_TIMEOUT_MS) =>
             {
@@ -252,7 +252,7 @@ impl<S: Store> Session<'_, S> {
             "ready" if now >= self.idle_deadline(&t)? && self.processing()?.is_none() => {
                 out.fx.merge(self.stop_idle(&t.sandbox_id, now)?);
             }
-            "ready" | "running" => {
+            "ready" | "running" | "snapshotting" => {
                 if t.last_heartbeat
                     .is_some_and(|h| now >= h + HEARTBEAT_STALE_MS)
                 {
@@ -295,7 +295,14 @@ impl<S: Store> Session<'_, S> {
         };
         let live = matches!(
             t.status.as_str(),
-            "spawning" | "connecting" | "ready" | "running"
+            "spawning"
+                | "connecting"
+                | "syncing"
+                | "setup"
+                | "start"
+                | "ready"
+                | "running"
+                | "snapshotting"
         );
         if t.sandbox_id != sandbox_id || !live {
             return Ok(Effects::none());
@@ -324,6 +331,9 @@ impl<S: Store> Session<'_, S> {
         fx.broadcast(ServerMessage::SandboxError {
             error: reason.into(),
         });
+        // Its files may still be there (a crashed process leaves its directory): the
+        // provider saves what it can reach before stopping it.
+        fx.snapshot_sandbox = Some(sandbox_id.to_owned());
         fx.stop_sandbox = Some(sandbox_id.to_owned());
         fx.spawn_wanted = self.needs_sandbox()?;
         Ok(fx)

@@ -16,7 +16,16 @@ use serde_json::{Map, Value};
 pub const SPAWN_COOLDOWN_MS: i64 = 30_000;
 
 /// Sandbox states a spawn must not repeat while in one of them.
-const LIVE_STATES: &[&str] = &["spawning", "connecting", "ready", "running"];
+const LIVE_STATES: &[&str] = &[
+    "spawning",
+    "connecting",
+    "syncing",
+    "setup",
+    "start",
+    "ready",
+    "running",
+    "snapshotting",
+];
 
 /// What a spawn needs: the sandbox's id and its one-time bearer token.
 #[derive(Debug, Clone, PartialEq)]
@@ -214,6 +223,52 @@ impl<S: Store> Session<'_, S> {
         self.set_sandbox_status("connecting", None, now)
             .map_err(internal)?;
         self.status_effects("connecting", None, now)
+    }
+
+    /// A snapshot of a live sandbox begins: clients see `snapshotting` until it ends.
+    pub fn snapshot_started(
+        &self,
+        sandbox_id: &str,
+        now: i64,
+    ) -> EngineResult<(Option<String>, Effects)> {
+        let Some(row) = self.sandbox_row()?.filter(|r| r.sandbox_id == sandbox_id) else {
+            return Ok((None, Effects::none()));
+        };
+        let mut fx = Effects::none();
+        if !matches!(row.status.as_str(), "ready" | "stopped") {
+            return Ok((None, fx));
+        }
+        self.set_sandbox_status("snapshotting", None, now)
+            .map_err(internal)?;
+        fx.broadcast(ServerMessage::SandboxStatus {
+            status: "snapshotting".into(),
+            error: None,
+        });
+        Ok((Some(row.status), fx))
+    }
+
+    /// The snapshot ended: back to where the sandbox was.
+    pub fn snapshot_ended(
+        &self,
+        sandbox_id: &str,
+        previous: &str,
+        now: i64,
+    ) -> EngineResult<Effects> {
+        let mut fx = Effects::none();
+        if self
+            .sandbox_row()?
+            .is_some_and(|r| r.sandbox_id == sandbox_id && r.status == "snapshotting")
+        {
+            self.set_sandbox_status(previous, None, now)
+                .map_err(internal)?;
+            fx.broadcast(ServerMessage::SandboxStatus {
+                status: previous.into(),
+                error: None,
+            });
+            // A prompt that arrived meanwhile runs now.
+            fx.merge(self.dispatch_next(now)?);
+        }
+        Ok(fx)
     }
 
     /// The provider exposed the sandbox's ports: keep the URLs and tell the clients.
@@ -498,6 +553,10 @@ impl<S: Store> Session<'_, S> {
                     fx.merge(self.complete(message_id, *success, error.clone(), now)?);
                     self.set_sandbox_status("ready", None, now)
                         .map_err(internal)?;
+                    fx.broadcast(ServerMessage::SandboxStatus {
+                        status: "ready".into(),
+                        error: None,
+                    });
                     let next = self.dispatch_next(now)?;
                     // With nothing more to run the agent is idle: a consistent moment to
                     // snapshot the sandbox's filesystem.
@@ -524,11 +583,34 @@ impl<S: Store> Session<'_, S> {
                     .map_err(internal)?;
                 fx.broadcast(ServerMessage::SandboxEvent { event: ev });
             }
-            SandboxEvent::BootStep { step, .. } => {
+            SandboxEvent::BootStep { step, status, .. } => {
                 let key = format!("boot:{}:{step}", frame.sandbox_id);
                 let ev = timeline::upsert(self.store, &key, event.kind(), None, data, now)
                     .map_err(internal)?;
                 fx.broadcast(ServerMessage::SandboxEvent { event: ev });
+                // The lifecycle clients show: syncing → setup → start (then ready).
+                let phase = match step.split(':').next().unwrap_or_default() {
+                    "git_sync" => Some("syncing"),
+                    "setup" => Some("setup"),
+                    "start" => Some("start"),
+                    _ => None,
+                };
+                let booting = matches!(
+                    self.sandbox_status()?.as_str(),
+                    "connecting" | "syncing" | "setup" | "start"
+                );
+                if let (Some(phase), true) = (phase, booting) {
+                    if *status == inspect_protocol::sandbox::StepStatus::Started
+                        && self.sandbox_status()? != phase
+                    {
+                        self.set_sandbox_status(phase, None, now)
+                            .map_err(internal)?;
+                        fx.broadcast(ServerMessage::SandboxStatus {
+                            status: phase.into(),
+                            error: None,
+                        });
+                    }
+                }
             }
             SandboxEvent::Error {
                 message_id: None,
@@ -540,7 +622,10 @@ impl<S: Store> Session<'_, S> {
                     .map_err(internal)?;
                 fx.broadcast(ServerMessage::SandboxEvent { event: ev });
                 let status = self.sandbox_status()?;
-                if status == "spawning" || status == "connecting" {
+                if matches!(
+                    status.as_str(),
+                    "spawning" | "connecting" | "syncing" | "setup" | "start"
+                ) {
                     self.set_sandbox_status("failed", Some(error), now)
                         .map_err(internal)?;
                     fx.merge(self.status_effects("failed", Some(error), now)?);
@@ -619,6 +704,10 @@ impl<S: Store> Session<'_, S> {
         fx.merge(more);
         self.set_sandbox_status("running", None, now)
             .map_err(internal)?;
+        fx.broadcast(ServerMessage::SandboxStatus {
+            status: "running".into(),
+            error: None,
+        });
         self.sandbox_active(now)?;
         let author = self.participant(&message.author_id)?;
         let email = self
