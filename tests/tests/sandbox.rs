@@ -51,6 +51,40 @@ fn source_repo() -> tempfile::TempDir {
     dir
 }
 
+/// Commits everything in a source repository as its owner.
+fn commit_all(repo: &Path, message: &str) {
+    git(repo, &["add", "."]);
+    git(
+        repo,
+        &[
+            "-c",
+            "user.name=Owner",
+            "-c",
+            "user.email=owner@example.com",
+            "commit",
+            "--quiet",
+            "-m",
+            message,
+        ],
+    );
+}
+
+/// A session on the world's `local/demo` repository, joined by `ann`.
+async fn demo_session(w: &World) -> (String, WsClient) {
+    let base = &w.stack.base_url;
+    let id = create_session(
+        base,
+        "ann",
+        json!({"repoOwner": "local", "repoName": "demo"}),
+    )
+    .await
+    .unwrap();
+    let (ws, _) = WsClient::join(base, &w.stack.ws_url(""), &id, "ann")
+        .await
+        .unwrap();
+    (id, ws)
+}
+
 struct World {
     model: FakeModel,
     host: SandboxHost,
@@ -144,17 +178,7 @@ async fn a_prompt_runs_in_a_sandbox_and_commits_on_the_session_branch() {
         Reply::text("Second prompt done."),
     ])
     .await;
-    let base = w.stack.base_url.clone();
-    let id = create_session(
-        &base,
-        "ann",
-        json!({"repoOwner": "local", "repoName": "demo"}),
-    )
-    .await
-    .unwrap();
-    let (mut ws, _) = WsClient::join(&base, &w.stack.ws_url(""), &id, "ann")
-        .await
-        .unwrap();
+    let (id, mut ws) = demo_session(&w).await;
     ws.send(json!({"type": "prompt", "content": "Write hello.txt and show it", "clientRequestId": "p1"})).await.unwrap();
     ws.send(json!({"type": "prompt", "content": "Say you are done", "clientRequestId": "p2"}))
         .await
@@ -267,17 +291,7 @@ async fn stop_aborts_a_running_tool_and_the_next_prompt_still_runs() {
         json!({"command": "sleep 60", "description": "wait"}),
     )])
     .await;
-    let base = w.stack.base_url.clone();
-    let id = create_session(
-        &base,
-        "ann",
-        json!({"repoOwner": "local", "repoName": "demo"}),
-    )
-    .await
-    .unwrap();
-    let (mut ws, _) = WsClient::join(&base, &w.stack.ws_url(""), &id, "ann")
-        .await
-        .unwrap();
+    let (_, mut ws) = demo_session(&w).await;
     ws.send(json!({"type": "prompt", "content": "Wait a minute"}))
         .await
         .unwrap();
@@ -400,20 +414,7 @@ async fn tunnel_ports_reach_the_sandbox_and_the_clients() {
         format!("cd \"$(dirname \"$0\")/..\"\nnohup python3 -m http.server {port} --bind 127.0.0.1 >/dev/null 2>&1 &\necho \"serving on {port}\"\ngrep TUNNEL_{port} ../.tunnels.env\n"),
     )
     .unwrap();
-    git(w.repo.path(), &["add", "."]);
-    git(
-        w.repo.path(),
-        &[
-            "-c",
-            "user.name=Owner",
-            "-c",
-            "user.email=owner@example.com",
-            "commit",
-            "--quiet",
-            "-m",
-            "start hook",
-        ],
-    );
+    commit_all(w.repo.path(), "start hook");
     let base = w.stack.base_url.clone();
     let id = create_session(
         &base,
@@ -507,17 +508,7 @@ async fn a_sandbox_killed_mid_turn_fails_that_prompt_and_the_next_gets_a_new_san
         json!({"command": "sleep 120", "description": "long"}),
     )])
     .await;
-    let base = w.stack.base_url.clone();
-    let id = create_session(
-        &base,
-        "ann",
-        json!({"repoOwner": "local", "repoName": "demo"}),
-    )
-    .await
-    .unwrap();
-    let (mut ws, _) = WsClient::join(&base, &w.stack.ws_url(""), &id, "ann")
-        .await
-        .unwrap();
+    let (id, mut ws) = demo_session(&w).await;
     ws.send(json!({"type": "prompt", "content": "run long"}))
         .await
         .unwrap();
@@ -587,17 +578,7 @@ async fn a_confined_sandbox_cannot_write_outside_its_directory() {
         Reply::text("Tried."),
     ])
     .await;
-    let base = w.stack.base_url.clone();
-    let id = create_session(
-        &base,
-        "ann",
-        json!({"repoOwner": "local", "repoName": "demo"}),
-    )
-    .await
-    .unwrap();
-    let (mut ws, _) = WsClient::join(&base, &w.stack.ws_url(""), &id, "ann")
-        .await
-        .unwrap();
+    let (_, mut ws) = demo_session(&w).await;
     ws.send(json!({"type": "prompt", "content": "try to escape"}))
         .await
         .unwrap();
@@ -619,17 +600,7 @@ async fn a_confined_sandbox_cannot_write_outside_its_directory() {
 #[tokio::test]
 async fn typing_warms_a_sandbox_before_the_prompt() {
     let w = world(vec![Reply::text("Warm already.")]).await;
-    let base = w.stack.base_url.clone();
-    let id = create_session(
-        &base,
-        "ann",
-        json!({"repoOwner": "local", "repoName": "demo"}),
-    )
-    .await
-    .unwrap();
-    let (mut ws, _) = WsClient::join(&base, &w.stack.ws_url(""), &id, "ann")
-        .await
-        .unwrap();
+    let (_, mut ws) = demo_session(&w).await;
     ws.send(json!({"type": "typing"})).await.unwrap();
     ws.recv_type("sandbox_warming").await.unwrap();
     ws.recv_within(60).await.unwrap();
@@ -663,31 +634,8 @@ async fn a_lost_sandbox_comes_back_from_its_snapshot_with_uncommitted_files() {
     .await;
     // scratch.txt is ignored by git: only a snapshot can carry it to the next sandbox.
     std::fs::write(w.repo.path().join(".gitignore"), "scratch.txt\n").unwrap();
-    git(w.repo.path(), &["add", "."]);
-    git(
-        w.repo.path(),
-        &[
-            "-c",
-            "user.name=Owner",
-            "-c",
-            "user.email=owner@example.com",
-            "commit",
-            "--quiet",
-            "-m",
-            "ignore scratch",
-        ],
-    );
-    let base = w.stack.base_url.clone();
-    let id = create_session(
-        &base,
-        "ann",
-        json!({"repoOwner": "local", "repoName": "demo"}),
-    )
-    .await
-    .unwrap();
-    let (mut ws, _) = WsClient::join(&base, &w.stack.ws_url(""), &id, "ann")
-        .await
-        .unwrap();
+    commit_all(w.repo.path(), "ignore scratch");
+    let (id, mut ws) = demo_session(&w).await;
     ws.send(json!({"type": "prompt", "content": "write scratch"}))
         .await
         .unwrap();
@@ -768,17 +716,7 @@ async fn a_control_plane_restart_mid_turn_loses_and_doubles_nothing() {
         Reply::text("Done after the restart."),
     ])
     .await;
-    let base = w.stack.base_url.clone();
-    let id = create_session(
-        &base,
-        "ann",
-        json!({"repoOwner": "local", "repoName": "demo"}),
-    )
-    .await
-    .unwrap();
-    let (mut ws, _) = WsClient::join(&base, &w.stack.ws_url(""), &id, "ann")
-        .await
-        .unwrap();
+    let (id, mut ws) = demo_session(&w).await;
     ws.send(json!({"type": "prompt", "content": "wait through a restart"}))
         .await
         .unwrap();
@@ -794,7 +732,7 @@ async fn a_control_plane_restart_mid_turn_loses_and_doubles_nothing() {
     drop(ws);
     w.stack.restart().await.unwrap();
     // A client coming back catches up; the turn finishes on the reconnected sandbox.
-    let (mut ws, sub) = WsClient::join(&base, &w.stack.ws_url(""), &id, "ann")
+    let (mut ws, sub) = WsClient::join(&w.stack.base_url, &w.stack.ws_url(""), &id, "ann")
         .await
         .unwrap();
     let already = sub["timeline"]["events"]
@@ -829,17 +767,7 @@ async fn a_control_plane_restart_mid_turn_loses_and_doubles_nothing() {
 #[tokio::test]
 async fn a_sandbox_socket_outlives_an_idle_object() {
     let w = world(vec![Reply::text("Awake.")]).await;
-    let base = w.stack.base_url.clone();
-    let id = create_session(
-        &base,
-        "ann",
-        json!({"repoOwner": "local", "repoName": "demo"}),
-    )
-    .await
-    .unwrap();
-    let (mut ws, _) = WsClient::join(&base, &w.stack.ws_url(""), &id, "ann")
-        .await
-        .unwrap();
+    let (_, mut ws) = demo_session(&w).await;
     ws.send(json!({"type": "typing"})).await.unwrap();
     ws.recv_type("sandbox_ready")
         .await
@@ -872,31 +800,8 @@ async fn an_idle_sandbox_snapshots_and_stops_and_the_next_prompt_restores_it() {
     )
     .await;
     std::fs::write(w.repo.path().join(".gitignore"), "scratch.txt\n").unwrap();
-    git(w.repo.path(), &["add", "."]);
-    git(
-        w.repo.path(),
-        &[
-            "-c",
-            "user.name=Owner",
-            "-c",
-            "user.email=owner@example.com",
-            "commit",
-            "--quiet",
-            "-m",
-            "ignore scratch",
-        ],
-    );
-    let base = w.stack.base_url.clone();
-    let id = create_session(
-        &base,
-        "ann",
-        json!({"repoOwner": "local", "repoName": "demo"}),
-    )
-    .await
-    .unwrap();
-    let (mut ws, _) = WsClient::join(&base, &w.stack.ws_url(""), &id, "ann")
-        .await
-        .unwrap();
+    commit_all(w.repo.path(), "ignore scratch");
+    let (id, mut ws) = demo_session(&w).await;
     ws.send(json!({"type": "prompt", "content": "write scratch"}))
         .await
         .unwrap();
