@@ -1,0 +1,145 @@
+//! Carrying out what the engine decided: messages to sockets, closes, commands to the
+//! sandbox; and which sockets are live and subscribed.
+
+use super::*;
+
+/// Whether effects changed something a deadline depends on (sandbox state, a prompt
+/// starting or ending), so the alarm must be recomputed.
+pub(super) fn moves_deadlines(fx: &Effects) -> bool {
+    fx.spawn_wanted
+        || !fx.closes.is_empty()
+        || fx
+            .to_sandbox
+            .iter()
+            .any(|c| matches!(c, SandboxCommand::Prompt { .. }))
+        || fx.outbound.iter().any(|o| {
+            matches!(
+                o.message,
+                ServerMessage::SandboxReady { .. }
+                    | ServerMessage::SandboxStatus { .. }
+                    | ServerMessage::ProcessingStatus { .. }
+                    | ServerMessage::Subscribed { .. }
+            )
+        })
+}
+
+/// Sends one text to many sockets, crossing into JS once for the text rather than once
+/// per socket.
+pub(super) fn send_to_all<'a>(sockets: impl Iterator<Item = &'a WebSocket>, text: &str) {
+    use wasm_bindgen::JsCast;
+    let js_text = wasm_bindgen::JsValue::from_str(text);
+    let mut send: Option<worker::js_sys::Function> = None;
+    for ws in sockets {
+        let raw: &wasm_bindgen::JsValue = ws.as_ref();
+        if send.is_none() {
+            send = worker::js_sys::Reflect::get(raw, &wasm_bindgen::JsValue::from_str("send"))
+                .ok()
+                .and_then(|f| f.dyn_into().ok());
+        }
+        match &send {
+            Some(f) => {
+                let _ = f.call1(raw, &js_text);
+            }
+            None => {
+                let _ = ws.send_with_str(text);
+            }
+        }
+    }
+}
+
+impl SessionDO {
+    pub(super) fn with_registry<T>(&self, f: impl FnOnce(&mut Registry) -> T) -> T {
+        let mut slot = self.registry.borrow_mut();
+        let registry = slot.get_or_insert_with(|| {
+            let mut r = Registry::default();
+            for ws in self.state.get_websockets() {
+                if let Ok(Some(tag)) = ws.deserialize_attachment::<SocketTag>() {
+                    r.sockets.insert(tag.id, ws);
+                }
+            }
+            r.subscribed = self
+                .engine()
+                .socket_ids(Some(KIND_CLIENT))
+                .unwrap_or_default()
+                .into_iter()
+                .collect();
+            r
+        });
+        f(registry)
+    }
+
+    pub(super) fn refresh_subscribed(&self) {
+        let ids: HashSet<String> = self
+            .engine()
+            .socket_ids(Some(KIND_CLIENT))
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
+        self.with_registry(|r| r.subscribed = ids);
+    }
+
+    /// Carries out what the engine decided: sends, closes, index refresh.
+    pub(super) fn apply(&self, fx: Effects) {
+        let membership_changed = !fx.closes.is_empty()
+            || fx.outbound.iter().any(|o| {
+                matches!(
+                    o.message,
+                    ServerMessage::Subscribed { .. } | ServerMessage::PresenceLeave { .. }
+                )
+            });
+        if membership_changed {
+            self.refresh_subscribed();
+        }
+        self.with_registry(|r| {
+            for out in &fx.outbound {
+                let Ok(text) = serde_json::to_string(&out.message) else {
+                    continue;
+                };
+                match &out.target {
+                    Target::Socket(id) => {
+                        if let Some(ws) = r.sockets.get(id) {
+                            let _ = ws.send_with_str(&text);
+                        }
+                    }
+                    Target::AllClients | Target::AllClientsExcept(_) => {
+                        let skip = match &out.target {
+                            Target::AllClientsExcept(id) => Some(id.as_str()),
+                            _ => None,
+                        };
+                        let targets = r
+                            .subscribed
+                            .iter()
+                            .filter(|id| Some(id.as_str()) != skip)
+                            .filter_map(|id| r.sockets.get(id));
+                        send_to_all(targets, &text);
+                    }
+                }
+            }
+            for close in &fx.closes {
+                if let Some(ws) = r.sockets.remove(&close.ws_id) {
+                    let _ = ws.close(Some(close.code), Some(close.reason.as_str()));
+                }
+                r.subscribed.remove(&close.ws_id);
+            }
+        });
+        if !fx.to_sandbox.is_empty() {
+            let ids = self
+                .engine()
+                .socket_ids(Some(KIND_SANDBOX))
+                .unwrap_or_default();
+            self.with_registry(|r| {
+                for command in &fx.to_sandbox {
+                    let Ok(text) = serde_json::to_string(command) else {
+                        continue;
+                    };
+                    for ws in ids.iter().filter_map(|id| r.sockets.get(id)) {
+                        let _ = ws.send_with_str(&text);
+                    }
+                }
+            });
+        }
+        if fx.index_changed {
+            self.sync_index();
+        }
+    }
+}

@@ -1,0 +1,67 @@
+//! Keeping the D1 sessions index in step with the session, without making anyone wait.
+
+use super::*;
+
+/// Writes the session's index row and participants to D1, never moving `updated_at` back.
+pub(super) async fn write_index(env: &Env, update: &IndexUpdate) -> Result<()> {
+    let db = env.d1("DB")?;
+    let mut statements = vec![db
+        .prepare(
+            "UPDATE sessions SET title = ?1, status = ?2, message_count = ?3, updated_at = ?4 WHERE id = ?5 AND updated_at <= ?4",
+        )
+        .bind(&[
+            update.title.clone().map_or(wasm_bindgen::JsValue::NULL, Into::into),
+            update.status.as_str().into(),
+            (update.message_count as f64).into(),
+            (update.updated_at as f64).into(),
+            update.id.as_str().into(),
+        ])?];
+    for user in &update.participants {
+        statements.push(
+            db.prepare(
+                "INSERT OR IGNORE INTO session_participants (session_id, user_id) VALUES (?1, ?2)",
+            )
+            .bind(&[update.id.as_str().into(), user.as_str().into()])?,
+        );
+    }
+    db.batch(statements).await?;
+    Ok(())
+}
+
+impl SessionDO {
+    /// Brings the D1 index up to date after the response, so no client waits on D1. Writes
+    /// are throttled: at most one per [`INDEX_SYNC_INTERVAL_MS`] per session, each reading
+    /// the latest state, so a burst of prompts costs one or two writes, not one each.
+    pub(super) fn sync_index(&self) {
+        {
+            let mut sync = self.index_sync.borrow_mut();
+            if sync.in_flight {
+                sync.dirty = true;
+                return;
+            }
+            sync.in_flight = true;
+        }
+        let env = self.env.clone();
+        let store = self.store.clone();
+        let sync = self.index_sync.clone();
+        self.state.wait_until(async move {
+            loop {
+                sync.borrow_mut().dirty = false;
+                let started = now_ms();
+                if let Ok(update) = Session::new(&store).index_update() {
+                    if let Err(e) = write_index(&env, &update).await {
+                        worker::console_error!("index update for {} failed: {e}", update.id);
+                    }
+                }
+                if !sync.borrow().dirty {
+                    sync.borrow_mut().in_flight = false;
+                    break;
+                }
+                let wait = INDEX_SYNC_INTERVAL_MS - (now_ms() - started);
+                if wait > 0 {
+                    worker::Delay::from(std::time::Duration::from_millis(wait as u64)).await;
+                }
+            }
+        });
+    }
+}

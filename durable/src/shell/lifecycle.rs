@@ -1,0 +1,269 @@
+//! The sandbox from the object's side: its socket, spawning through the provider,
+//! snapshots and stops, and the one alarm.
+
+use super::fanout::moves_deadlines;
+use super::*;
+
+impl SessionDO {
+    /// Points the one alarm slot at the earliest deadline, or clears it.
+    pub(super) async fn schedule(&self) {
+        let next = self.engine().next_deadline().ok().flatten();
+        let storage = self.state.storage();
+        let current = storage.get_alarm().await.ok().flatten();
+        match next {
+            Some(at) if current != Some(at) => {
+                // An absolute time: a plain integer would be taken as an offset from now.
+                let when = worker::js_sys::Date::new(&wasm_bindgen::JsValue::from_f64(at as f64));
+                let _ = storage.set_alarm(worker::ScheduledTime::new(when)).await;
+            }
+            None if current.is_some() => {
+                let _ = storage.delete_alarm().await;
+            }
+            _ => {}
+        }
+    }
+
+    /// Keeps the origin the session was created at, for its sandboxes to connect back to.
+    /// Later requests do not move it: a session's sandboxes keep one address.
+    pub(super) fn remember_origin(&self, req: &Request) {
+        let Some(origin) = req.headers().get(ORIGIN_HEADER).ok().flatten() else {
+            return;
+        };
+        let _ = self.store.execute(
+            "UPDATE session SET origin = ? WHERE id = 1 AND origin IS NULL",
+            &[origin.as_str().into()],
+        );
+    }
+
+    pub(super) fn accept_sandbox_socket(&self, req: &Request) -> Result<Response> {
+        let header = |name: &str| req.headers().get(name).ok().flatten().unwrap_or_default();
+        let auth = header("Authorization");
+        let token = auth.strip_prefix("Bearer ").unwrap_or_default().to_owned();
+        let sandbox_id = header("X-Sandbox-ID");
+        match self.engine().authenticate_sandbox(&token, &sandbox_id) {
+            Ok(Ok(())) => {}
+            Ok(Err(refusal)) => {
+                let code = match refusal.status() {
+                    401 => inspect_protocol::ErrorCode::Unauthorized,
+                    403 => inspect_protocol::ErrorCode::Forbidden,
+                    404 => inspect_protocol::ErrorCode::NotFound,
+                    _ => inspect_protocol::ErrorCode::Gone,
+                };
+                worker::console_warn!("sandbox {sandbox_id} refused: {refusal:?}");
+                return json_error(&ApiError::new(
+                    code,
+                    format!("sandbox refused: {refusal:?}"),
+                ));
+            }
+            Err(e) => return json_error(&e),
+        }
+        let pair = WebSocketPair::new()?;
+        let id = ids::new_id("ws");
+        self.state
+            .accept_websocket_with_tags(&pair.server, &[KIND_SANDBOX, id.as_str()]);
+        pair.server.serialize_attachment(SocketTag {
+            id: id.clone(),
+            kind: KIND_SANDBOX.into(),
+        })?;
+        self.with_registry(|r| r.sockets.insert(id.clone(), pair.server));
+        match self.engine().sandbox_opened(&id, now_ms()) {
+            Ok(fx) => self.apply(fx),
+            Err(e) => worker::console_error!("sandbox open: {e}"),
+        }
+        Response::from_websocket(pair.client)
+    }
+
+    /// Carries out effects, including those that need the provider or the alarm: stop a
+    /// sandbox given up on, spawn one for waiting prompts, move the alarm.
+    pub(super) async fn carry_out(&self, fx: Effects) {
+        let wanted = fx.spawn_wanted;
+        let stop = fx.stop_sandbox.clone();
+        let snapshot = fx.snapshot_sandbox.clone();
+        let reschedule = moves_deadlines(&fx);
+        self.apply(fx);
+        if let (Some(id), Some(provider)) = (snapshot, self.provider()) {
+            let engine = self.engine();
+            let previous = match engine.snapshot_started(&id, now_ms()) {
+                Ok((previous, fx)) => {
+                    self.apply(fx);
+                    previous
+                }
+                Err(_) => None,
+            };
+            match provider.snapshot(&id).await {
+                Ok(info) => {
+                    if let Ok(fx) = engine.snapshot_saved(&info, now_ms()) {
+                        self.apply(fx);
+                    }
+                }
+                Err(e) => worker::console_warn!("snapshot of {id} failed: {e}"),
+            }
+            if let Some(previous) = previous {
+                if let Ok(fx) = engine.snapshot_ended(&id, &previous, now_ms()) {
+                    self.apply(fx);
+                }
+            }
+        }
+        if let (Some(id), Some(provider)) = (stop, self.provider()) {
+            if let Err(e) = provider.stop(&id).await {
+                worker::console_warn!("stopping sandbox {id}: {e}");
+            }
+        }
+        self.spawn_if_wanted(wanted).await;
+        if reschedule {
+            self.schedule().await;
+        }
+    }
+
+    /// Spawns a sandbox if the engine wants one and none is alive or on its way.
+    pub(super) async fn spawn_if_wanted(&self, wanted: bool) {
+        if !wanted {
+            return;
+        }
+        let engine = self.engine();
+        let provider = self.provider();
+        // Decide before begin_spawn replaces the record of the last sandbox.
+        let plan = match &provider {
+            Some(p) => {
+                let runtime = p.runtime_version().await.unwrap_or_default();
+                engine.spawn_plan(p.capabilities(), &runtime).ok()
+            }
+            None => None,
+        };
+        let Ok(Some((ticket, fx))) = engine.begin_spawn(now_ms()) else {
+            return;
+        };
+        self.apply(fx);
+        let restore = match &plan {
+            Some(SpawnPlan::Restore { snapshot_id }) => Some(snapshot_id.clone()),
+            _ => None,
+        };
+        if let Some(SpawnPlan::Fresh { warning: Some(w) }) = &plan {
+            let mut fx = Effects::none();
+            fx.broadcast(ServerMessage::SandboxStatus {
+                status: "spawning".into(),
+                error: Some(w.clone()),
+            });
+            self.apply(fx);
+        }
+        let result = match self.spawn_request(&ticket, restore.clone()) {
+            Ok(req) => match self.provider() {
+                Some(provider) => provider.create(&req).await.map_err(|e| e.to_string()),
+                None => Err("no sandbox provider is configured (set SANDBOX_HOST_URL and SANDBOX_HOST_SECRET)".into()),
+            },
+            Err(e) => Err(e.message),
+        };
+        let fx = match result {
+            Ok(info) => engine
+                .spawn_accepted(&ticket.sandbox_id, now_ms())
+                .and_then(|mut fx| {
+                    fx.merge(engine.set_tunnel_urls(&ticket.sandbox_id, &info.tunnel_urls)?);
+                    if let Some(snapshot_id) = &restore {
+                        fx.broadcast(ServerMessage::SandboxRestored {
+                            sandbox_id: ticket.sandbox_id.clone(),
+                            snapshot_id: snapshot_id.clone(),
+                        });
+                    }
+                    Ok(fx)
+                }),
+            Err(e) => {
+                worker::console_warn!("spawn of {} failed: {e}", ticket.sandbox_id);
+                engine.spawn_failed(&ticket.sandbox_id, &e, now_ms())
+            }
+        };
+        if let Ok(fx) = fx {
+            self.apply(fx);
+        }
+        self.schedule().await;
+    }
+
+    pub(super) fn provider(&self) -> Option<LocalProvider> {
+        let read = |name: &str| {
+            self.env
+                .secret(name)
+                .map(|s| s.to_string())
+                .or_else(|_| self.env.var(name).map(|v| v.to_string()))
+                .ok()
+                .filter(|v| !v.is_empty())
+        };
+        Some(LocalProvider {
+            base_url: read("SANDBOX_HOST_URL")?,
+            secret: read("SANDBOX_HOST_SECRET")?,
+        })
+    }
+
+    pub(super) fn spawn_request(
+        &self,
+        ticket: &crate::engine::sandbox::SpawnTicket,
+        restore_from: Option<String>,
+    ) -> std::result::Result<inspect_protocol::provider::SpawnRequest, ApiError> {
+        let state = self.engine().state()?;
+        let origin = self
+            .store
+            .scalar("SELECT origin FROM session WHERE id = 1", &[])
+            .map_err(|e| ApiError::internal(e.to_string()))?
+            .and_then(|v| v.into_string())
+            .ok_or_else(|| ApiError::internal("the control plane's origin is unknown"))?;
+        let repositories = state
+            .repositories
+            .iter()
+            .map(|r| {
+                let source = r.source.clone().ok_or_else(|| {
+                    ApiError::bad_request(format!(
+                        "repository {}/{} has no clone source",
+                        r.owner, r.name
+                    ))
+                })?;
+                Ok(inspect_protocol::provider::WorkspaceRepository {
+                    owner: r.owner.clone(),
+                    name: r.name.clone(),
+                    source,
+                    base_branch: r.branch.clone(),
+                })
+            })
+            .collect::<std::result::Result<Vec<_>, ApiError>>()?;
+        let default_model = state
+            .model
+            .clone()
+            .or_else(|| self.env.var("DEFAULT_MODEL").ok().map(|v| v.to_string()));
+        Ok(inspect_protocol::provider::SpawnRequest {
+            session_id: state.id.clone(),
+            sandbox_id: ticket.sandbox_id.clone(),
+            sandbox_token: ticket.token.clone(),
+            control_plane_url: origin,
+            repositories,
+            work_branch: state
+                .branch_name
+                .clone()
+                .unwrap_or_else(|| format!("open-inspect/{}", state.id)),
+            boot_mode: if restore_from.is_some() {
+                inspect_protocol::provider::BootMode::SnapshotRestore
+            } else {
+                Default::default()
+            },
+            restore_from,
+            env: Default::default(),
+            tunnel_ports: self.engine().sandbox_settings()?.tunnel_ports,
+            default_model,
+        })
+    }
+
+    pub(super) fn accept_client_socket(&self) -> Result<Response> {
+        if let Err(e) = self.engine().session_id() {
+            return json_error(&e);
+        }
+        let pair = WebSocketPair::new()?;
+        let id = ids::new_id("ws");
+        self.state
+            .accept_websocket_with_tags(&pair.server, &[KIND_CLIENT, id.as_str()]);
+        pair.server.serialize_attachment(SocketTag {
+            id: id.clone(),
+            kind: KIND_CLIENT.into(),
+        })?;
+        if let Err(e) = self.engine().socket_opened(&id, KIND_CLIENT, now_ms()) {
+            let _ = pair.server.close(Some(1011), Some(e.message.as_str()));
+        }
+        self.with_registry(|r| r.sockets.insert(id, pair.server));
+        Response::from_websocket(pair.client)
+    }
+}

@@ -1,0 +1,287 @@
+//! The workers-rs shell of the SessionDO: it binds the engine to the object's SQLite, its
+//! hibernating WebSockets, its alarm and the D1 index. Decisions live in the engine; this
+//! only moves bytes.
+//!
+//! The Worker forwards `/sessions/:id/<action>` here with the caller in `X-Inspect-Actor`
+//! (JSON) and the session id in `X-Inspect-Session-Id`; nothing outside the Worker can
+//! reach a Durable Object, so these headers are trusted.
+
+use crate::engine::plan::SpawnPlan;
+use crate::engine::sockets::{KIND_CLIENT, KIND_SANDBOX};
+use crate::engine::{ids, timeline, Effects, Session, Target};
+use crate::local_provider::LocalProvider;
+use crate::provider::SandboxProvider;
+use crate::schema;
+use crate::store::{Row, SqlValue, Store, StoreError, StoreResult};
+use inspect_protocol::client::ServerMessage;
+use inspect_protocol::health::DurableProbe;
+use inspect_protocol::sandbox::SandboxCommand;
+use inspect_protocol::session::{
+    Actor, ArtifactList, CreateSessionRequest, CreateSessionResponse, IndexUpdate, MessageList,
+    ParticipantList, PromptRequest, SessionStatus, TitleRequest,
+};
+use inspect_protocol::ApiError;
+use serde::{Deserialize, Serialize};
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
+use worker::{
+    durable_object, DurableObject, Env, Method, Request, Response, Result, SqlStorage,
+    SqlStorageValue, State, WebSocket, WebSocketIncomingMessage, WebSocketPair,
+};
+
+mod fanout;
+mod index;
+mod lifecycle;
+mod routes;
+mod store;
+
+pub use store::DoStore;
+
+pub const ACTOR_HEADER: &str = "X-Inspect-Actor";
+pub const SESSION_HEADER: &str = "X-Inspect-Session-Id";
+/// The control plane's public origin, as the caller reached it (for sandboxes to connect).
+pub const ORIGIN_HEADER: &str = "X-Inspect-Origin";
+
+/// What each accepted socket carries through hibernation: its id and kind, nothing more.
+#[derive(Serialize, Deserialize)]
+struct SocketTag {
+    id: String,
+    kind: String,
+}
+
+/// Live sockets by id, and which client sockets have subscribed. Rebuilt from the runtime
+/// and SQLite after the object wakes from hibernation.
+#[derive(Default)]
+struct Registry {
+    sockets: HashMap<String, WebSocket>,
+    subscribed: HashSet<String>,
+}
+
+/// The D1 index lags a busy session by at most this much.
+const INDEX_SYNC_INTERVAL_MS: i64 = 1000;
+
+/// D1 index writes: at most one in flight; changes made meanwhile collapse into one more.
+#[derive(Default)]
+struct IndexSync {
+    in_flight: bool,
+    dirty: bool,
+}
+
+#[durable_object]
+pub struct SessionDO {
+    state: State,
+    env: Env,
+    store: DoStore,
+    registry: RefCell<Option<Registry>>,
+    index_sync: Rc<RefCell<IndexSync>>,
+}
+
+fn now_ms() -> i64 {
+    worker::Date::now().as_millis() as i64
+}
+
+fn json_error(err: &ApiError) -> Result<Response> {
+    Ok(Response::from_json(&err.body())?.with_status(err.status()))
+}
+
+fn json_ok<T: Serialize>(value: &T) -> Result<Response> {
+    Response::from_json(value)
+}
+
+impl SessionDO {
+    fn engine(&self) -> Session<'_, DoStore> {
+        Session::new(&self.store)
+    }
+
+    fn probe(&self) -> StoreResult<DurableProbe> {
+        self.store.atomically(|| {
+            self.store.execute(
+                "INSERT INTO health_probe (id, probes) VALUES (1, 1) ON CONFLICT(id) DO UPDATE SET probes = probes + 1",
+                &[],
+            )?;
+            let probes = self
+                .store
+                .scalar("SELECT probes FROM health_probe WHERE id = 1", &[])?
+                .and_then(|v| v.as_i64())
+                .unwrap_or(0);
+            Ok(DurableProbe { probes })
+        })
+    }
+
+    /// A socket closed or failed: forget it, let the others know, complete the close.
+    async fn socket_gone(&self, ws: WebSocket, code: usize) {
+        let tag = ws.deserialize_attachment::<SocketTag>().ok().flatten();
+        if let Some(tag) = tag.filter(|t| t.kind == KIND_SANDBOX) {
+            self.with_registry(|r| r.sockets.remove(&tag.id));
+            let engine = self.engine();
+            match engine.socket_closed(&tag.id) {
+                Ok(fx) => self.apply(fx),
+                Err(e) => worker::console_error!("close: {e}"),
+            }
+            let _ = engine.sandbox_disconnected(now_ms());
+            self.schedule().await;
+        } else if let Some(id) = Self::socket_id(&ws) {
+            self.with_registry(|r| {
+                r.sockets.remove(&id);
+                r.subscribed.remove(&id);
+            });
+            match self.engine().socket_closed(&id) {
+                Ok(fx) => self.apply(fx),
+                Err(e) => worker::console_error!("close: {e}"),
+            }
+            self.schedule().await;
+        }
+        // The socket may already be gone; 1005/1006 may not be sent.
+        let code = u16::try_from(code)
+            .ok()
+            .filter(|c| (1000..5000).contains(c) && *c != 1005 && *c != 1006)
+            .unwrap_or(1000);
+        let _ = ws.close(Some(code), Some("closed"));
+    }
+
+    fn socket_id(ws: &WebSocket) -> Option<String> {
+        ws.deserialize_attachment::<SocketTag>()
+            .ok()
+            .flatten()
+            .map(|t| t.id)
+    }
+}
+
+impl DurableObject for SessionDO {
+    fn new(state: State, env: Env) -> Self {
+        let store = DoStore {
+            sql: state.storage().sql(),
+        };
+        if let Err(e) = schema::migrate(&store) {
+            worker::console_error!("schema migration failed: {e}");
+        }
+        // Pings are answered by the runtime without waking the object.
+        if let Ok(pair) = worker::worker_sys::WebSocketRequestResponsePair::new(
+            r#"{"type":"ping"}"#,
+            r#"{"type":"pong"}"#,
+        ) {
+            state.set_websocket_auto_response(&pair);
+        }
+        let this = SessionDO {
+            state,
+            env,
+            store,
+            registry: RefCell::new(None),
+            index_sync: Rc::default(),
+        };
+        // Sockets recorded in SQLite but no longer held by the runtime (lost in a restart)
+        // are forgotten, and their owners leave.
+        let live: Vec<String> = this
+            .state
+            .get_websockets()
+            .iter()
+            .filter_map(Self::socket_id)
+            .collect();
+        if let Ok(fx) = this.engine().prune_sockets(&live) {
+            this.apply(fx);
+        }
+        this
+    }
+
+    async fn fetch(&self, req: Request) -> Result<Response> {
+        self.route(req).await
+    }
+
+    async fn alarm(&self) -> Result<Response> {
+        // Idempotent: every check looks at the clock and the stored state.
+        let engine = self.engine();
+        match engine.on_alarm(now_ms()) {
+            Ok(out) => {
+                self.carry_out(out.fx).await;
+                if let Some(sandbox_id) = out.check_provider {
+                    let gone = match self.provider() {
+                        Some(p) => match p.status(&sandbox_id).await {
+                            Ok(info) => info.status != "running",
+                            // A provider that cannot say is asked again at the heartbeat deadline.
+                            Err(e) => !e.is_transient(),
+                        },
+                        None => true,
+                    };
+                    if gone {
+                        if let Ok(fx) = engine.sandbox_lost(
+                            &sandbox_id,
+                            "the sandbox's process is gone",
+                            now_ms(),
+                        ) {
+                            self.carry_out(fx).await;
+                        }
+                    }
+                }
+            }
+            Err(e) => worker::console_error!("alarm: {e}"),
+        }
+        self.schedule().await;
+        Response::ok("ok")
+    }
+
+    async fn websocket_message(
+        &self,
+        ws: WebSocket,
+        message: WebSocketIncomingMessage,
+    ) -> Result<()> {
+        let Some(tag) = ws.deserialize_attachment::<SocketTag>().ok().flatten() else {
+            let _ = ws.close(Some(1011), Some("unknown socket"));
+            return Ok(());
+        };
+        let id = tag.id;
+        self.with_registry(|r| {
+            r.sockets.entry(id.clone()).or_insert_with(|| ws.clone());
+        });
+        let text = match message {
+            WebSocketIncomingMessage::String(text) => Some(text),
+            WebSocketIncomingMessage::Binary(_) => None,
+        };
+        if tag.kind == KIND_SANDBOX {
+            let fx = match text {
+                Some(text) => self.engine().on_sandbox_frame(&text, now_ms()),
+                None => {
+                    let mut fx = Effects::none();
+                    fx.to_sandbox.push(SandboxCommand::Error {
+                        code: "bad_request".into(),
+                        message: "binary frames are not accepted".into(),
+                    });
+                    fx
+                }
+            };
+            self.carry_out(fx).await;
+            return Ok(());
+        }
+        let fx = match text {
+            Some(text) => self.engine().on_client_frame(&id, &text, now_ms()),
+            None => {
+                let mut fx = Effects::none();
+                fx.to(
+                    &id,
+                    ServerMessage::error(&ApiError::bad_request(
+                        "binary frames are not accepted; send JSON text",
+                    )),
+                );
+                fx
+            }
+        };
+        self.carry_out(fx).await;
+        Ok(())
+    }
+
+    async fn websocket_close(
+        &self,
+        ws: WebSocket,
+        code: usize,
+        _reason: String,
+        _was_clean: bool,
+    ) -> Result<()> {
+        self.socket_gone(ws, code).await;
+        Ok(())
+    }
+
+    async fn websocket_error(&self, ws: WebSocket, _error: worker::Error) -> Result<()> {
+        self.socket_gone(ws, 1011).await;
+        Ok(())
+    }
+}

@@ -1,0 +1,272 @@
+//! The session's REST surface, as the Worker forwards it.
+
+use super::*;
+
+pub(super) fn reply<T: Serialize>(r: std::result::Result<T, ApiError>) -> Result<Response> {
+    match r {
+        Ok(v) => json_ok(&v),
+        Err(e) => json_error(&e),
+    }
+}
+
+pub(super) async fn body_json<T: serde::de::DeserializeOwned>(
+    req: &mut Request,
+) -> std::result::Result<T, ApiError> {
+    let text = req
+        .text()
+        .await
+        .map_err(|e| ApiError::bad_request(format!("unreadable body: {e}")))?;
+    serde_json::from_str(&text)
+        .map_err(|e| ApiError::bad_request(format!("malformed JSON body: {e}")))
+}
+
+pub(super) fn actor_of(req: &Request) -> std::result::Result<Actor, ApiError> {
+    let raw = req
+        .headers()
+        .get(ACTOR_HEADER)
+        .ok()
+        .flatten()
+        .ok_or_else(|| ApiError::unauthorized("no caller"))?;
+    serde_json::from_str(&raw).map_err(|_| ApiError::unauthorized("malformed caller"))
+}
+
+pub(super) fn query_param(req: &Request, name: &str) -> Option<String> {
+    let url = req.url().ok()?;
+    url.query_pairs()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.into_owned())
+}
+
+impl SessionDO {
+    pub(super) async fn route(&self, mut req: Request) -> Result<Response> {
+        self.remember_origin(&req);
+        let path = req.path();
+        let action = path.trim_matches('/').to_owned();
+        let method = req.method();
+        let now = now_ms();
+        let engine = self.engine();
+        match (method, action.as_str()) {
+            (Method::Get, "internal/health") => match self.probe() {
+                Ok(p) => json_ok(&p),
+                Err(e) => json_error(&ApiError::internal(e.to_string())),
+            },
+            (Method::Get, "ws") => {
+                let upgrade = req
+                    .headers()
+                    .get("Upgrade")
+                    .ok()
+                    .flatten()
+                    .unwrap_or_default();
+                if !upgrade.eq_ignore_ascii_case("websocket") {
+                    return json_error(&ApiError::new(
+                        inspect_protocol::ErrorCode::BadRequest,
+                        "expected a WebSocket upgrade",
+                    ));
+                }
+                if query_param(&req, "type").as_deref() == Some("sandbox") {
+                    return self.accept_sandbox_socket(&req);
+                }
+                let r = self.accept_client_socket();
+                self.schedule().await;
+                r
+            }
+            (Method::Post, "init") => {
+                let result = async {
+                    let actor = actor_of(&req)?;
+                    let sid = req
+                        .headers()
+                        .get(SESSION_HEADER)
+                        .ok()
+                        .flatten()
+                        .ok_or_else(|| ApiError::bad_request("no session id"))?;
+                    let body: CreateSessionRequest = body_json(&mut req).await?;
+                    let state = engine.create(&sid, &body, &actor, now)?;
+                    Ok::<_, ApiError>(state)
+                }
+                .await;
+                match result {
+                    Ok(state) => {
+                        // The row exists now: keep the origin the creator used, and the
+                        // deployment's idle timeout.
+                        self.remember_origin(&req);
+                        let idle = self
+                            .env
+                            .var("SANDBOX_IDLE_TIMEOUT_SECONDS")
+                            .ok()
+                            .and_then(|v| v.to_string().parse::<i64>().ok())
+                            .filter(|s| *s > 0)
+                            .map(|s| s * 1000);
+                        let _ = engine.set_idle_timeout(idle);
+                        let resp = CreateSessionResponse {
+                            session_id: state.id.clone(),
+                            status: state.status,
+                        };
+                        Ok(json_ok(&resp)?.with_status(201))
+                    }
+                    Err(e) => json_error(&e),
+                }
+            }
+            (Method::Get, "") => reply(engine.state()),
+            (Method::Delete, "") => {
+                if let Err(e) = engine.session_id() {
+                    return json_error(&e);
+                }
+                self.with_registry(|r| {
+                    for ws in r.sockets.values() {
+                        let _ = ws.close(Some(1000), Some("session deleted"));
+                    }
+                    r.sockets.clear();
+                    r.subscribed.clear();
+                });
+                let storage = self.state.storage();
+                let _ = storage.delete_alarm().await;
+                storage.delete_all().await?;
+                if let Err(e) = schema::migrate(&self.store) {
+                    worker::console_error!("schema after delete: {e}");
+                }
+                json_ok(&serde_json::json!({ "deleted": true }))
+            }
+            (Method::Post, "prompt") => {
+                let result = async {
+                    let actor = actor_of(&req)?;
+                    let body: PromptRequest = body_json(&mut req).await?;
+                    let author = self.author(&actor, now)?;
+                    engine.enqueue(&author, &body, now)
+                }
+                .await;
+                match result {
+                    Ok((accepted, fx)) => {
+                        self.carry_out(fx).await;
+                        json_ok(&accepted)
+                    }
+                    Err(e) => json_error(&e),
+                }
+            }
+            (Method::Post, "stop") => {
+                let result = actor_of(&req).and_then(|actor| {
+                    let me = self.author(&actor, now)?;
+                    let connected = engine.sandbox_connected()?;
+                    engine.stop(&me, connected, now)
+                });
+                match result {
+                    Ok((stopped, fx)) => {
+                        self.carry_out(fx).await;
+                        json_ok(&serde_json::json!({ "stopped": stopped }))
+                    }
+                    Err(e) => json_error(&e),
+                }
+            }
+            (Method::Post, "archive" | "unarchive") => {
+                let target = if action == "archive" {
+                    SessionStatus::Archived
+                } else {
+                    SessionStatus::Active
+                };
+                let result =
+                    actor_of(&req).and_then(|actor| engine.set_status(target, &actor, now));
+                match result {
+                    Ok(fx) => {
+                        self.apply(fx);
+                        reply(engine.state())
+                    }
+                    Err(e) => json_error(&e),
+                }
+            }
+            (Method::Patch, "title") => {
+                let result = async {
+                    let actor = actor_of(&req)?;
+                    let body: TitleRequest = body_json(&mut req).await?;
+                    engine.set_title(&body.title, &actor, now)
+                }
+                .await;
+                match result {
+                    Ok(fx) => {
+                        self.apply(fx);
+                        reply(engine.state())
+                    }
+                    Err(e) => json_error(&e),
+                }
+            }
+            (Method::Post, "ws-token") => {
+                let result = actor_of(&req).and_then(|actor| engine.mint_ws_token(&actor, now));
+                match result {
+                    Ok((token, joined)) => {
+                        if joined {
+                            self.sync_index();
+                        }
+                        json_ok(&token)
+                    }
+                    Err(e) => json_error(&e),
+                }
+            }
+            (Method::Get, "events") => reply(self.events_page(&req)),
+            (Method::Get, "tunnel-urls") => reply(
+                engine
+                    .session_id()
+                    .and_then(|_| engine.tunnel_urls())
+                    .map(|tunnel_urls| inspect_protocol::session::TunnelUrls { tunnel_urls }),
+            ),
+            (Method::Get, "messages") => reply(
+                engine
+                    .session_id()
+                    .and_then(|_| engine.messages())
+                    .map(|messages| MessageList { messages }),
+            ),
+            (Method::Get, "artifacts") => reply(
+                engine
+                    .session_id()
+                    .and_then(|_| engine.artifacts())
+                    .map(|artifacts| ArtifactList { artifacts }),
+            ),
+            (Method::Get, "participants") => reply(
+                engine
+                    .session_id()
+                    .and_then(|_| engine.participants())
+                    .map(|participants| ParticipantList { participants }),
+            ),
+            _ => json_error(&ApiError::not_found(format!("no session route {path}"))),
+        }
+    }
+
+    /// The participant acting for `actor`, joining them on first contact.
+    pub(super) fn author(
+        &self,
+        actor: &Actor,
+        now: i64,
+    ) -> std::result::Result<inspect_protocol::session::Participant, ApiError> {
+        let engine = self.engine();
+        engine.session_id()?;
+        if let Some(p) = engine.participant_by_user(&actor.user_id)? {
+            return Ok(p);
+        }
+        let (_, joined) = engine.mint_ws_token(actor, now)?;
+        if joined {
+            self.sync_index();
+        }
+        engine
+            .participant_by_user(&actor.user_id)?
+            .ok_or_else(|| ApiError::internal("participant vanished"))
+    }
+
+    pub(super) fn events_page(
+        &self,
+        req: &Request,
+    ) -> std::result::Result<inspect_protocol::session::EventPage, ApiError> {
+        let engine = self.engine();
+        let sid = engine.session_id()?;
+        let codec = timeline::CursorCodec { session_id: &sid };
+        let after = match query_param(req, "cursor") {
+            Some(c) => codec.decode(&c)?,
+            None => 0,
+        };
+        let limit = match query_param(req, "limit") {
+            Some(l) => Some(
+                l.parse::<usize>()
+                    .map_err(|_| ApiError::bad_request("limit must be a number"))?,
+            ),
+            None => None,
+        };
+        timeline::newer_than(&self.store, &codec, after, timeline::clamp_limit(limit))
+            .map_err(|e| ApiError::internal(e.to_string()))
+    }
+}
