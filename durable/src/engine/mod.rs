@@ -6,6 +6,7 @@
 pub mod deadlines;
 pub mod effects;
 pub mod ids;
+pub mod ingest;
 pub mod people;
 pub mod plan;
 pub mod queue;

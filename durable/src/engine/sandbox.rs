@@ -5,18 +5,14 @@ use super::sockets::KIND_SANDBOX;
 use super::{ids, internal, timeline, Effects, EngineResult, Session};
 use crate::store::{Cols, Store};
 use inspect_protocol::client::ServerMessage;
-use inspect_protocol::sandbox::{
-    GitIdentity, PromptAuthor, SandboxCommand, SandboxEvent, SandboxFrame, MAX_BATCH_EVENTS,
-    MAX_SANDBOX_FRAME_BYTES,
-};
-use inspect_protocol::session::{Actor, Artifact, MessageStatus};
+use inspect_protocol::session::MessageStatus;
 use serde_json::{Map, Value};
 
 /// After a failed spawn, no new attempt for this long.
 pub const SPAWN_COOLDOWN_MS: i64 = 30_000;
 
 /// Sandbox states a spawn must not repeat while in one of them.
-const LIVE_STATES: &[&str] = &[
+pub(crate) const LIVE_STATES: &[&str] = &[
     "spawning",
     "connecting",
     "syncing",
@@ -58,14 +54,14 @@ impl SandboxRefusal {
     }
 }
 
-struct SandboxRow {
-    sandbox_id: String,
-    status: String,
+pub(crate) struct SandboxRow {
+    pub(crate) sandbox_id: String,
+    pub(crate) status: String,
     token_hash: Option<String>,
 }
 
 impl<S: Store> Session<'_, S> {
-    fn sandbox_row(&self) -> EngineResult<Option<SandboxRow>> {
+    pub(crate) fn sandbox_row(&self) -> EngineResult<Option<SandboxRow>> {
         self.store
             .query(
                 "SELECT sandbox_id, status, token_hash FROM sandbox WHERE id = 1",
@@ -93,7 +89,7 @@ impl<S: Store> Session<'_, S> {
             .map_or_else(|| "none".into(), |r| r.status))
     }
 
-    fn set_sandbox_status(
+    pub(crate) fn set_sandbox_status(
         &self,
         status: &str,
         error: Option<&str>,
@@ -393,362 +389,4 @@ impl<S: Store> Session<'_, S> {
         }
         Ok(fx)
     }
-
-    /// Handles one frame from the sandbox. Never fails: bad frames are answered with an
-    /// `error` command and change nothing.
-    pub fn on_sandbox_frame(&self, text: &str, now: i64) -> Effects {
-        let mut fx = Effects::none();
-        let refuse = |fx: &mut Effects, code: &str, message: String| {
-            fx.to_sandbox.push(SandboxCommand::Error {
-                code: code.into(),
-                message,
-            });
-        };
-        if text.len() > MAX_SANDBOX_FRAME_BYTES {
-            refuse(
-                &mut fx,
-                "payload_too_large",
-                format!("a frame is at most {MAX_SANDBOX_FRAME_BYTES} bytes"),
-            );
-            return fx;
-        }
-        let value: Value = match serde_json::from_str(text) {
-            Ok(v) => v,
-            Err(e) => {
-                refuse(&mut fx, "bad_request", format!("malformed frame: {e}"));
-                return fx;
-            }
-        };
-        let frames: Vec<Value> = if value.get("type").and_then(Value::as_str) == Some("batch") {
-            match value.get("events").and_then(Value::as_array) {
-                Some(events) if events.len() <= MAX_BATCH_EVENTS => events.clone(),
-                Some(_) => {
-                    refuse(
-                        &mut fx,
-                        "bad_request",
-                        format!("a batch holds at most {MAX_BATCH_EVENTS} events"),
-                    );
-                    return fx;
-                }
-                None => {
-                    refuse(
-                        &mut fx,
-                        "bad_request",
-                        "a batch needs an `events` array".into(),
-                    );
-                    return fx;
-                }
-            }
-        } else {
-            vec![value]
-        };
-        let current = match self.sandbox_row() {
-            Ok(Some(r)) => r.sandbox_id,
-            _ => String::new(),
-        };
-        for raw in frames {
-            let frame: SandboxFrame = match serde_json::from_value(raw) {
-                Ok(f) => f,
-                Err(e) => {
-                    refuse(&mut fx, "bad_request", format!("malformed event: {e}"));
-                    continue;
-                }
-            };
-            if frame.sandbox_id != current {
-                refuse(
-                    &mut fx,
-                    "forbidden",
-                    format!(
-                        "event for sandbox {} on the socket of {current}",
-                        frame.sandbox_id
-                    ),
-                );
-                continue;
-            }
-            match self.ingest(&frame, now) {
-                Ok(more) => fx.merge(more),
-                Err(e) => refuse(&mut fx, e.code.as_str(), e.message),
-            }
-        }
-        fx
-    }
-
-    fn ingest(&self, frame: &SandboxFrame, now: i64) -> EngineResult<Effects> {
-        let mut fx = Effects::none();
-        let ack = frame.ack_id.as_ref().filter(|_| frame.event.must_ack());
-        if let Some(ack_id) = ack {
-            let seen = self
-                .store
-                .scalar(
-                    "SELECT COUNT(*) FROM sandbox_acks WHERE ack_id = ?",
-                    &[ack_id.as_str().into()],
-                )
-                .map_err(internal)?
-                .and_then(|v| v.as_i64())
-                .unwrap_or(0)
-                > 0;
-            if seen {
-                // A resend after a reconnect: acknowledge again, store nothing twice.
-                fx.to_sandbox.push(SandboxCommand::Ack {
-                    ack_id: ack_id.clone(),
-                });
-                return Ok(fx);
-            }
-        }
-        let event = &frame.event;
-        let mut data = match serde_json::to_value(event) {
-            Ok(Value::Object(m)) => m,
-            _ => Map::new(),
-        };
-        data.remove("type");
-        data.remove("messageId");
-        data.insert("sandboxId".into(), Value::String(frame.sandbox_id.clone()));
-        let message_id = event.message_id();
-        if !matches!(event, SandboxEvent::Heartbeat) {
-            self.sandbox_active(now)?;
-        }
-        match event {
-            SandboxEvent::Heartbeat => {
-                self.store
-                    .execute(
-                        "UPDATE sandbox SET last_heartbeat = ? WHERE id = 1",
-                        &[now.into()],
-                    )
-                    .map_err(internal)?;
-                return Ok(fx);
-            }
-            SandboxEvent::Ready { .. } => {
-                self.set_sandbox_status("ready", None, now)
-                    .map_err(internal)?;
-                let ev = timeline::append(self.store, event.kind(), None, data, now)
-                    .map_err(internal)?;
-                fx.broadcast(ServerMessage::SandboxEvent { event: ev });
-                fx.broadcast(ServerMessage::SandboxReady {
-                    sandbox_id: frame.sandbox_id.clone(),
-                });
-                fx.broadcast(ServerMessage::SandboxStatus {
-                    status: "ready".into(),
-                    error: None,
-                });
-                fx.merge(self.dispatch_next(now)?);
-            }
-            SandboxEvent::ExecutionComplete {
-                message_id,
-                success,
-                error,
-            } => {
-                let running = self.processing()?.map(|m| m.id);
-                if running.as_deref() != Some(message_id.as_str()) {
-                    // Late or foreign: it ends nothing, but the record stays on the timeline.
-                    let ev = timeline::append(
-                        self.store,
-                        "warning",
-                        Some(message_id),
-                        warning("execution_complete for a prompt that is not running"),
-                        now,
-                    )
-                    .map_err(internal)?;
-                    fx.broadcast(ServerMessage::SandboxEvent { event: ev });
-                } else {
-                    fx.merge(self.complete(message_id, *success, error.clone(), now)?);
-                    self.set_sandbox_status("ready", None, now)
-                        .map_err(internal)?;
-                    fx.broadcast(ServerMessage::SandboxStatus {
-                        status: "ready".into(),
-                        error: None,
-                    });
-                    let next = self.dispatch_next(now)?;
-                    // With nothing more to run the agent is idle: a consistent moment to
-                    // snapshot the sandbox's filesystem.
-                    if next.to_sandbox.is_empty() {
-                        fx.snapshot_sandbox = Some(frame.sandbox_id.clone());
-                    }
-                    fx.merge(next);
-                }
-            }
-            SandboxEvent::Token {
-                message_id,
-                part_id,
-                ..
-            } => {
-                let key = format!("token:{message_id}:{}", part_id.as_deref().unwrap_or(""));
-                let ev =
-                    timeline::upsert(self.store, &key, event.kind(), Some(message_id), data, now)
-                        .map_err(internal)?;
-                fx.broadcast(ServerMessage::SandboxEvent { event: ev });
-            }
-            SandboxEvent::ToolCall { call_id, .. } => {
-                let key = format!("tool:{call_id}");
-                let ev = timeline::upsert(self.store, &key, event.kind(), message_id, data, now)
-                    .map_err(internal)?;
-                fx.broadcast(ServerMessage::SandboxEvent { event: ev });
-            }
-            SandboxEvent::BootStep { step, status, .. } => {
-                let key = format!("boot:{}:{step}", frame.sandbox_id);
-                let ev = timeline::upsert(self.store, &key, event.kind(), None, data, now)
-                    .map_err(internal)?;
-                fx.broadcast(ServerMessage::SandboxEvent { event: ev });
-                // The lifecycle clients show: syncing → setup → start (then ready).
-                let phase = match step.split(':').next().unwrap_or_default() {
-                    "git_sync" => Some("syncing"),
-                    "setup" => Some("setup"),
-                    "start" => Some("start"),
-                    _ => None,
-                };
-                let booting = matches!(
-                    self.sandbox_status()?.as_str(),
-                    "connecting" | "syncing" | "setup" | "start"
-                );
-                if let (Some(phase), true) = (phase, booting) {
-                    if *status == inspect_protocol::sandbox::StepStatus::Started
-                        && self.sandbox_status()? != phase
-                    {
-                        self.set_sandbox_status(phase, None, now)
-                            .map_err(internal)?;
-                        fx.broadcast(ServerMessage::SandboxStatus {
-                            status: phase.into(),
-                            error: None,
-                        });
-                    }
-                }
-            }
-            SandboxEvent::Error {
-                message_id: None,
-                error,
-            } => {
-                // An error outside any prompt while booting is fatal to this sandbox: say so,
-                // and let a later prompt spawn a new one (after the cooldown).
-                let ev = timeline::append(self.store, event.kind(), None, data, now)
-                    .map_err(internal)?;
-                fx.broadcast(ServerMessage::SandboxEvent { event: ev });
-                let status = self.sandbox_status()?;
-                if matches!(
-                    status.as_str(),
-                    "spawning" | "connecting" | "syncing" | "setup" | "start"
-                ) {
-                    self.set_sandbox_status("failed", Some(error), now)
-                        .map_err(internal)?;
-                    fx.merge(self.status_effects("failed", Some(error), now)?);
-                    fx.broadcast(ServerMessage::SandboxError {
-                        error: error.clone(),
-                    });
-                }
-            }
-            SandboxEvent::SessionTitle { title } => {
-                let bot = Actor {
-                    user_id: "agent".into(),
-                    name: "agent".into(),
-                    email: None,
-                    avatar: None,
-                };
-                fx.merge(self.set_title(title, &bot, now)?);
-            }
-            SandboxEvent::Artifact {
-                artifact_type,
-                url,
-                metadata,
-            } => {
-                let artifact = Artifact {
-                    id: ids::new_id("art"),
-                    kind: artifact_type.clone(),
-                    url: url.clone(),
-                    metadata: Some(metadata.clone()),
-                    created_at: now,
-                };
-                self.store
-                    .execute(
-                        "INSERT INTO artifacts (id, kind, url, metadata, created_at) VALUES (?, ?, ?, ?, ?)",
-                        &[
-                            artifact.id.as_str().into(),
-                            artifact.kind.as_str().into(),
-                            artifact.url.clone().into(),
-                            metadata.to_string().into(),
-                            now.into(),
-                        ],
-                    )
-                    .map_err(internal)?;
-                let ev = timeline::append(self.store, event.kind(), None, data, now)
-                    .map_err(internal)?;
-                fx.broadcast(ServerMessage::SandboxEvent { event: ev });
-                fx.broadcast(ServerMessage::ArtifactCreated { artifact });
-            }
-            _ => {
-                let ev = timeline::append(self.store, event.kind(), message_id, data, now)
-                    .map_err(internal)?;
-                fx.broadcast(ServerMessage::SandboxEvent { event: ev });
-            }
-        }
-        if let Some(ack_id) = ack {
-            self.store
-                .execute(
-                    "INSERT OR IGNORE INTO sandbox_acks (ack_id, seen_at) VALUES (?, ?)",
-                    &[ack_id.as_str().into(), now.into()],
-                )
-                .map_err(internal)?;
-            fx.to_sandbox.push(SandboxCommand::Ack {
-                ack_id: ack_id.clone(),
-            });
-        }
-        Ok(fx)
-    }
-
-    /// Sends the next prompt to a ready sandbox, if one waits.
-    pub(crate) fn dispatch_next(&self, now: i64) -> EngineResult<Effects> {
-        let mut fx = Effects::none();
-        if self.sandbox_status()? != "ready" || !self.sandbox_connected()? {
-            return Ok(fx);
-        }
-        let Some((message, more)) = self.start_next(now)? else {
-            return Ok(fx);
-        };
-        fx.merge(more);
-        self.set_sandbox_status("running", None, now)
-            .map_err(internal)?;
-        fx.broadcast(ServerMessage::SandboxStatus {
-            status: "running".into(),
-            error: None,
-        });
-        self.sandbox_active(now)?;
-        let author = self.participant(&message.author_id)?;
-        let email = self
-            .store
-            .scalar(
-                "SELECT email FROM participants WHERE id = ?",
-                &[author.participant_id.as_str().into()],
-            )
-            .map_err(internal)?
-            .and_then(|v| v.into_string())
-            .unwrap_or_else(|| {
-                format!(
-                    "{}@users.open-inspect.local",
-                    author.user_id.replace(':', "-")
-                )
-            });
-        let model = match &message.model {
-            Some(m) => Some(m.clone()),
-            None => self.state()?.model,
-        };
-        fx.to_sandbox.push(SandboxCommand::Prompt {
-            message_id: message.id.clone(),
-            content: message.content.clone(),
-            model,
-            reasoning_effort: message.reasoning_effort.clone(),
-            author: PromptAuthor {
-                participant_id: author.participant_id.clone(),
-                name: author.name.clone(),
-                git_identity: GitIdentity {
-                    name: author.name,
-                    email,
-                },
-            },
-        });
-        Ok(fx)
-    }
-}
-
-fn warning(message: &str) -> Map<String, Value> {
-    let mut m = Map::new();
-    m.insert("scope".into(), Value::String("sandbox".into()));
-    m.insert("message".into(), Value::String(message.into()));
-    m
 }
