@@ -39,6 +39,17 @@ fn s(v: &Value, k: &str) -> String {
         .to_owned()
 }
 
+/// An OpenCode error as one line: `Name: message`, or the name alone.
+fn error_text(err: &Value) -> String {
+    let name = s(err, "name");
+    let msg = err.get("data").map(|d| s(d, "message")).unwrap_or_default();
+    if msg.is_empty() {
+        name
+    } else {
+        format!("{name}: {msg}")
+    }
+}
+
 impl TurnMapper {
     pub fn new(message_id: &str, agent_session: &str) -> Self {
         TurnMapper {
@@ -79,13 +90,7 @@ impl TurnMapper {
                     Some("assistant") => {
                         self.assistant_messages.insert(id);
                         if let Some(err) = info.get("error").filter(|e| !e.is_null()) {
-                            let name = s(err, "name");
-                            let msg = err.get("data").map(|d| s(d, "message")).unwrap_or_default();
-                            self.error.get_or_insert(if msg.is_empty() {
-                                name
-                            } else {
-                                format!("{name}: {msg}")
-                            });
+                            self.error.get_or_insert(error_text(err));
                         }
                     }
                     _ => {}
@@ -160,14 +165,7 @@ impl TurnMapper {
                 }
             }
             "session.error" => {
-                let err = &p["error"];
-                let name = s(err, "name");
-                let msg = err.get("data").map(|d| s(d, "message")).unwrap_or_default();
-                self.error.get_or_insert(if msg.is_empty() {
-                    name
-                } else {
-                    format!("{name}: {msg}")
-                });
+                self.error.get_or_insert(error_text(&p["error"]));
             }
             "session.idle" => return (out, TurnSignal::Idle),
             "permission.asked" | "permission.updated" => {
