@@ -218,6 +218,40 @@ fn kill_tree(pid: u32) {
     }
 }
 
+/// Ends a hook's boot step from how the hook ended. `Err` carries what went wrong when the
+/// hook failed or ran out of time; the caller decides whether that is fatal.
+pub fn end_hook_step(
+    step: Step<'_>,
+    script: &str,
+    timeout: Duration,
+    outcome: HookOutcome,
+) -> std::result::Result<(), String> {
+    match outcome {
+        HookOutcome::Absent => {
+            step.end(
+                StepStatus::Skipped,
+                Some(format!("no .openinspect/{script}")),
+                None,
+            );
+            Ok(())
+        }
+        HookOutcome::Succeeded { output } => {
+            step.end(StepStatus::Succeeded, None, Some(output));
+            Ok(())
+        }
+        HookOutcome::Failed { code, output } => {
+            let detail = format!("{script} exited with {code:?}");
+            step.end(StepStatus::Failed, Some(detail.clone()), Some(output));
+            Err(detail)
+        }
+        HookOutcome::TimedOut { output } => {
+            let detail = format!("{script} ran past {} s", timeout.as_secs());
+            step.end(StepStatus::Failed, Some(detail.clone()), Some(output));
+            Err(detail)
+        }
+    }
+}
+
 pub async fn git(dir: &Path, args: &[&str]) -> Result<String> {
     let out = Command::new("git")
         .args(args)

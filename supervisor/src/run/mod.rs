@@ -8,7 +8,7 @@ pub mod link;
 pub mod mapping;
 
 use anyhow::{Context, Result};
-use boot::{HookOutcome, Step};
+use boot::Step;
 use inspect_protocol::provider::{BootMode, SpawnRequest};
 use inspect_protocol::sandbox::{PromptAuthor, SandboxCommand, SandboxEvent, StepStatus};
 use link::Events;
@@ -402,37 +402,17 @@ async fn boot(cfg: &RunConfig, events: &Events) -> Result<Vec<(PathBuf, String)>
 
     let step = Step::begin(events, "setup");
     if matches!(mode, BootMode::Fresh | BootMode::Build) {
-        match boot::run_hook(&hooks.join("setup.sh"), &primary, boot::SETUP_TIMEOUT).await? {
-            HookOutcome::Absent => step.end(
-                StepStatus::Skipped,
-                Some("no .openinspect/setup.sh".into()),
-                None,
-            ),
-            HookOutcome::Succeeded { output } => {
-                step.end(StepStatus::Succeeded, None, Some(output))
+        let outcome =
+            boot::run_hook(&hooks.join("setup.sh"), &primary, boot::SETUP_TIMEOUT).await?;
+        if let Err(detail) = boot::end_hook_step(step, "setup.sh", boot::SETUP_TIMEOUT, outcome) {
+            // Setup failing is fatal only when building an image.
+            if mode == BootMode::Build {
+                anyhow::bail!(detail);
             }
-            HookOutcome::Failed { code, output } => {
-                let detail = format!("setup.sh exited with {code:?}");
-                step.end(StepStatus::Failed, Some(detail.clone()), Some(output));
-                if mode == BootMode::Build {
-                    anyhow::bail!(detail);
-                }
-                events.send(SandboxEvent::Warning {
-                    scope: "setup".into(),
-                    message: detail,
-                });
-            }
-            HookOutcome::TimedOut { output } => {
-                let detail = format!("setup.sh ran past {} s", boot::SETUP_TIMEOUT.as_secs());
-                step.end(StepStatus::Failed, Some(detail.clone()), Some(output));
-                if mode == BootMode::Build {
-                    anyhow::bail!(detail);
-                }
-                events.send(SandboxEvent::Warning {
-                    scope: "setup".into(),
-                    message: detail,
-                });
-            }
+            events.send(SandboxEvent::Warning {
+                scope: "setup".into(),
+                message: detail,
+            });
         }
     } else {
         step.end(StepStatus::Skipped, Some("not a fresh boot".into()), None);
@@ -465,23 +445,10 @@ async fn boot(cfg: &RunConfig, events: &Events) -> Result<Vec<(PathBuf, String)>
     }
 
     let step = Step::begin(events, "start");
-    match boot::run_hook(&hooks.join("start.sh"), &primary, boot::START_TIMEOUT).await? {
-        HookOutcome::Absent => step.end(
-            StepStatus::Skipped,
-            Some("no .openinspect/start.sh".into()),
-            None,
-        ),
-        HookOutcome::Succeeded { output } => step.end(StepStatus::Succeeded, None, Some(output)),
-        HookOutcome::Failed { code, output } => {
-            let detail = format!("start.sh exited with {code:?}");
-            step.end(StepStatus::Failed, Some(detail.clone()), Some(output));
-            anyhow::bail!(detail);
-        }
-        HookOutcome::TimedOut { output } => {
-            let detail = format!("start.sh ran past {} s", boot::START_TIMEOUT.as_secs());
-            step.end(StepStatus::Failed, Some(detail.clone()), Some(output));
-            anyhow::bail!(detail);
-        }
+    let outcome = boot::run_hook(&hooks.join("start.sh"), &primary, boot::START_TIMEOUT).await?;
+    // start.sh failing is always fatal.
+    if let Err(detail) = boot::end_hook_step(step, "start.sh", boot::START_TIMEOUT, outcome) {
+        anyhow::bail!(detail);
     }
     Ok(repos)
 }
