@@ -45,7 +45,7 @@ fn var(env: &Env, name: &str) -> Option<String> {
     env.var(name).ok().map(|v| v.to_string())
 }
 
-/// Who is calling; see [`auth::resolve`].
+/// Who is calling; see [`auth::local::resolve`].
 fn caller(req: &Request, env: &Env) -> ApiResult<Actor> {
     let url = req
         .url()
@@ -55,7 +55,7 @@ fn caller(req: &Request, env: &Env) -> ApiResult<Actor> {
     let connecting_ip = header("CF-Connecting-IP");
     let actor_header = header("X-OpenInspect-Actor");
     let local_user = var(env, "LOCAL_USER").unwrap_or_else(|| "local".into());
-    auth::resolve(&CallerFacts {
+    auth::local::resolve(&CallerFacts {
         local_mode: var(env, "LOCAL_MODE").as_deref() == Some("true"),
         host: &host,
         connecting_ip: connecting_ip.as_deref(),

@@ -1,5 +1,5 @@
-//! Who is calling. Until sign-in exists, only DESIGN's local mode lets anyone in: the
-//! local-mode variable set *and* the request reaching the Worker on loopback.
+//! DESIGN's local mode: the embedded default's single user. It lets a request in only when
+//! the local-mode variable is set *and* the request reached the Worker on loopback.
 
 use inspect_protocol::session::Actor;
 use inspect_protocol::ApiError;
@@ -35,11 +35,16 @@ fn valid_local_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
-/// Resolves the caller, or refuses the request.
+/// Local mode applies to this request: the variable is set and it came over loopback.
+pub fn applies(facts: &CallerFacts<'_>) -> bool {
+    facts.local_mode
+        && is_loopback_host(facts.host)
+        && facts.connecting_ip.is_none_or(is_loopback_host)
+}
+
+/// Resolves the local caller, or refuses the request.
 pub fn resolve(facts: &CallerFacts<'_>) -> Result<Actor, ApiError> {
-    let on_loopback =
-        is_loopback_host(facts.host) && facts.connecting_ip.is_none_or(is_loopback_host);
-    if !(facts.local_mode && on_loopback) {
+    if !applies(facts) {
         return Err(ApiError::unauthorized("sign in to use this control plane"));
     }
     let name = match facts.actor_header {
