@@ -142,6 +142,10 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE session ADD COLUMN idle_timeout_ms INTEGER;
     "#,
+    // 9: the environment a session targets (its secrets layer over the repositories').
+    r#"
+    ALTER TABLE session ADD COLUMN environment_id TEXT;
+    "#,
 ];
 
 pub fn current_version() -> i64 {

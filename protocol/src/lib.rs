@@ -6,6 +6,7 @@
 //! camelCase and message `type` strings keep the original system's names, so its clients
 //! can talk to this control plane.
 
+pub mod auth;
 pub mod client;
 pub mod error;
 pub mod health;

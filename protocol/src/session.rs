@@ -66,6 +66,10 @@ pub struct CreateSessionRequest {
     pub reasoning_effort: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<SandboxSettings>,
+    /// Target an environment (its repositories, and its secrets over theirs) instead of
+    /// naming repositories.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment_id: Option<String>,
 }
 
 /// What a session asks of its sandbox.
@@ -124,6 +128,8 @@ pub struct SessionState {
     pub is_processing: bool,
     pub created_at: i64,
     pub updated_at: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment_id: Option<String>,
 }
 
 /// One row of `GET /sessions` (from the D1 index).

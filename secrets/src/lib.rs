@@ -8,8 +8,8 @@ use aes_gcm::aead::{Aead, KeyInit};
 use aes_gcm::{Aes256Gcm, Nonce};
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
+pub use inspect_protocol::auth::{SecretList, SecretSummary, SetSecrets};
 use inspect_protocol::{ApiError, ErrorCode};
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// The Worker secret that holds the key (base64 of 32 bytes).
@@ -82,27 +82,6 @@ impl Scope {
             _ => 2,
         }
     }
-}
-
-/// `GET …/secrets`: names and dates, never values.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SecretSummary {
-    pub key: String,
-    pub created_at: i64,
-    pub updated_at: i64,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SecretList {
-    pub secrets: Vec<SecretSummary>,
-}
-
-/// `PUT …/secrets`: names to values, set or replaced.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SetSecrets {
-    pub secrets: BTreeMap<String, String>,
 }
 
 /// Checks a name and gives its stored (upper-case) form.

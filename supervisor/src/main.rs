@@ -6,6 +6,7 @@
 //!   session.
 //! - `credential-helper`: git's credential-helper protocol, answered by the control plane.
 
+mod credential;
 mod host;
 mod run;
 
@@ -67,12 +68,6 @@ async fn main() -> anyhow::Result<()> {
             .await
         }
         Command::Run => run::run().await,
-        Command::CredentialHelper { operation } => {
-            // git ignores helpers that print nothing; store/erase have nothing to do here.
-            if operation != "get" {
-                return Ok(());
-            }
-            anyhow::bail!("credential brokering is not available in this build yet")
-        }
+        Command::CredentialHelper { operation } => credential::run(&operation).await,
     }
 }

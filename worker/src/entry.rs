@@ -1,11 +1,12 @@
 //! The Worker's fetch entry: the thin runtime shell around [`crate::routes`],
 //! [`crate::auth`] and [`crate::listing`].
 
-use crate::auth::{self, CallerFacts};
 use crate::index;
 use crate::listing;
 use crate::repos;
+use crate::routes::SecretOp;
 use crate::routes::{match_route, not_found, Route, SessionAction};
+use crate::{api_tokens, caller, github_app, settings, signin};
 use inspect_durable::shell::{ACTOR_HEADER, ORIGIN_HEADER, SESSION_HEADER};
 use inspect_protocol::health::{CheckResult, DurableProbe, HealthReport};
 use inspect_protocol::session::{Actor, CreateSessionRequest, RegisterRepository, SessionState};
@@ -41,38 +42,44 @@ pub(crate) fn error_response(err: &ApiError) -> Result<Response> {
     Ok(Response::from_json(&err.body())?.with_status(err.status()))
 }
 
-fn var(env: &Env, name: &str) -> Option<String> {
-    env.var(name).ok().map(|v| v.to_string())
+fn json<T: serde::Serialize>(value: &T, status: u16) -> ApiResult<Response> {
+    Ok(Response::from_json(value)
+        .map_err(internal)?
+        .with_status(status))
 }
 
-/// Who is calling; see [`auth::local::resolve`].
-fn caller(req: &Request, env: &Env) -> ApiResult<Actor> {
-    let url = req
-        .url()
-        .map_err(|e| ApiError::bad_request(e.to_string()))?;
-    let host = url.host_str().unwrap_or_default().to_owned();
-    let header = |name: &str| req.headers().get(name).ok().flatten();
-    let connecting_ip = header("CF-Connecting-IP");
-    let actor_header = header("X-OpenInspect-Actor");
-    let local_user = var(env, "LOCAL_USER").unwrap_or_else(|| "local".into());
-    auth::local::resolve(&CallerFacts {
-        local_mode: var(env, "LOCAL_MODE").as_deref() == Some("true"),
-        host: &host,
-        connecting_ip: connecting_ip.as_deref(),
-        actor_header: actor_header.as_deref(),
-        local_user: &local_user,
-    })
-}
-
-async fn serve(route: Route, req: Request, env: &Env) -> ApiResult<Response> {
-    match route {
-        Route::Health => health(env).await,
-        Route::CreateSession => {
-            let actor = caller(&req, env)?;
-            create_session(req, env, &actor).await
+async fn serve(route: Route, mut req: Request, env: &Env) -> ApiResult<Response> {
+    // Routes that carry their own credentials (or none).
+    match &route {
+        Route::Health => return health(env).await,
+        Route::SignIn => return signin::start(&req, env).await,
+        Route::SignInCallback => return signin::finish(&req, env).await,
+        Route::Session {
+            id,
+            action: SessionAction::Socket,
+        } => {
+            // The socket's `subscribe` token (or a sandbox's bearer token) says who it is.
+            return forward(env, id, SessionAction::Socket, req, None, Vec::new()).await;
         }
+        Route::Session {
+            id,
+            action: SessionAction::ScmCredentials,
+        } => return scm_credentials(env, id, req).await,
+        _ => {}
+    }
+    let body = if matches!(req.method(), Method::Post | Method::Put | Method::Patch) {
+        read_body(&mut req).await?
+    } else {
+        Vec::new()
+    };
+    let caller = caller::resolve(&req, &body, env).await?;
+    let actor = &caller.actor;
+    let now = now_ms() as i64;
+    match route {
+        Route::Me => signin::me(&caller),
+        Route::SignOut => signin::sign_out(&req, env, &caller).await,
+        Route::CreateSession => create_session(&req, body, env, actor).await,
         Route::ListSessions => {
-            let actor = caller(&req, env)?;
             let url = req
                 .url()
                 .map_err(|e| ApiError::bad_request(e.to_string()))?;
@@ -81,49 +88,88 @@ async fn serve(route: Route, req: Request, env: &Env) -> ApiResult<Response> {
                 .map(|(k, v)| (k.into_owned(), v.into_owned()))
                 .collect();
             let query = listing::parse(&pairs, &actor.user_id)?;
-            let list = index::list(env, &query).await?;
-            Response::from_json(&list).map_err(internal)
+            json(&index::list(env, &query).await?, 200)
         }
-        Route::ListRepos => {
-            caller(&req, env)?;
-            Response::from_json(&repos::list(env).await?).map_err(internal)
-        }
+        Route::ListRepos => json(&repos::list(env).await?, 200),
         Route::RegisterRepo => {
-            let actor = caller(&req, env)?;
-            let mut req = req;
-            let body = read_body(&mut req).await?;
             let reg: RegisterRepository = serde_json::from_slice(&body)
                 .map_err(|e| ApiError::bad_request(format!("malformed JSON body: {e}")))?;
-            let repo = repos::register(env, &reg, &actor, now_ms() as i64).await?;
-            Ok(Response::from_json(&repo)
-                .map_err(internal)?
-                .with_status(201))
+            json(&repos::register(env, &reg, actor, now).await?, 201)
         }
         Route::RemoveRepo { owner, name } => {
-            caller(&req, env)?;
             if repos::remove(env, &owner, &name).await? {
-                Response::from_json(&serde_json::json!({ "deleted": true })).map_err(internal)
+                json(&serde_json::json!({ "deleted": true }), 200)
             } else {
                 Err(ApiError::not_found(format!("no repository {owner}/{name}")))
             }
         }
-        Route::Session {
-            id,
-            action: SessionAction::Socket,
-        } => {
-            // The socket's `subscribe` token says who it is; no other credential is needed
-            // to open it.
-            forward(env, &id, SessionAction::Socket, req, None).await
+        Route::ListTokens => json(&api_tokens::list(env, &caller).await?, 200),
+        Route::CreateToken => json(&api_tokens::create(env, &caller, &body, now).await?, 201),
+        Route::RevokeToken { id } => {
+            api_tokens::revoke(env, &caller, &id, now).await?;
+            json(&serde_json::json!({ "revoked": true, "id": id }), 200)
         }
+        Route::ListEnvironments => json(&settings::list_environments(env).await?, 200),
+        Route::CreateEnvironment => json(
+            &settings::create_environment(env, actor, &body, now).await?,
+            201,
+        ),
+        Route::GetEnvironment { id } => json(&settings::get_environment(env, &id).await?, 200),
+        Route::DeleteEnvironment { id } => {
+            settings::delete_environment(env, &id).await?;
+            json(&serde_json::json!({ "deleted": true, "id": id }), 200)
+        }
+        Route::Secrets { scope, op } => match op {
+            SecretOp::List => json(&settings::list_secrets(env, &scope).await?, 200),
+            SecretOp::Set => json(&settings::set_secrets(env, &scope, &body, now).await?, 200),
+            SecretOp::Delete { key } => {
+                let key = settings::delete_secret(env, &scope, &key).await?;
+                json(&serde_json::json!({ "status": "deleted", "key": key }), 200)
+            }
+        },
         Route::Session { id, action } => {
-            let actor = caller(&req, env)?;
-            let resp = forward(env, &id, action, req, Some(&actor)).await?;
+            let resp = forward(env, &id, action, req, Some(actor), body).await?;
             if action == SessionAction::Delete && resp.status_code() == 200 {
                 index::remove(env, &id).await?;
             }
             Ok(resp)
         }
+        Route::Health | Route::SignIn | Route::SignInCallback => {
+            Err(ApiError::internal("route served above"))
+        }
     }
+}
+
+/// `POST /sessions/:id/scm-credentials`: the session's object vouches for the sandbox's
+/// token, then the Worker hands out an installation token.
+async fn scm_credentials(env: &Env, id: &str, req: Request) -> ApiResult<Response> {
+    let headers = Headers::new();
+    for name in ["Authorization", "X-Sandbox-ID"] {
+        if let Some(v) = req.headers().get(name).ok().flatten() {
+            headers.set(name, &v).map_err(internal)?;
+        }
+    }
+    let mut init = RequestInit::new();
+    init.with_method(Method::Post).with_headers(headers);
+    let inner = Request::new_with_init(
+        &format!(
+            "https://session{}",
+            SessionAction::ScmCredentials.object_path()
+        ),
+        &init,
+    )
+    .map_err(internal)?;
+    let resp = session_stub(env, id)?
+        .fetch_with_request(inner)
+        .await
+        .map_err(|e| ApiError::new(ErrorCode::Unavailable, e.to_string()))?;
+    if resp.status_code() != 200 {
+        return Ok(resp);
+    }
+    let creds = github_app::installation_token(env, now_ms() as i64).await?;
+    let resp = json(&creds, 200)?;
+    let _ = resp.headers().set("Cache-Control", "no-store");
+    Ok(resp)
 }
 
 fn internal(e: worker::Error) -> ApiError {
@@ -168,8 +214,9 @@ async fn forward(
     env: &Env,
     id: &str,
     action: SessionAction,
-    mut req: Request,
+    req: Request,
     actor: Option<&Actor>,
+    body: Vec<u8>,
 ) -> ApiResult<Response> {
     let stub = session_stub(env, id)?;
     let origin = origin_of(&req);
@@ -206,7 +253,6 @@ async fn forward(
     let mut init = RequestInit::new();
     init.with_method(method.clone()).with_headers(headers);
     if matches!(method, Method::Post | Method::Patch | Method::Put) {
-        let body = read_body(&mut req).await?;
         init.with_body(Some(js_sys_bytes(&body)));
     }
     let url = format!("https://session{}{}", action.object_path(), query);
@@ -234,13 +280,29 @@ fn js_sys_bytes(bytes: &[u8]) -> wasm_bindgen::JsValue {
     worker::js_sys::Uint8Array::from(bytes).into()
 }
 
-async fn create_session(mut req: Request, env: &Env, actor: &Actor) -> ApiResult<Response> {
-    let body = read_body(&mut req).await?;
+async fn create_session(
+    req: &Request,
+    body: Vec<u8>,
+    env: &Env,
+    actor: &Actor,
+) -> ApiResult<Response> {
     // Parse and check here so a malformed body gets a clear error before any object exists.
     let mut create: CreateSessionRequest =
         serde_json::from_slice(if body.is_empty() { b"{}" } else { &body })
             .map_err(|e| ApiError::bad_request(format!("malformed JSON body: {e}")))?;
-    let mut repositories = inspect_durable::engine::state::repositories_of(&create)?;
+    let mut repositories = match &create.environment_id {
+        Some(environment) => {
+            if create.repositories.is_some() || create.repo_owner.is_some() {
+                return Err(ApiError::bad_request(
+                    "name an environment or repositories, not both",
+                ));
+            }
+            settings::get_environment(env, environment)
+                .await?
+                .repositories
+        }
+        None => inspect_durable::engine::state::repositories_of(&create)?,
+    };
     repos::resolve(env, &mut repositories).await?;
     create.repositories = Some(repositories);
     create.repo_owner = None;
@@ -255,7 +317,7 @@ async fn create_session(mut req: Request, env: &Env, actor: &Actor) -> ApiResult
         .map_err(internal)?;
     headers.set(SESSION_HEADER, &id).map_err(internal)?;
     headers
-        .set(ORIGIN_HEADER, &origin_of(&req))
+        .set(ORIGIN_HEADER, &origin_of(req))
         .map_err(internal)?;
     headers
         .set(

@@ -9,11 +9,25 @@ pub mod listing;
 pub mod routes;
 
 #[cfg(target_arch = "wasm32")]
+mod api_tokens;
+#[cfg(target_arch = "wasm32")]
+mod caller;
+#[cfg(target_arch = "wasm32")]
+mod db;
+#[cfg(target_arch = "wasm32")]
 mod entry;
+#[cfg(target_arch = "wasm32")]
+mod github;
+#[cfg(target_arch = "wasm32")]
+mod github_app;
 #[cfg(target_arch = "wasm32")]
 mod index;
 #[cfg(target_arch = "wasm32")]
 mod repos;
+#[cfg(target_arch = "wasm32")]
+mod settings;
+#[cfg(target_arch = "wasm32")]
+mod signin;
 #[cfg(target_arch = "wasm32")]
 pub use inspect_durable::SessionDO;
 

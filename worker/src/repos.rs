@@ -146,6 +146,14 @@ pub async fn resolve(env: &Env, repos: &mut [RepositoryRef]) -> Result<(), ApiEr
             .await
             .map_err(unavailable)?;
         let Some(row) = row else {
+            if crate::db::setting(env, "GITHUB_APP_ID").is_some() {
+                let (source, default_branch) = github_source(env, &r.owner, &r.name).await?;
+                r.source = Some(source);
+                if r.branch.is_none() {
+                    r.branch = default_branch;
+                }
+                continue;
+            }
             return Err(ApiError::bad_request(format!(
                 "unknown repository {}/{}; register it first (POST /repos)",
                 r.owner, r.name
@@ -159,4 +167,35 @@ pub async fn resolve(env: &Env, repos: &mut [RepositoryRef]) -> Result<(), ApiEr
         }
     }
     Ok(())
+}
+
+/// A GitHub repository the App can reach: its HTTPS clone URL (cloned through the
+/// credential helper) and default branch. 403/404 mean the App has no access.
+async fn github_source(
+    env: &Env,
+    owner: &str,
+    name: &str,
+) -> Result<(String, Option<String>), ApiError> {
+    if !valid_part(owner) || !valid_part(name) {
+        return Err(ApiError::bad_request("invalid repository name"));
+    }
+    #[derive(Deserialize)]
+    struct GitHubRepo {
+        clone_url: String,
+        default_branch: Option<String>,
+    }
+    let token =
+        crate::github_app::installation_token(env, worker::Date::now().as_millis() as i64).await?;
+    let reply: crate::github::Reply<GitHubRepo> =
+        crate::github::get(env, &token.password, &format!("/repos/{owner}/{name}")).await?;
+    match reply.body {
+        Some(repo) => Ok((repo.clone_url, repo.default_branch)),
+        None if matches!(reply.status, 403 | 404) => Err(ApiError::bad_request(format!(
+            "the GitHub App cannot reach {owner}/{name}; install it on that repository"
+        ))),
+        None => Err(ApiError::new(
+            ErrorCode::Unavailable,
+            format!("GitHub answered {} for {owner}/{name}", reply.status),
+        )),
+    }
 }

@@ -13,11 +13,51 @@ pub enum Route {
         owner: String,
         name: String,
     },
+    /// `GET /auth/me`: who the caller is.
+    Me,
+    /// `GET /auth/github`: start the GitHub OAuth sign-in.
+    SignIn,
+    /// `GET /auth/github/callback`: GitHub sends the browser back here.
+    SignInCallback,
+    /// `POST /auth/logout`.
+    SignOut,
+    ListTokens,
+    CreateToken,
+    RevokeToken {
+        id: String,
+    },
+    ListEnvironments,
+    CreateEnvironment,
+    GetEnvironment {
+        id: String,
+    },
+    DeleteEnvironment {
+        id: String,
+    },
+    Secrets {
+        scope: SecretScope,
+        op: SecretOp,
+    },
     /// A route served by the session's Durable Object; `action` is the object's path.
     Session {
         id: String,
         action: SessionAction,
     },
+}
+
+/// Which secrets a `…/secrets` route is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SecretScope {
+    Global,
+    Repository { owner: String, name: String },
+    Environment { id: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SecretOp {
+    List,
+    Set,
+    Delete { key: String },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,6 +75,7 @@ pub enum SessionAction {
     Artifacts,
     Participants,
     TunnelUrls,
+    ScmCredentials,
     Socket,
 }
 
@@ -54,6 +95,7 @@ impl SessionAction {
             SessionAction::Artifacts => "/artifacts",
             SessionAction::Participants => "/participants",
             SessionAction::TunnelUrls => "/tunnel-urls",
+            SessionAction::ScmCredentials => "/scm-credentials",
             SessionAction::Socket => "/ws",
         }
     }
@@ -83,6 +125,56 @@ pub fn match_route(method: &str, path: &str) -> Option<Result<Route, ApiError>> 
             "POST" => Ok(Route::RegisterRepo),
             _ => Err(not_allowed(method, &["GET", "POST"])),
         },
+        ["auth", "me"] => only(method, &["GET"], Route::Me),
+        ["auth", "github"] => only(method, &["GET"], Route::SignIn),
+        ["auth", "github", "callback"] => only(method, &["GET"], Route::SignInCallback),
+        ["auth", "logout"] => only(method, &["POST"], Route::SignOut),
+        ["tokens"] => match method {
+            "GET" => Ok(Route::ListTokens),
+            "POST" => Ok(Route::CreateToken),
+            _ => Err(not_allowed(method, &["GET", "POST"])),
+        },
+        ["tokens", id] => only(
+            method,
+            &["DELETE"],
+            Route::RevokeToken {
+                id: (*id).to_owned(),
+            },
+        ),
+        ["environments"] => match method {
+            "GET" => Ok(Route::ListEnvironments),
+            "POST" => Ok(Route::CreateEnvironment),
+            _ => Err(not_allowed(method, &["GET", "POST"])),
+        },
+        ["environments", id] => match method {
+            "GET" => Ok(Route::GetEnvironment {
+                id: (*id).to_owned(),
+            }),
+            "DELETE" => Ok(Route::DeleteEnvironment {
+                id: (*id).to_owned(),
+            }),
+            _ => Err(not_allowed(method, &["GET", "DELETE"])),
+        },
+        ["secrets", rest @ ..] => return secrets(method, SecretScope::Global, rest),
+        ["repos", owner, name, "secrets", rest @ ..] => {
+            return secrets(
+                method,
+                SecretScope::Repository {
+                    owner: (*owner).to_owned(),
+                    name: (*name).to_owned(),
+                },
+                rest,
+            )
+        }
+        ["environments", id, "secrets", rest @ ..] => {
+            return secrets(
+                method,
+                SecretScope::Environment {
+                    id: (*id).to_owned(),
+                },
+                rest,
+            )
+        }
         ["repos", owner, name] => only(
             method,
             &["DELETE"],
@@ -109,9 +201,11 @@ pub fn match_route(method: &str, path: &str) -> Option<Result<Route, ApiError>> 
                 (["archive"], "POST") => Ok(SessionAction::Archive),
                 (["unarchive"], "POST") => Ok(SessionAction::Unarchive),
                 (["ws-token"], "POST") => Ok(SessionAction::WsToken),
-                (["prompt" | "stop" | "archive" | "unarchive" | "ws-token"], _) => {
-                    Err(not_allowed(method, &["POST"]))
-                }
+                (["scm-credentials"], "POST") => Ok(SessionAction::ScmCredentials),
+                (
+                    ["prompt" | "stop" | "archive" | "unarchive" | "ws-token" | "scm-credentials"],
+                    _,
+                ) => Err(not_allowed(method, &["POST"])),
                 (["title"], "PATCH") => Ok(SessionAction::Title),
                 (["title"], _) => Err(not_allowed(method, &["PATCH"])),
                 (["events"], "GET") => Ok(SessionAction::Events),
@@ -134,6 +228,20 @@ pub fn match_route(method: &str, path: &str) -> Option<Result<Route, ApiError>> 
         _ => return None,
     };
     Some(route)
+}
+
+fn secrets(method: &str, scope: SecretScope, rest: &[&str]) -> Option<Result<Route, ApiError>> {
+    let op = match (rest, method) {
+        ([], "GET") => Ok(SecretOp::List),
+        ([], "PUT") => Ok(SecretOp::Set),
+        ([], _) => Err(not_allowed(method, &["GET", "PUT"])),
+        ([key], "DELETE") => Ok(SecretOp::Delete {
+            key: (*key).to_owned(),
+        }),
+        ([_], _) => Err(not_allowed(method, &["DELETE"])),
+        _ => return None,
+    };
+    Some(op.map(|op| Route::Secrets { scope, op }))
 }
 
 fn not_allowed(method: &str, allowed: &[&str]) -> ApiError {
@@ -166,6 +274,50 @@ mod tests {
         assert_eq!(match_route("GET", "/health/"), Some(Ok(Route::Health)));
         let err = match_route("POST", "/health").unwrap().unwrap_err();
         assert_eq!(err.code, ErrorCode::MethodNotAllowed);
+    }
+
+    #[test]
+    fn settings_routes() {
+        assert_eq!(
+            match_route("PUT", "/repos/acme/web/secrets"),
+            Some(Ok(Route::Secrets {
+                scope: SecretScope::Repository {
+                    owner: "acme".into(),
+                    name: "web".into()
+                },
+                op: SecretOp::Set
+            }))
+        );
+        assert_eq!(
+            match_route("DELETE", "/secrets/API_KEY"),
+            Some(Ok(Route::Secrets {
+                scope: SecretScope::Global,
+                op: SecretOp::Delete {
+                    key: "API_KEY".into()
+                }
+            }))
+        );
+        assert_eq!(
+            match_route("GET", "/environments/e1/secrets"),
+            Some(Ok(Route::Secrets {
+                scope: SecretScope::Environment { id: "e1".into() },
+                op: SecretOp::List
+            }))
+        );
+        assert!(match_route("POST", "/secrets").unwrap().is_err());
+        assert_eq!(match_route("GET", "/secrets/a/b"), None);
+        assert_eq!(match_route("GET", "/auth/github"), Some(Ok(Route::SignIn)));
+        assert_eq!(
+            match_route("DELETE", "/tokens/t1"),
+            Some(Ok(Route::RevokeToken { id: "t1".into() }))
+        );
+        assert_eq!(
+            match_route("POST", "/sessions/abc/scm-credentials"),
+            Some(Ok(Route::Session {
+                id: "abc".into(),
+                action: SessionAction::ScmCredentials
+            }))
+        );
     }
 
     #[test]

@@ -165,8 +165,8 @@ impl<S: Store> Session<'_, S> {
         self.store
             .atomically(|| {
                 self.store.execute(
-                    "INSERT INTO session (id, session_id, title, status, repositories, branch_name, model, reasoning_effort, created_by, created_at, updated_at, sandbox_settings)
-                     VALUES (1, ?, ?, 'created', ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO session (id, session_id, title, status, repositories, branch_name, model, reasoning_effort, created_by, created_at, updated_at, sandbox_settings, environment_id)
+                     VALUES (1, ?, ?, 'created', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     &[
                         session_id.into(),
                         title.clone().into(),
@@ -178,6 +178,7 @@ impl<S: Store> Session<'_, S> {
                         now.into(),
                         now.into(),
                         settings_json.clone().into(),
+                        req.environment_id.clone().into(),
                     ],
                 )?;
                 self.upsert_participant(actor, "owner", now)?;
@@ -210,7 +211,7 @@ impl<S: Store> Session<'_, S> {
         let row = self
             .store
             .query(
-                "SELECT session_id, title, status, repositories, branch_name, model, reasoning_effort, created_by, sandbox_status, created_at, updated_at,
+                "SELECT session_id, title, status, repositories, branch_name, model, reasoning_effort, created_by, sandbox_status, created_at, updated_at, environment_id,
                     (SELECT COUNT(*) FROM messages),
                     (SELECT COUNT(*) FROM messages WHERE status = 'processing')
                  FROM session WHERE id = 1",
@@ -234,6 +235,7 @@ impl<S: Store> Session<'_, S> {
             let sandbox_status = c.string()?;
             let created_at = c.i64()?;
             let updated_at = c.i64()?;
+            let environment_id = c.opt_string()?;
             let message_count = c.i64()?;
             let is_processing = c.i64()? > 0;
             let primary = repositories.first().cloned();
@@ -253,6 +255,7 @@ impl<S: Store> Session<'_, S> {
                 is_processing,
                 created_at,
                 updated_at,
+                environment_id,
             })
         };
         read().map_err(internal)

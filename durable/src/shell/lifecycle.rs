@@ -35,7 +35,9 @@ impl SessionDO {
         );
     }
 
-    pub(super) fn accept_sandbox_socket(&self, req: &Request) -> Result<Response> {
+    /// Checks a sandbox's credentials (bearer token + `X-Sandbox-ID`): `None` when they are
+    /// good, else the refusal to send.
+    pub(super) fn refuse_sandbox(&self, req: &Request) -> Option<Result<Response>> {
         let header = |name: &str| req.headers().get(name).ok().flatten().unwrap_or_default();
         let auth = header("Authorization");
         let token = auth.strip_prefix("Bearer ").unwrap_or_default().to_owned();
@@ -50,12 +52,19 @@ impl SessionDO {
                     _ => inspect_protocol::ErrorCode::Gone,
                 };
                 worker::console_warn!("sandbox {sandbox_id} refused: {refusal:?}");
-                return json_error(&ApiError::new(
+                return Some(json_error(&ApiError::new(
                     code,
                     format!("sandbox refused: {refusal:?}"),
-                ));
+                )));
             }
-            Err(e) => return json_error(&e),
+            Err(e) => return Some(json_error(&e)),
+        }
+        None
+    }
+
+    pub(super) fn accept_sandbox_socket(&self, req: &Request) -> Result<Response> {
+        if let Some(refusal) = self.refuse_sandbox(req) {
+            return refusal;
         }
         let pair = WebSocketPair::new()?;
         let id = ids::new_id("ws");
@@ -146,7 +155,14 @@ impl SessionDO {
             });
             self.apply(fx);
         }
-        let result = match self.spawn_request(&ticket, restore.clone()) {
+        let request = match self.spawn_request(&ticket, restore.clone()) {
+            Ok(mut req) => self.sandbox_secrets().await.map(|env| {
+                req.env = env;
+                req
+            }),
+            Err(e) => Err(e),
+        };
+        let result = match request {
             Ok(req) => match self.provider() {
                 Some(provider) => provider.create(&req).await.map_err(|e| e.to_string()),
                 None => Err("no sandbox provider is configured (set SANDBOX_HOST_URL and SANDBOX_HOST_SECRET)".into()),
@@ -175,6 +191,97 @@ impl SessionDO {
             self.apply(fx);
         }
         self.schedule().await;
+    }
+
+    /// The secrets the sandbox's environment gets: global, then each repository's (the
+    /// primary's winning), then the environment's, read and opened at spawn time so a
+    /// change applies to the next sandbox.
+    async fn sandbox_secrets(
+        &self,
+    ) -> std::result::Result<std::collections::BTreeMap<String, String>, ApiError> {
+        let read = |name: &str| {
+            self.env
+                .secret(name)
+                .map(|s| s.to_string())
+                .or_else(|_| self.env.var(name).map(|v| v.to_string()))
+                .ok()
+                .filter(|v| !v.is_empty())
+        };
+        // Without a key nothing can have been stored.
+        let Some(key) = read(inspect_secrets::KEY_VAR) else {
+            return Ok(Default::default());
+        };
+        let key = inspect_secrets::SealingKey::from_config(Some(&key))?;
+        let state = self.engine().state()?;
+        let repo_ids: Vec<String> = state
+            .repositories
+            .iter()
+            .map(|r| {
+                inspect_secrets::Scope::Repository {
+                    owner: r.owner.clone(),
+                    name: r.name.clone(),
+                }
+                .key()
+                .1
+            })
+            .collect();
+        let mut sql = String::from(
+            "SELECT scope, scope_id, name, sealed FROM secrets WHERE scope = 'global'",
+        );
+        let mut args: Vec<wasm_bindgen::JsValue> = Vec::new();
+        if !repo_ids.is_empty() {
+            let marks: Vec<String> = (1..=repo_ids.len()).map(|i| format!("?{i}")).collect();
+            sql.push_str(&format!(
+                " OR (scope = 'repository' AND scope_id IN ({}))",
+                marks.join(", ")
+            ));
+            args.extend(repo_ids.iter().map(|r| r.as_str().into()));
+        }
+        if let Some(environment) = &state.environment_id {
+            sql.push_str(&format!(
+                " OR (scope = 'environment' AND scope_id = ?{})",
+                args.len() + 1
+            ));
+            args.push(environment.as_str().into());
+        }
+        #[derive(Deserialize)]
+        struct Row {
+            scope: String,
+            scope_id: String,
+            name: String,
+            sealed: String,
+        }
+        let unavailable = |e: worker::Error| {
+            ApiError::new(
+                inspect_protocol::ErrorCode::Unavailable,
+                format!("reading secrets: {e}"),
+            )
+        };
+        let rows: Vec<Row> = self
+            .env
+            .d1("DB")
+            .map_err(unavailable)?
+            .prepare(&sql)
+            .bind(&args)
+            .map_err(unavailable)?
+            .all()
+            .await
+            .map_err(unavailable)?
+            .results()
+            .map_err(unavailable)?;
+        let stored: Vec<inspect_secrets::StoredSecret> = rows
+            .into_iter()
+            .map(|r| inspect_secrets::StoredSecret {
+                order: repo_ids
+                    .iter()
+                    .position(|id| *id == r.scope_id)
+                    .unwrap_or(0),
+                scope: r.scope,
+                name: r.name,
+                sealed: r.sealed,
+            })
+            .collect();
+        inspect_secrets::layer(&key, &stored)
     }
 
     pub(super) fn provider(&self) -> Option<LocalProvider> {

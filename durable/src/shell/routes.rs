@@ -70,6 +70,12 @@ impl SessionDO {
                 self.schedule().await;
                 r
             }
+            // The Worker asks before brokering git credentials: is this the session's
+            // live sandbox?
+            (Method::Post, "scm-credentials") => match self.refuse_sandbox(&req) {
+                Some(refusal) => refusal,
+                None => json_ok(&serde_json::json!({ "sandbox": "ok" })),
+            },
             (Method::Post, "init") => {
                 let result = async {
                     let actor = actor_of(&req)?;

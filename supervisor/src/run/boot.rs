@@ -252,8 +252,14 @@ pub fn end_hook_step(
     }
 }
 
+/// Git, with our credential helper the only one: remotes that need credentials get a
+/// short-lived token from the control plane (see `credential-helper`).
 pub async fn git(dir: &Path, args: &[&str]) -> Result<String> {
+    let helper = std::env::current_exe()
+        .map(|exe| format!("credential.helper=!'{}' credential-helper", exe.display()))
+        .unwrap_or_else(|_| "credential.helper=".into());
     let out = Command::new("git")
+        .args(["-c", "credential.helper=", "-c", &helper])
         .args(args)
         .current_dir(dir)
         .env("GIT_TERMINAL_PROMPT", "0")

@@ -134,22 +134,16 @@ fn parse(header: &str) -> Option<Parts<'_>> {
     })
 }
 
-/// The string the HMAC covers.
-pub fn canonical_string(
-    service: &str,
-    timestamp: &str,
-    nonce: &str,
-    method: &str,
-    path: &str,
-    query: &[(String, String)],
-    body: &[u8],
-    actor: &str,
-) -> String {
+/// The string the HMAC covers, for a request and the header's time and nonce.
+pub fn canonical_string(req: &Signed<'_>, timestamp: &str, nonce: &str) -> String {
     format!(
-        "sig1\n{service}\n{timestamp}\n{nonce}\n{}\n{path}\n{}\n{}\n{actor}",
-        method.to_ascii_uppercase(),
-        canonical_query(query),
-        sha256_hex(body)
+        "sig1\n{}\n{timestamp}\n{nonce}\n{}\n{}\n{}\n{}\n{}",
+        req.service,
+        req.method.to_ascii_uppercase(),
+        req.path,
+        canonical_query(req.query),
+        sha256_hex(req.body),
+        req.actor
     )
 }
 
@@ -161,16 +155,7 @@ pub fn verify(secret: &[u8], req: &Signed<'_>, now_ms: i64) -> Result<(), Refusa
         return Err(Refusal::Expired);
     }
     let expected = hex::decode(parts.mac).map_err(|_| Refusal::Format)?;
-    let canonical = canonical_string(
-        req.service,
-        parts.timestamp,
-        parts.nonce,
-        req.method,
-        req.path,
-        req.query,
-        req.body,
-        req.actor,
-    );
+    let canonical = canonical_string(req, parts.timestamp, parts.nonce);
     let mut mac = Hmac::<Sha256>::new_from_slice(secret).map_err(|_| Refusal::Mismatch)?;
     mac.update(canonical.as_bytes());
     // `verify_slice` compares in constant time.

@@ -1,0 +1,111 @@
+//! Wire types of sign-in, personal API tokens, secrets, environments and brokered git
+//! credentials.
+
+use crate::session::{Actor, RepositoryRef};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// `GET /auth/me`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Me {
+    pub user: Actor,
+    /// `local`, `browser`, `api_token` or `service`.
+    pub via: String,
+}
+
+/// `POST /tokens`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CreateApiToken {
+    pub name: String,
+}
+
+/// The answer to `POST /tokens`: the only time the token itself is shown.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CreatedApiToken {
+    pub id: String,
+    pub name: String,
+    pub token: String,
+    pub created_at: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiTokenSummary {
+    pub id: String,
+    pub name: String,
+    pub created_at: i64,
+    pub last_used_at: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiTokenList {
+    pub tokens: Vec<ApiTokenSummary>,
+}
+
+/// `GET …/secrets`: names and dates, never values.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretSummary {
+    pub key: String,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SecretList {
+    pub secrets: Vec<SecretSummary>,
+}
+
+/// `PUT …/secrets`: names to values, set or replaced.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SetSecrets {
+    pub secrets: BTreeMap<String, String>,
+}
+
+/// `POST /environments`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CreateEnvironment {
+    pub name: String,
+    pub repositories: Vec<RepositoryRef>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Environment {
+    pub id: String,
+    pub name: String,
+    pub repositories: Vec<RepositoryRef>,
+    pub created_by: String,
+    pub created_at: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EnvironmentList {
+    pub environments: Vec<Environment>,
+}
+
+/// `POST /sessions/:id/scm-credentials` (sandbox token only).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScmCredentials {
+    pub username: String,
+    pub password: String,
+    pub expires_at_epoch_ms: i64,
+}
+
+impl std::fmt::Display for ScmCredentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the password.
+        write!(
+            f,
+            "credentials for {} (expire {})",
+            self.username, self.expires_at_epoch_ms
+        )
+    }
+}

@@ -1,0 +1,160 @@
+//! `inspect-supervisor credential-helper get`: git's credential-helper protocol, answered
+//! by the control plane. Git runs it for the supervisor's own git commands; it reads the
+//! sandbox's identity from the environment git inherited from the supervisor (the agent's
+//! and the hooks' environments never hold the token), asks
+//! `POST /sessions/:id/scm-credentials`, and prints a short-lived token. Nothing is
+//! written to disk.
+
+use anyhow::{bail, Context, Result};
+use inspect_protocol::auth::ScmCredentials;
+use inspect_protocol::provider::SpawnRequest;
+use std::collections::HashMap;
+use std::io::{BufRead, Write};
+
+/// Parses git's `key=value` lines (up to a blank line or the end).
+pub fn parse_request(input: &str) -> HashMap<String, String> {
+    input
+        .lines()
+        .take_while(|l| !l.is_empty())
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+}
+
+/// Whether git asks about a host one of the session's repositories is cloned from: the
+/// token goes nowhere else.
+pub fn is_known_remote(request: &HashMap<String, String>, sources: &[String]) -> bool {
+    let (Some(protocol), Some(host)) = (request.get("protocol"), request.get("host")) else {
+        return false;
+    };
+    sources.iter().any(|s| {
+        s.split_once("://").is_some_and(|(scheme, rest)| {
+            let authority = rest.split('/').next().unwrap_or_default();
+            let authority = authority.rsplit('@').next().unwrap_or_default();
+            scheme == protocol && authority.eq_ignore_ascii_case(host)
+        })
+    })
+}
+
+/// The lines git reads back.
+pub fn answer(creds: &ScmCredentials) -> String {
+    format!(
+        "username={}\npassword={}\npassword_expiry_utc={}\n\n",
+        creds.username,
+        creds.password,
+        creds.expires_at_epoch_ms / 1000
+    )
+}
+
+fn var(name: &str) -> Result<String> {
+    std::env::var(name)
+        .with_context(|| format!("{name} is not set: not run by a sandbox's supervisor"))
+}
+
+pub async fn run(operation: &str) -> Result<()> {
+    let mut input = String::new();
+    for line in std::io::stdin().lock().lines() {
+        let line = line?;
+        if line.is_empty() {
+            break;
+        }
+        input.push_str(&line);
+        input.push('\n');
+    }
+    // store/erase: nothing is kept, so nothing to do.
+    if operation != "get" {
+        return Ok(());
+    }
+    let request = parse_request(&input);
+    let spawn: SpawnRequest =
+        serde_json::from_str(&var("INSPECT_SPAWN")?).context("INSPECT_SPAWN")?;
+    let sources: Vec<String> = spawn
+        .repositories
+        .iter()
+        .map(|r| r.source.clone())
+        .collect();
+    if !is_known_remote(&request, &sources) {
+        // Say nothing: git moves on (and fails without a prompt).
+        eprintln!(
+            "inspect credential helper: {}://{} is not one of this session's remotes",
+            request.get("protocol").map_or("", String::as_str),
+            request.get("host").map_or("", String::as_str)
+        );
+        return Ok(());
+    }
+    let url = format!(
+        "{}/sessions/{}/scm-credentials",
+        var("INSPECT_CONTROL_PLANE_URL")?.trim_end_matches('/'),
+        var("INSPECT_SESSION_ID")?
+    );
+    let resp = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(20))
+        .build()?
+        .post(&url)
+        .bearer_auth(var("INSPECT_SANDBOX_TOKEN")?)
+        .header("X-Sandbox-ID", var("INSPECT_SANDBOX_ID")?)
+        .send()
+        .await
+        .context("asking the control plane for git credentials")?;
+    let status = resp.status();
+    if !status.is_success() {
+        let body = resp.text().await.unwrap_or_default();
+        bail!("the control plane refused git credentials ({status}): {body}");
+    }
+    let creds: ScmCredentials = resp.json().await.context("reading git credentials")?;
+    let mut out = std::io::stdout().lock();
+    out.write_all(answer(&creds).as_bytes())?;
+    out.flush()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_gits_request() {
+        let r = parse_request("protocol=https\nhost=github.com\npath=acme/web.git\n\nignored=1\n");
+        assert_eq!(r["protocol"], "https");
+        assert_eq!(r["host"], "github.com");
+        assert!(!r.contains_key("ignored"));
+    }
+
+    #[test]
+    fn answers_only_for_the_sessions_remotes() {
+        let sources = vec![
+            "https://github.com/acme/web.git".to_string(),
+            "http://127.0.0.1:9000/acme/api.git".to_string(),
+            "/srv/local/repo".to_string(),
+        ];
+        let ask = |p: &str, h: &str| {
+            is_known_remote(
+                &parse_request(&format!("protocol={p}\nhost={h}\n")),
+                &sources,
+            )
+        };
+        assert!(ask("https", "github.com"));
+        assert!(ask("https", "GitHub.com"));
+        assert!(ask("http", "127.0.0.1:9000"));
+        assert!(!ask("http", "github.com"));
+        assert!(!ask("https", "evil.example"));
+        assert!(!ask("https", "127.0.0.1:9000"));
+        assert!(!is_known_remote(
+            &parse_request("host=github.com\n"),
+            &sources
+        ));
+    }
+
+    #[test]
+    fn the_answer_is_gits_format() {
+        let a = answer(&ScmCredentials {
+            username: "x-access-token".into(),
+            password: "ghs_abc".into(),
+            expires_at_epoch_ms: 1_700_000_000_999,
+        });
+        assert_eq!(
+            a,
+            "username=x-access-token\npassword=ghs_abc\npassword_expiry_utc=1700000000\n\n"
+        );
+    }
+}

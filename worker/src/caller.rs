@@ -1,0 +1,230 @@
+//! Resolves who is calling, in order: a `sig1` service signature, a personal API token,
+//! the browser session cookie, local mode. The first credential present decides: a bad
+//! one is refused, never passed over for a weaker one.
+
+use crate::auth::{self, sig1, tokens, CallerFacts};
+use crate::db::{self, num, setting};
+use inspect_protocol::session::Actor;
+use inspect_protocol::{ApiError, ErrorCode};
+use serde::Deserialize;
+use worker::{Env, Request};
+
+/// How the caller proved who they are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Via {
+    Local,
+    Browser { token_hash: String },
+    ApiToken,
+    Service { name: String },
+}
+
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub actor: Actor,
+    pub via: Via,
+}
+
+impl Caller {
+    /// A person at a browser (or the local user): the only callers that may manage
+    /// personal API tokens.
+    pub fn is_person(&self) -> bool {
+        matches!(self.via, Via::Local | Via::Browser { .. })
+    }
+}
+
+fn header(req: &Request, name: &str) -> Option<String> {
+    req.headers().get(name).ok().flatten()
+}
+
+fn now_ms() -> i64 {
+    worker::Date::now().as_millis() as i64
+}
+
+#[derive(Deserialize)]
+struct UserRow {
+    user_id: String,
+    login: Option<String>,
+    name: Option<String>,
+    email: Option<String>,
+    avatar_url: Option<String>,
+}
+
+impl UserRow {
+    fn actor(self) -> Actor {
+        let name = self.login.clone().or(self.name.clone()).unwrap_or_else(|| {
+            self.user_id
+                .split_once(':')
+                .map_or(self.user_id.clone(), |(_, n)| n.to_owned())
+        });
+        Actor {
+            user_id: self.user_id,
+            name,
+            email: self.email,
+            avatar: self.avatar_url,
+        }
+    }
+}
+
+pub async fn resolve(req: &Request, body: &[u8], env: &Env) -> Result<Caller, ApiError> {
+    if header(req, sig1::SERVICE_HEADER).is_some() || header(req, sig1::SIGNATURE_HEADER).is_some()
+    {
+        return service(req, body, env);
+    }
+    if let Some(auth) = header(req, "Authorization") {
+        return api_token(&auth, env).await;
+    }
+    if let Some(token) = header(req, "Cookie")
+        .as_deref()
+        .and_then(|c| tokens::cookie(c, tokens::SESSION_COOKIE).map(str::to_owned))
+    {
+        return browser(req, &token, env).await;
+    }
+    let url = req
+        .url()
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let connecting_ip = header(req, "CF-Connecting-IP");
+    let actor_header = header(req, sig1::ACTOR_HEADER);
+    let local_user = setting(env, "LOCAL_USER").unwrap_or_else(|| "local".into());
+    let actor = auth::local::resolve(&CallerFacts {
+        local_mode: setting(env, "LOCAL_MODE").as_deref() == Some("true"),
+        host: url.host_str().unwrap_or_default(),
+        connecting_ip: connecting_ip.as_deref(),
+        actor_header: actor_header.as_deref(),
+        local_user: &local_user,
+    })?;
+    Ok(Caller {
+        actor,
+        via: Via::Local,
+    })
+}
+
+fn service(req: &Request, body: &[u8], env: &Env) -> Result<Caller, ApiError> {
+    let name = header(req, sig1::SERVICE_HEADER).unwrap_or_default();
+    let signature = header(req, sig1::SIGNATURE_HEADER)
+        .ok_or_else(|| ApiError::unauthorized("X-OpenInspect-Service-Signature is missing"))?;
+    let var = sig1::secret_var(&name)
+        .ok_or_else(|| ApiError::unauthorized(format!("unknown service {name:?}")))?;
+    let secret = setting(env, var)
+        .ok_or_else(|| ApiError::unauthorized(format!("service {name} is not enabled here")))?;
+    let url = req
+        .url()
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let query: Vec<(String, String)> = url
+        .query_pairs()
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect();
+    let actor_id = header(req, sig1::ACTOR_HEADER).unwrap_or_default();
+    let method = req.method().to_string();
+    sig1::verify(
+        secret.as_bytes(),
+        &sig1::Signed {
+            service: &name,
+            signature_header: &signature,
+            method: &method,
+            path: url.path(),
+            query: &query,
+            body,
+            actor: &actor_id,
+        },
+        now_ms(),
+    )
+    .map_err(|r| ApiError::unauthorized(r.message()))?;
+    let actor_id = actor_id.trim();
+    let valid_actor = !actor_id.is_empty()
+        && actor_id.len() <= 128
+        && actor_id.contains(':')
+        && !actor_id
+            .chars()
+            .any(|c| c.is_control() || c.is_whitespace());
+    let user_id = if actor_id.is_empty() {
+        format!("service:{name}")
+    } else if valid_actor {
+        actor_id.to_owned()
+    } else {
+        return Err(ApiError::bad_request(
+            "X-OpenInspect-Actor must look like provider:id",
+        ));
+    };
+    Ok(Caller {
+        actor: Actor {
+            name: user_id.clone(),
+            user_id,
+            email: None,
+            avatar: None,
+        },
+        via: Via::Service { name },
+    })
+}
+
+async fn api_token(authorization: &str, env: &Env) -> Result<Caller, ApiError> {
+    let token = authorization
+        .strip_prefix("Bearer ")
+        .map(str::trim)
+        .filter(|t| t.starts_with(tokens::API_TOKEN_PREFIX))
+        .ok_or_else(|| ApiError::unauthorized("Authorization must be Bearer oit_…"))?;
+    #[derive(Deserialize)]
+    struct Row {
+        id: String,
+        last_used_at: Option<f64>,
+        #[serde(flatten)]
+        user: UserRow,
+    }
+    let row: Option<Row> = db::first(
+        env,
+        "SELECT t.id, t.last_used_at, t.user_id, u.login, u.name, u.email, u.avatar_url
+         FROM api_tokens t LEFT JOIN users u ON u.id = t.user_id
+         WHERE t.token_hash = ?1 AND t.revoked_at IS NULL",
+        &[tokens::hash(token).into()],
+    )
+    .await?;
+    let row = row.ok_or_else(|| ApiError::unauthorized("this API token is not valid"))?;
+    let now = now_ms();
+    // Remember use, at most once a minute per token.
+    if row.last_used_at.is_none_or(|t| now - t as i64 > 60_000) {
+        let _ = db::run(
+            env,
+            "UPDATE api_tokens SET last_used_at = ?1 WHERE id = ?2",
+            &[num(now), row.id.as_str().into()],
+        )
+        .await;
+    }
+    Ok(Caller {
+        actor: row.user.actor(),
+        via: Via::ApiToken,
+    })
+}
+
+async fn browser(req: &Request, token: &str, env: &Env) -> Result<Caller, ApiError> {
+    let token_hash = tokens::hash(token);
+    let row: Option<UserRow> = db::first(
+        env,
+        "SELECT s.user_id, u.login, u.name, u.email, u.avatar_url
+         FROM auth_sessions s JOIN users u ON u.id = s.user_id
+         WHERE s.token_hash = ?1 AND s.revoked_at IS NULL AND s.expires_at > ?2",
+        &[token_hash.as_str().into(), num(now_ms())],
+    )
+    .await?;
+    let row =
+        row.ok_or_else(|| ApiError::unauthorized("your sign-in has expired; sign in again"))?;
+    // Cookies ride along on cross-site requests: a state-changing request must come from
+    // our own pages.
+    let method = req.method();
+    if !matches!(method, worker::Method::Get | worker::Method::Head) {
+        if let Some(origin) = header(req, "Origin") {
+            let ours = req
+                .url()
+                .map(|u| u.origin().ascii_serialization())
+                .unwrap_or_default();
+            if origin != ours {
+                return Err(ApiError::new(
+                    ErrorCode::Forbidden,
+                    "cross-site request refused",
+                ));
+            }
+        }
+    }
+    Ok(Caller {
+        actor: row.actor(),
+        via: Via::Browser { token_hash },
+    })
+}

@@ -1,0 +1,80 @@
+//! Small helpers over the D1 binding: one error shape, one way to run a statement.
+
+use inspect_protocol::{ApiError, ErrorCode};
+use serde::de::DeserializeOwned;
+use wasm_bindgen::JsValue;
+use worker::{D1Database, Env};
+
+pub fn unavailable(e: worker::Error) -> ApiError {
+    ApiError::new(ErrorCode::Unavailable, format!("database: {e}"))
+}
+
+pub fn database(env: &Env) -> Result<D1Database, ApiError> {
+    env.d1("DB").map_err(unavailable)
+}
+
+pub fn opt(v: Option<&str>) -> JsValue {
+    v.map_or(JsValue::NULL, JsValue::from)
+}
+
+pub fn num(v: i64) -> JsValue {
+    JsValue::from_f64(v as f64)
+}
+
+pub async fn first<T: DeserializeOwned>(
+    env: &Env,
+    sql: &str,
+    args: &[JsValue],
+) -> Result<Option<T>, ApiError> {
+    database(env)?
+        .prepare(sql)
+        .bind(args)
+        .map_err(unavailable)?
+        .first(None)
+        .await
+        .map_err(unavailable)
+}
+
+pub async fn all<T: DeserializeOwned>(
+    env: &Env,
+    sql: &str,
+    args: &[JsValue],
+) -> Result<Vec<T>, ApiError> {
+    database(env)?
+        .prepare(sql)
+        .bind(args)
+        .map_err(unavailable)?
+        .all()
+        .await
+        .map_err(unavailable)?
+        .results()
+        .map_err(unavailable)
+}
+
+/// Runs a statement; the number of rows it changed.
+pub async fn run(env: &Env, sql: &str, args: &[JsValue]) -> Result<usize, ApiError> {
+    let r = database(env)?
+        .prepare(sql)
+        .bind(args)
+        .map_err(unavailable)?
+        .run()
+        .await
+        .map_err(unavailable)?;
+    Ok(r.meta().ok().flatten().and_then(|m| m.changes).unwrap_or(0))
+}
+
+/// A Worker secret or, failing that, a plain variable; empty counts as unset.
+pub fn setting(env: &Env, name: &str) -> Option<String> {
+    env.secret(name)
+        .map(|s| s.to_string())
+        .or_else(|_| env.var(name).map(|v| v.to_string()))
+        .ok()
+        .filter(|v| !v.is_empty())
+}
+
+/// Random bytes from the runtime.
+pub fn random<const N: usize>() -> Result<[u8; N], ApiError> {
+    let mut bytes = [0u8; N];
+    getrandom::fill(&mut bytes).map_err(|e| ApiError::internal(e.to_string()))?;
+    Ok(bytes)
+}

@@ -1,0 +1,87 @@
+//! Talking to GitHub from the Worker: the OAuth endpoints, the REST API (user, emails, org
+//! membership, App installation tokens). Base URLs are settings so tests can point them
+//! at a fake that follows GitHub's documented API.
+
+use crate::db::setting;
+use inspect_protocol::{ApiError, ErrorCode};
+use serde::de::DeserializeOwned;
+use worker::{Env, Fetch, Headers, Method, Request, RequestInit};
+
+pub const USER_AGENT: &str = "open-inspect-rs";
+
+/// `https://github.com`, or `GITHUB_OAUTH_BASE_URL`.
+pub fn oauth_base(env: &Env) -> String {
+    setting(env, "GITHUB_OAUTH_BASE_URL")
+        .unwrap_or_else(|| "https://github.com".into())
+        .trim_end_matches('/')
+        .to_owned()
+}
+
+/// `https://api.github.com`, or `GITHUB_API_BASE_URL`.
+pub fn api_base(env: &Env) -> String {
+    setting(env, "GITHUB_API_BASE_URL")
+        .unwrap_or_else(|| "https://api.github.com".into())
+        .trim_end_matches('/')
+        .to_owned()
+}
+
+fn upstream(e: impl std::fmt::Display) -> ApiError {
+    ApiError::new(ErrorCode::Unavailable, format!("GitHub: {e}"))
+}
+
+/// What came back: the status and the body, parsed when it was a success.
+pub struct Reply<T> {
+    pub status: u16,
+    pub body: Option<T>,
+}
+
+/// Sends a request to GitHub with the headers its API asks for.
+pub async fn send<T: DeserializeOwned>(
+    method: Method,
+    url: &str,
+    authorization: Option<&str>,
+    content_type: Option<&str>,
+    body: Option<String>,
+) -> Result<Reply<T>, ApiError> {
+    let headers = Headers::new();
+    let set = |k: &str, v: &str| headers.set(k, v).map_err(upstream);
+    set("Accept", "application/vnd.github+json")?;
+    set("X-GitHub-Api-Version", "2022-11-28")?;
+    set("User-Agent", USER_AGENT)?;
+    if let Some(a) = authorization {
+        set("Authorization", a)?;
+    }
+    if let Some(ct) = content_type {
+        set("Content-Type", ct)?;
+    }
+    let mut init = RequestInit::new();
+    init.with_method(method).with_headers(headers.clone());
+    if let Some(b) = body {
+        init.with_body(Some(b.into()));
+    }
+    let req = Request::new_with_init(url, &init).map_err(upstream)?;
+    let mut resp = Fetch::Request(req).send().await.map_err(upstream)?;
+    let status = resp.status_code();
+    let body = if (200..300).contains(&status) {
+        Some(resp.json::<T>().await.map_err(upstream)?)
+    } else {
+        None
+    };
+    Ok(Reply { status, body })
+}
+
+/// GET an API path as a user or an installation.
+pub async fn get<T: DeserializeOwned>(
+    env: &Env,
+    token: &str,
+    path: &str,
+) -> Result<Reply<T>, ApiError> {
+    send(
+        Method::Get,
+        &format!("{}{path}", api_base(env)),
+        Some(&format!("Bearer {token}")),
+        None,
+        None,
+    )
+    .await
+}

@@ -1,0 +1,200 @@
+//! Brokered git credentials: the Worker signs a GitHub App JWT (RS256, through the
+//! runtime's WebCrypto), trades it for an installation token, keeps that token until ten
+//! minutes before it expires, and hands it to a session's live sandbox on request.
+//! Sandboxes never hold a long-lived credential.
+
+use crate::db::setting;
+use crate::github;
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use base64::Engine;
+use inspect_protocol::auth::ScmCredentials;
+use inspect_protocol::{ApiError, ErrorCode};
+use serde::Deserialize;
+use std::cell::RefCell;
+use worker::js_sys::{self, Array, Function, Object, Promise, Reflect, Uint8Array};
+use worker::wasm_bindgen::{JsCast, JsValue};
+use worker::wasm_bindgen_futures::JsFuture;
+use worker::{Env, Method};
+
+/// Refresh a cached token this long before GitHub says it expires.
+const REFRESH_BEFORE_MS: i64 = 10 * 60 * 1000;
+
+/// An installation token and when it expires (ms), for (app id, installation id).
+struct Cached {
+    key: (String, String),
+    token: String,
+    expires_at: i64,
+}
+
+thread_local! {
+    /// One isolate's cache.
+    static CACHE: RefCell<Option<Cached>> = const { RefCell::new(None) };
+}
+
+fn unconfigured(what: &str) -> ApiError {
+    ApiError::new(
+        ErrorCode::Unavailable,
+        format!("the GitHub App is not configured: set {what}"),
+    )
+}
+
+fn js(e: JsValue) -> ApiError {
+    ApiError::internal(format!("WebCrypto: {e:?}"))
+}
+
+/// The DER bytes of a PKCS#8 PEM private key. GitHub hands out PKCS#1 keys; WebCrypto
+/// takes PKCS#8 only, so those get a clear error with the conversion command.
+pub fn pkcs8_der(pem: &str) -> Result<Vec<u8>, ApiError> {
+    let pem = pem.replace("\\n", "\n");
+    if pem.contains("BEGIN RSA PRIVATE KEY") {
+        return Err(ApiError::new(
+            ErrorCode::Unavailable,
+            "GITHUB_APP_PRIVATE_KEY is PKCS#1; convert it: openssl pkcs8 -topk8 -nocrypt -in key.pem",
+        ));
+    }
+    let body: String = pem
+        .lines()
+        .map(str::trim)
+        .skip_while(|l| !l.starts_with("-----BEGIN PRIVATE KEY-----"))
+        .skip(1)
+        .take_while(|l| !l.starts_with("-----END"))
+        .collect();
+    if body.is_empty() {
+        return Err(ApiError::new(
+            ErrorCode::Unavailable,
+            "GITHUB_APP_PRIVATE_KEY is not a PEM private key",
+        ));
+    }
+    STANDARD.decode(body).map_err(|_| {
+        ApiError::new(
+            ErrorCode::Unavailable,
+            "GITHUB_APP_PRIVATE_KEY is not valid base64 inside its PEM armour",
+        )
+    })
+}
+
+async fn call(target: &JsValue, method: &str, args: &Array) -> Result<JsValue, ApiError> {
+    let f: Function = Reflect::get(target, &method.into())
+        .map_err(js)?
+        .dyn_into()
+        .map_err(js)?;
+    let promise: Promise = f.apply(target, args).map_err(js)?.dyn_into().map_err(js)?;
+    JsFuture::from(promise).await.map_err(js)
+}
+
+/// RSASSA-PKCS1-v1_5 with SHA-256, by the runtime's WebCrypto.
+async fn rs256(der: &[u8], data: &[u8]) -> Result<Vec<u8>, ApiError> {
+    let crypto = Reflect::get(&js_sys::global(), &"crypto".into()).map_err(js)?;
+    let subtle = Reflect::get(&crypto, &"subtle".into()).map_err(js)?;
+    let algorithm = Object::new();
+    Reflect::set(&algorithm, &"name".into(), &"RSASSA-PKCS1-v1_5".into()).map_err(js)?;
+    Reflect::set(&algorithm, &"hash".into(), &"SHA-256".into()).map_err(js)?;
+    let key = call(
+        &subtle,
+        "importKey",
+        &Array::of5(
+            &"pkcs8".into(),
+            &Uint8Array::from(der),
+            &algorithm,
+            &false.into(),
+            &Array::of1(&"sign".into()),
+        ),
+    )
+    .await
+    .map_err(|_| {
+        ApiError::new(
+            ErrorCode::Unavailable,
+            "GITHUB_APP_PRIVATE_KEY is not an RSA PKCS#8 key WebCrypto accepts",
+        )
+    })?;
+    let signature = call(
+        &subtle,
+        "sign",
+        &Array::of3(&algorithm, &key, &Uint8Array::from(data)),
+    )
+    .await?;
+    Ok(Uint8Array::new(&signature).to_vec())
+}
+
+/// The App's JWT: issued a minute ago (clock drift), valid nine minutes.
+pub async fn app_jwt(app_id: &str, pem: &str, now_s: i64) -> Result<String, ApiError> {
+    let header = URL_SAFE_NO_PAD.encode(br#"{"alg":"RS256","typ":"JWT"}"#);
+    let claims = serde_json::json!({ "iat": now_s - 60, "exp": now_s + 540, "iss": app_id });
+    let claims = URL_SAFE_NO_PAD.encode(claims.to_string());
+    let signing_input = format!("{header}.{claims}");
+    let signature = rs256(&pkcs8_der(pem)?, signing_input.as_bytes()).await?;
+    Ok(format!(
+        "{signing_input}.{}",
+        URL_SAFE_NO_PAD.encode(signature)
+    ))
+}
+
+#[derive(Deserialize)]
+struct InstallationToken {
+    token: String,
+    expires_at: String,
+}
+
+/// An installation token, from the cache while it has more than ten minutes left.
+pub async fn installation_token(env: &Env, now_ms: i64) -> Result<ScmCredentials, ApiError> {
+    let app_id = setting(env, "GITHUB_APP_ID").ok_or_else(|| unconfigured("GITHUB_APP_ID"))?;
+    let installation = setting(env, "GITHUB_APP_INSTALLATION_ID")
+        .ok_or_else(|| unconfigured("GITHUB_APP_INSTALLATION_ID"))?;
+    let pem = setting(env, "GITHUB_APP_PRIVATE_KEY")
+        .ok_or_else(|| unconfigured("GITHUB_APP_PRIVATE_KEY"))?;
+    let key = (app_id.clone(), installation.clone());
+    let cached = CACHE.with(|c| {
+        c.borrow()
+            .as_ref()
+            .filter(|c| c.key == key && c.expires_at - now_ms > REFRESH_BEFORE_MS)
+            .map(|c| (c.token.clone(), c.expires_at))
+    });
+    if let Some((password, expires)) = cached {
+        return Ok(credentials(password, expires));
+    }
+    let jwt = app_jwt(&app_id, &pem, now_ms / 1000).await?;
+    let reply: github::Reply<InstallationToken> = github::send(
+        Method::Post,
+        &format!(
+            "{}/app/installations/{installation}/access_tokens",
+            github::api_base(env)
+        ),
+        Some(&format!("Bearer {jwt}")),
+        None,
+        None,
+    )
+    .await?;
+    let minted = reply.body.ok_or_else(|| {
+        ApiError::new(
+            ErrorCode::Unavailable,
+            format!(
+                "GitHub refused an installation token ({}); check the App id, key and installation",
+                reply.status
+            ),
+        )
+    })?;
+    let expires = js_sys::Date::parse(&minted.expires_at);
+    if expires.is_nan() {
+        return Err(ApiError::new(
+            ErrorCode::Unavailable,
+            "GitHub sent an unreadable expires_at",
+        ));
+    }
+    let expires = expires as i64;
+    CACHE.with(|c| {
+        *c.borrow_mut() = Some(Cached {
+            key,
+            token: minted.token.clone(),
+            expires_at: expires,
+        })
+    });
+    Ok(credentials(minted.token, expires))
+}
+
+fn credentials(password: String, expires_at_epoch_ms: i64) -> ScmCredentials {
+    ScmCredentials {
+        username: "x-access-token".into(),
+        password,
+        expires_at_epoch_ms,
+    }
+}

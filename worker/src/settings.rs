@@ -1,0 +1,255 @@
+//! Secrets (global, repository and environment scope) and environments, in D1.
+
+use crate::db::{self, num};
+use crate::routes::SecretScope;
+use inspect_protocol::auth::{
+    CreateEnvironment, Environment, EnvironmentList, SecretList, SecretSummary, SetSecrets,
+};
+use inspect_protocol::session::{Actor, RepositoryRef};
+use inspect_protocol::ApiError;
+use inspect_secrets::{normalize_name, plan_update, Scope, SealingKey};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use worker::Env;
+
+/// The sealing key from the Worker secret; a missing or malformed key is a clear error.
+pub fn sealing_key(env: &Env) -> Result<SealingKey, ApiError> {
+    SealingKey::from_config(db::setting(env, inspect_secrets::KEY_VAR).as_deref())
+}
+
+/// The scope a route names, checked to exist.
+async fn scope_of(env: &Env, scope: &SecretScope) -> Result<Scope, ApiError> {
+    Ok(match scope {
+        SecretScope::Global => Scope::Global,
+        SecretScope::Repository { owner, name } => {
+            if !crate::repos::valid_part(owner) || !crate::repos::valid_part(name) {
+                return Err(ApiError::bad_request("invalid repository name"));
+            }
+            Scope::Repository {
+                owner: owner.clone(),
+                name: name.clone(),
+            }
+        }
+        SecretScope::Environment { id } => {
+            get_environment(env, id).await?;
+            Scope::Environment { id: id.clone() }
+        }
+    })
+}
+
+#[derive(Deserialize)]
+struct SummaryRow {
+    name: String,
+    value_bytes: f64,
+    created_at: f64,
+    updated_at: f64,
+}
+
+async fn rows(env: &Env, scope: &Scope) -> Result<Vec<SummaryRow>, ApiError> {
+    let (kind, id) = scope.key();
+    db::all(
+        env,
+        "SELECT name, value_bytes, created_at, updated_at FROM secrets WHERE scope = ?1 AND scope_id = ?2 ORDER BY name",
+        &[kind.into(), id.into()],
+    )
+    .await
+}
+
+pub async fn list_secrets(env: &Env, scope: &SecretScope) -> Result<SecretList, ApiError> {
+    let scope = scope_of(env, scope).await?;
+    Ok(SecretList {
+        secrets: rows(env, &scope)
+            .await?
+            .into_iter()
+            .map(|r| SecretSummary {
+                key: r.name,
+                created_at: r.created_at as i64,
+                updated_at: r.updated_at as i64,
+            })
+            .collect(),
+    })
+}
+
+/// Sets or replaces secrets; all or nothing. Answers with the names only.
+pub async fn set_secrets(
+    env: &Env,
+    scope: &SecretScope,
+    body: &[u8],
+    now: i64,
+) -> Result<SecretList, ApiError> {
+    let update: SetSecrets = serde_json::from_slice(body).map_err(|e| {
+        // serde's message may quote the input; keep values out of the answer.
+        ApiError::bad_request(format!(
+            "the body must be {{\"secrets\": {{\"NAME\": \"value\", …}}}} (error at line {}, column {})",
+            e.line(),
+            e.column()
+        ))
+    })?;
+    let key = sealing_key(env)?;
+    let scope = scope_of(env, scope).await?;
+    let existing: BTreeMap<String, usize> = rows(env, &scope)
+        .await?
+        .into_iter()
+        .map(|r| (r.name, r.value_bytes as usize))
+        .collect();
+    let planned = plan_update(&existing, &update)?;
+    let (kind, id) = scope.key();
+    let database = db::database(env)?;
+    let mut statements = Vec::with_capacity(planned.len());
+    for (name, value) in &planned {
+        let sealed = key.seal(db::random::<12>()?, value)?;
+        statements.push(
+            database
+                .prepare(
+                    "INSERT INTO secrets (scope, scope_id, name, sealed, value_bytes, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)
+                     ON CONFLICT(scope, scope_id, name) DO UPDATE SET sealed = excluded.sealed, value_bytes = excluded.value_bytes, updated_at = excluded.updated_at",
+                )
+                .bind(&[
+                    kind.into(),
+                    id.as_str().into(),
+                    name.as_str().into(),
+                    sealed.into(),
+                    num(value.len() as i64),
+                    num(now),
+                ])
+                .map_err(db::unavailable)?,
+        );
+    }
+    database.batch(statements).await.map_err(db::unavailable)?;
+    list_secrets_of(env, &scope).await
+}
+
+async fn list_secrets_of(env: &Env, scope: &Scope) -> Result<SecretList, ApiError> {
+    Ok(SecretList {
+        secrets: rows(env, scope)
+            .await?
+            .into_iter()
+            .map(|r| SecretSummary {
+                key: r.name,
+                created_at: r.created_at as i64,
+                updated_at: r.updated_at as i64,
+            })
+            .collect(),
+    })
+}
+
+pub async fn delete_secret(env: &Env, scope: &SecretScope, key: &str) -> Result<String, ApiError> {
+    let name = normalize_name(key)?;
+    let scope = scope_of(env, scope).await?;
+    let (kind, id) = scope.key();
+    let changed = db::run(
+        env,
+        "DELETE FROM secrets WHERE scope = ?1 AND scope_id = ?2 AND name = ?3",
+        &[kind.into(), id.into(), name.as_str().into()],
+    )
+    .await?;
+    if changed == 0 {
+        return Err(ApiError::not_found(format!("no secret {name} here")));
+    }
+    Ok(name)
+}
+
+#[derive(Deserialize)]
+struct EnvironmentRow {
+    id: String,
+    name: String,
+    repositories: String,
+    created_by: String,
+    created_at: f64,
+}
+
+impl From<EnvironmentRow> for Environment {
+    fn from(r: EnvironmentRow) -> Self {
+        Environment {
+            id: r.id,
+            name: r.name,
+            repositories: serde_json::from_str(&r.repositories).unwrap_or_default(),
+            created_by: r.created_by,
+            created_at: r.created_at as i64,
+        }
+    }
+}
+
+pub async fn list_environments(env: &Env) -> Result<EnvironmentList, ApiError> {
+    let rows: Vec<EnvironmentRow> = db::all(
+        env,
+        "SELECT id, name, repositories, created_by, created_at FROM environments ORDER BY name",
+        &[],
+    )
+    .await?;
+    Ok(EnvironmentList {
+        environments: rows.into_iter().map(Into::into).collect(),
+    })
+}
+
+pub async fn get_environment(env: &Env, id: &str) -> Result<Environment, ApiError> {
+    let row: Option<EnvironmentRow> = db::first(
+        env,
+        "SELECT id, name, repositories, created_by, created_at FROM environments WHERE id = ?1",
+        &[id.into()],
+    )
+    .await?;
+    row.map(Into::into)
+        .ok_or_else(|| ApiError::not_found(format!("no environment {id}")))
+}
+
+pub async fn create_environment(
+    env: &Env,
+    actor: &Actor,
+    body: &[u8],
+    now: i64,
+) -> Result<Environment, ApiError> {
+    let req: CreateEnvironment = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("malformed JSON body: {e}")))?;
+    let name = req.name.trim();
+    if name.is_empty() || name.chars().count() > 100 || name.chars().any(char::is_control) {
+        return Err(ApiError::bad_request(
+            "an environment's name is 1-100 characters",
+        ));
+    }
+    let mut repositories: Vec<RepositoryRef> = req.repositories;
+    if repositories.is_empty()
+        || repositories.len() > inspect_protocol::limits::MAX_SESSION_REPOSITORIES
+    {
+        return Err(ApiError::bad_request(format!(
+            "an environment holds 1-{} repositories",
+            inspect_protocol::limits::MAX_SESSION_REPOSITORIES
+        )));
+    }
+    crate::repos::resolve(env, &mut repositories).await?;
+    // Sources are looked up again when a session starts; keep only the names.
+    for r in repositories.iter_mut() {
+        r.source = None;
+    }
+    let id = format!("env_{}", hex::encode(db::random::<8>()?));
+    let json =
+        serde_json::to_string(&repositories).map_err(|e| ApiError::internal(e.to_string()))?;
+    db::run(
+        env,
+        "INSERT INTO environments (id, name, repositories, created_by, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
+        &[
+            id.as_str().into(),
+            name.into(),
+            json.into(),
+            actor.user_id.as_str().into(),
+            num(now),
+        ],
+    )
+    .await?;
+    get_environment(env, &id).await
+}
+
+pub async fn delete_environment(env: &Env, id: &str) -> Result<(), ApiError> {
+    get_environment(env, id).await?;
+    let database = db::database(env)?;
+    let a = database
+        .prepare("DELETE FROM secrets WHERE scope = 'environment' AND scope_id = ?1")
+        .bind(&[id.into()])
+        .map_err(db::unavailable)?;
+    let b = database
+        .prepare("DELETE FROM environments WHERE id = ?1")
+        .bind(&[id.into()])
+        .map_err(db::unavailable)?;
+    database.batch(vec![a, b]).await.map_err(db::unavailable)?;
+    Ok(())
+}

@@ -1,0 +1,339 @@
+//! Sign-in with GitHub (OAuth authorization code flow with a single-use `state` bound to
+//! the browser by a cookie), the session cookie, sign-out and `GET /auth/me`.
+
+use crate::auth::admission::{self, Identity, Policy};
+use crate::auth::{is_loopback_host, tokens};
+use crate::caller::{Caller, Via};
+use crate::db::{self, num, setting};
+use crate::github;
+use inspect_protocol::auth::Me;
+use inspect_protocol::{ApiError, ErrorCode};
+use serde::Deserialize;
+use worker::{Env, Headers, Method, Request, Response};
+
+fn now_ms() -> i64 {
+    worker::Date::now().as_millis() as i64
+}
+
+fn internal(e: worker::Error) -> ApiError {
+    ApiError::internal(e.to_string())
+}
+
+fn query(req: &Request, name: &str) -> Option<String> {
+    req.url()
+        .ok()?
+        .query_pairs()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.into_owned())
+}
+
+/// Where this control plane is reached: `PUBLIC_URL`, else the request's origin.
+fn public_origin(req: &Request, env: &Env) -> String {
+    setting(env, "PUBLIC_URL")
+        .map(|u| u.trim_end_matches('/').to_owned())
+        .unwrap_or_else(|| {
+            req.url()
+                .map(|u| u.origin().ascii_serialization())
+                .unwrap_or_default()
+        })
+}
+
+/// Cookies are `Secure` except when the browser talks to us on loopback over plain HTTP.
+fn secure_cookies(req: &Request) -> bool {
+    req.url()
+        .map(|u| !(u.scheme() == "http" && is_loopback_host(u.host_str().unwrap_or_default())))
+        .unwrap_or(true)
+}
+
+fn redirect(location: &str, cookies: &[String]) -> Result<Response, ApiError> {
+    let headers = Headers::new();
+    headers.set("Location", location).map_err(internal)?;
+    headers.set("Cache-Control", "no-store").map_err(internal)?;
+    for c in cookies {
+        headers.append("Set-Cookie", c).map_err(internal)?;
+    }
+    Ok(Response::empty()
+        .map_err(internal)?
+        .with_status(302)
+        .with_headers(headers))
+}
+
+fn client_id(env: &Env) -> Result<String, ApiError> {
+    setting(env, "GITHUB_CLIENT_ID").ok_or_else(|| {
+        ApiError::new(
+            ErrorCode::Unavailable,
+            "GitHub sign-in is not configured: set GITHUB_CLIENT_ID and GITHUB_CLIENT_SECRET",
+        )
+    })
+}
+
+/// `GET /auth/github?returnTo=/path`: off to GitHub.
+pub async fn start(req: &Request, env: &Env) -> Result<Response, ApiError> {
+    let client_id = client_id(env)?;
+    let state = hex::encode(db::random::<32>()?);
+    let return_to = tokens::safe_return_to(query(req, "returnTo").as_deref());
+    let now = now_ms();
+    // Expired states are swept as new ones are made.
+    db::run(
+        env,
+        "DELETE FROM oauth_states WHERE expires_at <= ?1",
+        &[num(now)],
+    )
+    .await?;
+    db::run(
+        env,
+        "INSERT INTO oauth_states (state_hash, return_to, expires_at) VALUES (?1, ?2, ?3)",
+        &[
+            tokens::hash(&state).into(),
+            return_to.as_str().into(),
+            num(now + tokens::STATE_TTL_MS),
+        ],
+    )
+    .await?;
+    let policy = Policy::from_vars(|n| setting(env, n));
+    let scope = if policy.needs_orgs() {
+        "read:user user:email read:org"
+    } else {
+        "read:user user:email"
+    };
+    let redirect_uri = format!("{}/auth/github/callback", public_origin(req, env));
+    let location = format!(
+        "{}/login/oauth/authorize?{}",
+        github::oauth_base(env),
+        worker::url::form_urlencoded::Serializer::new(String::new())
+            .append_pair("client_id", &client_id)
+            .append_pair("redirect_uri", &redirect_uri)
+            .append_pair("scope", scope)
+            .append_pair("state", &state)
+            .append_pair("allow_signup", "false")
+            .finish()
+    );
+    let cookie = tokens::set_cookie(
+        tokens::STATE_COOKIE,
+        &state,
+        "/auth/github",
+        tokens::STATE_TTL_MS / 1000,
+        secure_cookies(req),
+    );
+    redirect(&location, &[cookie])
+}
+
+#[derive(Deserialize)]
+struct TokenReply {
+    access_token: Option<String>,
+    error: Option<String>,
+    error_description: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct GitHubUser {
+    id: i64,
+    login: String,
+    name: Option<String>,
+    avatar_url: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct GitHubEmail {
+    email: String,
+    verified: bool,
+    #[serde(default)]
+    primary: bool,
+}
+
+#[derive(Deserialize)]
+struct Membership {
+    state: String,
+}
+
+fn refused(message: impl Into<String>) -> ApiError {
+    ApiError::bad_request(message)
+}
+
+/// `GET /auth/github/callback?code&state`: back from GitHub.
+pub async fn finish(req: &Request, env: &Env) -> Result<Response, ApiError> {
+    let state = query(req, "state").unwrap_or_default();
+    let cookie_state = req
+        .headers()
+        .get("Cookie")
+        .ok()
+        .flatten()
+        .and_then(|c| tokens::cookie(&c, tokens::STATE_COOKIE).map(str::to_owned))
+        .unwrap_or_default();
+    if state.is_empty() || !tokens::same(&state, &cookie_state) {
+        return Err(refused(
+            "this sign-in did not start in this browser (state mismatch); start again",
+        ));
+    }
+    #[derive(Deserialize)]
+    struct StateRow {
+        return_to: String,
+    }
+    // Single use: the row goes as it is read.
+    let row: Option<StateRow> = db::first(
+        env,
+        "DELETE FROM oauth_states WHERE state_hash = ?1 AND expires_at > ?2 RETURNING return_to",
+        &[tokens::hash(&state).into(), num(now_ms())],
+    )
+    .await?;
+    let return_to = row
+        .ok_or_else(|| refused("this sign-in expired or was already used; start again"))?
+        .return_to;
+    if let Some(error) = query(req, "error") {
+        return Err(ApiError::new(
+            ErrorCode::Forbidden,
+            format!("GitHub did not sign you in: {error}"),
+        ));
+    }
+    let code = query(req, "code").ok_or_else(|| refused("GitHub sent no code"))?;
+
+    let client_id = client_id(env)?;
+    let client_secret = setting(env, "GITHUB_CLIENT_SECRET")
+        .ok_or_else(|| ApiError::new(ErrorCode::Unavailable, "GITHUB_CLIENT_SECRET is not set"))?;
+    let redirect_uri = format!("{}/auth/github/callback", public_origin(req, env));
+    let form = worker::url::form_urlencoded::Serializer::new(String::new())
+        .append_pair("client_id", &client_id)
+        .append_pair("client_secret", &client_secret)
+        .append_pair("code", &code)
+        .append_pair("redirect_uri", &redirect_uri)
+        .finish();
+    let reply: github::Reply<TokenReply> = github::send(
+        Method::Post,
+        &format!("{}/login/oauth/access_token", github::oauth_base(env)),
+        None,
+        Some("application/x-www-form-urlencoded"),
+        Some(form),
+    )
+    .await?;
+    let token_reply = reply
+        .body
+        .ok_or_else(|| ApiError::new(ErrorCode::Unavailable, "GitHub refused the code exchange"))?;
+    let access_token = match (token_reply.access_token, token_reply.error) {
+        (Some(t), None) => t,
+        (_, e) => {
+            return Err(ApiError::new(
+                ErrorCode::Forbidden,
+                format!(
+                    "GitHub refused the code: {}",
+                    token_reply
+                        .error_description
+                        .or(e)
+                        .unwrap_or_else(|| "no token".into())
+                ),
+            ))
+        }
+    };
+
+    let user: GitHubUser = github::get(env, &access_token, "/user")
+        .await?
+        .body
+        .ok_or_else(|| ApiError::new(ErrorCode::Unavailable, "GitHub did not return the user"))?;
+    let emails: Vec<GitHubEmail> = github::get(env, &access_token, "/user/emails?per_page=100")
+        .await?
+        .body
+        .unwrap_or_default();
+    let verified: Vec<&GitHubEmail> = emails.iter().filter(|e| e.verified).collect();
+    let primary_email = verified
+        .iter()
+        .find(|e| e.primary)
+        .or(verified.first())
+        .map(|e| e.email.clone());
+    let policy = Policy::from_vars(|n| setting(env, n));
+    let mut active_orgs = Vec::new();
+    if policy.needs_orgs() {
+        for org in &policy.orgs {
+            let m: github::Reply<Membership> =
+                github::get(env, &access_token, &format!("/user/memberships/orgs/{org}")).await?;
+            if m.body.is_some_and(|m| m.state == "active") {
+                active_orgs.push(org.clone());
+            }
+        }
+    }
+    let identity = Identity {
+        login: user.login.clone(),
+        verified_emails: verified.iter().map(|e| e.email.clone()).collect(),
+        active_orgs,
+    };
+    admission::admit(&policy, &identity).map_err(|why| ApiError::new(ErrorCode::Forbidden, why))?;
+
+    let user_id = format!("github:{}", user.id);
+    let now = now_ms();
+    db::run(
+        env,
+        "INSERT INTO users (id, login, name, email, avatar_url, created_at, last_sign_in_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)
+         ON CONFLICT(id) DO UPDATE SET login = excluded.login, name = excluded.name, email = excluded.email, avatar_url = excluded.avatar_url, last_sign_in_at = excluded.last_sign_in_at",
+        &[
+            user_id.as_str().into(),
+            user.login.as_str().into(),
+            db::opt(user.name.as_deref()),
+            db::opt(primary_email.as_deref()),
+            db::opt(user.avatar_url.as_deref()),
+            num(now),
+        ],
+    )
+    .await?;
+    let session_token = hex::encode(db::random::<32>()?);
+    db::run(
+        env,
+        "INSERT INTO auth_sessions (token_hash, user_id, created_at, expires_at) VALUES (?1, ?2, ?3, ?4)",
+        &[
+            tokens::hash(&session_token).into(),
+            user_id.as_str().into(),
+            num(now),
+            num(now + tokens::SESSION_TTL_MS),
+        ],
+    )
+    .await?;
+    let secure = secure_cookies(req);
+    redirect(
+        &return_to,
+        &[
+            tokens::set_cookie(
+                tokens::SESSION_COOKIE,
+                &session_token,
+                "/",
+                tokens::SESSION_TTL_MS / 1000,
+                secure,
+            ),
+            tokens::clear_cookie(tokens::STATE_COOKIE, "/auth/github", secure),
+        ],
+    )
+}
+
+/// `POST /auth/logout`: the browser session is revoked server-side and the cookie cleared.
+pub async fn sign_out(req: &Request, env: &Env, caller: &Caller) -> Result<Response, ApiError> {
+    if let Via::Browser { token_hash } = &caller.via {
+        db::run(
+            env,
+            "UPDATE auth_sessions SET revoked_at = ?1 WHERE token_hash = ?2",
+            &[num(now_ms()), token_hash.as_str().into()],
+        )
+        .await?;
+    }
+    let headers = Headers::new();
+    headers
+        .set(
+            "Set-Cookie",
+            &tokens::clear_cookie(tokens::SESSION_COOKIE, "/", secure_cookies(req)),
+        )
+        .map_err(internal)?;
+    Ok(
+        Response::from_json(&serde_json::json!({ "signedOut": true }))
+            .map_err(internal)?
+            .with_headers(headers),
+    )
+}
+
+pub fn me(caller: &Caller) -> Result<Response, ApiError> {
+    let via = match &caller.via {
+        Via::Local => "local",
+        Via::Browser { .. } => "browser",
+        Via::ApiToken => "api_token",
+        Via::Service { .. } => "service",
+    };
+    Response::from_json(&Me {
+        user: caller.actor.clone(),
+        via: via.into(),
+    })
+    .map_err(internal)
+}
