@@ -99,6 +99,11 @@ impl SandboxHost {
         ]
     }
 
+    /// The host's data directory (sandboxes live under `sandboxes/`).
+    pub fn data_dir(&self) -> &std::path::Path {
+        self.data_dir.path()
+    }
+
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.data_dir.path().join("host.log")).unwrap_or_default()
     }

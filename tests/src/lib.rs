@@ -9,6 +9,7 @@
 //! test binary runs on its own, once per process here.
 
 pub mod client;
+pub mod fake_github;
 pub mod fake_model;
 pub mod flaky;
 pub mod host;

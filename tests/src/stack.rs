@@ -16,7 +16,12 @@ pub struct StackOptions {
     pub vars: Vec<(String, String)>,
     /// Serve in local mode (unauthenticated loopback requests act as the local user).
     pub local_mode: bool,
+    /// Leave out the secrets key every stack otherwise gets.
+    pub without_secrets_key: bool,
 }
+
+/// The secrets key test stacks use (base64 of 32 bytes).
+pub const TEST_SECRETS_KEY: &str = "dGVzdC1zZWNyZXRzLWtleS0wMTIzNDU2Nzg5YWJjZGU=";
 
 impl StackOptions {
     pub fn local() -> Self {
@@ -110,6 +115,14 @@ impl Stack {
         if self.options.local_mode {
             vars.push(("LOCAL_MODE".into(), "true".into()));
         }
+        if !self.options.without_secrets_key
+            && !vars.iter().any(|(k, _)| k == "REPO_SECRETS_ENCRYPTION_KEY")
+        {
+            vars.push((
+                "REPO_SECRETS_ENCRYPTION_KEY".into(),
+                TEST_SECRETS_KEY.into(),
+            ));
+        }
         for (name, value) in &vars {
             cmd.arg("--var").arg(format!("{name}:{value}"));
         }
@@ -143,6 +156,11 @@ impl Stack {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+    }
+
+    /// wrangler's whole log (the Worker's and the objects' console lines among it).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.state.path().join("wrangler.log")).unwrap_or_default()
     }
 
     /// The tail of wrangler's log, for failure messages.
