@@ -32,11 +32,19 @@ if [ ! -s "$STATE_DIR/host-secret" ]; then
 fi
 HOST_SECRET="$(cat "$STATE_DIR/host-secret")"
 
+# The key that seals secrets at rest, made once per state directory (losing it loses the
+# stored secrets, not the sessions).
+if [ ! -s "$STATE_DIR/secrets-key" ]; then
+  (umask 077 && head -c 32 /dev/urandom | base64 | tr -d '\n' > "$STATE_DIR/secrets-key")
+fi
+SECRETS_KEY="$(cat "$STATE_DIR/secrets-key")"
+
 # The Worker's variables, kept in a file (not on the command line, where `ps` shows them).
 (umask 077 && cat > "$STATE_DIR/worker.env" <<VARS
 LOCAL_MODE=true
 SANDBOX_HOST_URL=http://127.0.0.1:$HOST_PORT
 SANDBOX_HOST_SECRET=$HOST_SECRET
+REPO_SECRETS_ENCRYPTION_KEY=$SECRETS_KEY
 ${SANDBOX_IDLE_TIMEOUT_SECONDS:+SANDBOX_IDLE_TIMEOUT_SECONDS=$SANDBOX_IDLE_TIMEOUT_SECONDS}
 VARS
 )
