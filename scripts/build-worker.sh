@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Builds the Worker (wasm + JS glue) into worker/build/. Pass --dev for a faster, larger build.
+# Builds what `wrangler dev`/`deploy` serves: the web client (web/dist) and the Worker
+# (wasm + JS glue, worker/build/). Pass --dev for a faster, larger Worker build.
 source "$(dirname "$0")/toolchain.sh"
 ensure_toolchain
+build_web
 build_worker "${1:---release}"

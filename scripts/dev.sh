@@ -21,6 +21,7 @@ mkdir -p "$STATE_DIR"
 STATE_DIR="$(cd "$STATE_DIR" && pwd)"
 
 ensure_toolchain
+build_web
 build_worker --release
 log "building the supervisor"
 cargo build --release -p inspect-supervisor --quiet

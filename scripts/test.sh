@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Runs every check and test suite: formatting, clippy (native and wasm), the native unit
-# tests, and the integration suites through the real runtime (wrangler dev / workerd).
+# Runs every check and test suite: formatting, clippy (native and wasm), the web client's
+# typecheck and unit tests, the native unit tests, and the integration and browser suites
+# through the real runtime (wrangler dev / workerd, headless Chromium).
 source "$(dirname "$0")/toolchain.sh"
 ensure_toolchain
 ensure_bwrap
+ensure_chromium
 
 log "cargo fmt --check"
 cargo fmt --all -- --check
@@ -13,6 +15,10 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 log "clippy (wasm32)"
 cargo clippy -p inspect-worker -p inspect-durable -p inspect-protocol \
   --target wasm32-unknown-unknown --quiet -- -D warnings
+
+build_web
+log "web: typecheck and unit tests (vitest)"
+(cd "$ROOT/web" && node_modules/.bin/tsc -p . && node_modules/.bin/vitest run --reporter=dot)
 
 build_worker --release
 export INSPECT_WORKER_PREBUILT=1

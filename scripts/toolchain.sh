@@ -64,6 +64,42 @@ ensure_bwrap() {
   fi
 }
 
+# The web client's packages (Vite, Preact, Playwright's driver…), from web/'s own lock.
+ensure_web() {
+  local stamp="$ROOT/web/node_modules/.installed-stamp"
+  if [ ! -f "$stamp" ] || [ "$ROOT/web/package-lock.json" -nt "$stamp" ]; then
+    log "installing the web client's packages"
+    (cd "$ROOT/web" && npm ci --no-audit --no-fund --loglevel=error)
+    touch "$stamp"
+  fi
+}
+
+# Builds the web client into web/dist (the Worker's static assets).
+build_web() {
+  ensure_web
+  log "building the web client (vite)"
+  (cd "$ROOT/web" && node_modules/.bin/vite build --logLevel warn)
+}
+
+# Debian's Chromium for the browser tests (Playwright drives it; it downloads nothing).
+ensure_chromium() {
+  if [ -x /usr/bin/chromium ]; then
+    export INSPECT_CHROMIUM=/usr/bin/chromium
+    return 0
+  fi
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    log "installing chromium (browser tests)"
+    if ! apt-get install -y -qq chromium >/dev/null 2>&1; then
+      apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq chromium >/dev/null 2>&1 || true
+    fi
+  fi
+  if [ -x /usr/bin/chromium ]; then
+    export INSPECT_CHROMIUM=/usr/bin/chromium
+  else
+    log "chromium is not installed and cannot be installed here; the browser tests will fail"
+  fi
+}
+
 ensure_toolchain() {
   ensure_rust
   ensure_node

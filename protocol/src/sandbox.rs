@@ -81,6 +81,9 @@ pub enum SandboxEvent {
         args: Value,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         output: Option<String>,
+        /// How long the tool ran, once it ended.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        duration_ms: Option<i64>,
     },
     ToolResult {
         message_id: String,

@@ -143,6 +143,11 @@ impl TurnMapper {
                             .and_then(Value::as_str)
                             .or_else(|| state.get("error").and_then(Value::as_str))
                             .map(str::to_owned);
+                        // OpenCode stamps `time.start` (running) and `time.end` (done).
+                        let time = |k: &str| state["time"].get(k).and_then(Value::as_i64);
+                        let duration_ms = time("start")
+                            .zip(time("end"))
+                            .map(|(start, end)| (end - start).max(0));
                         self.produced_output = true;
                         out.push(SandboxEvent::ToolCall {
                             message_id: self.message_id.clone(),
@@ -151,6 +156,7 @@ impl TurnMapper {
                             status,
                             args: state.get("input").cloned().unwrap_or(Value::Null),
                             output,
+                            duration_ms,
                         });
                     }
                     Some("step-start") => out.push(SandboxEvent::StepStart {

@@ -6,6 +6,7 @@
 
 use anyhow::{Context, Result};
 use futures::future::join_all;
+use inspect_tests::capture_provider::{connect_sandbox, next_command, CaptureProvider};
 use inspect_tests::client::{create_session, WsClient};
 use inspect_tests::Stack;
 use serde_json::json;
@@ -148,80 +149,13 @@ async fn frame_floor(stack: &Stack) -> Result<f64> {
     Ok(n as f64 / start.elapsed().as_secs_f64())
 }
 
-/// A sandbox provider of the benchmark's own: it speaks the local host's API, keeps the
-/// spawn requests (with their tokens), and lets the benchmark play the sandbox.
-struct BenchProvider {
-    url: String,
-    spawns: tokio::sync::mpsc::UnboundedReceiver<inspect_protocol::provider::SpawnRequest>,
-}
-
-async fn bench_provider() -> Result<BenchProvider> {
-    use axum::routing::post;
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let app = axum::Router::new().route(
-        "/sandboxes",
-        post(move |axum::Json(req): axum::Json<inspect_protocol::provider::SpawnRequest>| {
-            let tx = tx.clone();
-            async move {
-                let info = json!({"sandboxId": req.sandbox_id, "sessionId": req.session_id, "status": "running"});
-                let _ = tx.send(req);
-                (axum::http::StatusCode::CREATED, axum::Json(info))
-            }
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let url = format!("http://{}", listener.local_addr()?);
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    Ok(BenchProvider { url, spawns: rx })
-}
-
-type SandboxSocket =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
-
-async fn connect_sandbox(
-    stack: &Stack,
-    spawn: &inspect_protocol::provider::SpawnRequest,
-) -> Result<SandboxSocket> {
-    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-    let mut req = stack
-        .ws_url(&format!("/sessions/{}/ws?type=sandbox", spawn.session_id))
-        .into_client_request()?;
-    req.headers_mut().insert(
-        "Authorization",
-        format!("Bearer {}", spawn.sandbox_token).parse()?,
-    );
-    req.headers_mut()
-        .insert("X-Sandbox-ID", spawn.sandbox_id.parse()?);
-    Ok(tokio_tungstenite::connect_async(req).await?.0)
-}
-
-async fn next_command(ws: &mut SandboxSocket, kind: &str) -> Result<serde_json::Value> {
-    use futures::StreamExt;
-    loop {
-        let msg = tokio::time::timeout(Duration::from_secs(30), ws.next())
-            .await?
-            .context("socket closed")??;
-        if let tokio_tungstenite::tungstenite::Message::Text(t) = msg {
-            let v: serde_json::Value = serde_json::from_str(&t)?;
-            if v["type"] == kind {
-                return Ok(v);
-            }
-        }
-    }
-}
-
 /// (a) Sandbox events persisted and broadcast per second into one session with 10
 /// clients, sent the way the supervisor sends them: tool calls, one per frame or in
 /// batches. Also (e): a queued prompt reaching a warm (ready, idle) sandbox.
 async fn sandbox_path(batch: usize) -> Result<(f64, usize, f64)> {
-    let mut provider = bench_provider().await?;
+    let mut provider = CaptureProvider::start().await?;
     let mut options = inspect_tests::StackOptions::local();
-    options.vars = vec![
-        ("SANDBOX_HOST_URL".into(), provider.url.clone()),
-        ("SANDBOX_HOST_SECRET".into(), "bench".into()),
-    ];
+    options.vars = provider.worker_vars();
     let stack = Stack::start_with(options).await?;
     let http = reqwest::Client::new();
     http.post(stack.url("/repos"))
@@ -240,9 +174,7 @@ async fn sandbox_path(batch: usize) -> Result<(f64, usize, f64)> {
     prompter
         .send(json!({"type": "prompt", "content": "go"}))
         .await?;
-    let spawn = tokio::time::timeout(Duration::from_secs(30), provider.spawns.recv())
-        .await?
-        .context("no spawn")?;
+    let spawn = provider.next_spawn().await?;
     let mut sb = connect_sandbox(&stack, &spawn).await?;
     use futures::SinkExt;
     let frame = |v: serde_json::Value| {

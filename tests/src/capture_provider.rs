@@ -1,0 +1,87 @@
+//! A sandbox provider of the tests' own: it speaks the local host's API, keeps each spawn
+//! request (with its sandbox token) and lets the test play the sandbox over the real
+//! sandbox socket. For benchmarks and browser tests that need many events fast.
+
+use crate::Stack;
+use anyhow::{Context, Result};
+use inspect_protocol::provider::SpawnRequest;
+use serde_json::json;
+use std::time::Duration;
+
+pub struct CaptureProvider {
+    pub url: String,
+    pub spawns: tokio::sync::mpsc::UnboundedReceiver<SpawnRequest>,
+}
+
+impl CaptureProvider {
+    pub async fn start() -> Result<CaptureProvider> {
+        use axum::routing::post;
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let app = axum::Router::new().route(
+            "/sandboxes",
+            post(move |axum::Json(req): axum::Json<SpawnRequest>| {
+                let tx = tx.clone();
+                async move {
+                    let info = json!({"sandboxId": req.sandbox_id, "sessionId": req.session_id, "status": "running"});
+                    let _ = tx.send(req);
+                    (axum::http::StatusCode::CREATED, axum::Json(info))
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let url = format!("http://{}", listener.local_addr()?);
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Ok(CaptureProvider { url, spawns: rx })
+    }
+
+    /// The Worker variables that point it at this provider.
+    pub fn worker_vars(&self) -> Vec<(String, String)> {
+        vec![
+            ("SANDBOX_HOST_URL".into(), self.url.clone()),
+            ("SANDBOX_HOST_SECRET".into(), "capture".into()),
+        ]
+    }
+
+    /// The next spawn request, within 30 s.
+    pub async fn next_spawn(&mut self) -> Result<SpawnRequest> {
+        tokio::time::timeout(Duration::from_secs(30), self.spawns.recv())
+            .await?
+            .context("no spawn")
+    }
+}
+
+pub type SandboxSocket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// Connects to a session as the sandbox a spawn request was for.
+pub async fn connect_sandbox(stack: &Stack, spawn: &SpawnRequest) -> Result<SandboxSocket> {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let mut req = stack
+        .ws_url(&format!("/sessions/{}/ws?type=sandbox", spawn.session_id))
+        .into_client_request()?;
+    req.headers_mut().insert(
+        "Authorization",
+        format!("Bearer {}", spawn.sandbox_token).parse()?,
+    );
+    req.headers_mut()
+        .insert("X-Sandbox-ID", spawn.sandbox_id.parse()?);
+    Ok(tokio_tungstenite::connect_async(req).await?.0)
+}
+
+/// The next command of a kind the control plane sends the sandbox.
+pub async fn next_command(ws: &mut SandboxSocket, kind: &str) -> Result<serde_json::Value> {
+    use futures::StreamExt;
+    loop {
+        let msg = tokio::time::timeout(Duration::from_secs(30), ws.next())
+            .await?
+            .context("socket closed")??;
+        if let tokio_tungstenite::tungstenite::Message::Text(t) = msg {
+            let v: serde_json::Value = serde_json::from_str(&t)?;
+            if v["type"] == kind {
+                return Ok(v);
+            }
+        }
+    }
+}

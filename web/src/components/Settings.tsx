@@ -1,0 +1,233 @@
+import { useEffect, useState } from "preact/hooks";
+import { del, errorText, get, post, put } from "../api";
+import type { ApiTokenSummary, Me, Repository, SecretSummary } from "../types";
+import { ErrorNote, ago } from "./bits";
+
+function Secrets({ repos }: { repos: Repository[] }) {
+  const [scope, setScope] = useState("");
+  const [secrets, setSecrets] = useState<SecretSummary[]>([]);
+  const [name, setName] = useState("");
+  const [value, setValue] = useState("");
+  const [error, setError] = useState("");
+  const base = scope ? `/repos/${scope}/secrets` : "/secrets";
+  const load = () =>
+    get<{ secrets: SecretSummary[] }>(base)
+      .then((r) => {
+        setSecrets(r.secrets);
+        setError("");
+      })
+      .catch((e) => setError(errorText(e)));
+  useEffect(() => {
+    void load();
+  }, [scope]);
+  const save = async (e: Event) => {
+    e.preventDefault();
+    try {
+      await put(base, { secrets: { [name.trim()]: value } });
+      setName("");
+      setValue("");
+      await load();
+    } catch (err) {
+      setError(errorText(err));
+    }
+  };
+  const remove = async (key: string) => {
+    try {
+      await del(`${base}/${encodeURIComponent(key)}`);
+      await load();
+    } catch (err) {
+      setError(errorText(err));
+    }
+  };
+  return (
+    <section class="panel" aria-labelledby="secrets-h">
+      <h2 id="secrets-h">Secrets</h2>
+      <p class="muted small">
+        Sandboxes get these as environment variables; a repository's secret wins over a global one of the same name. Values
+        are sealed and never shown again.
+      </p>
+      <label>
+        Scope{" "}
+        <select value={scope} onChange={(e) => setScope(e.currentTarget.value)} aria-label="Secret scope">
+          <option value="">Global</option>
+          {repos.map((r) => (
+            <option value={`${r.owner}/${r.name}`}>{`${r.owner}/${r.name}`}</option>
+          ))}
+        </select>
+      </label>
+      <table class="list" data-testid="secrets">
+        <thead>
+          <tr>
+            <th>Name</th>
+            <th>Updated</th>
+            <th />
+          </tr>
+        </thead>
+        <tbody>
+          {secrets.map((s) => (
+            <tr key={s.key}>
+              <td>
+                <code>{s.key}</code>
+              </td>
+              <td>{ago(s.updatedAt)}</td>
+              <td>
+                <button type="button" class="small" onClick={() => remove(s.key)} aria-label={`Delete ${s.key}`}>
+                  Delete
+                </button>
+              </td>
+            </tr>
+          ))}
+          {secrets.length === 0 && (
+            <tr>
+              <td colSpan={3} class="muted">
+                None yet.
+              </td>
+            </tr>
+          )}
+        </tbody>
+      </table>
+      <form class="inline-form" onSubmit={save}>
+        <input aria-label="Secret name" placeholder="NAME" value={name} onInput={(e) => setName(e.currentTarget.value)} required />
+        <input
+          aria-label="Secret value"
+          placeholder="value"
+          type="password"
+          autocomplete="off"
+          value={value}
+          onInput={(e) => setValue(e.currentTarget.value)}
+          required
+        />
+        <button type="submit">Set</button>
+      </form>
+      <ErrorNote text={error} />
+    </section>
+  );
+}
+
+function LocalRepos({ repos, reload }: { repos: Repository[]; reload: () => void }) {
+  const [path, setPath] = useState("");
+  const [name, setName] = useState("");
+  const [error, setError] = useState("");
+  const add = async (e: Event) => {
+    e.preventDefault();
+    const guess = path.replace(/\/+$/, "").split("/").pop() ?? "";
+    try {
+      await post("/repos", { path: path.trim(), name: (name.trim() || guess).replace(/[^A-Za-z0-9._-]/g, "-") });
+      setPath("");
+      setName("");
+      reload();
+    } catch (err) {
+      setError(errorText(err));
+    }
+  };
+  const remove = async (r: Repository) => {
+    try {
+      await del(`/repos/${r.owner}/${r.name}`);
+      reload();
+    } catch (err) {
+      setError(errorText(err));
+    }
+  };
+  return (
+    <section class="panel" aria-labelledby="repos-h">
+      <h2 id="repos-h">Local repositories</h2>
+      <ul class="plain" data-testid="repos">
+        {repos.map((r) => (
+          <li key={`${r.owner}/${r.name}`} class="row spread">
+            <span>
+              <strong>{`${r.owner}/${r.name}`}</strong> <span class="muted small">{r.source}</span>
+            </span>
+            <button type="button" class="small" onClick={() => remove(r)}>
+              Remove
+            </button>
+          </li>
+        ))}
+      </ul>
+      <form class="inline-form" onSubmit={add}>
+        <input aria-label="Repository path" placeholder="/path/to/repo" value={path} onInput={(e) => setPath(e.currentTarget.value)} required />
+        <input aria-label="Repository name" placeholder="name (optional)" value={name} onInput={(e) => setName(e.currentTarget.value)} />
+        <button type="submit">Register</button>
+      </form>
+      <ErrorNote text={error} />
+    </section>
+  );
+}
+
+function Tokens() {
+  const [tokens, setTokens] = useState<ApiTokenSummary[]>([]);
+  const [name, setName] = useState("");
+  const [fresh, setFresh] = useState<string | null>(null);
+  const [error, setError] = useState("");
+  const load = () =>
+    get<{ tokens: ApiTokenSummary[] }>("/tokens")
+      .then((r) => setTokens(r.tokens))
+      .catch((e) => setError(errorText(e)));
+  useEffect(() => {
+    void load();
+  }, []);
+  const create = async (e: Event) => {
+    e.preventDefault();
+    try {
+      const t = await post<{ token: string }>("/tokens", { name: name.trim() });
+      setFresh(t.token);
+      setName("");
+      await load();
+    } catch (err) {
+      setError(errorText(err));
+    }
+  };
+  const revoke = async (id: string) => {
+    try {
+      await del(`/tokens/${id}`);
+      await load();
+    } catch (err) {
+      setError(errorText(err));
+    }
+  };
+  return (
+    <section class="panel" aria-labelledby="tokens-h">
+      <h2 id="tokens-h">API tokens</h2>
+      {fresh && (
+        <div class="notice" role="status">
+          Copy this token now; it is not shown again: <code data-testid="new-token">{fresh}</code>
+        </div>
+      )}
+      <ul class="plain">
+        {tokens.map((t) => (
+          <li key={t.id} class="row spread">
+            <span>
+              <strong>{t.name}</strong> <span class="muted small">made {ago(t.createdAt)}{t.lastUsedAt ? `, used ${ago(t.lastUsedAt)}` : ""}</span>
+            </span>
+            <button type="button" class="small" onClick={() => revoke(t.id)}>
+              Revoke
+            </button>
+          </li>
+        ))}
+      </ul>
+      <form class="inline-form" onSubmit={create}>
+        <input aria-label="Token name" placeholder="what it is for" value={name} onInput={(e) => setName(e.currentTarget.value)} required />
+        <button type="submit">Create token</button>
+      </form>
+      <ErrorNote text={error} />
+    </section>
+  );
+}
+
+export function Settings({ me }: { me: Me }) {
+  const [repos, setRepos] = useState<Repository[]>([]);
+  const reload = () =>
+    get<{ repositories: Repository[] }>("/repos")
+      .then((r) => setRepos(r.repositories))
+      .catch(() => undefined);
+  useEffect(() => {
+    void reload();
+  }, []);
+  return (
+    <section class="narrow">
+      <h1>Settings</h1>
+      <Secrets repos={repos} />
+      {me.via === "local" && <LocalRepos repos={repos} reload={reload} />}
+      <Tokens />
+    </section>
+  );
+}
