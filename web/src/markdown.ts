@@ -18,13 +18,25 @@ import xml from "highlight.js/lib/languages/xml";
 import yaml from "highlight.js/lib/languages/yaml";
 import { Marked } from "marked";
 
-for (const [name, lang] of Object.entries({ bash, css, diff, go, javascript, json, markdown, python, rust, sql, typescript, xml, yaml })) {
-  hljs.registerLanguage(name, lang);
+type Grammar = Parameters<typeof hljs.registerLanguage>[1];
+const GRAMMARS: Record<string, Grammar> = { bash, css, diff, go, javascript, json, markdown, python, rust, sql, typescript, xml, yaml };
+const ALIASES: Record<string, string> = { sh: "bash", shell: "bash", js: "javascript", ts: "typescript", tsx: "typescript", jsx: "javascript", py: "python", rs: "rust", html: "xml", yml: "yaml", md: "markdown" };
+
+/** The language, registered on first use (grammars compile lazily, one at a time). */
+function language(lang: string | undefined): string | null {
+  if (!lang) return null;
+  const name = ALIASES[lang.toLowerCase()] ?? lang.toLowerCase();
+  if (!hljs.getLanguage(name)) {
+    const grammar = GRAMMARS[name];
+    if (!grammar) return null;
+    hljs.registerLanguage(name, grammar);
+  }
+  return name;
 }
 
 function highlight(code: string, lang: string): string {
-  if (lang && hljs.getLanguage(lang)) return hljs.highlight(code, { language: lang }).value;
-  return hljs.highlightAuto(code).value;
+  const name = language(lang);
+  return name ? hljs.highlight(code, { language: name }).value : escapeHtml(code);
 }
 
 const marked = new Marked({
@@ -54,11 +66,20 @@ export function renderMarkdown(text: string): string {
 
 /** Highlighted HTML for a code block of a known language (tool input and output). */
 export function renderCode(code: string, lang?: string): string {
-  if (lang === "diff" || /^(---|\+\+\+|@@) /m.test(code)) return hljs.highlight(code, { language: "diff" }).value;
-  if (lang && hljs.getLanguage(lang)) return hljs.highlight(code, { language: lang }).value;
-  return escapeHtml(code);
+  if (lang === "diff" || /^(---|\+\+\+|@@) /m.test(code)) return highlight(code, "diff");
+  return highlight(code, lang ?? "");
 }
 
 export function escapeHtml(s: string): string {
   return s.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c] ?? c);
+}
+
+// The first parse compiles marked's and highlight.js's rules and sets DOMPurify up: do it
+// while the page waits for its socket, not inside the first timeline render.
+// (A language's grammar compiles on its first code block, one language at a time.)
+const warm = () => renderMarkdown("*warm* `up`");
+if (typeof window !== "undefined") {
+  const idle = (window as { requestIdleCallback?: (f: () => void) => void }).requestIdleCallback;
+  if (idle) idle(warm);
+  else setTimeout(warm, 0);
 }

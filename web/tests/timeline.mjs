@@ -14,6 +14,14 @@ try {
     new PerformanceObserver((list) => {
       for (const e of list.getEntries()) window.__longTasks.push({ start: e.startTime, ms: e.duration });
     }).observe({ type: "longtask", buffered: true });
+    window.__frames = [];
+    new PerformanceObserver((list) => {
+      for (const e of list.getEntries()) {
+        const script = e.scripts.reduce((n, sc) => n + sc.duration, 0);
+        const layout = e.styleAndLayoutStart ? e.startTime + e.duration - e.styleAndLayoutStart : 0;
+        window.__frames.push({ ms: Math.round(e.duration), script: Math.round(script), layout: Math.round(layout), top: e.scripts.map((sc) => `${sc.sourceFunctionName || sc.invoker}:${Math.round(sc.duration)}`).slice(0, 3) });
+      }
+    }).observe({ type: "long-animation-frame", buffered: true });
   });
   step("open the session");
   const t0 = Date.now();
@@ -26,27 +34,38 @@ try {
   step("scroll to the top, loading older pages");
   const scrollStart = Date.now();
   let rounds = 0;
+  await page.getByTestId("timeline").hover();
   for (;;) {
     rounds++;
+    await page.mouse.wheel(0, -1500);
     const done = await page.evaluate(() => {
       const el = document.querySelector('[data-testid="timeline"]');
-      el.scrollBy(0, -1500);
       const first = el.querySelector(".event");
-      return el.scrollTop === 0 && first && !el.textContent.includes("Scroll up for older") && !el.textContent.includes("Loading older");
+      return el.scrollTop === 0 && first && first.getAttribute("data-seq") !== null && !el.textContent.includes("Scroll up for older") && !el.textContent.includes("Loading older");
     });
     if (done) break;
-    if (Date.now() - scrollStart > 120_000) throw new Error(`could not reach the first event after ${rounds} scrolls`);
+    if (Date.now() - scrollStart > 120_000) {
+      const seen = await page.evaluate(() => {
+        const el = document.querySelector('[data-testid="timeline"]');
+        const rows = el.querySelectorAll(".event");
+        return { scrollTop: el.scrollTop, rows: rows.length, first: rows[0]?.getAttribute("data-seq"), top: el.firstElementChild?.textContent };
+      });
+      await shot(page, "timeline-stuck");
+      throw new Error(`could not reach the first event after ${rounds} scrolls: ${JSON.stringify(seen)}`);
+    }
     await page.waitForTimeout(16);
   }
   const scrollMs = Date.now() - scrollStart;
   const scrollTasks = await page.evaluate(() => window.__longTasks.splice(0));
+  const frames = await page.evaluate(() => window.__frames.sort((a, b) => b.ms - a.ms).slice(0, 5));
+  console.log(`[timeline] slowest frames ${JSON.stringify(frames)}`);
   const shown = await page.locator(".event").count();
   const firstText = await page.locator(".event").first().innerText();
   if (!firstText.includes("make a lot of events")) throw new Error(`the first event is not the prompt: ${firstText}`);
   await shot(page, "timeline-top");
   const metrics = {
     events: 5000,
-    renderedRows: shown,
+    rowsInTheDom: shown,
     firstRenderMs: renderMs,
     loadLongTasks: loadTasks.length,
     loadLongestTaskMs: Math.round(Math.max(0, ...loadTasks.map((t) => t.ms))),

@@ -27,6 +27,11 @@ fn start() {
 async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
     let method = req.method().to_string();
     let path = req.path();
+    // A browser navigating to a page (`/sessions/abc`) gets the web app, even where the
+    // same path is also an API route; the app then calls the API with fetch.
+    if is_page_navigation(&req) && !path.starts_with("/auth/") {
+        return serve_asset_or_404(req, &env, &method, &path).await;
+    }
     let outcome = match match_route(&method, &path) {
         Some(Ok(route)) => serve(route, req, &env).await,
         Some(Err(e)) => Err(e),
@@ -36,6 +41,17 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
         Ok(resp) => Ok(resp),
         Err(e) => error_response(&e),
     }
+}
+
+/// A top-level page load by a browser: a GET that asks for HTML (fetch() and API
+/// clients do not), or says so with `Sec-Fetch-Mode: navigate`.
+fn is_page_navigation(req: &Request) -> bool {
+    if req.method() != Method::Get {
+        return false;
+    }
+    let header = |name: &str| req.headers().get(name).ok().flatten().unwrap_or_default();
+    header("Sec-Fetch-Mode") == "navigate"
+        || (header("Accept").contains("text/html") && header("Upgrade").is_empty())
 }
 
 pub(crate) fn error_response(err: &ApiError) -> Result<Response> {

@@ -9,10 +9,16 @@ import { coalescingKey } from "../timeline";
 import type { TimelineEvent } from "../types";
 import { Avatar, duration } from "./bits";
 
-const FIRST_ROWS = 150;
-const MORE_ROWS = 150;
 /** Kinds shown elsewhere (boot steps in their panel) or not at all. */
-const HIDDEN = new Set(["heartbeat", "boot_step", "ready", "step_start", "token_usage", "snapshot_ready"]);
+const HIDDEN = new Set([
+  "heartbeat",
+  "boot_step",
+  "ready",
+  "step_start",
+  "snapshot_ready",
+  "snapshot_saved",
+  "sandbox_status",
+]);
 
 function str(v: unknown): string {
   return typeof v === "string" ? v : v === undefined || v === null ? "" : JSON.stringify(v, null, 2);
@@ -30,32 +36,40 @@ const Markdown = memo(({ text }: { text: string }) => (
   <div class="markdown" dangerouslySetInnerHTML={{ __html: renderMarkdown(text) }} />
 ));
 
-function ToolRow({ e }: { e: TimelineEvent }) {
-  const status = str(e.status);
+function ToolBody({ e }: { e: TimelineEvent }) {
   const args = str(e.args);
   const output = str(e.output);
   return (
-    <details class={`tool status-${status}`}>
+    <div class="tool-body">
+      <h4>Input</h4>
+      <pre>
+        <code class="hljs" dangerouslySetInnerHTML={{ __html: renderCode(args, "json") }} />
+      </pre>
+      {output && (
+        <>
+          <h4>Output</h4>
+          <pre>
+            <code class="hljs" dangerouslySetInnerHTML={{ __html: renderCode(output) }} />
+          </pre>
+        </>
+      )}
+    </div>
+  );
+}
+
+function ToolRow({ e }: { e: TimelineEvent }) {
+  // The body (highlighted input and output) is built only once the row is opened.
+  const [open, setOpen] = useState(false);
+  const status = str(e.status);
+  return (
+    <details class={`tool status-${status}`} onToggle={(ev) => setOpen((ev.currentTarget as HTMLDetailsElement).open)}>
       <summary>
         <span class="tool-name">{str(e.tool)}</span>
         <span class="tool-target">{toolTarget(e)}</span>
         <span class={`badge status-${status}`}>{status}</span>
         <span class="muted small">{duration(e.durationMs as number | undefined)}</span>
       </summary>
-      <div class="tool-body">
-        <h4>Input</h4>
-        <pre>
-          <code class="hljs" dangerouslySetInnerHTML={{ __html: renderCode(args, "json") }} />
-        </pre>
-        {output && (
-          <>
-            <h4>Output</h4>
-            <pre>
-              <code class="hljs" dangerouslySetInnerHTML={{ __html: renderCode(output) }} />
-            </pre>
-          </>
-        )}
-      </div>
+      {open && <ToolBody e={e} />}
     </details>
   );
 }
@@ -123,6 +137,12 @@ const Row = memo(({ e }: { e: TimelineEvent }) => {
   }
 });
 
+/** Rows rendered at once: the DOM stays this small however long the timeline is. */
+const WINDOW = 200;
+/** Rows added per step when scrolling, and rendered first. */
+const STEP = 40;
+const FIRST = 30;
+
 export function Timeline({
   events,
   hasOlder,
@@ -135,55 +155,131 @@ export function Timeline({
   onLoadOlder: () => void;
 }) {
   const visible = useMemo(() => events.filter((e) => !HIDDEN.has(e.type)), [events]);
-  const [shown, setShown] = useState(FIRST_ROWS);
+  // The rendered window, by sequence numbers so it survives older pages arriving in
+  // front: from `top`, to `bottom` or (null) the newest event, followed live.
+  const [win, setWin] = useState<{ top: number | null; bottom: number | null }>({ top: null, bottom: null });
   const box = useRef<HTMLDivElement>(null);
   const atBottom = useRef(true);
-  const anchor = useRef<{ height: number; top: number } | null>(null);
+  const anchor = useRef<{ seq: number; offset: number } | null>(null);
+  const waitingForPage = useRef(false);
 
-  // Keep the view pinned to the newest row while the reader is at the bottom; keep it
-  // still when rows are added above.
+  const indexOf = (seq: number | null, fallback: number) => {
+    if (seq === null) return fallback;
+    const i = visible.findIndex((e) => e.seq >= seq);
+    return i < 0 ? fallback : i;
+  };
+  const last = visible.length - 1;
+  let hi = win.bottom === null ? last : indexOf(win.bottom, last);
+  let lo = win.top === null ? Math.max(0, hi - FIRST + 1) : indexOf(win.top, 0);
+  if (win.bottom === null && atBottom.current && hi - lo + 1 > WINDOW + STEP) lo = hi - WINDOW + 1;
+  if (lo > hi) [lo, hi] = [Math.max(0, hi - FIRST + 1), hi];
+  const rows = visible.slice(lo, hi + 1);
+
+  /** Remembers the first row in view, so it stays put while rows come and go around it. */
+  const pin = () => {
+    const el = box.current;
+    if (!el) return;
+    for (const row of el.querySelectorAll<HTMLElement>(".event")) {
+      if (row.offsetTop + row.offsetHeight > el.scrollTop) {
+        anchor.current = { seq: Number(row.dataset.seq), offset: row.offsetTop - el.scrollTop };
+        return;
+      }
+    }
+  };
+
   useLayoutEffect(() => {
     const el = box.current;
     if (!el) return;
     if (anchor.current) {
-      el.scrollTop = anchor.current.top + (el.scrollHeight - anchor.current.height);
+      const row = el.querySelector<HTMLElement>(`.event[data-seq="${anchor.current.seq}"]`);
+      if (row) el.scrollTop = row.offsetTop - anchor.current.offset;
       anchor.current = null;
-    } else if (atBottom.current) {
+    } else if (atBottom.current && win.bottom === null) {
       el.scrollTop = el.scrollHeight;
     }
-  }, [visible, shown]);
+  }, [rows[0]?.seq, rows.length, visible]);
 
+  const up = () => {
+    if (lo > 0) {
+      pin();
+      const top = Math.max(0, lo - STEP);
+      const bottom = Math.min(hi, top + WINDOW - 1);
+      setWin({ top: visible[top].seq, bottom: bottom >= last ? null : visible[bottom].seq });
+    } else if (hasOlder && !loadingOlder) {
+      waitingForPage.current = true;
+      onLoadOlder();
+    }
+  };
+  const down = () => {
+    if (win.bottom === null) return;
+    pin();
+    const bottom = Math.min(last, hi + STEP);
+    const top = Math.max(0, bottom - WINDOW + 1);
+    setWin({ top: visible[top].seq, bottom: bottom >= last ? null : visible[bottom].seq });
+  };
+  useEffect(() => {
+    // An older page arrived: show its rows.
+    if (waitingForPage.current && !loadingOlder) {
+      waitingForPage.current = false;
+      up();
+    }
+  }, [visible.length, loadingOlder]);
+
+  const near = () => {
+    const el = box.current;
+    if (!el) return { top: false, bottom: false };
+    return { top: el.scrollTop < 300, bottom: el.scrollHeight - el.scrollTop - el.clientHeight < 300 };
+  };
   const onScroll = () => {
     const el = box.current;
     if (!el) return;
-    atBottom.current = el.scrollHeight - el.scrollTop - el.clientHeight < 40;
-    if (el.scrollTop < 200) {
-      if (shown < visible.length) {
-        anchor.current = { height: el.scrollHeight, top: el.scrollTop };
-        setShown((n) => n + MORE_ROWS);
-      } else if (hasOlder && !loadingOlder) {
-        anchor.current = { height: el.scrollHeight, top: el.scrollTop };
-        onLoadOlder();
-      }
-    }
+    atBottom.current = win.bottom === null && el.scrollHeight - el.scrollTop - el.clientHeight < 40;
+    const n = near();
+    if (n.top) up();
+    else if (n.bottom) down();
+  };
+  // At the very top or bottom, wheel and keys produce no scroll event: they move the
+  // window directly.
+  const onWheel = (e: WheelEvent) => {
+    const n = near();
+    if (e.deltaY < 0 && n.top) up();
+    if (e.deltaY > 0 && n.bottom) down();
+  };
+  const onKeyDown = (e: KeyboardEvent) => {
+    const n = near();
+    if (["PageUp", "ArrowUp", "Home"].includes(e.key) && n.top) up();
+    if (["PageDown", "ArrowDown", "End"].includes(e.key) && n.bottom) down();
   };
   useEffect(() => {
     // A short timeline with older pages: fetch until it fills the view.
     const el = box.current;
-    if (el && hasOlder && !loadingOlder && el.scrollHeight <= el.clientHeight) onLoadOlder();
+    if (el && hasOlder && !loadingOlder && lo === 0 && el.scrollHeight <= el.clientHeight) up();
   }, [visible.length, hasOlder, loadingOlder]);
 
-  const rows = visible.slice(Math.max(0, visible.length - shown));
+  const moreAbove = lo > 0 || hasOlder;
   return (
-    <div class="timeline" ref={box} onScroll={onScroll} aria-live="polite" aria-label="Timeline" tabIndex={0} data-testid="timeline">
-      {(hasOlder || shown < visible.length) && (
-        <p class="muted small center">{loadingOlder ? "Loading older events…" : "Scroll up for older events"}</p>
-      )}
+    <div
+      class="timeline"
+      ref={box}
+      onScroll={onScroll}
+      onWheel={onWheel}
+      onKeyDown={onKeyDown}
+      aria-live="polite"
+      aria-label="Timeline"
+      tabIndex={0}
+      data-testid="timeline"
+    >
+      {moreAbove && <p class="muted small center">{loadingOlder ? "Loading older events…" : "Scroll up for older events"}</p>}
       {rows.map((e) => (
         <div class="event" key={coalescingKey(e) ?? e.id} data-type={e.type} data-seq={e.seq}>
           <Row e={e} />
         </div>
       ))}
+      {win.bottom !== null && (
+        <button type="button" class="small jump" onClick={() => setWin({ top: null, bottom: null })}>
+          Newer events ↓
+        </button>
+      )}
       {visible.length === 0 && <p class="muted center">Nothing yet. Send a prompt to start.</p>}
     </div>
   );
