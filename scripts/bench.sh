@@ -3,9 +3,18 @@
 # benchmark binaries in release mode. Results go to stdout; BENCHMARKS.md records them.
 source "$(dirname "$0")/toolchain.sh"
 ensure_toolchain
+ensure_chromium
+build_web
 build_worker --release
 export INSPECT_WORKER_PREBUILT=1
 cargo run --release --quiet -p inspect-tests --bin session-bench
 export INSPECT_SUPERVISOR_BIN="$CARGO_TARGET_DIR/release/inspect-supervisor"
 cargo build --release --quiet -p inspect-supervisor
 cargo run --release --quiet -p inspect-tests --bin sandbox-bench
+
+# The browser: the first page's JavaScript and render time, and a 5,000-event timeline
+# (render, long tasks while scrolling to the top), three runs.
+for run in 1 2 3; do
+  cargo test --release --quiet -p inspect-tests --test web -- --nocapture 2>&1 \
+    | grep -E '^\[(timeline|e2e)\] (metrics|\{)' || true
+done

@@ -56,18 +56,7 @@ async fn rows(env: &Env, scope: &Scope) -> Result<Vec<SummaryRow>, ApiError> {
 }
 
 pub async fn list_secrets(env: &Env, scope: &SecretScope) -> Result<SecretList, ApiError> {
-    let scope = scope_of(env, scope).await?;
-    Ok(SecretList {
-        secrets: rows(env, &scope)
-            .await?
-            .into_iter()
-            .map(|r| SecretSummary {
-                key: r.name,
-                created_at: r.created_at as i64,
-                updated_at: r.updated_at as i64,
-            })
-            .collect(),
-    })
+    list_secrets_of(env, &scope_of(env, scope).await?).await
 }
 
 /// Sets or replaces secrets; all or nothing. Answers with the names only.

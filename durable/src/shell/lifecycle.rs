@@ -199,16 +199,8 @@ impl SessionDO {
     async fn sandbox_secrets(
         &self,
     ) -> std::result::Result<std::collections::BTreeMap<String, String>, ApiError> {
-        let read = |name: &str| {
-            self.env
-                .secret(name)
-                .map(|s| s.to_string())
-                .or_else(|_| self.env.var(name).map(|v| v.to_string()))
-                .ok()
-                .filter(|v| !v.is_empty())
-        };
         // Without a key nothing can have been stored.
-        let Some(key) = read(inspect_secrets::KEY_VAR) else {
+        let Some(key) = self.setting(inspect_secrets::KEY_VAR) else {
             return Ok(Default::default());
         };
         let key = inspect_secrets::SealingKey::from_config(Some(&key))?;
@@ -284,18 +276,20 @@ impl SessionDO {
         inspect_secrets::layer(&key, &stored)
     }
 
+    /// A Worker secret or, failing that, a plain variable; empty counts as unset.
+    fn setting(&self, name: &str) -> Option<String> {
+        self.env
+            .secret(name)
+            .map(|s| s.to_string())
+            .or_else(|_| self.env.var(name).map(|v| v.to_string()))
+            .ok()
+            .filter(|v| !v.is_empty())
+    }
+
     pub(super) fn provider(&self) -> Option<LocalProvider> {
-        let read = |name: &str| {
-            self.env
-                .secret(name)
-                .map(|s| s.to_string())
-                .or_else(|_| self.env.var(name).map(|v| v.to_string()))
-                .ok()
-                .filter(|v| !v.is_empty())
-        };
         Some(LocalProvider {
-            base_url: read("SANDBOX_HOST_URL")?,
-            secret: read("SANDBOX_HOST_SECRET")?,
+            base_url: self.setting("SANDBOX_HOST_URL")?,
+            secret: self.setting("SANDBOX_HOST_SECRET")?,
         })
     }
 
