@@ -14,6 +14,7 @@ pub mod fake_github;
 pub mod fake_model;
 pub mod flaky;
 pub mod host;
+pub mod repo;
 pub mod stack;
 
 pub use stack::{Stack, StackOptions};

@@ -9,6 +9,7 @@ use inspect_tests::client::{send, WsClient};
 use inspect_tests::fake_github::{Account, FakeGitHub};
 use inspect_tests::fake_model::{FakeModel, Reply};
 use inspect_tests::host::SandboxHost;
+use inspect_tests::repo::{git, init_repo};
 use inspect_tests::{Stack, StackOptions};
 use reqwest::header::{HeaderMap, COOKIE, LOCATION, SET_COOKIE};
 use reqwest::{Method, StatusCode};
@@ -736,39 +737,6 @@ fn dump_d1(state: &Path) -> String {
     out
 }
 
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
-
-fn make_repo(dir: &Path) {
-    git(dir, &["init", "--quiet", "-b", "main"]);
-    std::fs::write(dir.join("README.md"), "# private\n").unwrap();
-    git(dir, &["add", "."]);
-    git(
-        dir,
-        &[
-            "-c",
-            "user.name=Owner",
-            "-c",
-            "user.email=o@example.com",
-            "commit",
-            "--quiet",
-            "-m",
-            "initial",
-        ],
-    );
-}
-
 async fn until_complete(ws: &mut WsClient, host: &SandboxHost) -> Vec<Value> {
     let mut seen = vec![];
     loop {
@@ -815,7 +783,7 @@ async fn secrets_at_three_scopes_reach_the_sandbox_layered() {
     options.vars = host.worker_vars();
     let stack = Stack::start_with(options).await.unwrap();
     let repo = tempfile::tempdir().unwrap();
-    make_repo(repo.path());
+    init_repo(repo.path());
     let mut t = Transcript::default();
     let r = t
         .send(
@@ -903,7 +871,7 @@ async fn a_sandbox_clones_a_private_repository_through_the_credential_helper() {
     let gh = FakeGitHub::start(vec![]).await.unwrap();
     let bare = gh.repos_root.join("acme/private.git");
     let work = tempfile::tempdir().unwrap();
-    make_repo(work.path());
+    init_repo(work.path());
     git(
         work.path(),
         &["clone", "--quiet", "--bare", ".", bare.to_str().unwrap()],
@@ -983,7 +951,14 @@ async fn a_sandbox_clones_a_private_repository_through_the_credential_helper() {
             .any(|(p, s)| p.ends_with("git-upload-pack") && *s == 200),
         "{requests:?}"
     );
-    assert!(gh.mints() >= 1);
+    // One installation token served the repository lookup, the clone and the push: the
+    // Worker keeps it until ten minutes before it expires.
+    let asked = requests.iter().filter(|(_, s)| *s == 401).count();
+    assert!(
+        asked >= 2,
+        "clone and push each asked for credentials: {requests:?}"
+    );
+    assert_eq!(gh.mints(), 1, "{requests:?}");
     // The session branch was pushed back through the helper too.
     let branch = format!("open-inspect/{id}");
     let pushed = Command::new("git")

@@ -6,68 +6,10 @@
 use inspect_tests::client::{create_session, send, WsClient};
 use inspect_tests::fake_model::{FakeModel, Reply};
 use inspect_tests::host::SandboxHost;
+use inspect_tests::repo::{commit_all, git, source_repo};
 use inspect_tests::{Stack, StackOptions};
 use reqwest::Method;
 use serde_json::{json, Value};
-use std::path::Path;
-use std::process::Command;
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
-
-/// A plain git repository on the host with one commit on `main`.
-fn source_repo() -> tempfile::TempDir {
-    let dir = tempfile::Builder::new()
-        .prefix("inspect-src-")
-        .tempdir()
-        .unwrap();
-    git(dir.path(), &["init", "--quiet", "-b", "main"]);
-    std::fs::write(dir.path().join("README.md"), "# demo\n").unwrap();
-    git(dir.path(), &["add", "."]);
-    git(
-        dir.path(),
-        &[
-            "-c",
-            "user.name=Owner",
-            "-c",
-            "user.email=owner@example.com",
-            "commit",
-            "--quiet",
-            "-m",
-            "initial",
-        ],
-    );
-    dir
-}
-
-/// Commits everything in a source repository as its owner.
-fn commit_all(repo: &Path, message: &str) {
-    git(repo, &["add", "."]);
-    git(
-        repo,
-        &[
-            "-c",
-            "user.name=Owner",
-            "-c",
-            "user.email=owner@example.com",
-            "commit",
-            "--quiet",
-            "-m",
-            message,
-        ],
-    );
-}
 
 /// A session on the world's `local/demo` repository, joined by `ann`.
 async fn demo_session(w: &World) -> (String, WsClient) {

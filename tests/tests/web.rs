@@ -8,24 +8,12 @@ use inspect_tests::capture_provider::{connect_sandbox, next_command, CaptureProv
 use inspect_tests::client::send;
 use inspect_tests::fake_model::{FakeModel, Reply};
 use inspect_tests::host::SandboxHost;
+use inspect_tests::repo::source_repo;
 use inspect_tests::{Stack, StackOptions};
 use reqwest::Method;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 fn artifacts(name: &str) -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
@@ -97,23 +85,7 @@ async fn a_person_starts_watches_shares_and_steers_a_session_in_the_browser() {
     let mut options = StackOptions::local();
     options.vars = host.worker_vars();
     let stack = Stack::start_with(options).await.unwrap();
-    let repo = tempfile::tempdir().unwrap();
-    git(repo.path(), &["init", "--quiet", "-b", "main"]);
-    std::fs::write(repo.path().join("README.md"), "# demo\n").unwrap();
-    git(repo.path(), &["add", "."]);
-    git(
-        repo.path(),
-        &[
-            "-c",
-            "user.name=O",
-            "-c",
-            "user.email=o@example.com",
-            "commit",
-            "--quiet",
-            "-m",
-            "initial",
-        ],
-    );
+    let repo = source_repo();
     let r = send(
         Method::POST,
         &stack.url("/repos"),
