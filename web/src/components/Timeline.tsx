@@ -18,6 +18,7 @@ const HIDDEN = new Set([
   "snapshot_ready",
   "snapshot_saved",
   "sandbox_status",
+  "artifact",
 ]);
 
 function str(v: unknown): string {
@@ -124,6 +125,19 @@ const Row = memo(({ e }: { e: TimelineEvent }) => {
       return (
         <div class="row-note muted small">
           git {str(e.status)} {str(e.repo)} {str(e.sha).slice(0, 8)}
+        </div>
+      );
+    case "push_complete":
+      return (
+        <div class="row-note muted small">
+          Pushed {str(e.branch) || "the session branch"}
+          {e.repo ? ` to ${str(e.repo)}` : ""}
+        </div>
+      );
+    case "push_error":
+      return (
+        <div class="row-error" role="alert">
+          Push failed: {str(e.error)}
         </div>
       );
     case "prompt_cancelled":
