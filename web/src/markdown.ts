@@ -1,85 +1,128 @@
 // The agent's text as markdown: parsed by marked, sanitized by DOMPurify, code blocks
-// highlighted by highlight.js (a fixed set of languages keeps the bundle small).
+// highlighted by highlight.js. The three load after the page has drawn, one per task (so
+// none of them blocks a frame for long); until then text shows as plain text.
 
-import DOMPurify from "dompurify";
-import hljs from "highlight.js/lib/core";
-import bash from "highlight.js/lib/languages/bash";
-import css from "highlight.js/lib/languages/css";
-import diff from "highlight.js/lib/languages/diff";
-import go from "highlight.js/lib/languages/go";
-import javascript from "highlight.js/lib/languages/javascript";
-import json from "highlight.js/lib/languages/json";
-import markdown from "highlight.js/lib/languages/markdown";
-import python from "highlight.js/lib/languages/python";
-import rust from "highlight.js/lib/languages/rust";
-import sql from "highlight.js/lib/languages/sql";
-import typescript from "highlight.js/lib/languages/typescript";
-import xml from "highlight.js/lib/languages/xml";
-import yaml from "highlight.js/lib/languages/yaml";
-import { Marked } from "marked";
+import type { HLJSApi, LanguageFn } from "highlight.js";
 
-type Grammar = Parameters<typeof hljs.registerLanguage>[1];
-const GRAMMARS: Record<string, Grammar> = { bash, css, diff, go, javascript, json, markdown, python, rust, sql, typescript, xml, yaml };
-const ALIASES: Record<string, string> = { sh: "bash", shell: "bash", js: "javascript", ts: "typescript", tsx: "typescript", jsx: "javascript", py: "python", rs: "rust", html: "xml", yml: "yaml", md: "markdown" };
+interface Engine {
+  parse: (text: string) => string;
+  sanitize: (html: string) => string;
+  hljs: HLJSApi;
+}
 
-/** The language, registered on first use (grammars compile lazily, one at a time). */
-function language(lang: string | undefined): string | null {
-  if (!lang) return null;
-  const name = ALIASES[lang.toLowerCase()] ?? lang.toLowerCase();
-  if (!hljs.getLanguage(name)) {
-    const grammar = GRAMMARS[name];
-    if (!grammar) return null;
-    hljs.registerLanguage(name, grammar);
+let engine: Engine | null = null;
+let loading: Promise<void> | null = null;
+const waiting = new Set<() => void>();
+
+/** Calls `f` once markdown is ready (at once if it is). */
+export function whenMarkdownReady(f: () => void): () => void {
+  if (engine) {
+    f();
+    return () => undefined;
   }
-  return name;
+  waiting.add(f);
+  void loadMarkdown();
+  return () => waiting.delete(f);
 }
 
-function highlight(code: string, lang: string): string {
-  const name = language(lang);
-  return name ? hljs.highlight(code, { language: name }).value : escapeHtml(code);
+export function markdownReady(): boolean {
+  return engine !== null;
 }
 
-const marked = new Marked({
-  gfm: true,
-  breaks: false,
-  renderer: {
-    code({ text, lang }) {
-      const language = (lang ?? "").split(/\s/)[0];
-      return `<pre><code class="hljs">${highlight(text, language)}</code></pre>`;
-    },
-  },
-});
+const nextTask = () => new Promise<void>((r) => setTimeout(r, 0));
+
+export function loadMarkdown(): Promise<void> {
+  loading ??= (async () => {
+    const { default: hljs } = await import("highlight.js/lib/core");
+    await nextTask();
+    const { Marked } = await import("marked");
+    await nextTask();
+    const { default: DOMPurify } = await import("dompurify");
+    await nextTask();
+    const marked = new Marked({
+      gfm: true,
+      renderer: {
+        code({ text, lang }) {
+          return `<pre><code class="hljs">${highlightWith(hljs, text, (lang ?? "").split(/\s/)[0])}</code></pre>`;
+        },
+      },
+    });
+    engine = {
+      parse: (text) => marked.parse(text, { async: false }) as string,
+      sanitize: (html) => DOMPurify.sanitize(html),
+      hljs,
+    };
+    // Warm the parser in a task of its own, then wake the views.
+    engine.sanitize(engine.parse("*warm* `up`"));
+    await nextTask();
+    for (const f of [...waiting]) f();
+    waiting.clear();
+  })();
+  return loading;
+}
+
+/** Grammars, loaded and registered on first use (each its own small chunk). */
+const GRAMMARS: Record<string, () => Promise<{ default: LanguageFn }>> = {
+  bash: () => import("highlight.js/lib/languages/bash"),
+  css: () => import("highlight.js/lib/languages/css"),
+  diff: () => import("highlight.js/lib/languages/diff"),
+  go: () => import("highlight.js/lib/languages/go"),
+  javascript: () => import("highlight.js/lib/languages/javascript"),
+  json: () => import("highlight.js/lib/languages/json"),
+  markdown: () => import("highlight.js/lib/languages/markdown"),
+  python: () => import("highlight.js/lib/languages/python"),
+  rust: () => import("highlight.js/lib/languages/rust"),
+  sql: () => import("highlight.js/lib/languages/sql"),
+  typescript: () => import("highlight.js/lib/languages/typescript"),
+  xml: () => import("highlight.js/lib/languages/xml"),
+  yaml: () => import("highlight.js/lib/languages/yaml"),
+};
+const ALIASES: Record<string, string> = { sh: "bash", shell: "bash", js: "javascript", ts: "typescript", tsx: "typescript", jsx: "javascript", py: "python", rs: "rust", html: "xml", yml: "yaml", md: "markdown" };
+const pendingGrammars = new Set<string>();
+
+function highlightWith(hljs: HLJSApi, code: string, lang: string): string {
+  const name = ALIASES[lang.toLowerCase()] ?? lang.toLowerCase();
+  if (name && hljs.getLanguage(name)) return hljs.highlight(code, { language: name }).value;
+  const load = GRAMMARS[name];
+  if (load && !pendingGrammars.has(name)) {
+    // Plain now; highlighted when the grammar has loaded and the view draws again.
+    pendingGrammars.add(name);
+    void load().then((g) => {
+      hljs.registerLanguage(name, g.default);
+      cache.clear();
+      for (const f of [...grammarListeners]) f();
+    });
+  }
+  return escapeHtml(code);
+}
+
+const grammarListeners = new Set<() => void>();
+/** Calls `f` whenever a grammar arrives (code can then be highlighted). */
+export function onGrammarLoaded(f: () => void): () => void {
+  grammarListeners.add(f);
+  return () => grammarListeners.delete(f);
+}
 
 const cache = new Map<string, string>();
 
-/** Safe HTML for a markdown text (memoized: streamed parts re-render often). */
-export function renderMarkdown(text: string): string {
+/** Safe HTML for a markdown text, or null until the engine has loaded. */
+export function renderMarkdown(text: string): string | null {
+  if (!engine) return null;
   const hit = cache.get(text);
   if (hit !== undefined) return hit;
-  const html = DOMPurify.sanitize(marked.parse(text, { async: false }) as string, {
-    ADD_ATTR: ["target"],
-  });
+  const html = engine.sanitize(engine.parse(text));
   if (cache.size > 500) cache.clear();
   cache.set(text, html);
   return html;
 }
 
-/** Highlighted HTML for a code block of a known language (tool input and output). */
+/** Highlighted HTML for tool input and output (escaped text until ready). */
 export function renderCode(code: string, lang?: string): string {
-  if (lang === "diff" || /^(---|\+\+\+|@@) /m.test(code)) return highlight(code, "diff");
-  return highlight(code, lang ?? "");
+  if (!engine) return escapeHtml(code);
+  if (lang === "diff" || /^(---|\+\+\+|@@) /m.test(code)) return highlightWith(engine.hljs, code, "diff");
+  return highlightWith(engine.hljs, code, lang ?? "");
 }
 
 export function escapeHtml(s: string): string {
   return s.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c] ?? c);
-}
-
-// The first parse compiles marked's and highlight.js's rules and sets DOMPurify up: do it
-// while the page waits for its socket, not inside the first timeline render.
-// (A language's grammar compiles on its first code block, one language at a time.)
-const warm = () => renderMarkdown("*warm* `up`");
-if (typeof window !== "undefined") {
-  const idle = (window as { requestIdleCallback?: (f: () => void) => void }).requestIdleCallback;
-  if (idle) idle(warm);
-  else setTimeout(warm, 0);
 }

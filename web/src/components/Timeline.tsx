@@ -4,7 +4,7 @@
 
 import { memo } from "preact/compat";
 import { useEffect, useLayoutEffect, useMemo, useRef, useState } from "preact/hooks";
-import { renderCode, renderMarkdown } from "../markdown";
+import { onGrammarLoaded, renderCode, renderMarkdown, whenMarkdownReady } from "../markdown";
 import { coalescingKey } from "../timeline";
 import type { TimelineEvent } from "../types";
 import { Avatar, duration } from "./bits";
@@ -33,11 +33,32 @@ export function toolTarget(e: TimelineEvent): string {
   return s.length > 80 ? `${s.slice(0, 77)}…` : s;
 }
 
-const Markdown = memo(({ text }: { text: string }) => (
-  <div class="markdown" dangerouslySetInnerHTML={{ __html: renderMarkdown(text) }} />
-));
+/** Redraws when the markdown engine (or a code grammar) arrives. */
+function useMarkdownEngine() {
+  const [, setTick] = useState(0);
+  useEffect(() => {
+    const redraw = () => setTick((t) => t + 1);
+    const a = whenMarkdownReady(redraw);
+    const b = onGrammarLoaded(redraw);
+    return () => {
+      a();
+      b();
+    };
+  }, []);
+}
+
+const Markdown = memo(({ text }: { text: string }) => {
+  useMarkdownEngine();
+  const html = renderMarkdown(text);
+  return html === null ? (
+    <div class="markdown plain">{text}</div>
+  ) : (
+    <div class="markdown" dangerouslySetInnerHTML={{ __html: html }} />
+  );
+});
 
 function ToolBody({ e }: { e: TimelineEvent }) {
+  useMarkdownEngine();
   const args = str(e.args);
   const output = str(e.output);
   return (
