@@ -6,6 +6,7 @@
 
 use inspect_tests::capture_provider::{connect_sandbox, next_command, CaptureProvider};
 use inspect_tests::client::send;
+use inspect_tests::fake_github::{Account, FakeGitHub};
 use inspect_tests::fake_model::{FakeModel, Reply};
 use inspect_tests::host::SandboxHost;
 use inspect_tests::repo::source_repo;
@@ -257,4 +258,32 @@ async fn a_timeline_of_five_thousand_events_renders_and_scrolls() {
     // that every event is reachable by scrolling.
     println!("{text}");
     assert!(out.join("metrics.json").exists());
+}
+
+#[tokio::test]
+async fn a_person_signs_in_with_github_and_out_again() {
+    let gh = FakeGitHub::start(vec![Account {
+        id: 1001,
+        login: "alice".into(),
+        emails: vec![("alice@example.com".into(), true)],
+        orgs: vec![],
+    }])
+    .await
+    .unwrap();
+    gh.sign_in_as("alice");
+    let mut vars = gh.worker_vars();
+    vars.push(("ALLOWED_USERS".into(), "alice".into()));
+    let stack = Stack::start_with(StackOptions {
+        vars,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let out = artifacts("signin");
+    let base = stack.base_url.clone();
+    let dir = out.clone();
+    tokio::task::spawn_blocking(move || run_script("signin.mjs", &base, &dir, &[]))
+        .await
+        .unwrap();
+    assert!(out.join("signin.png").exists());
 }
