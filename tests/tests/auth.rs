@@ -386,6 +386,8 @@ async fn service_clients_sign_their_requests() {
     assert_eq!(state["createdBy"], "slack:U123");
 
     let refused = [
+        // The very same signed request again, inside its window.
+        post(good.clone(), "slack-bot", "slack:U123", body.clone()),
         // Tampered body.
         post(
             good.clone(),

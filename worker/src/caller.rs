@@ -68,7 +68,7 @@ impl UserRow {
 pub async fn resolve(req: &Request, body: &[u8], env: &Env) -> Result<Caller, ApiError> {
     if header(req, sig1::SERVICE_HEADER).is_some() || header(req, sig1::SIGNATURE_HEADER).is_some()
     {
-        return service(req, body, env);
+        return service(req, body, env).await;
     }
     if let Some(auth) = header(req, "Authorization") {
         return api_token(&auth, env).await;
@@ -98,7 +98,7 @@ pub async fn resolve(req: &Request, body: &[u8], env: &Env) -> Result<Caller, Ap
     })
 }
 
-fn service(req: &Request, body: &[u8], env: &Env) -> Result<Caller, ApiError> {
+async fn service(req: &Request, body: &[u8], env: &Env) -> Result<Caller, ApiError> {
     let name = header(req, sig1::SERVICE_HEADER).unwrap_or_default();
     let signature = header(req, sig1::SIGNATURE_HEADER)
         .ok_or_else(|| ApiError::unauthorized("X-OpenInspect-Service-Signature is missing"))?;
@@ -129,6 +129,28 @@ fn service(req: &Request, body: &[u8], env: &Env) -> Result<Caller, ApiError> {
         now_ms(),
     )
     .map_err(|r| ApiError::unauthorized(r.message()))?;
+    // Each signed request is good once: a copy sent again inside its window is refused.
+    let now = now_ms();
+    let _ = db::run(
+        env,
+        "DELETE FROM service_signatures WHERE expires_at < ?1",
+        &[num(now)],
+    )
+    .await;
+    let fresh = db::run(
+        env,
+        "INSERT OR IGNORE INTO service_signatures (signature_hash, expires_at) VALUES (?1, ?2)",
+        &[
+            tokens::hash(&signature).into(),
+            num(now + 2 * sig1::WINDOW_MS),
+        ],
+    )
+    .await?;
+    if fresh == 0 {
+        return Err(ApiError::unauthorized(
+            "this signed request was already used; sign each request anew",
+        ));
+    }
     let actor_id = actor_id.trim();
     let valid_actor = !actor_id.is_empty()
         && actor_id.len() <= 128
