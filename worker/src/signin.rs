@@ -272,6 +272,13 @@ pub async fn finish(req: &Request, env: &Env) -> Result<Response, ApiError> {
         ],
     )
     .await?;
+    // Expired and revoked sessions are swept as new ones are made.
+    db::run(
+        env,
+        "DELETE FROM auth_sessions WHERE expires_at <= ?1 OR revoked_at IS NOT NULL AND revoked_at <= ?1 - 86400000",
+        &[num(now)],
+    )
+    .await?;
     let session_token = hex::encode(db::random::<32>()?);
     db::run(
         env,
