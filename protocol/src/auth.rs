@@ -5,6 +5,15 @@ use crate::session::{Actor, RepositoryRef};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+/// A service client's name (`sig1`).
+pub const SERVICE_HEADER: &str = "X-OpenInspect-Service";
+/// `sig1.<timestampMs>.<nonce hex>.<hmac hex>`.
+pub const SIGNATURE_HEADER: &str = "X-OpenInspect-Service-Signature";
+/// Whom a service acts for (`slack:U123`), or in local mode which local person.
+pub const ACTOR_HEADER: &str = "X-OpenInspect-Actor";
+/// Beside a sandbox's bearer token: which sandbox it claims to be.
+pub const SANDBOX_ID_HEADER: &str = "X-Sandbox-ID";
+
 /// `GET /auth/me`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

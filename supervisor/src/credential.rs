@@ -92,7 +92,10 @@ pub async fn run(operation: &str) -> Result<()> {
         .build()?
         .post(&url)
         .bearer_auth(var("INSPECT_SANDBOX_TOKEN")?)
-        .header("X-Sandbox-ID", var("INSPECT_SANDBOX_ID")?)
+        .header(
+            inspect_protocol::auth::SANDBOX_ID_HEADER,
+            var("INSPECT_SANDBOX_ID")?,
+        )
         .send()
         .await
         .context("asking the control plane for git credentials")?;

@@ -8,6 +8,7 @@
 //! The Worker is built once per run: by the test command before `cargo test`, or, when a
 //! test binary runs on its own, once per process here.
 
+pub mod agent;
 pub mod capture_provider;
 pub mod client;
 pub mod fake_github;

@@ -5,9 +5,10 @@
 #![allow(clippy::unwrap_used)] // a test fails loudly by design
 
 use hmac::{Hmac, Mac};
+use inspect_tests::agent::AgentStack;
 use inspect_tests::client::{send, WsClient};
 use inspect_tests::fake_github::{Account, FakeGitHub};
-use inspect_tests::fake_model::{FakeModel, Reply};
+use inspect_tests::fake_model::Reply;
 use inspect_tests::host::SandboxHost;
 use inspect_tests::repo::{git, init_repo};
 use inspect_tests::{Stack, StackOptions};
@@ -769,21 +770,22 @@ fn tool_outputs(seen: &[Value]) -> String {
 async fn secrets_at_three_scopes_reach_the_sandbox_layered() {
     // The agent prints a digest of what it sees, never the values themselves.
     let command = "printf '%s|%s|%s|%s' \"$SHARED_A\" \"$SHARED_B\" \"$SHARED_C\" \"$ONLY_GLOBAL\" | sha256sum | cut -c1-64; echo token-vars=$(env | grep -c '^INSPECT_SANDBOX_TOKEN=')";
-    let model = FakeModel::start(vec![
-        Reply::tool(
-            "bash",
-            json!({"command": command, "description": "inspect env"}),
-        ),
-        Reply::text("Seen."),
-    ])
+    let AgentStack {
+        model: _model,
+        host,
+        stack,
+    } = AgentStack::start(
+        vec![
+            Reply::tool(
+                "bash",
+                json!({"command": command, "description": "inspect env"}),
+            ),
+            Reply::text("Seen."),
+        ],
+        vec![],
+    )
     .await
     .unwrap();
-    let host = SandboxHost::start(&model.base_url, "inspect/fake-model")
-        .await
-        .unwrap();
-    let mut options = StackOptions::local();
-    options.vars = host.worker_vars();
-    let stack = Stack::start_with(options).await.unwrap();
     let repo = tempfile::tempdir().unwrap();
     init_repo(repo.path());
     let mut t = Transcript::default();
@@ -878,22 +880,22 @@ async fn a_sandbox_clones_a_private_repository_through_the_credential_helper() {
         work.path(),
         &["clone", "--quiet", "--bare", ".", bare.to_str().unwrap()],
     );
-    let model = FakeModel::start(vec![
-        Reply::tool(
-            "write",
-            json!({"filePath": "from-agent.txt", "content": "hi\n"}),
-        ),
-        Reply::text("Done."),
-    ])
+    let AgentStack {
+        model: _model,
+        host,
+        stack,
+    } = AgentStack::start(
+        vec![
+            Reply::tool(
+                "write",
+                json!({"filePath": "from-agent.txt", "content": "hi\n"}),
+            ),
+            Reply::text("Done."),
+        ],
+        gh.worker_vars(),
+    )
     .await
     .unwrap();
-    let host = SandboxHost::start(&model.base_url, "inspect/fake-model")
-        .await
-        .unwrap();
-    let mut options = StackOptions::local();
-    options.vars = host.worker_vars();
-    options.vars.extend(gh.worker_vars());
-    let stack = Stack::start_with(options).await.unwrap();
 
     // Unknown to the App: refused before any sandbox.
     let r = send(

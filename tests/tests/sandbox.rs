@@ -3,11 +3,12 @@
 
 #![allow(clippy::unwrap_used)] // a test fails loudly by design
 
+use inspect_tests::agent::AgentStack;
 use inspect_tests::client::{create_session, send, WsClient};
 use inspect_tests::fake_model::{FakeModel, Reply};
 use inspect_tests::host::SandboxHost;
 use inspect_tests::repo::{commit_all, git, source_repo};
-use inspect_tests::{Stack, StackOptions};
+use inspect_tests::Stack;
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -39,25 +40,14 @@ async fn world(script: Vec<Reply>) -> World {
 }
 
 async fn world_with(script: Vec<Reply>, vars: Vec<(&str, &str)>) -> World {
-    let model = FakeModel::start(script).await.unwrap();
-    let host = SandboxHost::start(&model.base_url, "inspect/fake-model")
-        .await
-        .unwrap();
-    let mut options = StackOptions::local();
-    options.vars = host.worker_vars();
-    options
-        .vars
-        .extend(vars.into_iter().map(|(k, v)| (k.to_owned(), v.to_owned())));
-    let stack = Stack::start_with(options).await.unwrap();
+    let vars = vars
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+    let agent = AgentStack::start(script, vars).await.unwrap();
     let repo = source_repo();
-    let r = send(
-        Method::POST,
-        &stack.url("/repos"),
-        Some(json!({"name": "demo", "path": repo.path().to_string_lossy()})),
-    )
-    .await
-    .unwrap();
-    assert_eq!(r.status, 201, "{}", r.body);
+    agent.register_repo("demo", repo.path()).await.unwrap();
+    let AgentStack { model, host, stack } = agent;
     World {
         model,
         host,

@@ -4,11 +4,11 @@
 
 #![allow(clippy::unwrap_used)] // a test fails loudly by design
 
+use inspect_tests::agent::AgentStack;
 use inspect_tests::capture_provider::{connect_sandbox, next_command, CaptureProvider};
 use inspect_tests::client::send;
 use inspect_tests::fake_github::{Account, FakeGitHub};
-use inspect_tests::fake_model::{FakeModel, Reply};
-use inspect_tests::host::SandboxHost;
+use inspect_tests::fake_model::Reply;
 use inspect_tests::repo::source_repo;
 use inspect_tests::{Stack, StackOptions};
 use reqwest::Method;
@@ -112,61 +112,50 @@ async fn run_interactive(script: &str, stack: &mut Stack, out: &Path) -> Result<
 
 #[tokio::test]
 async fn a_person_starts_watches_shares_and_steers_a_session_in_the_browser() {
-    let model = FakeModel::start(vec![
-        // The first prompt.
-        Reply::tool(
-            "write",
-            json!({"filePath": "hello.txt", "content": "hello\n"}),
-        ),
-        Reply::tool(
-            "bash",
-            json!({"command": "cat hello.txt && echo ran-bash", "description": "show it"}),
-        ),
-        Reply::text("All **done**: `hello.txt` is there.\n\n```rust\nfn main() {}\n```"),
-        // The second person's prompt.
-        Reply::text("Hi bob."),
-        // Reloaded mid-turn.
-        Reply::tool(
-            "bash",
-            json!({"command": "sleep 4 && echo slept", "description": "sleep"}),
-        ),
-        Reply::text("Slept well."),
-        // After the server restarted.
-        Reply::text("Back again."),
-        // Stopped.
-        Reply::tool(
-            "bash",
-            json!({"command": "sleep 120", "description": "sleep long"}),
-        ),
-        Reply::text("Should not be reached."),
-    ])
-    .await
-    .unwrap();
-    let host = SandboxHost::start(&model.base_url, "inspect/fake-model")
-        .await
-        .unwrap();
-    let mut options = StackOptions::local();
-    options.vars = host.worker_vars();
-    let stack = Stack::start_with(options).await.unwrap();
-    let repo = source_repo();
-    let r = send(
-        Method::POST,
-        &stack.url("/repos"),
-        Some(json!({"name": "demo", "path": repo.path().to_string_lossy()})),
+    let mut agent = AgentStack::start(
+        vec![
+            // The first prompt.
+            Reply::tool(
+                "write",
+                json!({"filePath": "hello.txt", "content": "hello\n"}),
+            ),
+            Reply::tool(
+                "bash",
+                json!({"command": "cat hello.txt && echo ran-bash", "description": "show it"}),
+            ),
+            Reply::text("All **done**: `hello.txt` is there.\n\n```rust\nfn main() {}\n```"),
+            // The second person's prompt.
+            Reply::text("Hi bob."),
+            // Reloaded mid-turn.
+            Reply::tool(
+                "bash",
+                json!({"command": "sleep 4 && echo slept", "description": "sleep"}),
+            ),
+            Reply::text("Slept well."),
+            // After the server restarted.
+            Reply::text("Back again."),
+            // Stopped.
+            Reply::tool(
+                "bash",
+                json!({"command": "sleep 120", "description": "sleep long"}),
+            ),
+            Reply::text("Should not be reached."),
+        ],
+        vec![],
     )
     .await
     .unwrap();
-    assert_eq!(r.status, 201);
+    let repo = source_repo();
+    agent.register_repo("demo", repo.path()).await.unwrap();
     let out = artifacts("session");
-    let mut stack = stack;
     let run = tokio::time::timeout(
         std::time::Duration::from_secs(600),
-        run_interactive("e2e.mjs", &mut stack, &out),
+        run_interactive("e2e.mjs", &mut agent.stack, &out),
     )
     .await
     .unwrap_or_else(|_| Err("e2e.mjs ran past 10 minutes".into()));
     if let Err(e) = run {
-        panic!("{e}\n{}", host.sandbox_logs());
+        panic!("{e}\n{}", agent.host.sandbox_logs());
     }
     for shot in [
         "01-sessions",

@@ -6,6 +6,13 @@ import { post } from "./api";
 import { addEvents, applyOlderPage, applyWindow, emptyTimeline, type Timeline } from "./timeline";
 import type { Artifact, Participant, Presence, QueuedPrompt, ServerMessage, SessionState } from "./types";
 
+/** The session's client WebSocket URL on this origin. */
+export function socketUrl(sessionId: string): URL {
+  const url = new URL(`/sessions/${sessionId}/ws`, location.href);
+  url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
+  return url;
+}
+
 export type Connection = "connecting" | "live" | "reconnecting" | "closed";
 
 export interface LiveState {
@@ -74,9 +81,7 @@ export class LiveSession {
       this.fail(e);
       return;
     }
-    const url = new URL(`/sessions/${this.sessionId}/ws`, location.href);
-    url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
-    const ws = new WebSocket(url);
+    const ws = new WebSocket(socketUrl(this.sessionId));
     this.ws = ws;
     ws.onopen = () => ws.send(JSON.stringify({ type: "subscribe", token, clientId: this.clientId }));
     ws.onmessage = (m) => {

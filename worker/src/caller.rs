@@ -101,7 +101,7 @@ pub async fn resolve(req: &Request, body: &[u8], env: &Env) -> Result<Caller, Ap
 async fn service(req: &Request, body: &[u8], env: &Env) -> Result<Caller, ApiError> {
     let name = header(req, sig1::SERVICE_HEADER).unwrap_or_default();
     let signature = header(req, sig1::SIGNATURE_HEADER)
-        .ok_or_else(|| ApiError::unauthorized("X-OpenInspect-Service-Signature is missing"))?;
+        .ok_or_else(|| ApiError::unauthorized(format!("{} is missing", sig1::SIGNATURE_HEADER)))?;
     let var = sig1::secret_var(&name)
         .ok_or_else(|| ApiError::unauthorized(format!("unknown service {name:?}")))?;
     let secret = setting(env, var)
@@ -130,22 +130,31 @@ async fn service(req: &Request, body: &[u8], env: &Env) -> Result<Caller, ApiErr
     )
     .map_err(|r| ApiError::unauthorized(r.message()))?;
     // Each signed request is good once: a copy sent again inside its window is refused.
+    // Expired entries are swept in the same round trip.
     let now = now_ms();
-    let _ = db::run(
-        env,
-        "DELETE FROM service_signatures WHERE expires_at < ?1",
-        &[num(now)],
-    )
-    .await;
-    let fresh = db::run(
-        env,
-        "INSERT OR IGNORE INTO service_signatures (signature_hash, expires_at) VALUES (?1, ?2)",
-        &[
+    let database = db::database(env)?;
+    let sweep = database
+        .prepare("DELETE FROM service_signatures WHERE expires_at < ?1")
+        .bind(&[num(now)])
+        .map_err(db::unavailable)?;
+    let record = database
+        .prepare(
+            "INSERT OR IGNORE INTO service_signatures (signature_hash, expires_at) VALUES (?1, ?2)",
+        )
+        .bind(&[
             tokens::hash(&signature).into(),
             num(now + 2 * sig1::WINDOW_MS),
-        ],
-    )
-    .await?;
+        ])
+        .map_err(db::unavailable)?;
+    let results = database
+        .batch(vec![sweep, record])
+        .await
+        .map_err(db::unavailable)?;
+    let fresh = results
+        .get(1)
+        .and_then(|r| r.meta().ok().flatten())
+        .and_then(|m| m.changes)
+        .unwrap_or(0);
     if fresh == 0 {
         return Err(ApiError::unauthorized(
             "this signed request was already used; sign each request anew",

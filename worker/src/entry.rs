@@ -160,7 +160,7 @@ async fn serve(route: Route, mut req: Request, env: &Env) -> ApiResult<Response>
 /// token, then the Worker hands out an installation token.
 async fn scm_credentials(env: &Env, id: &str, req: Request) -> ApiResult<Response> {
     let headers = Headers::new();
-    for name in ["Authorization", "X-Sandbox-ID"] {
+    for name in ["Authorization", inspect_protocol::auth::SANDBOX_ID_HEADER] {
         if let Some(v) = req.headers().get(name).ok().flatten() {
             headers.set(name, &v).map_err(internal)?;
         }

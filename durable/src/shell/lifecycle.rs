@@ -41,7 +41,7 @@ impl SessionDO {
         let header = |name: &str| req.headers().get(name).ok().flatten().unwrap_or_default();
         let auth = header("Authorization");
         let token = auth.strip_prefix("Bearer ").unwrap_or_default().to_owned();
-        let sandbox_id = header("X-Sandbox-ID");
+        let sandbox_id = header(inspect_protocol::auth::SANDBOX_ID_HEADER);
         match self.engine().authenticate_sandbox(&token, &sandbox_id) {
             Ok(Ok(())) => {}
             Ok(Err(refusal)) => {

@@ -172,7 +172,7 @@ async fn run(
             headers.insert("Authorization", v);
         }
         if let Ok(v) = config.sandbox_id.parse() {
-            headers.insert("X-Sandbox-ID", v);
+            headers.insert(inspect_protocol::auth::SANDBOX_ID_HEADER, v);
         }
         match tokio_tungstenite::connect_async(request).await {
             Ok((stream, _)) => {

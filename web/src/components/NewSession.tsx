@@ -1,6 +1,7 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import { useLocation } from "preact-iso";
 import { del, errorText, get, post } from "../api";
+import { socketUrl } from "../live";
 import type { Me, Repository, RepositoryRef } from "../types";
 import { ErrorNote } from "./bits";
 import { ModelPicker } from "./ModelPicker";
@@ -229,10 +230,8 @@ export function NewSession({ me }: { me: Me }) {
 /** Sends one `typing` over a short-lived socket (the session page keeps its own). */
 async function warm(sessionId: string) {
   const { token } = await post<{ token: string }>(`/sessions/${sessionId}/ws-token`);
-  const url = new URL(`/sessions/${sessionId}/ws`, location.href);
-  url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
   await new Promise<void>((resolve) => {
-    const ws = new WebSocket(url);
+    const ws = new WebSocket(socketUrl(sessionId));
     const done = () => {
       ws.close(1000);
       resolve();

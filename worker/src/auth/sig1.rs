@@ -11,9 +11,7 @@ use hmac::{Hmac, Mac};
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use sha2::{Digest, Sha256};
 
-pub const SERVICE_HEADER: &str = "X-OpenInspect-Service";
-pub const SIGNATURE_HEADER: &str = "X-OpenInspect-Service-Signature";
-pub const ACTOR_HEADER: &str = "X-OpenInspect-Actor";
+pub use inspect_protocol::auth::{ACTOR_HEADER, SERVICE_HEADER, SIGNATURE_HEADER};
 /// How far a signature's time may be from ours, either way.
 pub const WINDOW_MS: i64 = 5 * 60 * 1000;
 
