@@ -160,22 +160,7 @@ async fn service(req: &Request, body: &[u8], env: &Env) -> Result<Caller, ApiErr
             "this signed request was already used; sign each request anew",
         ));
     }
-    let actor_id = actor_id.trim();
-    let valid_actor = !actor_id.is_empty()
-        && actor_id.len() <= 128
-        && actor_id.contains(':')
-        && !actor_id
-            .chars()
-            .any(|c| c.is_control() || c.is_whitespace());
-    let user_id = if actor_id.is_empty() {
-        format!("service:{name}")
-    } else if valid_actor {
-        actor_id.to_owned()
-    } else {
-        return Err(ApiError::bad_request(
-            "X-OpenInspect-Actor must look like provider:id",
-        ));
-    };
+    let user_id = sig1::acting_for(&name, &actor_id).map_err(ApiError::bad_request)?;
     Ok(Caller {
         actor: Actor {
             name: user_id.clone(),

@@ -160,6 +160,23 @@ pub fn verify(secret: &[u8], req: &Signed<'_>, now_ms: i64) -> Result<(), Refusa
     mac.verify_slice(&expected).map_err(|_| Refusal::Mismatch)
 }
 
+/// Whom a verified request acts for: the asserted actor (`provider:id`, e.g.
+/// `slack:U123`), or with none the service itself (`service:<name>`).
+pub fn acting_for(service: &str, asserted: &str) -> Result<String, &'static str> {
+    let actor = asserted.trim();
+    if actor.is_empty() {
+        return Ok(format!("service:{service}"));
+    }
+    let valid = actor.len() <= 128
+        && actor.contains(':')
+        && !actor.chars().any(|c| c.is_control() || c.is_whitespace());
+    if valid {
+        Ok(actor.to_owned())
+    } else {
+        Err("X-OpenInspect-Actor must look like provider:id")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -306,6 +323,20 @@ mod tests {
                 Err(Refusal::Format),
                 "{h:?}"
             );
+        }
+    }
+
+    #[test]
+    fn the_actor_is_asserted_or_the_service() {
+        assert_eq!(acting_for("slack-bot", "slack:U123").unwrap(), "slack:U123");
+        assert_eq!(acting_for("slack-bot", "").unwrap(), "service:slack-bot");
+        for bad in [
+            "U123",
+            "slack: U1",
+            "a:\nb",
+            &format!("x:{}", "y".repeat(130)),
+        ] {
+            assert!(acting_for("slack-bot", bad).is_err(), "{bad:?}");
         }
     }
 
