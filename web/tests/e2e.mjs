@@ -104,7 +104,9 @@ try {
   if (JSON.stringify(after) !== JSON.stringify(before)) throw new Error(`the timeline changed across the restart:\n${before}\n${after}`);
   await prompt.fill("Still there?");
   await prompt.press("Enter");
-  await expectVisible(page, page.locator(".markdown", { hasText: "Back again" }), "a turn after the restart");
+  // If the restart cut a snapshot short, the sandbox is held until the snapshot deadline
+  // (60 s) gives it back.
+  await expectVisible(page, page.locator(".markdown", { hasText: "Back again" }), "a turn after the restart", 150_000);
   await expect2(page, "execution-complete", 4);
 
   step("stop a running turn");

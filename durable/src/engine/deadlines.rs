@@ -25,6 +25,9 @@ pub const MAX_SPAWN_FAILURES: i64 = 3;
 pub const FAILURE_WINDOW_MS: i64 = 5 * 60_000;
 /// The longest one prompt may run.
 pub const EXECUTION_TIMEOUT_MS: i64 = 90 * 60_000;
+/// A snapshot still `snapshotting` after this long is taken as abandoned (the object that
+/// waited for it was restarted or evicted): the sandbox goes back to where it was.
+pub const SNAPSHOT_TIMEOUT_MS: i64 = 60_000;
 
 /// What the alarm decided beyond plain effects.
 #[derive(Debug, Default, PartialEq)]
@@ -100,6 +103,9 @@ impl<S: Store> Session<'_, S> {
                     all.push(t.spawned_at.map(|s| s + CONNECTING_TIMEOUT_MS))
                 }
                 "ready" | "running" | "snapshotting" => {
+                    if t.status == "snapshotting" {
+                        all.push(Some(t.updated_at + SNAPSHOT_TIMEOUT_MS));
+                    }
                     all.push(t.last_heartbeat.map(|h| h + HEARTBEAT_STALE_MS));
                     all.push(t.disconnected_at.map(|d| d + RECONNECT_GRACE_MS));
                     if t.status == "ready" {
@@ -251,6 +257,16 @@ impl<S: Store> Session<'_, S> {
             }
             "ready" if now >= self.idle_deadline(&t)? && self.processing()?.is_none() => {
                 out.fx.merge(self.stop_idle(&t.sandbox_id, now)?);
+            }
+            "snapshotting" if now >= t.updated_at + SNAPSHOT_TIMEOUT_MS => {
+                // Snapshots start from `ready` (a connected sandbox) or `stopped`.
+                let previous = if self.sandbox_connected()? {
+                    "ready"
+                } else {
+                    "stopped"
+                };
+                out.fx
+                    .merge(self.snapshot_ended(&t.sandbox_id, previous, now)?);
             }
             "ready" | "running" | "snapshotting" => {
                 if t.last_heartbeat

@@ -775,6 +775,27 @@ mod sandbox_flow {
         }
 
         #[test]
+        fn an_abandoned_snapshot_does_not_hold_the_sandbox() {
+            let st = store();
+            let (s, sb, m) = running(&st);
+            s.on_sandbox_frame(
+                &frame(
+                    &sb,
+                    json!({"type": "execution_complete", "messageId": m, "success": true}),
+                ),
+                2_000,
+            );
+            let (previous, _) = s.snapshot_started(&sb, 3_000).unwrap();
+            assert_eq!(previous.as_deref(), Some("ready"));
+            assert_eq!(s.sandbox_status().unwrap(), "snapshotting");
+            // The object that waited for the snapshot went away; nobody ends it.
+            assert!(s.next_deadline().unwrap().unwrap() <= 3_000 + SNAPSHOT_TIMEOUT_MS);
+            s.on_sandbox_frame(&frame(&sb, json!({"type": "heartbeat"})), 30_000);
+            s.on_alarm(3_000 + SNAPSHOT_TIMEOUT_MS).unwrap();
+            assert_eq!(s.sandbox_status().unwrap(), "ready");
+        }
+
+        #[test]
         fn an_idle_ready_sandbox_is_stopped_and_typing_keeps_it() {
             let st = store();
             let (s, sb, m) = running(&st);

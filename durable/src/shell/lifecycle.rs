@@ -88,7 +88,8 @@ impl SessionDO {
         let wanted = fx.spawn_wanted;
         let stop = fx.stop_sandbox.clone();
         let snapshot = fx.snapshot_sandbox.clone();
-        let reschedule = moves_deadlines(&fx);
+        // A snapshot has a deadline of its own (an abandoned one must not hold the sandbox).
+        let reschedule = moves_deadlines(&fx) || fx.snapshot_sandbox.is_some();
         self.apply(fx);
         if let (Some(id), Some(provider)) = (snapshot, self.provider()) {
             let engine = self.engine();
