@@ -6,8 +6,11 @@
 #   INSPECT_PORT        the Worker's port                 (default 8787)
 #   INSPECT_HOST_PORT   the local sandbox host's port     (default INSPECT_PORT + 1)
 #   INSPECT_STATE_DIR   where all local state persists    (default .state/local)
-#   SANDBOX_IDLE_TIMEOUT_SECONDS  idle sandboxes are snapshotted and stopped after this
-#                                  (default 600)
+#   INSPECT_DEV_VARS    the Worker's settings file        (default .dev.vars)
+#
+# Every variable `.dev.vars.example` documents may be set in that file or in the
+# environment (the environment wins; the run command's own values only fill what neither
+# sets). At start it says which file it read and which settings are on, by name only.
 #
 # The agent's model: set ANTHROPIC_API_KEY or OPENAI_API_KEY and INSPECT_MODEL
 # (`provider/model`), or point INSPECT_MODEL_BASE_URL at an OpenAI-compatible server
@@ -21,11 +24,18 @@ mkdir -p "$STATE_DIR"
 STATE_DIR="$(cd "$STATE_DIR" && pwd)"
 
 ensure_toolchain
-build_web
-build_worker --release
-log "building the supervisor"
-cargo build --release -p inspect-supervisor --quiet
-SUPERVISOR="$CARGO_TARGET_DIR/release/inspect-supervisor"
+# The test command builds everything once and runs this script with what it built.
+if [ "${INSPECT_WORKER_PREBUILT:-}" != 1 ]; then
+  build_web
+  build_worker --release
+fi
+if [ -n "${INSPECT_SUPERVISOR_BIN:-}" ]; then
+  SUPERVISOR="$INSPECT_SUPERVISOR_BIN"
+else
+  log "building the supervisor"
+  cargo build --release -p inspect-supervisor --quiet
+  SUPERVISOR="$CARGO_TARGET_DIR/release/inspect-supervisor"
+fi
 
 # The secret shared by the Worker and the sandbox host, made once per state directory.
 if [ ! -s "$STATE_DIR/host-secret" ]; then
@@ -40,15 +50,81 @@ if [ ! -s "$STATE_DIR/secrets-key" ]; then
 fi
 SECRETS_KEY="$(cat "$STATE_DIR/secrets-key")"
 
-# The Worker's variables, kept in a file (not on the command line, where `ps` shows them).
-(umask 077 && cat > "$STATE_DIR/worker.env" <<VARS
-LOCAL_MODE=true
-SANDBOX_HOST_URL=http://127.0.0.1:$HOST_PORT
-SANDBOX_HOST_SECRET=$HOST_SECRET
-REPO_SECRETS_ENCRYPTION_KEY=$SECRETS_KEY
-${SANDBOX_IDLE_TIMEOUT_SECONDS:+SANDBOX_IDLE_TIMEOUT_SECONDS=$SANDBOX_IDLE_TIMEOUT_SECONDS}
-VARS
-)
+# The Worker's variables. Three layers, the later winning, empty values counting as unset:
+# the run command's own (local mode, the sandbox host, the secrets key), the user's
+# variables file (`.dev.vars`, or the file INSPECT_DEV_VARS names), and the process
+# environment (every variable `.dev.vars.example` documents). wrangler gets the result
+# in one file (not on the command line, where `ps` shows it).
+DEV_VARS_FILE="${INSPECT_DEV_VARS:-$ROOT/.dev.vars}"
+declare -A WORKER_VARS=() VAR_SOURCE=()
+set_worker_var() { # name value source
+  [ -n "$2" ] || return 0
+  WORKER_VARS[$1]="$2"
+  VAR_SOURCE[$1]="$3"
+}
+# Reads KEY=value lines (dotenv style: comments, blank lines, `export`, quotes).
+read_vars_file() { # file source
+  local line name value
+  while IFS= read -r line || [ -n "$line" ]; do
+    line="${line#"${line%%[![:space:]]*}"}"
+    line="${line#export }"
+    [[ "$line" =~ ^([A-Za-z_][A-Za-z0-9_]*)[[:space:]]*=(.*)$ ]] || continue
+    name="${BASH_REMATCH[1]}"
+    value="${BASH_REMATCH[2]}"
+    value="${value#"${value%%[![:space:]]*}"}"
+    if [[ "$value" =~ ^\"(.*)\"[[:space:]]*(#.*)?$ ]] || [[ "$value" =~ ^\'(.*)\'[[:space:]]*(#.*)?$ ]]; then
+      value="${BASH_REMATCH[1]}"
+    else
+      value="${value%%[[:space:]]#*}"
+      value="${value%"${value##*[![:space:]]}"}"
+    fi
+    set_worker_var "$name" "$value" "$2"
+  done < "$1"
+}
+documented_vars() {
+  sed -n 's/^#\{0,1\}[[:space:]]*\([A-Z][A-Z0-9_]*\)=.*/\1/p' "$ROOT/.dev.vars.example" | sort -u
+}
+
+set_worker_var LOCAL_MODE true "run command"
+set_worker_var SANDBOX_HOST_SECRET "$HOST_SECRET" "run command"
+set_worker_var REPO_SECRETS_ENCRYPTION_KEY "$SECRETS_KEY" "run command"
+if [ -f "$DEV_VARS_FILE" ]; then
+  read_vars_file "$DEV_VARS_FILE" "$(basename "$DEV_VARS_FILE")"
+  log "read settings from $DEV_VARS_FILE"
+else
+  log "no $DEV_VARS_FILE (copy .dev.vars.example there to change settings)"
+fi
+for name in $(documented_vars); do
+  set_worker_var "$name" "${!name:-}" "environment"
+done
+# The run command starts the sandbox host itself, so it says where the host listens; a
+# secret the user chose is given to the host as well.
+if [ -n "${WORKER_VARS[SANDBOX_HOST_URL]:-}" ] && [ "${VAR_SOURCE[SANDBOX_HOST_URL]}" != "run command" ]; then
+  log "SANDBOX_HOST_URL is set by the run command (the host it starts listens on port $HOST_PORT; INSPECT_HOST_PORT moves it)"
+fi
+set_worker_var SANDBOX_HOST_URL "http://127.0.0.1:$HOST_PORT" "run command"
+HOST_SECRET="${WORKER_VARS[SANDBOX_HOST_SECRET]}"
+
+(umask 077
+ : > "$STATE_DIR/worker.env"
+ for name in $(printf '%s\n' "${!WORKER_VARS[@]}" | sort); do
+   value="${WORKER_VARS[$name]//$'\n'/\\n}"
+   if [[ "$value" == *"'"* ]]; then
+     printf '%s="%s"\n' "$name" "${value//\"/\\\"}"
+   else
+     printf "%s='%s'\n" "$name" "$value"
+   fi >> "$STATE_DIR/worker.env"
+ done)
+# Names only, never values.
+for source in "run command" "$(basename "$DEV_VARS_FILE")" environment; do
+  names=()
+  for name in "${!VAR_SOURCE[@]}"; do
+    [ "${VAR_SOURCE[$name]}" = "$source" ] && names+=("$name")
+  done
+  if [ ${#names[@]} -gt 0 ]; then
+    log "settings from $source: $(printf '%s\n' "${names[@]}" | sort | tr '\n' ' ')"
+  fi
+done
 
 log "applying D1 migrations"
 (cd "$ROOT" && wrangler d1 migrations apply DB --local --persist-to "$STATE_DIR/wrangler" >/dev/null)

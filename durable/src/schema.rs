@@ -146,6 +146,14 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE session ADD COLUMN environment_id TEXT;
     "#,
+    // 10: where a prompt's outcome is reported; artifacts updated in place by a key (a
+    // pull request is one artifact however often its state changes).
+    r#"
+    ALTER TABLE messages ADD COLUMN callback TEXT;
+    ALTER TABLE artifacts ADD COLUMN artifact_key TEXT;
+    ALTER TABLE artifacts ADD COLUMN updated_at INTEGER;
+    CREATE UNIQUE INDEX artifacts_by_key ON artifacts (artifact_key);
+    "#,
 ];
 
 pub fn current_version() -> i64 {

@@ -149,6 +149,10 @@ pub enum ServerMessage {
     ArtifactCreated {
         artifact: Artifact,
     },
+    /// An artifact changed (a pull request's state, say); same id as when it was created.
+    ArtifactUpdated {
+        artifact: Artifact,
+    },
     SnapshotSaved {
         snapshot_id: String,
     },

@@ -13,6 +13,7 @@ pub mod health;
 pub mod limits;
 pub mod provider;
 pub mod sandbox;
+pub mod scm;
 pub mod session;
 
 pub use error::{ApiError, ErrorBody, ErrorCode};

@@ -133,11 +133,21 @@ pub enum SandboxEvent {
         branch: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         repo: Option<String>,
+        /// The `push` command this answers, when one asked.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        request_id: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sha: Option<String>,
+        /// Whether the pushed head differs from the base branch.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        changed: Option<bool>,
     },
     PushError {
         error: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         repo: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        request_id: Option<String>,
     },
     Warning {
         scope: String,
@@ -257,7 +267,7 @@ pub enum SandboxCommand {
     Snapshot,
     Shutdown,
     Push {
-        push_spec: Value,
+        push_spec: crate::scm::PushSpec,
     },
     Ack {
         ack_id: String,

@@ -147,6 +147,11 @@ pub struct SessionSummary {
     pub message_count: i64,
     pub created_at: i64,
     pub updated_at: i64,
+    /// The session's newest pull request, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pr_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pr_state: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -168,6 +173,11 @@ pub struct IndexUpdate {
     pub updated_at: i64,
     /// Participants' user ids, for "sessions I took part in".
     pub participants: Vec<String>,
+    /// The newest pull request's URL and state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pr_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pr_state: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -231,6 +241,10 @@ pub struct PromptRequest {
     /// Makes the prompt idempotent: the same id with the same content is the same prompt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_request_id: Option<String>,
+    /// Where the outcome is reported (honoured only from the control plane itself and
+    /// signed services).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub callback_context: Option<crate::scm::CallbackContext>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

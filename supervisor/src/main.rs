@@ -6,6 +6,7 @@
 //!   session.
 //! - `credential-helper`: git's credential-helper protocol, answered by the control plane.
 
+mod agent_tool;
 mod credential;
 mod host;
 mod run;
@@ -42,6 +43,12 @@ enum Command {
         /// The operation git asks for: get, store or erase.
         operation: String,
     },
+    /// What the agent runs as `open-inspect` (`pr` opens a pull request).
+    #[command(disable_help_flag = true)]
+    AgentTool {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 #[tokio::main]
@@ -69,5 +76,6 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Run => run::run().await,
         Command::CredentialHelper { operation } => credential::run(&operation).await,
+        Command::AgentTool { args } => agent_tool::run(args).await,
     }
 }

@@ -16,6 +16,7 @@ pub mod fake_model;
 pub mod flaky;
 pub mod host;
 pub mod repo;
+pub mod signing;
 pub mod stack;
 
 pub use stack::{Stack, StackOptions};

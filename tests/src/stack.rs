@@ -224,7 +224,8 @@ pub fn free_port() -> Result<u16> {
     Ok(listener.local_addr()?.port())
 }
 
-fn ensure_worker_built() -> Result<()> {
+/// Builds the Worker once per process, unless the test command already did.
+pub fn ensure_worker_built() -> Result<()> {
     static BUILT: OnceLock<std::result::Result<(), String>> = OnceLock::new();
     BUILT
         .get_or_init(|| {

@@ -4,13 +4,13 @@
 
 #![allow(clippy::unwrap_used)] // a test fails loudly by design
 
-use hmac::{Hmac, Mac};
 use inspect_tests::agent::AgentStack;
 use inspect_tests::client::{send, WsClient};
 use inspect_tests::fake_github::{Account, FakeGitHub};
 use inspect_tests::fake_model::Reply;
 use inspect_tests::host::SandboxHost;
 use inspect_tests::repo::{git, init_repo};
+use inspect_tests::signing::{now_ms, sig1};
 use inspect_tests::{Stack, StackOptions};
 use reqwest::header::{HeaderMap, COOKIE, LOCATION, SET_COOKIE};
 use reqwest::{Method, StatusCode};
@@ -286,37 +286,6 @@ async fn strangers_and_forged_states_are_refused() {
     let stack = Stack::start_with(open).await.unwrap();
     let r = oauth(&stack, &gh, "alice").await;
     assert_eq!(r.status(), StatusCode::FORBIDDEN);
-}
-
-/// Signs like a service client, computed here from the scheme's description.
-#[allow(clippy::too_many_arguments)] // the scheme's own fields, in its order
-fn sig1(
-    secret: &str,
-    service: &str,
-    at_ms: u128,
-    method: &str,
-    path: &str,
-    canonical_query: &str,
-    body: &[u8],
-    actor: &str,
-) -> String {
-    let nonce = "5eed";
-    let body_hash = hex::encode(Sha256::digest(body));
-    let text =
-        format!("sig1\n{service}\n{at_ms}\n{nonce}\n{method}\n{path}\n{canonical_query}\n{body_hash}\n{actor}");
-    let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).unwrap();
-    mac.update(text.as_bytes());
-    format!(
-        "sig1.{at_ms}.{nonce}.{}",
-        hex::encode(mac.finalize().into_bytes())
-    )
-}
-
-fn now_ms() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis()
 }
 
 #[tokio::test]

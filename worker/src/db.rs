@@ -63,14 +63,7 @@ pub async fn run(env: &Env, sql: &str, args: &[JsValue]) -> Result<usize, ApiErr
     Ok(r.meta().ok().flatten().and_then(|m| m.changes).unwrap_or(0))
 }
 
-/// A Worker secret or, failing that, a plain variable; empty counts as unset.
-pub fn setting(env: &Env, name: &str) -> Option<String> {
-    env.secret(name)
-        .map(|s| s.to_string())
-        .or_else(|_| env.var(name).map(|v| v.to_string()))
-        .ok()
-        .filter(|v| !v.is_empty())
-}
+pub use inspect_scm::setting;
 
 /// Random bytes from the runtime.
 pub fn random<const N: usize>() -> Result<[u8; N], ApiError> {

@@ -6,11 +6,12 @@ use crate::listing;
 use crate::repos;
 use crate::routes::SecretOp;
 use crate::routes::{match_route, not_found, Route, SessionAction};
-use crate::{api_tokens, caller, github_app, settings, signin};
+use crate::{api_tokens, caller, settings, signin};
 use inspect_durable::shell::{ACTOR_HEADER, ORIGIN_HEADER, SESSION_HEADER};
 use inspect_protocol::health::{CheckResult, DurableProbe, HealthReport};
 use inspect_protocol::session::{Actor, CreateSessionRequest, RegisterRepository, SessionState};
 use inspect_protocol::{ApiError, ErrorCode};
+use inspect_scm::app as github_app;
 use worker::{event, Context, Env, Headers, Method, Request, RequestInit, Response, Result};
 
 /// Largest REST body accepted (a 64 KiB prompt plus attachments fits).
@@ -24,7 +25,7 @@ fn start() {
 }
 
 #[event(fetch)]
-async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
+async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
     let method = req.method().to_string();
     let path = req.path();
     // A browser navigating to a page (`/sessions/abc`) gets the web app, even where the
@@ -33,7 +34,7 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
         return serve_asset_or_404(req, &env, &method, &path).await;
     }
     let outcome = match match_route(&method, &path) {
-        Some(Ok(route)) => serve(route, req, &env).await,
+        Some(Ok(route)) => serve(route, req, &env, ctx).await,
         Some(Err(e)) => Err(e),
         None => return serve_asset_or_404(req, &env, &method, &path).await,
     };
@@ -64,10 +65,11 @@ fn json<T: serde::Serialize>(value: &T, status: u16) -> ApiResult<Response> {
         .with_status(status))
 }
 
-async fn serve(route: Route, mut req: Request, env: &Env) -> ApiResult<Response> {
+async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiResult<Response> {
     // Routes that carry their own credentials (or none).
     match &route {
         Route::Health => return health(env).await,
+        Route::GitHubWebhook => return crate::github_bot::webhook(req, env, ctx).await,
         Route::SignIn => return signin::start(&req, env).await,
         Route::SignInCallback => return signin::finish(&req, env).await,
         Route::Session {
@@ -81,6 +83,10 @@ async fn serve(route: Route, mut req: Request, env: &Env) -> ApiResult<Response>
             id,
             action: SessionAction::ScmCredentials,
         } => return scm_credentials(env, id, req).await,
+        Route::Session {
+            id,
+            action: SessionAction::PullRequests,
+        } => return pull_requests(env, id, req).await,
         _ => {}
     }
     let body = if matches!(req.method(), Method::Post | Method::Put | Method::Patch) {
@@ -94,7 +100,13 @@ async fn serve(route: Route, mut req: Request, env: &Env) -> ApiResult<Response>
     match route {
         Route::Me => signin::me(&caller),
         Route::SignOut => signin::sign_out(&req, env, &caller).await,
-        Route::CreateSession => create_session(&req, body, env, actor).await,
+        Route::CreateSession => {
+            let create: CreateSessionRequest =
+                serde_json::from_slice(if body.is_empty() { b"{}" } else { &body })
+                    .map_err(|e| ApiError::bad_request(format!("malformed JSON body: {e}")))?;
+            let created = create_session(env, &origin_of(&req), actor, create).await?;
+            json(&created, 201)
+        }
         Route::ListSessions => {
             let url = req
                 .url()
@@ -143,14 +155,36 @@ async fn serve(route: Route, mut req: Request, env: &Env) -> ApiResult<Response>
                 json(&serde_json::json!({ "status": "deleted", "key": key }), 200)
             }
         },
+        Route::RepoSettings { owner, name, write } => {
+            if write {
+                json(
+                    &crate::repos::put_settings(env, &owner, &name, &body, actor, now).await?,
+                    200,
+                )
+            } else {
+                json(
+                    &inspect_scm::api::repo_settings(env, &owner, &name).await?,
+                    200,
+                )
+            }
+        }
         Route::Session { id, action } => {
+            // Where a prompt's outcome is reported is the control plane's or a signed
+            // service's to say, never a person's.
+            let body = if action == SessionAction::Prompt
+                && !matches!(caller.via, caller::Via::Service { .. })
+            {
+                strip_callback(body)
+            } else {
+                body
+            };
             let resp = forward(env, &id, action, req, Some(actor), body).await?;
             if action == SessionAction::Delete && resp.status_code() == 200 {
                 index::remove(env, &id).await?;
             }
             Ok(resp)
         }
-        Route::Health | Route::SignIn | Route::SignInCallback => {
+        Route::Health | Route::SignIn | Route::SignInCallback | Route::GitHubWebhook => {
             Err(ApiError::internal("route served above"))
         }
     }
@@ -188,7 +222,53 @@ async fn scm_credentials(env: &Env, id: &str, req: Request) -> ApiResult<Respons
     Ok(resp)
 }
 
-fn internal(e: worker::Error) -> ApiError {
+/// `POST /sessions/:id/pull-requests`: from the session's sandbox (its token and id); the
+/// object checks them and does the rest.
+async fn pull_requests(env: &Env, id: &str, mut req: Request) -> ApiResult<Response> {
+    let body = read_body(&mut req).await?;
+    let headers = Headers::new();
+    for name in ["Authorization", inspect_protocol::auth::SANDBOX_ID_HEADER] {
+        if let Some(v) = req.headers().get(name).ok().flatten() {
+            headers.set(name, &v).map_err(internal)?;
+        }
+    }
+    headers
+        .set("Content-Type", "application/json")
+        .map_err(internal)?;
+    let mut init = RequestInit::new();
+    init.with_method(Method::Post)
+        .with_headers(headers)
+        .with_body(Some(js_sys_bytes(&body)));
+    let inner = Request::new_with_init(
+        &format!(
+            "https://session{}",
+            SessionAction::PullRequests.object_path()
+        ),
+        &init,
+    )
+    .map_err(internal)?;
+    session_stub(env, id)?
+        .fetch_with_request(inner)
+        .await
+        .map_err(|e| ApiError::new(ErrorCode::Unavailable, e.to_string()))
+}
+
+/// A prompt's body without `callbackContext` (left as it was when it is not JSON: the
+/// object refuses it then).
+fn strip_callback(body: Vec<u8>) -> Vec<u8> {
+    match serde_json::from_slice::<serde_json::Value>(&body) {
+        Ok(serde_json::Value::Object(mut map)) => {
+            if map.remove("callbackContext").is_some() {
+                serde_json::to_vec(&map).unwrap_or(body)
+            } else {
+                body
+            }
+        }
+        _ => body,
+    }
+}
+
+pub(crate) fn internal(e: worker::Error) -> ApiError {
     ApiError::internal(e.to_string())
 }
 
@@ -279,7 +359,7 @@ async fn forward(
 }
 
 /// The origin the caller reached us at (`http://127.0.0.1:8787`), for sandboxes.
-fn origin_of(req: &Request) -> String {
+pub(crate) fn origin_of(req: &Request) -> String {
     req.url()
         .map(|u| u.origin().ascii_serialization())
         .unwrap_or_default()
@@ -296,16 +376,14 @@ fn js_sys_bytes(bytes: &[u8]) -> wasm_bindgen::JsValue {
     worker::js_sys::Uint8Array::from(bytes).into()
 }
 
-async fn create_session(
-    req: &Request,
-    body: Vec<u8>,
+/// Creates a session for `actor` (the REST route and the bots): resolves its
+/// repositories from the registry or the GitHub App, makes the object, indexes it.
+pub(crate) async fn create_session(
     env: &Env,
+    origin: &str,
     actor: &Actor,
-) -> ApiResult<Response> {
-    // Parse and check here so a malformed body gets a clear error before any object exists.
-    let mut create: CreateSessionRequest =
-        serde_json::from_slice(if body.is_empty() { b"{}" } else { &body })
-            .map_err(|e| ApiError::bad_request(format!("malformed JSON body: {e}")))?;
+    mut create: CreateSessionRequest,
+) -> ApiResult<inspect_protocol::session::CreateSessionResponse> {
     let mut repositories = match &create.environment_id {
         Some(environment) => {
             if create.repositories.is_some() || create.repo_owner.is_some() {
@@ -326,47 +404,54 @@ async fn create_session(
     create.branch = None;
     let body = serde_json::to_vec(&create).map_err(|e| ApiError::internal(e.to_string()))?;
     let id = new_session_id()?;
-    let stub = session_stub(env, &id)?;
+    let mut resp = call_object(env, &id, Method::Post, "/init", origin, Some(actor), &body).await?;
+    if resp.status_code() != 201 {
+        let err: inspect_protocol::ErrorBody = resp.json().await.map_err(internal)?;
+        return Err(err.error);
+    }
+    let created: inspect_protocol::session::CreateSessionResponse =
+        resp.json().await.map_err(internal)?;
+    // Index it before answering, so the creator's next list shows it.
+    let mut state_resp = call_object(env, &id, Method::Get, "/", origin, None, &[]).await?;
+    let state: SessionState = state_resp.json().await.map_err(internal)?;
+    index::insert(env, &state, actor).await?;
+    Ok(created)
+}
+
+/// One request to a session's object, as the Worker makes them.
+pub(crate) async fn call_object(
+    env: &Env,
+    id: &str,
+    method: Method,
+    path: &str,
+    origin: &str,
+    actor: Option<&Actor>,
+    body: &[u8],
+) -> ApiResult<Response> {
     let headers = Headers::new();
     headers
         .set("Content-Type", "application/json")
         .map_err(internal)?;
-    headers.set(SESSION_HEADER, &id).map_err(internal)?;
-    headers
-        .set(ORIGIN_HEADER, &origin_of(req))
-        .map_err(internal)?;
-    headers
-        .set(
-            ACTOR_HEADER,
-            &serde_json::to_string(actor).unwrap_or_default(),
-        )
-        .map_err(internal)?;
+    headers.set(SESSION_HEADER, id).map_err(internal)?;
+    if !origin.is_empty() {
+        headers.set(ORIGIN_HEADER, origin).map_err(internal)?;
+    }
+    if let Some(actor) = actor {
+        let json = serde_json::to_string(actor).map_err(|e| ApiError::internal(e.to_string()))?;
+        headers.set(ACTOR_HEADER, &json).map_err(internal)?;
+    }
     let mut init = RequestInit::new();
-    init.with_method(Method::Post)
-        .with_headers(headers)
-        .with_body(Some(js_sys_bytes(&body)));
-    let inner = Request::new_with_init("https://session/init", &init).map_err(internal)?;
-    let mut resp = stub
+    let has_body = matches!(method, Method::Post | Method::Put | Method::Patch);
+    init.with_method(method).with_headers(headers);
+    if has_body {
+        init.with_body(Some(js_sys_bytes(body)));
+    }
+    let inner =
+        Request::new_with_init(&format!("https://session{path}"), &init).map_err(internal)?;
+    session_stub(env, id)?
         .fetch_with_request(inner)
         .await
-        .map_err(|e| ApiError::new(ErrorCode::Unavailable, e.to_string()))?;
-    if resp.status_code() != 201 {
-        return Ok(resp);
-    }
-    // Index it before answering, so the creator's next list shows it.
-    let state_req = Request::new("https://session/", Method::Get).map_err(internal)?;
-    let mut state_resp = stub.fetch_with_request(state_req).await.map_err(internal)?;
-    let state: SessionState = state_resp.json().await.map_err(internal)?;
-    index::insert(env, &state, actor).await?;
-    let created = resp.text().await.map_err(internal)?;
-    Ok(Response::ok(created)
-        .map_err(internal)?
-        .with_status(201)
-        .with_headers({
-            let h = Headers::new();
-            let _ = h.set("Content-Type", "application/json");
-            h
-        }))
+        .map_err(|e| ApiError::new(ErrorCode::Unavailable, e.to_string()))
 }
 
 fn now_ms() -> f64 {

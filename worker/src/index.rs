@@ -76,6 +76,8 @@ struct Row {
     message_count: f64,
     created_at: f64,
     updated_at: f64,
+    pr_url: Option<String>,
+    pr_state: Option<String>,
 }
 
 pub async fn list(env: &Env, q: &ListQuery) -> Result<SessionList, ApiError> {
@@ -124,7 +126,7 @@ pub async fn list(env: &Env, q: &ListQuery) -> Result<SessionList, ApiError> {
         format!("WHERE {}", filters.join(" AND "))
     };
     let sql = format!(
-        "SELECT s.id, s.title, s.status, s.repo_owner, s.repo_name, s.repositories, s.created_by, s.created_by_name, s.message_count, s.created_at, s.updated_at
+        "SELECT s.id, s.title, s.status, s.repo_owner, s.repo_name, s.repositories, s.created_by, s.created_by_name, s.message_count, s.created_at, s.updated_at, s.pr_url, s.pr_state
          FROM sessions s {filter} ORDER BY s.created_at DESC, s.id DESC LIMIT {limit}"
     );
     let result = db
@@ -152,6 +154,8 @@ pub async fn list(env: &Env, q: &ListQuery) -> Result<SessionList, ApiError> {
             message_count: r.message_count as i64,
             created_at: r.created_at as i64,
             updated_at: r.updated_at as i64,
+            pr_url: r.pr_url,
+            pr_state: r.pr_state,
         })
         .collect();
     let cursor = if has_more {

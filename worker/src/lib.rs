@@ -17,9 +17,7 @@ mod db;
 #[cfg(target_arch = "wasm32")]
 mod entry;
 #[cfg(target_arch = "wasm32")]
-mod github;
-#[cfg(target_arch = "wasm32")]
-mod github_app;
+mod github_bot;
 #[cfg(target_arch = "wasm32")]
 mod index;
 #[cfg(target_arch = "wasm32")]

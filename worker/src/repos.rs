@@ -185,9 +185,9 @@ async fn github_source(
         default_branch: Option<String>,
     }
     let token =
-        crate::github_app::installation_token(env, worker::Date::now().as_millis() as i64).await?;
-    let reply: crate::github::Reply<GitHubRepo> =
-        crate::github::get(env, &token.password, &format!("/repos/{owner}/{name}")).await?;
+        inspect_scm::app::installation_token(env, worker::Date::now().as_millis() as i64).await?;
+    let reply: inspect_scm::client::Reply<GitHubRepo> =
+        inspect_scm::client::get(env, &token.password, &format!("/repos/{owner}/{name}")).await?;
     match reply.body {
         Some(repo) => Ok((repo.clone_url, repo.default_branch)),
         None if matches!(reply.status, 403 | 404) => Err(ApiError::bad_request(format!(
@@ -198,4 +198,55 @@ async fn github_source(
             format!("GitHub answered {} for {owner}/{name}", reply.status),
         )),
     }
+}
+
+/// `PUT /repos/:owner/:name/settings`: replaces the repository's settings.
+pub async fn put_settings(
+    env: &Env,
+    owner: &str,
+    name: &str,
+    body: &[u8],
+    actor: &Actor,
+    now: i64,
+) -> Result<inspect_protocol::scm::RepoSettings, ApiError> {
+    if !valid_part(owner) || !valid_part(name) {
+        return Err(ApiError::bad_request("invalid repository name"));
+    }
+    let settings: inspect_protocol::scm::RepoSettings = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("malformed settings: {e}")))?;
+    if let Some(label) = &settings.pr_label {
+        if label.trim().is_empty() || label.len() > 50 {
+            return Err(ApiError::bad_request("prLabel is 1 to 50 characters"));
+        }
+    }
+    if let Some(model) = &settings.default_model {
+        if model.is_empty() || model.len() > 100 || model.chars().any(char::is_control) {
+            return Err(ApiError::bad_request("invalid defaultModel"));
+        }
+    }
+    if settings.allowed_trigger_users.len() > 100
+        || settings
+            .allowed_trigger_users
+            .iter()
+            .any(|u| !valid_part(u.trim_end_matches("[bot]")))
+    {
+        return Err(ApiError::bad_request(
+            "allowedTriggerUsers holds up to 100 GitHub logins",
+        ));
+    }
+    let json = serde_json::to_string(&settings).map_err(|e| ApiError::internal(e.to_string()))?;
+    crate::db::run(
+        env,
+        "INSERT INTO repo_settings (owner, name, settings, updated_by, updated_at) VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT(owner, name) DO UPDATE SET settings = excluded.settings, updated_by = excluded.updated_by, updated_at = excluded.updated_at",
+        &[
+            owner.into(),
+            name.into(),
+            json.as_str().into(),
+            actor.user_id.as_str().into(),
+            crate::db::num(now),
+        ],
+    )
+    .await?;
+    Ok(settings)
 }

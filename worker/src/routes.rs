@@ -38,6 +38,14 @@ pub enum Route {
         scope: SecretScope,
         op: SecretOp,
     },
+    /// `GET|PUT /repos/:owner/:name/settings`.
+    RepoSettings {
+        owner: String,
+        name: String,
+        write: bool,
+    },
+    /// `POST /webhooks/github`: GitHub's deliveries to the bot (signed, no caller).
+    GitHubWebhook,
     /// A route served by the session's Durable Object; `action` is the object's path.
     Session {
         id: String,
@@ -76,6 +84,7 @@ pub enum SessionAction {
     Participants,
     TunnelUrls,
     ScmCredentials,
+    PullRequests,
     Socket,
 }
 
@@ -96,6 +105,7 @@ impl SessionAction {
             SessionAction::Participants => "/participants",
             SessionAction::TunnelUrls => "/tunnel-urls",
             SessionAction::ScmCredentials => "/scm-credentials",
+            SessionAction::PullRequests => "/pull-requests",
             SessionAction::Socket => "/ws",
         }
     }
@@ -126,6 +136,15 @@ pub fn match_route(method: &str, path: &str) -> Option<Result<Route, ApiError>> 
             _ => Err(not_allowed(method, &["GET", "POST"])),
         },
         ["auth", "me"] => only(method, &["GET"], Route::Me),
+        ["webhooks", "github"] => only(method, &["POST"], Route::GitHubWebhook),
+        ["repos", owner, name, "settings"] => match method {
+            "GET" | "PUT" => Ok(Route::RepoSettings {
+                owner: (*owner).to_owned(),
+                name: (*name).to_owned(),
+                write: method == "PUT",
+            }),
+            _ => Err(not_allowed(method, &["GET", "PUT"])),
+        },
         ["auth", "github"] => only(method, &["GET"], Route::SignIn),
         ["auth", "github", "callback"] => only(method, &["GET"], Route::SignInCallback),
         ["auth", "logout"] => only(method, &["POST"], Route::SignOut),
@@ -202,8 +221,10 @@ pub fn match_route(method: &str, path: &str) -> Option<Result<Route, ApiError>> 
                 (["unarchive"], "POST") => Ok(SessionAction::Unarchive),
                 (["ws-token"], "POST") => Ok(SessionAction::WsToken),
                 (["scm-credentials"], "POST") => Ok(SessionAction::ScmCredentials),
+                (["pull-requests"], "POST") => Ok(SessionAction::PullRequests),
                 (
-                    ["prompt" | "stop" | "archive" | "unarchive" | "ws-token" | "scm-credentials"],
+                    ["prompt" | "stop" | "archive" | "unarchive" | "ws-token" | "scm-credentials"
+                    | "pull-requests"],
                     _,
                 ) => Err(not_allowed(method, &["POST"])),
                 (["title"], "PATCH") => Ok(SessionAction::Title),
@@ -307,6 +328,26 @@ mod tests {
         assert!(match_route("POST", "/secrets").unwrap().is_err());
         assert_eq!(match_route("GET", "/secrets/a/b"), None);
         assert_eq!(match_route("GET", "/auth/github"), Some(Ok(Route::SignIn)));
+        assert_eq!(
+            match_route("POST", "/webhooks/github"),
+            Some(Ok(Route::GitHubWebhook))
+        );
+        assert!(match_route("GET", "/webhooks/github").unwrap().is_err());
+        assert_eq!(
+            match_route("PUT", "/repos/acme/web/settings"),
+            Some(Ok(Route::RepoSettings {
+                owner: "acme".into(),
+                name: "web".into(),
+                write: true
+            }))
+        );
+        assert_eq!(
+            match_route("POST", "/sessions/abc/pull-requests"),
+            Some(Ok(Route::Session {
+                id: "abc".into(),
+                action: SessionAction::PullRequests
+            }))
+        );
         assert_eq!(
             match_route("DELETE", "/tokens/t1"),
             Some(Ok(Route::RevokeToken { id: "t1".into() }))

@@ -5,9 +5,9 @@ use crate::auth::admission::{self, Identity, Policy};
 use crate::auth::{is_loopback_host, tokens};
 use crate::caller::{Caller, Via};
 use crate::db::{self, num, setting};
-use crate::github;
 use inspect_protocol::auth::Me;
 use inspect_protocol::{ApiError, ErrorCode};
+use inspect_scm::client as github;
 use serde::Deserialize;
 use worker::{Env, Headers, Method, Request, Response};
 
@@ -123,6 +123,9 @@ struct TokenReply {
     access_token: Option<String>,
     error: Option<String>,
     error_description: Option<String>,
+    refresh_token: Option<String>,
+    expires_in: Option<i64>,
+    refresh_token_expires_in: Option<i64>,
 }
 
 #[derive(Deserialize)]
@@ -208,6 +211,11 @@ pub async fn finish(req: &Request, env: &Env) -> Result<Response, ApiError> {
     let token_reply = reply
         .body
         .ok_or_else(|| ApiError::new(ErrorCode::Unavailable, "GitHub refused the code exchange"))?;
+    let refresh = (
+        token_reply.refresh_token.clone(),
+        token_reply.expires_in,
+        token_reply.refresh_token_expires_in,
+    );
     let access_token = match (token_reply.access_token, token_reply.error) {
         (Some(t), None) => t,
         (_, e) => {
@@ -270,6 +278,19 @@ pub async fn finish(req: &Request, env: &Env) -> Result<Response, ApiError> {
             db::opt(user.avatar_url.as_deref()),
             num(now),
         ],
+    )
+    .await?;
+    // Kept sealed, so pull requests the agent opens for this person are theirs.
+    inspect_scm::api::store_user_token(
+        env,
+        &user_id,
+        &inspect_scm::api::OAuthTokens {
+            access_token: access_token.clone(),
+            refresh_token: refresh.0,
+            expires_in: refresh.1,
+            refresh_token_expires_in: refresh.2,
+        },
+        now,
     )
     .await?;
     // Expired and revoked sessions are swept as new ones are made.

@@ -41,6 +41,8 @@ pub struct Effects {
     pub stop_sandbox: Option<String>,
     /// A sandbox whose filesystem the provider should snapshot (before any stop).
     pub snapshot_sandbox: Option<String>,
+    /// Prompts with a callback that ended: report each where its context says.
+    pub completions: Vec<inspect_protocol::scm::Completion>,
 }
 
 impl Effects {
@@ -88,5 +90,6 @@ impl Effects {
         if other.snapshot_sandbox.is_some() {
             self.snapshot_sandbox = other.snapshot_sandbox;
         }
+        self.completions.extend(other.completions);
     }
 }

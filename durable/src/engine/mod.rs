@@ -9,6 +9,7 @@ pub mod ids;
 pub mod ingest;
 pub mod people;
 pub mod plan;
+pub mod pulls;
 pub mod queue;
 pub mod sandbox;
 pub mod sockets;

@@ -160,13 +160,17 @@ impl<S: Store> Session<'_, S> {
                 serde_json::to_value(a).unwrap_or(Value::Null),
             );
         }
+        let callback = req
+            .callback_context
+            .as_ref()
+            .and_then(|c| serde_json::to_string(c).ok());
         let mut fx = Effects::none();
         let event = self
             .store
             .atomically(|| {
                 self.store.execute(
-                    "INSERT INTO messages (id, author_id, content, model, reasoning_effort, attachments, status, client_request_id, created_at)
-                     VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?)",
+                    "INSERT INTO messages (id, author_id, content, model, reasoning_effort, attachments, status, client_request_id, created_at, callback)
+                     VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)",
                     &[
                         id.as_str().into(),
                         author.participant_id.as_str().into(),
@@ -176,6 +180,7 @@ impl<S: Store> Session<'_, S> {
                         attachments.into(),
                         req.client_request_id.clone().into(),
                         now.into(),
+                        callback.clone().into(),
                     ],
                 )?;
                 if status == SessionStatus::Created {
@@ -389,6 +394,9 @@ impl<S: Store> Session<'_, S> {
             prompt_queue: self.queue()?,
         });
         fx.index_changed = true;
+        if let Some(completion) = self.completion(message_id, success, error)? {
+            fx.completions.push(completion);
+        }
         Ok(fx)
     }
 

@@ -228,6 +228,7 @@ impl<S: Store> Session<'_, S> {
                     reasoning_effort,
                     attachments,
                     client_request_id,
+                    callback_context: None,
                 };
                 let (accepted, more) = self.enqueue(&me, &req, now)?;
                 fx.to(

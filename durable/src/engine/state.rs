@@ -271,6 +271,7 @@ impl<S: Store> Session<'_, S> {
             .into_iter()
             .filter_map(|r| r.into_iter().next().and_then(|v| v.into_string()))
             .collect();
+        let pr = self.newest_pull_request()?;
         Ok(IndexUpdate {
             id: s.id,
             title: s.title,
@@ -278,6 +279,8 @@ impl<S: Store> Session<'_, S> {
             message_count: s.message_count,
             updated_at: s.updated_at,
             participants,
+            pr_url: pr.as_ref().map(|p| p.0.clone()),
+            pr_state: pr.map(|p| p.1),
         })
     }
 

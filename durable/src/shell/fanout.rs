@@ -79,7 +79,8 @@ impl SessionDO {
     }
 
     /// Carries out what the engine decided: sends, closes, index refresh.
-    pub(super) fn apply(&self, fx: Effects) {
+    pub(super) fn apply(&self, mut fx: Effects) {
+        let completions = std::mem::take(&mut fx.completions);
         let membership_changed = !fx.closes.is_empty()
             || fx.outbound.iter().any(|o| {
                 matches!(
@@ -140,6 +141,9 @@ impl SessionDO {
         }
         if fx.index_changed {
             self.sync_index();
+        }
+        if !completions.is_empty() {
+            self.deliver_completions(completions);
         }
     }
 }

@@ -7,7 +7,7 @@ pub(super) async fn write_index(env: &Env, update: &IndexUpdate) -> Result<()> {
     let db = env.d1("DB")?;
     let mut statements = vec![db
         .prepare(
-            "UPDATE sessions SET title = ?1, status = ?2, message_count = ?3, updated_at = ?4 WHERE id = ?5 AND updated_at <= ?4",
+            "UPDATE sessions SET title = ?1, status = ?2, message_count = ?3, updated_at = ?4, pr_url = ?6, pr_state = ?7 WHERE id = ?5 AND updated_at <= ?4",
         )
         .bind(&[
             update.title.clone().map_or(wasm_bindgen::JsValue::NULL, Into::into),
@@ -15,6 +15,8 @@ pub(super) async fn write_index(env: &Env, update: &IndexUpdate) -> Result<()> {
             (update.message_count as f64).into(),
             (update.updated_at as f64).into(),
             update.id.as_str().into(),
+            update.pr_url.clone().map_or(wasm_bindgen::JsValue::NULL, Into::into),
+            update.pr_state.clone().map_or(wasm_bindgen::JsValue::NULL, Into::into),
         ])?];
     for user in &update.participants {
         statements.push(

@@ -33,6 +33,7 @@ use worker::{
 mod fanout;
 mod index;
 mod lifecycle;
+mod pulls;
 mod routes;
 mod store;
 
@@ -75,6 +76,10 @@ pub struct SessionDO {
     store: DoStore,
     registry: RefCell<Option<Registry>>,
     index_sync: Rc<RefCell<IndexSync>>,
+    /// Requests waiting for the sandbox to answer a `push`, by request id.
+    pushes: RefCell<HashMap<String, futures::channel::oneshot::Sender<pulls::PushAnswer>>>,
+    /// Repositories a pull request is being made for right now.
+    pr_claims: RefCell<HashSet<String>>,
 }
 
 fn now_ms() -> i64 {
@@ -169,6 +174,8 @@ impl DurableObject for SessionDO {
             store,
             registry: RefCell::new(None),
             index_sync: Rc::default(),
+            pushes: RefCell::default(),
+            pr_claims: RefCell::default(),
         };
         // Sockets recorded in SQLite but no longer held by the runtime (lost in a restart)
         // are forgotten, and their owners leave.
@@ -239,7 +246,10 @@ impl DurableObject for SessionDO {
         };
         if tag.kind == KIND_SANDBOX {
             let fx = match text {
-                Some(text) => self.engine().on_sandbox_frame(&text, now_ms()),
+                Some(text) => {
+                    self.resolve_pushes(&text);
+                    self.engine().on_sandbox_frame(&text, now_ms())
+                }
                 None => {
                     let mut fx = Effects::none();
                     fx.to_sandbox.push(SandboxCommand::Error {

@@ -76,6 +76,19 @@ impl SessionDO {
                 Some(refusal) => refusal,
                 None => json_ok(&serde_json::json!({ "sandbox": "ok" })),
             },
+            // The agent asks for a pull request through its sandbox.
+            (Method::Post, "pull-requests") => {
+                if let Some(refusal) = self.refuse_sandbox(&req) {
+                    return refusal;
+                }
+                let result = async {
+                    let body: inspect_protocol::scm::PullRequestRequest =
+                        body_json(&mut req).await?;
+                    self.open_pull_requests(body).await
+                }
+                .await;
+                reply(result)
+            }
             (Method::Post, "init") => {
                 let result = async {
                     let actor = actor_of(&req)?;

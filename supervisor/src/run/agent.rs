@@ -21,6 +21,12 @@ pub struct AgentConfig {
     /// An OpenAI-compatible endpoint (a local model server, or a fake in tests).
     pub base_url: Option<String>,
     pub api_key: Option<String>,
+    /// Variables the agent's environment gets (the agent API's address and key).
+    pub extra_env: Vec<(String, String)>,
+    /// A folder put first on the agent's PATH (the `open-inspect` command).
+    pub bin_dir: Option<PathBuf>,
+    /// Instructions the agent reads with every prompt.
+    pub instructions: Option<PathBuf>,
 }
 
 pub struct Agent {
@@ -48,6 +54,9 @@ pub fn opencode_config(cfg: &AgentConfig) -> Value {
         "lsp": false,
         "formatter": false,
     });
+    if let Some(path) = &cfg.instructions {
+        config["instructions"] = json!([path.display().to_string()]);
+    }
     if let Some(model) = &cfg.default_model {
         config["model"] = json!(model);
         config["small_model"] = json!(model);
@@ -106,10 +115,15 @@ impl Agent {
         .env("OPENCODE_DISABLE_SHARE", "1")
         .env("OPENCODE_DISABLE_EXTERNAL_SKILLS", "1")
         .env("OPENCODE_DISABLE_CLAUDE_CODE", "1")
+        .envs(cfg.extra_env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .stdin(std::process::Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log)
         .kill_on_drop(true);
+        if let Some(bin) = &cfg.bin_dir {
+            let path = std::env::var("PATH").unwrap_or_default();
+            cmd.env("PATH", format!("{}:{path}", bin.display()));
+        }
         let child = cmd
             .spawn()
             .with_context(|| format!("starting {}", cfg.binary.display()))?;

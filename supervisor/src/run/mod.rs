@@ -3,6 +3,7 @@
 //! prompt's work with its author and pushes the session branch back to its source.
 
 pub mod agent;
+pub mod agent_api;
 pub mod boot;
 pub mod link;
 pub mod mapping;
@@ -80,6 +81,17 @@ impl RunConfig {
 
 pub async fn run() -> Result<()> {
     let (cfg, link_cfg) = RunConfig::from_env()?;
+    let api = agent_api::start(
+        &link_cfg.control_plane_url,
+        &link_cfg.session_id,
+        &link_cfg.sandbox_id,
+        &link_cfg.token,
+    )
+    .await
+    .context("starting the agent API")?;
+    let bin_dir = cfg.root.join("bin");
+    let instructions = cfg.root.join("agent").join("open-inspect.md");
+    agent_api::install_command(&bin_dir, &instructions).context("installing open-inspect")?;
     let (events, mut commands, link_task) = link::start(link_cfg);
     let booted = Instant::now();
     let repos = match boot(&cfg, &events).await {
@@ -107,6 +119,12 @@ pub async fn run() -> Result<()> {
         default_model: cfg.spawn.default_model.clone(),
         base_url: cfg.base_url.clone(),
         api_key: cfg.api_key.clone(),
+        extra_env: vec![
+            (agent_api::URL_VAR.into(), api.url.clone()),
+            (agent_api::KEY_VAR.into(), api.key.clone()),
+        ],
+        bin_dir: Some(bin_dir),
+        instructions: Some(instructions),
     };
     let step = Step::begin(&events, "agent");
     let mut agent = match agent::Agent::start(&agent_cfg).await {
@@ -164,6 +182,10 @@ pub async fn run() -> Result<()> {
                             tracing::warn!("abort failed: {e:#}");
                         }
                     }
+                }
+                Some(SandboxCommand::Push { push_spec }) => {
+                    let author = turn.as_ref().map(|t| (t.author.clone(), t.content.clone()));
+                    push_on_request(&cfg, &events, &repos, &mut pushed, push_spec, author).await;
                 }
                 Some(SandboxCommand::Shutdown) => {
                     tracing::info!("shutdown requested");
@@ -261,6 +283,91 @@ async fn recover(agent: &agent::Agent, t: &Turn) -> Option<(bool, Option<String>
     })
 }
 
+/// The bot's identity, for work committed outside any prompt.
+fn bot_author() -> PromptAuthor {
+    PromptAuthor {
+        participant_id: String::new(),
+        name: "Open-Inspect".into(),
+        git_identity: inspect_protocol::sandbox::GitIdentity {
+            name: "Open-Inspect".into(),
+            email: "agent@open-inspect.local".into(),
+        },
+    }
+}
+
+/// The session asked for a push (a pull request is being made): commit what is pending
+/// with the running prompt's author, force-push `HEAD` to the branch asked for, and say
+/// whether the branch has commits beyond its base.
+async fn push_on_request(
+    cfg: &RunConfig,
+    events: &Events,
+    repos: &[(PathBuf, String)],
+    pushed: &mut Pushed,
+    spec: inspect_protocol::scm::PushSpec,
+    author: Option<(PromptAuthor, String)>,
+) {
+    let Some((dir, name)) = repos.iter().find(|(_, n)| *n == spec.repo) else {
+        events.send(SandboxEvent::PushError {
+            error: format!("no repository {} in this workspace", spec.repo),
+            repo: Some(spec.repo.clone()),
+            request_id: Some(spec.request_id.clone()),
+        });
+        return;
+    };
+    let (author, subject) = author.unwrap_or_else(|| (bot_author(), "Work in progress".into()));
+    let outcome = async {
+        commit_pending(dir, &author, &subject).await?;
+        boot::git(
+            dir,
+            &[
+                "push",
+                "--quiet",
+                "--force",
+                "origin",
+                &format!("HEAD:refs/heads/{}", spec.branch),
+            ],
+        )
+        .await?;
+        let head = boot::git(dir, &["rev-parse", "HEAD"]).await?;
+        let changed = match &spec.base_branch {
+            Some(base) => boot::git(
+                dir,
+                &[
+                    "rev-list",
+                    "--count",
+                    &format!("refs/remotes/origin/{base}..HEAD"),
+                ],
+            )
+            .await
+            .ok()
+            .and_then(|n| n.parse::<u64>().ok())
+            .map(|n| n > 0),
+            None => None,
+        };
+        anyhow::Ok((head, changed))
+    }
+    .await;
+    match outcome {
+        Ok((head, changed)) => {
+            if spec.branch == cfg.spawn.work_branch {
+                pushed.heads.insert(dir.clone(), head.clone());
+            }
+            events.send(SandboxEvent::PushComplete {
+                branch: Some(spec.branch),
+                repo: Some(name.clone()),
+                request_id: Some(spec.request_id),
+                sha: Some(head),
+                changed,
+            });
+        }
+        Err(e) => events.send(SandboxEvent::PushError {
+            error: format!("{e:#}"),
+            repo: Some(name.clone()),
+            request_id: Some(spec.request_id),
+        }),
+    }
+}
+
 /// Ends a turn: commit its work with the prompt's author, push, report completion.
 async fn finish(
     cfg: &RunConfig,
@@ -282,6 +389,9 @@ async fn finish(
                 events.send(SandboxEvent::PushComplete {
                     branch: Some(cfg.spawn.work_branch.clone()),
                     repo: Some(name.clone()),
+                    request_id: None,
+                    sha: Some(sha.clone()),
+                    changed: None,
                 });
                 // The branch is an artifact of the session once, on its first push.
                 if pushed.announced.insert(dir.clone()) {
@@ -296,6 +406,7 @@ async fn finish(
             Err(e) => events.send(SandboxEvent::PushError {
                 error: format!("{e:#}"),
                 repo: Some(name.clone()),
+                request_id: None,
             }),
         }
     }
@@ -315,27 +426,7 @@ async fn commit_and_push(
     prompt: &str,
     pushed: &mut Pushed,
 ) -> Result<Option<String>> {
-    let status = boot::git(dir, &["status", "--porcelain"]).await?;
-    if !status.is_empty() {
-        boot::git(dir, &["add", "-A"]).await?;
-        let subject: String = prompt
-            .lines()
-            .next()
-            .unwrap_or("agent changes")
-            .chars()
-            .take(72)
-            .collect();
-        let message = format!("{subject}\n\nMade by the agent for {}.", author.name);
-        let who = format!(
-            "{} <{}>",
-            author.git_identity.name, author.git_identity.email
-        );
-        boot::git(
-            dir,
-            &["commit", "--quiet", "--author", &who, "-m", &message],
-        )
-        .await?;
-    }
+    commit_pending(dir, author, prompt).await?;
     let head = boot::git(dir, &["rev-parse", "HEAD"]).await?;
     let base = boot::git(dir, &["rev-parse", "@{upstream}"]).await.ok();
     let last = pushed.heads.get(dir);
@@ -355,6 +446,33 @@ async fn commit_and_push(
     .await?;
     pushed.heads.insert(dir.to_path_buf(), head.clone());
     Ok(Some(head))
+}
+
+/// Commits whatever changed, with `author` (the bot is the committer).
+async fn commit_pending(dir: &std::path::Path, author: &PromptAuthor, prompt: &str) -> Result<()> {
+    let status = boot::git(dir, &["status", "--porcelain"]).await?;
+    if status.is_empty() {
+        return Ok(());
+    }
+    boot::git(dir, &["add", "-A"]).await?;
+    let subject: String = prompt
+        .lines()
+        .next()
+        .unwrap_or("agent changes")
+        .chars()
+        .take(72)
+        .collect();
+    let message = format!("{subject}\n\nMade by the agent for {}.", author.name);
+    let who = format!(
+        "{} <{}>",
+        author.git_identity.name, author.git_identity.email
+    );
+    boot::git(
+        dir,
+        &["commit", "--quiet", "--author", &who, "-m", &message],
+    )
+    .await?;
+    Ok(())
 }
 
 /// The boot sequence; returns each repository's directory and name, in order.

@@ -2,7 +2,7 @@
 //! membership, App installation tokens). Base URLs are settings so tests can point them
 //! at a fake that follows GitHub's documented API.
 
-use crate::db::setting;
+use crate::setting;
 use inspect_protocol::{ApiError, ErrorCode};
 use serde::de::DeserializeOwned;
 use worker::{Env, Fetch, Headers, Method, Request, RequestInit};
@@ -29,10 +29,12 @@ fn upstream(e: impl std::fmt::Display) -> ApiError {
     ApiError::new(ErrorCode::Unavailable, format!("GitHub: {e}"))
 }
 
-/// What came back: the status and the body, parsed when it was a success.
+/// What came back: the status and the body, parsed when it was a success; GitHub's
+/// `message` when it was not.
 pub struct Reply<T> {
     pub status: u16,
     pub body: Option<T>,
+    pub error: Option<String>,
 }
 
 /// Sends a request to GitHub with the headers its API asks for.
@@ -62,12 +64,47 @@ pub async fn send<T: DeserializeOwned>(
     let req = Request::new_with_init(url, &init).map_err(upstream)?;
     let mut resp = Fetch::Request(req).send().await.map_err(upstream)?;
     let status = resp.status_code();
-    let body = if (200..300).contains(&status) {
-        Some(resp.json::<T>().await.map_err(upstream)?)
-    } else {
-        None
-    };
-    Ok(Reply { status, body })
+    let text = resp.text().await.map_err(upstream)?;
+    if (200..300).contains(&status) {
+        let text = if text.trim().is_empty() {
+            "null"
+        } else {
+            &text
+        };
+        let body = serde_json::from_str::<T>(text).map_err(upstream)?;
+        return Ok(Reply {
+            status,
+            body: Some(body),
+            error: None,
+        });
+    }
+    let error = serde_json::from_str::<serde_json::Value>(&text)
+        .ok()
+        .and_then(|v| v["message"].as_str().map(str::to_owned))
+        .or_else(|| Some(text.chars().take(200).collect()));
+    Ok(Reply {
+        status,
+        body: None,
+        error,
+    })
+}
+
+/// Sends a JSON body to an API path with a token.
+pub async fn send_json<T: DeserializeOwned>(
+    env: &Env,
+    method: Method,
+    token: &str,
+    path: &str,
+    body: &serde_json::Value,
+) -> Result<Reply<T>, ApiError> {
+    send(
+        method,
+        &format!("{}{path}", api_base(env)),
+        Some(&format!("Bearer {token}")),
+        Some("application/json"),
+        Some(body.to_string()),
+    )
+    .await
 }
 
 /// GET an API path as a user or an installation.

@@ -3,8 +3,8 @@
 //! minutes before it expires, and hands it to a session's live sandbox on request.
 //! Sandboxes never hold a long-lived credential.
 
-use crate::db::setting;
-use crate::github;
+use crate::client as github;
+use crate::setting;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use base64::Engine;
 use inspect_protocol::auth::ScmCredentials;

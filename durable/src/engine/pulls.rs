@@ -1,0 +1,274 @@
+//! Pull requests from the session's side: whom one is for, which the session already has,
+//! recording one as an artifact, and the completion report of a prompt with a callback.
+
+use super::{ids, internal, EngineResult, Session};
+use crate::engine::Effects;
+use crate::store::{Cols, Store};
+use inspect_protocol::client::ServerMessage;
+use inspect_protocol::scm::{CallbackContext, Completion, PullRequestResult};
+use inspect_protocol::session::Artifact;
+use serde_json::{json, Value};
+
+/// The artifact type of a pull request (the original's name).
+pub const PR_ARTIFACT: &str = "pr";
+
+/// A pull request the session recorded earlier.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KnownPr {
+    pub number: i64,
+    pub url: Option<String>,
+    pub state: String,
+    pub base: Option<String>,
+}
+
+fn pr_key(owner: &str, name: &str, number: i64) -> String {
+    format!(
+        "pr:{}/{}#{number}",
+        owner.to_ascii_lowercase(),
+        name.to_ascii_lowercase()
+    )
+}
+
+impl<S: Store> Session<'_, S> {
+    /// The user a pull request is made for: the author of the running prompt, else the
+    /// session's creator.
+    pub fn pr_user(&self) -> EngineResult<String> {
+        if let Some(m) = self.processing()? {
+            return Ok(self.participant(&m.author_id)?.user_id);
+        }
+        Ok(self.state()?.created_by)
+    }
+
+    /// Pull requests recorded for a repository's head branch, newest first.
+    pub fn known_pull_requests(
+        &self,
+        owner: &str,
+        name: &str,
+        head: &str,
+    ) -> EngineResult<Vec<KnownPr>> {
+        let rows = self
+            .store
+            .query(
+                "SELECT url, metadata FROM artifacts WHERE kind = ? ORDER BY created_at DESC, id DESC",
+                &[PR_ARTIFACT.into()],
+            )
+            .map_err(internal)?;
+        let mut out = Vec::new();
+        for row in rows {
+            let mut c = Cols::new(row);
+            let url = c.opt_string().map_err(internal)?;
+            let meta: Value = c
+                .opt_string()
+                .map_err(internal)?
+                .and_then(|m| serde_json::from_str(&m).ok())
+                .unwrap_or(Value::Null);
+            let same =
+                |k: &str, v: &str| meta[k].as_str().is_some_and(|x| x.eq_ignore_ascii_case(v));
+            if same("repoOwner", owner) && same("repoName", name) && meta["head"] == head {
+                if let Some(number) = meta["number"].as_i64() {
+                    out.push(KnownPr {
+                        number,
+                        url,
+                        state: meta["state"].as_str().unwrap_or("open").to_owned(),
+                        base: meta["base"].as_str().map(str::to_owned),
+                    });
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Records a pull request as the session's artifact: created the first time, updated
+    /// in place after (same id), and every client hears of it.
+    pub fn record_pull_request(&self, r: &PullRequestResult, now: i64) -> EngineResult<Effects> {
+        let mut fx = Effects::none();
+        let Some(number) = r.pr_number else {
+            return Ok(fx);
+        };
+        let key = pr_key(&r.repo_owner, &r.repo_name, number);
+        let metadata = json!({
+            "number": number,
+            "state": r.state,
+            "head": r.head_branch,
+            "base": r.base_branch,
+            "repoOwner": r.repo_owner,
+            "repoName": r.repo_name,
+            "authoredAs": r.authored_as,
+        });
+        let existing = self
+            .store
+            .query(
+                "SELECT id, created_at FROM artifacts WHERE artifact_key = ?",
+                &[key.as_str().into()],
+            )
+            .map_err(internal)?
+            .into_iter()
+            .next();
+        let (id, created_at, created) = match existing {
+            Some(row) => {
+                let mut c = Cols::new(row);
+                (
+                    c.string().map_err(internal)?,
+                    c.i64().map_err(internal)?,
+                    false,
+                )
+            }
+            None => (ids::new_id("art"), now, true),
+        };
+        self.store
+            .atomically(|| {
+                self.store.execute(
+                    "INSERT INTO artifacts (id, kind, url, metadata, created_at, artifact_key, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)
+                     ON CONFLICT(id) DO UPDATE SET url = excluded.url, metadata = excluded.metadata, updated_at = excluded.updated_at",
+                    &[
+                        id.as_str().into(),
+                        PR_ARTIFACT.into(),
+                        r.pr_url.clone().into(),
+                        metadata.to_string().into(),
+                        created_at.into(),
+                        key.as_str().into(),
+                        now.into(),
+                    ],
+                )?;
+                self.touch(now)
+            })
+            .map_err(internal)?;
+        let artifact = Artifact {
+            id,
+            kind: PR_ARTIFACT.into(),
+            url: r.pr_url.clone(),
+            metadata: Some(metadata),
+            created_at,
+        };
+        fx.broadcast(if created {
+            ServerMessage::ArtifactCreated { artifact }
+        } else {
+            ServerMessage::ArtifactUpdated { artifact }
+        });
+        fx.index_changed = true;
+        Ok(fx)
+    }
+
+    /// The newest pull request's URL and state, for the sessions index.
+    pub fn newest_pull_request(&self) -> EngineResult<Option<(String, String)>> {
+        Ok(self.pull_requests()?.into_iter().next())
+    }
+
+    /// Every recorded pull request as `(url, state)`, newest first.
+    pub fn pull_requests(&self) -> EngineResult<Vec<(String, String)>> {
+        let rows = self
+            .store
+            .query(
+                "SELECT url, metadata FROM artifacts WHERE kind = ? AND url IS NOT NULL ORDER BY created_at DESC, id DESC",
+                &[PR_ARTIFACT.into()],
+            )
+            .map_err(internal)?;
+        let mut out = Vec::new();
+        for row in rows {
+            let mut c = Cols::new(row);
+            let url = c.string().map_err(internal)?;
+            let state = c
+                .opt_string()
+                .map_err(internal)?
+                .and_then(|m| serde_json::from_str::<Value>(&m).ok())
+                .and_then(|m| m["state"].as_str().map(str::to_owned))
+                .unwrap_or_else(|| "open".into());
+            out.push((url, state));
+        }
+        Ok(out)
+    }
+
+    /// The report of a prompt that ended, when it carries a callback.
+    pub(crate) fn completion(
+        &self,
+        message_id: &str,
+        success: bool,
+        error: Option<String>,
+    ) -> EngineResult<Option<Completion>> {
+        let callback = self
+            .store
+            .scalar(
+                "SELECT callback FROM messages WHERE id = ?",
+                &[message_id.into()],
+            )
+            .map_err(internal)?
+            .and_then(|v| v.into_string());
+        let Some(context) = callback.and_then(|c| serde_json::from_str::<CallbackContext>(&c).ok())
+        else {
+            return Ok(None);
+        };
+        // The agent's last words of the turn: its newest streamed text.
+        let summary = self
+            .store
+            .scalar(
+                "SELECT data FROM events WHERE message_id = ? AND kind = 'token' ORDER BY seq DESC LIMIT 1",
+                &[message_id.into()],
+            )
+            .map_err(internal)?
+            .and_then(|v| v.into_string())
+            .and_then(|d| serde_json::from_str::<Value>(&d).ok())
+            .and_then(|d| d["content"].as_str().map(str::to_owned));
+        Ok(Some(Completion {
+            session_id: self.session_id()?,
+            message_id: message_id.to_owned(),
+            success,
+            error,
+            summary,
+            pull_requests: self.pull_requests()?,
+            context,
+        }))
+    }
+}
+
+/// The answers to `push` commands a sandbox frame (or batch) carries: request id →
+/// `(sha, changed)` or the error.
+pub fn push_answers(frame: &str) -> Vec<(String, Result<(Option<String>, Option<bool>), String>)> {
+    use inspect_protocol::sandbox::{SandboxEvent, SandboxFrame};
+    let Ok(value) = serde_json::from_str::<Value>(frame) else {
+        return Vec::new();
+    };
+    let frames: Vec<Value> = match value.get("events").and_then(Value::as_array) {
+        Some(events) if value["type"] == "batch" => events.clone(),
+        _ => vec![value],
+    };
+    frames
+        .into_iter()
+        .filter(|f| matches!(f["type"].as_str(), Some("push_complete" | "push_error")))
+        .filter_map(|f| serde_json::from_value::<SandboxFrame>(f).ok())
+        .filter_map(|f| match f.event {
+            SandboxEvent::PushComplete {
+                request_id: Some(id),
+                sha,
+                changed,
+                ..
+            } => Some((id, Ok((sha, changed)))),
+            SandboxEvent::PushError {
+                request_id: Some(id),
+                error,
+                ..
+            } => Some((id, Err(error))),
+            _ => None,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn push_answers_in_frames_and_batches() {
+        let one = r#"{"type":"push_complete","sandboxId":"s","timestamp":1,"ackId":"a","requestId":"p1","sha":"abc","changed":true}"#;
+        assert_eq!(
+            push_answers(one),
+            vec![("p1".into(), Ok((Some("abc".into()), Some(true))))]
+        );
+        let batch = format!(
+            r#"{{"type":"batch","events":[{{"type":"heartbeat","sandboxId":"s","timestamp":1}},{one},{{"type":"push_error","sandboxId":"s","timestamp":2,"requestId":"p2","error":"rejected"}},{{"type":"push_complete","sandboxId":"s","timestamp":3}}]}}"#
+        );
+        let got = push_answers(&batch);
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[1], ("p2".into(), Err("rejected".into())));
+        assert!(push_answers("garbage").is_empty());
+    }
+}

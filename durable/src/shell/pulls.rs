@@ -1,0 +1,396 @@
+//! `POST /pull-requests` from the session's sandbox: the object decides head and base,
+//! has the sandbox push (and waits for its answer), then opens or reuses the pull request
+//! on GitHub as the prompting person, records it, and tells every client. Also the
+//! completion reports of prompts that carry a callback.
+
+use super::*;
+use crate::engine::pulls::push_answers;
+use futures::channel::oneshot;
+use inspect_protocol::scm::{
+    AuthoredAs, Completion, PullRequestRequest, PullRequestResponse, PullRequestResult, PushSpec,
+};
+use inspect_protocol::session::RepositoryRef;
+use inspect_protocol::ErrorCode;
+use inspect_scm::{api, pulls};
+
+/// How long the sandbox has to push.
+const PUSH_TIMEOUT_MS: u64 = 90_000;
+
+/// What the sandbox answered to a `push`.
+pub(super) type PushAnswer = std::result::Result<(Option<String>, Option<bool>), String>;
+
+type ApiResultT<T> = std::result::Result<T, ApiError>;
+
+/// One repository at a time per session: a second request while one runs gets 409.
+struct Claim<'a> {
+    claims: &'a RefCell<HashSet<String>>,
+    key: String,
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        self.claims.borrow_mut().remove(&self.key);
+    }
+}
+
+fn is_local(repo: &RepositoryRef) -> bool {
+    repo.source.as_deref().is_some_and(|s| s.starts_with('/'))
+}
+
+impl SessionDO {
+    /// Hands `push_complete` / `push_error` answers to whoever waits for them.
+    pub(super) fn resolve_pushes(&self, frame: &str) {
+        if self.pushes.borrow().is_empty() {
+            return;
+        }
+        for (request_id, answer) in push_answers(frame) {
+            if let Some(tx) = self.pushes.borrow_mut().remove(&request_id) {
+                let _ = tx.send(answer);
+            }
+        }
+    }
+
+    fn claim(&self, owner: &str, name: &str) -> ApiResultT<Claim<'_>> {
+        let key = format!("{}/{}", owner, name).to_ascii_lowercase();
+        if !self.pr_claims.borrow_mut().insert(key.clone()) {
+            return Err(ApiError::conflict(format!(
+                "a pull request for {owner}/{name} is already being made in this session"
+            )));
+        }
+        Ok(Claim {
+            claims: &self.pr_claims,
+            key,
+        })
+    }
+
+    /// Asks the sandbox to commit and push `HEAD` of `repo` to `branch`; waits for it.
+    async fn push_through_sandbox(
+        &self,
+        repo: &str,
+        branch: &str,
+        base: Option<&str>,
+    ) -> ApiResultT<(Option<String>, Option<bool>)> {
+        if !self.engine().sandbox_connected()? {
+            return Err(ApiError::conflict("the session's sandbox is not connected"));
+        }
+        let request_id = ids::new_id("push");
+        let (tx, rx) = oneshot::channel();
+        self.pushes.borrow_mut().insert(request_id.clone(), tx);
+        let mut fx = Effects::none();
+        fx.to_sandbox.push(SandboxCommand::Push {
+            push_spec: PushSpec {
+                request_id: request_id.clone(),
+                repo: repo.to_owned(),
+                branch: branch.to_owned(),
+                base_branch: base.map(str::to_owned),
+            },
+        });
+        self.apply(fx);
+        let timeout = worker::Delay::from(std::time::Duration::from_millis(PUSH_TIMEOUT_MS));
+        let answer = match futures::future::select(rx, timeout).await {
+            futures::future::Either::Left((Ok(a), _)) => Some(a),
+            _ => None,
+        };
+        self.pushes.borrow_mut().remove(&request_id);
+        match answer {
+            Some(Ok(done)) => Ok(done),
+            Some(Err(e)) => Err(ApiError::new(
+                ErrorCode::Conflict,
+                format!("the sandbox could not push {repo} to {branch}: {e}"),
+            )),
+            None => Err(ApiError::new(
+                ErrorCode::Unavailable,
+                format!(
+                    "the sandbox did not push {repo} within {} s",
+                    PUSH_TIMEOUT_MS / 1000
+                ),
+            )),
+        }
+    }
+
+    fn session_url(&self, session_id: &str) -> String {
+        let origin = self
+            .store
+            .scalar("SELECT origin FROM session WHERE id = 1", &[])
+            .ok()
+            .flatten()
+            .and_then(|v| v.into_string());
+        api::session_url(&self.env, origin.as_deref(), session_id)
+    }
+
+    pub(super) async fn open_pull_requests(
+        &self,
+        req: PullRequestRequest,
+    ) -> ApiResultT<PullRequestResponse> {
+        let engine = self.engine();
+        let state = engine.state()?;
+        let title = pulls::check_title(&req.title)?;
+        if req.body.chars().count() > pulls::MAX_BODY_CHARS {
+            return Err(ApiError::new(
+                ErrorCode::PayloadTooLarge,
+                format!(
+                    "a pull request body is at most {} characters",
+                    pulls::MAX_BODY_CHARS
+                ),
+            ));
+        }
+        let chosen: Vec<RepositoryRef> = match (&req.repo_owner, &req.repo_name) {
+            (Some(o), Some(n)) => vec![state
+                .repositories
+                .iter()
+                .find(|r| r.owner.eq_ignore_ascii_case(o) && r.name.eq_ignore_ascii_case(n))
+                .cloned()
+                .ok_or_else(|| {
+                    ApiError::bad_request(format!(
+                        "{o}/{n} is not one of this session's repositories"
+                    ))
+                })?],
+            (None, None) => state.repositories.clone(),
+            _ => {
+                return Err(ApiError::bad_request(
+                    "name both repoOwner and repoName, or neither",
+                ))
+            }
+        };
+        if chosen.is_empty() {
+            return Err(ApiError::bad_request(
+                "this session has no repository to open a pull request on",
+            ));
+        }
+        let explicit = req.repo_owner.is_some();
+        let head = pulls::choose_head(req.head_branch.as_deref(), &state.id)?;
+        let user = engine.pr_user()?;
+        let session_url = self.session_url(&state.id);
+        let mut results = Vec::new();
+        for repo in &chosen {
+            let _claim = self.claim(&repo.owner, &repo.name)?;
+            match self
+                .pull_request_for(
+                    repo,
+                    &req,
+                    &title,
+                    &head,
+                    &user,
+                    &session_url,
+                    explicit || chosen.len() == 1,
+                )
+                .await?
+            {
+                Some(r) => results.push(r),
+                None => continue,
+            }
+        }
+        if results.is_empty() {
+            return Err(ApiError::bad_request(
+                "no repository of this session has changes to propose",
+            ));
+        }
+        Ok(PullRequestResponse {
+            pull_requests: results,
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn pull_request_for(
+        &self,
+        repo: &RepositoryRef,
+        req: &PullRequestRequest,
+        title: &str,
+        head: &str,
+        user: &str,
+        session_url: &str,
+        required: bool,
+    ) -> ApiResultT<Option<PullRequestResult>> {
+        let now = now_ms();
+        let mut base = pulls::choose_base(req.base_branch.as_deref(), repo.branch.as_deref())?;
+        let local = is_local(repo);
+        // A GitHub repository's default branch is asked of GitHub when nothing names a base.
+        let mut token = None;
+        if !local {
+            let (t, authored) = api::token_for(&self.env, user, now).await?;
+            if base.is_none() {
+                base = Some(api::default_branch(&self.env, &t, &repo.owner, &repo.name).await?);
+            }
+            token = Some((t, authored));
+        }
+        if let Some(b) = &base {
+            pulls::check_head_and_base(head, b)?;
+        }
+        let (_sha, changed) = self
+            .push_through_sandbox(&repo.name, head, base.as_deref())
+            .await?;
+        if changed == Some(false) {
+            if required {
+                return Err(ApiError::bad_request(format!(
+                    "{}/{}: {head} has no commits beyond {}; nothing to propose",
+                    repo.owner,
+                    repo.name,
+                    base.as_deref().unwrap_or("the base")
+                )));
+            }
+            return Ok(None);
+        }
+        let Some((token, authored)) = token else {
+            return Ok(Some(PullRequestResult {
+                repo_owner: repo.owner.clone(),
+                repo_name: repo.name.clone(),
+                head_branch: head.to_owned(),
+                base_branch: base,
+                pr_number: None,
+                pr_url: None,
+                state: "pushed".into(),
+                updated: false,
+                authored_as: AuthoredAs::None,
+                message: Some(format!(
+                    "{}/{} is a local repository with no pull-request host: the branch {head} was pushed to {}; review and merge it there",
+                    repo.owner,
+                    repo.name,
+                    repo.source.as_deref().unwrap_or("its source")
+                )),
+            }));
+        };
+        let base = base.unwrap_or_default();
+        let settings = api::repo_settings(&self.env, &repo.owner, &repo.name).await?;
+        let (owner, name) = (repo.owner.as_str(), repo.name.as_str());
+        // One PR per head branch: reuse an open one, note closed and merged ones.
+        let mut reuse = None;
+        for known in self.engine().known_pull_requests(owner, name, head)? {
+            let Some(live) = api::get_pull(&self.env, &token, owner, name, known.number).await?
+            else {
+                continue;
+            };
+            if pulls::is_open(live.display_state()) {
+                reuse = Some(live);
+                break;
+            }
+            let r = self.result_of(repo, &live, authored, true, None);
+            let fx = self.engine().record_pull_request(&r, now)?;
+            self.apply(fx);
+        }
+        if reuse.is_none() {
+            reuse = api::open_pull_for_head(&self.env, &token, owner, name, head).await?;
+        }
+        let (pull, updated) = match reuse {
+            Some(p) => (p, true),
+            None => {
+                let body = pulls::body_with_footer(&req.body, session_url);
+                let draft = req.draft.unwrap_or(false) || settings.always_draft;
+                match api::create_pull(
+                    &self.env, &token, owner, name, title, &body, head, &base, draft,
+                )
+                .await?
+                {
+                    Ok(p) => {
+                        if let Some(label) = &settings.pr_label {
+                            if let Err(e) =
+                                api::add_label(&self.env, &token, owner, name, p.number, label)
+                                    .await
+                            {
+                                worker::console_warn!(
+                                    "label on {owner}/{name}#{}: {}",
+                                    p.number,
+                                    e.message
+                                );
+                            }
+                        }
+                        (p, false)
+                    }
+                    // 422: one already exists for this head (made meanwhile): reuse it.
+                    Err((422, message)) => {
+                        match api::open_pull_for_head(&self.env, &token, owner, name, head).await? {
+                            Some(p) => (p, true),
+                            None => {
+                                return Err(ApiError::new(
+                                    ErrorCode::BadRequest,
+                                    format!("GitHub refused the pull request: {message}"),
+                                ))
+                            }
+                        }
+                    }
+                    Err((status, message)) => {
+                        return Err(ApiError::new(
+                            if matches!(status, 403 | 404) {
+                                ErrorCode::BadRequest
+                            } else {
+                                ErrorCode::Unavailable
+                            },
+                            format!("GitHub answered {status} to the pull request: {message}"),
+                        ))
+                    }
+                }
+            }
+        };
+        let note = (authored == AuthoredAs::App).then(|| {
+            format!("authored by the GitHub App: {user} has no GitHub token on file (signing in with GitHub lets PRs be yours)")
+        });
+        let result = self.result_of(repo, &pull, authored, updated, note);
+        let fx = self.engine().record_pull_request(&result, now)?;
+        self.apply(fx);
+        Ok(Some(result))
+    }
+
+    fn result_of(
+        &self,
+        repo: &RepositoryRef,
+        pull: &api::Pull,
+        authored: AuthoredAs,
+        updated: bool,
+        message: Option<String>,
+    ) -> PullRequestResult {
+        PullRequestResult {
+            repo_owner: repo.owner.clone(),
+            repo_name: repo.name.clone(),
+            head_branch: pull.head.branch.clone(),
+            base_branch: Some(pull.base.branch.clone()),
+            pr_number: Some(pull.number),
+            pr_url: Some(pull.html_url.clone()),
+            state: pull.display_state().into(),
+            updated,
+            authored_as: authored,
+            message,
+        }
+    }
+
+    /// Reports prompts with a callback where their context says, after the response and
+    /// without holding the session up; a bounded number of tries.
+    pub(super) fn deliver_completions(&self, completions: Vec<Completion>) {
+        for completion in completions {
+            let env = self.env.clone();
+            let url = self.session_url(&completion.session_id);
+            self.state.wait_until(async move {
+                let mut last = String::new();
+                for attempt in 0..3u64 {
+                    if attempt > 0 {
+                        worker::Delay::from(std::time::Duration::from_millis(1000 * attempt)).await;
+                    }
+                    match report(&env, &completion, &url).await {
+                        Ok(()) => return,
+                        Err(e) => last = e.message,
+                    }
+                }
+                worker::console_error!(
+                    "completion of {} for {} was not delivered: {last}",
+                    completion.message_id,
+                    completion.session_id
+                );
+            });
+        }
+    }
+}
+
+async fn report(env: &Env, c: &Completion, session_url: &str) -> ApiResultT<()> {
+    let inspect_protocol::scm::CallbackContext::Github {
+        owner,
+        repo,
+        number,
+        review_comment_id,
+    } = &c.context;
+    let token = api::app_token(env, now_ms()).await?;
+    let body = inspect_scm::webhook::completion_comment(c, session_url);
+    match review_comment_id {
+        Some(id) => {
+            api::reply_to_review_comment(env, &token, owner, repo, *number, *id, &body).await
+        }
+        None => api::comment(env, &token, owner, repo, *number, &body).await,
+    }
+}

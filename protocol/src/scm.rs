@@ -1,0 +1,146 @@
+//! Pull requests, the sandbox's push, per-repository settings and completion callbacks:
+//! the wire shapes of GitHub as a source and destination.
+
+use serde::{Deserialize, Serialize};
+
+/// `POST /sessions/:id/pull-requests`, sent by the session's own sandbox (its bearer token)
+/// when the agent asks for a pull request. Without `repoOwner`/`repoName` every changed
+/// repository of the session gets one.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PullRequestRequest {
+    pub title: String,
+    #[serde(default)]
+    pub body: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_branch: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head_branch: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repo_owner: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repo_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft: Option<bool>,
+}
+
+/// Whose credentials made the pull request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AuthoredAs {
+    /// The prompting person's own GitHub token: the PR is theirs.
+    User,
+    /// The GitHub App (the person has no stored token).
+    App,
+    /// No PR host: a local repository, the branch was pushed only.
+    None,
+}
+
+/// One repository's outcome.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PullRequestResult {
+    pub repo_owner: String,
+    pub repo_name: String,
+    pub head_branch: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_branch: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pr_number: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pr_url: Option<String>,
+    /// `open`, `draft`, `closed`, `merged`, or `pushed` where there is no PR host.
+    pub state: String,
+    /// An open PR for the head branch was reused (the push updated it).
+    pub updated: bool,
+    pub authored_as: AuthoredAs,
+    /// What a person should know, in words (no host, authored by the App, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PullRequestResponse {
+    pub pull_requests: Vec<PullRequestResult>,
+}
+
+/// What the session asks the sandbox to push (`push{pushSpec}`): the repository's
+/// `HEAD`, after committing what is uncommitted, force-pushed to `branch`. The answer
+/// (`push_complete` / `push_error`) carries the same `requestId`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PushSpec {
+    pub request_id: String,
+    /// The repository's name in the workspace.
+    pub repo: String,
+    pub branch: String,
+    /// Compare `HEAD` with this branch of the source to say whether anything changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_branch: Option<String>,
+}
+
+/// `GET|PUT /repos/:owner/:name/settings`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RepoSettings {
+    /// The model sessions on this repository use when none is named.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_model: Option<String>,
+    /// Pull requests are always opened as drafts.
+    #[serde(default)]
+    pub always_draft: bool,
+    /// A label put on every pull request the agent opens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pr_label: Option<String>,
+    /// The GitHub bot answers in this repository.
+    #[serde(default)]
+    pub bot_enabled: bool,
+    /// Review every non-draft pull request when it is opened.
+    #[serde(default)]
+    pub auto_review_on_open: bool,
+    /// GitHub logins who may trigger the bot; empty = anyone with write permission.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_trigger_users: Vec<String>,
+    /// The environment bot-started sessions use.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_environment_id: Option<String>,
+}
+
+/// Where a prompt's outcome is reported when it completes. Set only by the control plane
+/// itself (the GitHub bot) or a signed service, never taken from a person's request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(
+    tag = "source",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
+pub enum CallbackContext {
+    /// A comment on a pull request (or an answer in a review thread).
+    Github {
+        owner: String,
+        repo: String,
+        number: i64,
+        /// The review comment answered, when the prompt came from one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        review_comment_id: Option<i64>,
+    },
+}
+
+/// A prompt with a callback ended: the shell reports it where the context says.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Completion {
+    pub session_id: String,
+    pub message_id: String,
+    pub success: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The agent's last text of the turn, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    /// Pull requests the session has, as `(url, state)`.
+    #[serde(default)]
+    pub pull_requests: Vec<(String, String)>,
+    pub context: CallbackContext,
+}

@@ -1,0 +1,191 @@
+//! Pull-request decisions: which head and base branch, whether a branch name is acceptable,
+//! the state a PR is in, the footer linking the session, and whether an earlier PR can be
+//! reused. No I/O.
+
+use inspect_protocol::ApiError;
+
+/// A branch name as git and GitHub accept it, refusing what the reference refuses:
+/// `HEAD`, a leading or trailing `/` or `.`, spaces, `..`, `@{`, `~^:?*[]\`, control
+/// characters, `//`, a trailing `.lock`, and anything over 250 bytes.
+pub fn check_branch(name: &str) -> Result<(), String> {
+    let bad = |why: &str| Err(format!("invalid branch name {name:?}: {why}"));
+    if name.is_empty() || name.len() > 250 {
+        return bad("1 to 250 characters");
+    }
+    if name == "HEAD" {
+        return bad("HEAD is not a branch");
+    }
+    if name.starts_with(['/', '.', '-']) || name.ends_with(['/', '.']) {
+        return bad("it may not start with '/', '.' or '-', nor end with '/' or '.'");
+    }
+    if name.contains("..") || name.contains("@{") || name.contains("//") {
+        return bad("'..', '@{' and '//' are not allowed");
+    }
+    if name.ends_with(".lock") || name.split('/').any(|p| p.starts_with('.')) {
+        return bad("no component may start with '.' or end with '.lock'");
+    }
+    if name
+        .chars()
+        .any(|c| c.is_whitespace() || c.is_control() || "~^:?*[]\\".contains(c))
+    {
+        return bad("spaces, control characters and ~^:?*[]\\ are not allowed");
+    }
+    Ok(())
+}
+
+/// The branch a session's work is pushed to when nothing else is asked.
+pub fn session_branch(session_id: &str) -> String {
+    format!("open-inspect/{}", session_id.to_ascii_lowercase())
+}
+
+/// The head branch: the one asked for, else the session's own.
+pub fn choose_head(requested: Option<&str>, session_id: &str) -> Result<String, ApiError> {
+    let head = match requested.map(str::trim).filter(|h| !h.is_empty()) {
+        Some(h) => h.trim_start_matches("refs/heads/").to_owned(),
+        None => session_branch(session_id),
+    };
+    check_branch(&head).map_err(ApiError::bad_request)?;
+    Ok(head)
+}
+
+/// The base branch: the one asked for, else the session's base for that repository, else
+/// the repository's default (looked up by the caller when this is `None`).
+pub fn choose_base(
+    requested: Option<&str>,
+    session_base: Option<&str>,
+) -> Result<Option<String>, ApiError> {
+    let base = requested
+        .map(str::trim)
+        .filter(|b| !b.is_empty())
+        .or(session_base)
+        .map(|b| b.trim_start_matches("refs/heads/").to_owned());
+    if let Some(b) = &base {
+        check_branch(b).map_err(ApiError::bad_request)?;
+    }
+    Ok(base)
+}
+
+/// A head equal to its base can make no pull request.
+pub fn check_head_and_base(head: &str, base: &str) -> Result<(), ApiError> {
+    if head == base {
+        return Err(ApiError::bad_request(format!(
+            "the head branch {head:?} is the base branch; push the work to another branch"
+        )));
+    }
+    Ok(())
+}
+
+/// A PR's state as people read it: merged, then closed, then draft, then open.
+pub fn state_of(state: &str, merged: bool, draft: bool) -> &'static str {
+    if merged {
+        "merged"
+    } else if state == "closed" {
+        "closed"
+    } else if draft {
+        "draft"
+    } else {
+        "open"
+    }
+}
+
+/// Whether a PR in this state still takes pushes (a reused PR is updated by the push).
+pub fn is_open(state: &str) -> bool {
+    matches!(state, "open" | "draft")
+}
+
+/// The PR body with a footer linking the session it came from.
+pub fn body_with_footer(body: &str, session_url: &str) -> String {
+    let body = body.trim_end();
+    let footer = format!("Created with [Open-Inspect]({session_url})");
+    if body.contains(&footer) {
+        return body.to_owned();
+    }
+    if body.is_empty() {
+        format!("---\n{footer}")
+    } else {
+        format!("{body}\n\n---\n{footer}")
+    }
+}
+
+/// A PR title: one line, trimmed, at most 256 characters.
+pub fn check_title(title: &str) -> Result<String, ApiError> {
+    let title = title.trim();
+    if title.is_empty() {
+        return Err(ApiError::bad_request("a pull request needs a title"));
+    }
+    if title.contains('\n') {
+        return Err(ApiError::bad_request("a pull request title is one line"));
+    }
+    Ok(title.chars().take(256).collect())
+}
+
+/// The largest PR body accepted (GitHub's own limit is 65,536 characters).
+pub const MAX_BODY_CHARS: usize = 60_000;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn branch_names_follow_the_reference() {
+        for good in ["open-inspect/abc", "feature/x-1", "a", "fix_2.0"] {
+            assert!(check_branch(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "", "HEAD", "/x", "x/", ".x", "x.", "a b", "a..b", "a@{b", "a~b", "a^b", "a:b", "a?b",
+            "a*b", "a[b", "a\\b", "a//b", "x.lock", "a/.b", "-x", "a\tb",
+        ] {
+            assert!(check_branch(bad).is_err(), "{bad:?} was accepted");
+        }
+        assert!(check_branch(&"x".repeat(251)).is_err());
+    }
+
+    #[test]
+    fn head_defaults_to_the_session_branch() {
+        assert_eq!(choose_head(None, "ABC123").unwrap(), "open-inspect/abc123");
+        assert_eq!(choose_head(Some("  "), "s").unwrap(), "open-inspect/s");
+        assert_eq!(
+            choose_head(Some("refs/heads/feat/y"), "s").unwrap(),
+            "feat/y"
+        );
+        assert!(choose_head(Some("bad name"), "s").is_err());
+    }
+
+    #[test]
+    fn base_prefers_the_request_then_the_session() {
+        assert_eq!(
+            choose_base(Some("dev"), Some("main")).unwrap(),
+            Some("dev".into())
+        );
+        assert_eq!(
+            choose_base(None, Some("main")).unwrap(),
+            Some("main".into())
+        );
+        assert_eq!(choose_base(None, None).unwrap(), None);
+        assert!(choose_base(Some("a..b"), None).is_err());
+        assert!(check_head_and_base("main", "main").is_err());
+        assert!(check_head_and_base("x", "main").is_ok());
+    }
+
+    #[test]
+    fn states_in_order() {
+        assert_eq!(state_of("closed", true, false), "merged");
+        assert_eq!(state_of("closed", false, true), "closed");
+        assert_eq!(state_of("open", false, true), "draft");
+        assert_eq!(state_of("open", false, false), "open");
+        assert!(is_open("draft") && !is_open("merged"));
+    }
+
+    #[test]
+    fn footer_once() {
+        let b = body_with_footer("Fixes it.", "http://x/sessions/1");
+        assert_eq!(
+            b,
+            "Fixes it.\n\n---\nCreated with [Open-Inspect](http://x/sessions/1)"
+        );
+        assert_eq!(body_with_footer(&b, "http://x/sessions/1"), b);
+        assert!(body_with_footer("", "u").starts_with("---\n"));
+        assert!(check_title(" a\nb").is_err());
+        assert_eq!(check_title("  T ").unwrap(), "T");
+    }
+}

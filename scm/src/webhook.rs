@@ -1,0 +1,566 @@
+//! GitHub webhook deliveries: whether one is genuine (`X-Hub-Signature-256`), what it asks
+//! of the bot, and the prompt the bot sends. No I/O: the Worker reads the request, asks
+//! these functions, and does what they decide.
+
+use crate::untrusted;
+use hmac::{Hmac, Mac};
+use serde::Deserialize;
+use sha2::Sha256;
+
+/// Deliveries larger than this are refused (GitHub caps payloads at 25 MB; the events the
+/// bot acts on are a few KB).
+pub const MAX_PAYLOAD_BYTES: usize = 1024 * 1024;
+
+/// `X-Hub-Signature-256: sha256=<hex HMAC-SHA256(secret, raw body)>`, compared in
+/// constant time.
+pub fn signature_ok(secret: &str, body: &[u8], header: Option<&str>) -> bool {
+    let Some(hex_sig) = header.and_then(|h| h.trim().strip_prefix("sha256=")) else {
+        return false;
+    };
+    let Ok(expected) = hex::decode(hex_sig) else {
+        return false;
+    };
+    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(secret.as_bytes()) else {
+        return false;
+    };
+    mac.update(body);
+    mac.verify_slice(&expected).is_ok()
+}
+
+/// A delivery id as GitHub sends it (a GUID); anything else is not used as a key.
+pub fn valid_delivery_id(id: &str) -> bool {
+    !id.is_empty() && id.len() <= 100 && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct User {
+    pub id: i64,
+    pub login: String,
+    #[serde(rename = "type", default)]
+    pub kind: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Owner {
+    pub login: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Repository {
+    pub name: String,
+    pub owner: Owner,
+    #[serde(default)]
+    pub private: bool,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Ref {
+    #[serde(rename = "ref")]
+    pub branch: String,
+    #[serde(default)]
+    pub sha: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct PullRequest {
+    pub number: i64,
+    #[serde(default)]
+    pub title: String,
+    #[serde(default)]
+    pub body: Option<String>,
+    pub user: User,
+    pub head: Ref,
+    pub base: Ref,
+    #[serde(default)]
+    pub draft: bool,
+    #[serde(default)]
+    pub state: String,
+    #[serde(default)]
+    pub merged: bool,
+    #[serde(default)]
+    pub html_url: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct IssueRef {
+    number: i64,
+    /// Present when the issue is a pull request.
+    #[serde(default)]
+    pull_request: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct Comment {
+    id: i64,
+    #[serde(default)]
+    body: String,
+    #[serde(default)]
+    path: Option<String>,
+    #[serde(default)]
+    diff_hunk: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct Payload {
+    action: Option<String>,
+    repository: Option<Repository>,
+    sender: Option<User>,
+    issue: Option<IssueRef>,
+    comment: Option<Comment>,
+    pull_request: Option<PullRequest>,
+    requested_reviewer: Option<User>,
+}
+
+/// What the bot was asked to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ask {
+    /// Review the pull request: it was opened (`requested: false`, answered only where the
+    /// repository reviews on open), or the bot's review was requested.
+    Review { requested: bool },
+    /// Act on a comment on the pull request's conversation.
+    Comment { comment_id: i64, text: String },
+    /// Act on a review comment on a line of the diff.
+    ReviewComment {
+        comment_id: i64,
+        text: String,
+        path: Option<String>,
+        diff_hunk: Option<String>,
+    },
+}
+
+/// A delivery the bot acts on.
+#[derive(Debug, Clone)]
+pub struct Trigger {
+    pub owner: String,
+    pub repo: String,
+    pub private: bool,
+    pub number: i64,
+    pub sender_id: i64,
+    pub sender_login: String,
+    /// The pull request, when the payload carries it (`issue_comment` does not).
+    pub pull_request: Option<PullRequest>,
+    pub ask: Ask,
+}
+
+impl Trigger {
+    /// The session's title.
+    pub fn title(&self) -> String {
+        match self.ask {
+            Ask::Review { .. } => format!("GitHub: Review PR #{}", self.number),
+            Ask::Comment { .. } => format!("GitHub: PR #{} comment", self.number),
+            Ask::ReviewComment { .. } => format!("GitHub: PR #{} review comment", self.number),
+        }
+    }
+
+    /// Where the 👀 goes: the comment, else the pull request.
+    pub fn reaction_path(&self) -> String {
+        let (o, r) = (&self.owner, &self.repo);
+        match &self.ask {
+            Ask::Comment { comment_id, .. } => {
+                format!("/repos/{o}/{r}/issues/comments/{comment_id}/reactions")
+            }
+            Ask::ReviewComment { comment_id, .. } => {
+                format!("/repos/{o}/{r}/pulls/comments/{comment_id}/reactions")
+            }
+            Ask::Review { .. } => format!("/repos/{o}/{r}/issues/{}/reactions", self.number),
+        }
+    }
+}
+
+/// Why a delivery was not acted on (logged, answered 200: GitHub needs nothing more).
+pub type Skip = String;
+
+/// The bot's login without GitHub's `[bot]` suffix.
+pub fn bot_base_name(bot_login: &str) -> &str {
+    bot_login.strip_suffix("[bot]").unwrap_or(bot_login)
+}
+
+/// Whether `text` mentions the bot: `@name` or `@name[bot]`, as a whole word.
+pub fn mentions(text: &str, bot_login: &str) -> bool {
+    strip_mentions(text, bot_login).0
+}
+
+/// The text with every mention of the bot removed, trimmed; and whether there was one.
+pub fn strip_mentions(text: &str, bot_login: &str) -> (bool, String) {
+    let needle = format!("@{}", bot_base_name(bot_login)).to_ascii_lowercase();
+    let lower = text.to_ascii_lowercase();
+    let mut out = String::new();
+    let mut found = false;
+    let mut i = 0;
+    while let Some(pos) = lower[i..].find(&needle) {
+        let start = i + pos;
+        let mut end = start + needle.len();
+        if lower[end..].starts_with("[bot]") {
+            end += 5;
+        }
+        let next = lower[end..].chars().next();
+        if next.is_some_and(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+            out.push_str(&text[i..end]);
+            i = end;
+            continue;
+        }
+        found = true;
+        out.push_str(&text[i..start]);
+        i = end;
+    }
+    out.push_str(&text[i..]);
+    (found, out.trim().to_owned())
+}
+
+/// Reads a delivery and decides whether the bot acts on it. `bot_login` is the App's bot
+/// account (`name[bot]`).
+pub fn decide(event: &str, body: &[u8], bot_login: &str) -> Result<Trigger, Skip> {
+    let p: Payload =
+        serde_json::from_slice(body).map_err(|e| format!("malformed {event} payload: {e}"))?;
+    let action = p.action.clone().unwrap_or_default();
+    let (Some(repository), Some(sender)) = (p.repository.clone(), p.sender.clone()) else {
+        return Err(format!("{event} without a repository or sender"));
+    };
+    if sender.login.eq_ignore_ascii_case(bot_login)
+        || sender
+            .login
+            .eq_ignore_ascii_case(&format!("{}[bot]", bot_base_name(bot_login)))
+    {
+        return Err("the bot's own action".into());
+    }
+    if sender.kind == "Bot" {
+        return Err(format!("sent by another bot ({})", sender.login));
+    }
+    let trigger = |number: i64, pull_request: Option<PullRequest>, ask: Ask| Trigger {
+        owner: repository.owner.login.clone(),
+        repo: repository.name.clone(),
+        private: repository.private,
+        number,
+        sender_id: sender.id,
+        sender_login: sender.login.clone(),
+        pull_request,
+        ask,
+    };
+    match (event, action.as_str()) {
+        ("pull_request", "opened") => {
+            let pr = p
+                .pull_request
+                .ok_or("pull_request without its pull request")?;
+            if pr.draft {
+                return Err("a draft pull request".into());
+            }
+            Ok(trigger(
+                pr.number,
+                Some(pr),
+                Ask::Review { requested: false },
+            ))
+        }
+        ("pull_request", "review_requested") => {
+            let pr = p
+                .pull_request
+                .ok_or("pull_request without its pull request")?;
+            let asked = p.requested_reviewer.map(|u| u.login).unwrap_or_default();
+            let base = bot_base_name(bot_login);
+            if !(asked.eq_ignore_ascii_case(bot_login) || asked.eq_ignore_ascii_case(base)) {
+                return Err(format!("a review was requested from {asked}, not the bot"));
+            }
+            Ok(trigger(
+                pr.number,
+                Some(pr),
+                Ask::Review { requested: true },
+            ))
+        }
+        ("issue_comment", "created") => {
+            let issue = p.issue.ok_or("issue_comment without its issue")?;
+            if issue.pull_request.is_none() {
+                return Err("a comment on an issue, not a pull request".into());
+            }
+            let comment = p.comment.ok_or("issue_comment without its comment")?;
+            let (found, text) = strip_mentions(&comment.body, bot_login);
+            if !found {
+                return Err("the comment does not mention the bot".into());
+            }
+            Ok(trigger(
+                issue.number,
+                None,
+                Ask::Comment {
+                    comment_id: comment.id,
+                    text,
+                },
+            ))
+        }
+        ("pull_request_review_comment", "created") => {
+            let pr = p
+                .pull_request
+                .ok_or("review comment without its pull request")?;
+            let comment = p.comment.ok_or("review comment without its comment")?;
+            let (found, text) = strip_mentions(&comment.body, bot_login);
+            if !found {
+                return Err("the review comment does not mention the bot".into());
+            }
+            Ok(trigger(
+                pr.number,
+                Some(pr),
+                Ask::ReviewComment {
+                    comment_id: comment.id,
+                    text,
+                    path: comment.path,
+                    diff_hunk: comment.diff_hunk,
+                },
+            ))
+        }
+        ("ping", _) => Err("ping".into()),
+        (e, a) => Err(format!("{e}/{a} is not an event the bot acts on")),
+    }
+}
+
+/// Whether the sender may trigger the bot: the repository's allow-list when it has one,
+/// else GitHub's permission (`write`, `maintain` or `admin`).
+pub fn may_trigger(allowed: &[String], login: &str, permission: Option<&str>) -> bool {
+    if !allowed.is_empty() {
+        return allowed.iter().any(|a| a.eq_ignore_ascii_case(login));
+    }
+    matches!(permission, Some("write" | "maintain" | "admin"))
+}
+
+/// The prompt a trigger sends: what happened, the PR's own text and the comment wrapped
+/// as untrusted content, and what to do.
+pub fn prompt(t: &Trigger, pr: &PullRequest) -> String {
+    let mut out = String::new();
+    out.push_str(untrusted::PREAMBLE);
+    out.push_str("\n\n");
+    out.push_str(&format!(
+        "You are working on pull request #{} in {}/{} (branch `{}` into `{}`), opened by {}.\n\n",
+        pr.number, t.owner, t.repo, pr.head.branch, pr.base.branch, pr.user.login
+    ));
+    out.push_str(&untrusted::wrap(
+        "github_pr_title",
+        &pr.user.login,
+        &pr.title,
+    ));
+    out.push_str("\n\n");
+    out.push_str(&untrusted::wrap(
+        "github_pr_description",
+        &pr.user.login,
+        pr.body.as_deref().unwrap_or(""),
+    ));
+    out.push_str("\n\n");
+    match &t.ask {
+        Ask::Review { .. } => {
+            out.push_str("Review this pull request: read its diff (`git diff origin/");
+            out.push_str(&pr.base.branch);
+            out.push_str("...HEAD`), run the tests that matter, and write your review as your final answer: what is wrong, what is risky, what is good. Your final answer is posted on the pull request.");
+        }
+        Ask::Comment { text, .. } => {
+            out.push_str(&format!(
+                "{} asked you, in a comment on the pull request:\n\n",
+                t.sender_login
+            ));
+            out.push_str(&untrusted::wrap("github_comment", &t.sender_login, text));
+            out.push_str("\n\nDo what the comment asks if it is a request to change the code: make the change on this branch, run the tests, commit, and open (or update) the pull request with the `open-inspect pr` command. Otherwise answer it. Your final answer is posted on the pull request.");
+        }
+        Ask::ReviewComment {
+            text,
+            path,
+            diff_hunk,
+            ..
+        } => {
+            out.push_str(&format!(
+                "{} asked you, in a review comment on `{}`:\n\n",
+                t.sender_login,
+                path.as_deref().unwrap_or("the diff")
+            ));
+            if let Some(h) = diff_hunk {
+                out.push_str(&untrusted::wrap("github_diff_hunk", &t.sender_login, h));
+                out.push_str("\n\n");
+            }
+            out.push_str(&untrusted::wrap(
+                "github_review_comment",
+                &t.sender_login,
+                text,
+            ));
+            out.push_str("\n\nDo what the comment asks if it is a request to change the code: make the change on this branch, run the tests, commit, and update the pull request with the `open-inspect pr` command. Otherwise answer it. Your final answer is posted in reply.");
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const BOT: &str = "inspect-bot[bot]";
+
+    fn repo() -> serde_json::Value {
+        json!({"name": "web", "owner": {"login": "acme"}, "private": true})
+    }
+    fn pr(draft: bool) -> serde_json::Value {
+        json!({"number": 7, "title": "Add X", "body": "Adds X", "user": {"id": 1, "login": "alice", "type": "User"},
+               "head": {"ref": "feat/x", "sha": "abc"}, "base": {"ref": "main", "sha": "def"}, "draft": draft, "state": "open"})
+    }
+
+    #[test]
+    fn signatures_are_checked() {
+        // Vector from GitHub's documentation on validating deliveries.
+        let secret = "It's a Secret to Everybody";
+        let body = b"Hello, World!";
+        let good = "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17";
+        assert!(signature_ok(secret, body, Some(good)));
+        assert!(!signature_ok(secret, b"Hello, World?", Some(good)));
+        assert!(!signature_ok("other", body, Some(good)));
+        assert!(!signature_ok(secret, body, None));
+        assert!(!signature_ok(secret, body, Some("sha1=00")));
+        assert!(!signature_ok(secret, body, Some("sha256=zz")));
+        assert!(valid_delivery_id("72d3162e-cc78-11e3-81ab-4c9367dc0958"));
+        assert!(!valid_delivery_id("a b") && !valid_delivery_id(""));
+    }
+
+    #[test]
+    fn mentions_are_whole_words() {
+        assert!(mentions("hey @inspect-bot fix it", BOT));
+        assert!(mentions("@Inspect-Bot[bot], please", BOT));
+        assert!(!mentions("@inspect-bot-two do it", BOT));
+        assert!(!mentions("no mention", BOT));
+        assert_eq!(
+            strip_mentions("@inspect-bot  fix the test @inspect-bot[bot]", BOT),
+            (true, "fix the test".into())
+        );
+    }
+
+    #[test]
+    fn comment_on_a_pull_request_mentioning_the_bot() {
+        let body = json!({"action": "created", "repository": repo(), "sender": {"id": 5, "login": "bob", "type": "User"},
+            "issue": {"number": 7, "pull_request": {"url": "x"}},
+            "comment": {"id": 99, "body": "@inspect-bot please fix the flaky test"}});
+        let t = decide("issue_comment", body.to_string().as_bytes(), BOT).unwrap();
+        assert_eq!(
+            (t.owner.as_str(), t.repo.as_str(), t.number),
+            ("acme", "web", 7)
+        );
+        assert_eq!(
+            t.ask,
+            Ask::Comment {
+                comment_id: 99,
+                text: "please fix the flaky test".into()
+            }
+        );
+        assert_eq!(
+            t.reaction_path(),
+            "/repos/acme/web/issues/comments/99/reactions"
+        );
+        assert_eq!(t.title(), "GitHub: PR #7 comment");
+    }
+
+    #[test]
+    fn what_is_skipped() {
+        let comment = |sender: serde_json::Value, body: &str, pr: bool| {
+            let mut issue = json!({"number": 7});
+            if pr {
+                issue["pull_request"] = json!({});
+            }
+            json!({"action": "created", "repository": repo(), "sender": sender, "issue": issue, "comment": {"id": 1, "body": body}}).to_string()
+        };
+        let bob = json!({"id": 5, "login": "bob", "type": "User"});
+        assert!(decide(
+            "issue_comment",
+            comment(bob.clone(), "no mention", true).as_bytes(),
+            BOT
+        )
+        .is_err());
+        assert!(decide(
+            "issue_comment",
+            comment(bob.clone(), "@inspect-bot x", false).as_bytes(),
+            BOT
+        )
+        .is_err());
+        let me = json!({"id": 9, "login": "inspect-bot[bot]", "type": "Bot"});
+        assert!(decide(
+            "issue_comment",
+            comment(me, "@inspect-bot x", true).as_bytes(),
+            BOT
+        )
+        .unwrap_err()
+        .contains("own"));
+        let other = json!({"id": 3, "login": "dependabot[bot]", "type": "Bot"});
+        assert!(decide(
+            "issue_comment",
+            comment(other, "@inspect-bot x", true).as_bytes(),
+            BOT
+        )
+        .is_err());
+        let opened = json!({"action": "opened", "repository": repo(), "sender": bob, "pull_request": pr(true)});
+        assert!(decide("pull_request", opened.to_string().as_bytes(), BOT)
+            .unwrap_err()
+            .contains("draft"));
+        assert!(decide("push", b"{}", BOT).is_err());
+        assert!(decide("issue_comment", b"not json", BOT)
+            .unwrap_err()
+            .contains("malformed"));
+        let edited =
+            json!({"action": "edited", "repository": repo(), "sender": {"id": 5, "login": "bob"}});
+        assert!(decide("issue_comment", edited.to_string().as_bytes(), BOT).is_err());
+    }
+
+    #[test]
+    fn reviews_and_review_comments() {
+        let bob = json!({"id": 5, "login": "bob", "type": "User"});
+        let opened = json!({"action": "opened", "repository": repo(), "sender": bob, "pull_request": pr(false)});
+        let t = decide("pull_request", opened.to_string().as_bytes(), BOT).unwrap();
+        assert_eq!(t.ask, Ask::Review { requested: false });
+        let asked = json!({"action": "review_requested", "repository": repo(), "sender": bob, "pull_request": pr(false), "requested_reviewer": {"id": 9, "login": "inspect-bot[bot]"}});
+        assert!(decide("pull_request", asked.to_string().as_bytes(), BOT).is_ok());
+        let other = json!({"action": "review_requested", "repository": repo(), "sender": bob, "pull_request": pr(false), "requested_reviewer": {"id": 2, "login": "carol"}});
+        assert!(decide("pull_request", other.to_string().as_bytes(), BOT).is_err());
+        let rc = json!({"action": "created", "repository": repo(), "sender": bob, "pull_request": pr(false),
+            "comment": {"id": 11, "body": "@inspect-bot rename this", "path": "src/a.rs", "diff_hunk": "@@ -1 +1 @@"}});
+        let t = decide(
+            "pull_request_review_comment",
+            rc.to_string().as_bytes(),
+            BOT,
+        )
+        .unwrap();
+        assert_eq!(
+            t.reaction_path(),
+            "/repos/acme/web/pulls/comments/11/reactions"
+        );
+        let text = prompt(&t, t.pull_request.as_ref().unwrap());
+        assert!(text.contains("<user_content source=\"github_review_comment\" author=\"bob\""));
+        assert!(text.contains("src/a.rs"));
+        assert!(text.contains("rename this"));
+    }
+
+    #[test]
+    fn who_may_trigger() {
+        assert!(may_trigger(&[], "bob", Some("write")));
+        assert!(may_trigger(&[], "bob", Some("admin")));
+        assert!(!may_trigger(&[], "bob", Some("read")));
+        assert!(!may_trigger(&[], "bob", None));
+        assert!(may_trigger(&["Bob".into()], "bob", None));
+        assert!(!may_trigger(&["carol".into()], "bob", Some("admin")));
+    }
+}
+
+/// The comment a finished bot prompt leaves on the pull request.
+pub fn completion_comment(c: &inspect_protocol::scm::Completion, session_url: &str) -> String {
+    let mut out = String::new();
+    if c.success {
+        match c
+            .summary
+            .as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+        {
+            Some(s) => out.push_str(s),
+            None => out.push_str("Done."),
+        }
+    } else {
+        out.push_str(&format!(
+            "The session could not finish: {}",
+            c.error.as_deref().unwrap_or("it failed without saying why")
+        ));
+    }
+    for (url, state) in &c.pull_requests {
+        out.push_str(&format!("\n\nPull request ({state}): {url}"));
+    }
+    out.push_str(&format!(
+        "\n\n---\n{} [View the session]({session_url})",
+        if c.success { "✅" } else { "⚠️" }
+    ));
+    out
+}

@@ -1,0 +1,144 @@
+//! What the agent may ask of its sandbox beyond its own tools: a small HTTP API on
+//! loopback, guarded by a key only the agent's environment holds, that forwards a pull
+//! request to the session with the sandbox's own token. The agent never holds that token;
+//! the key opens nothing but these routes, for this session.
+
+use anyhow::Result;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::Router;
+use std::sync::Arc;
+
+/// Where the agent finds the API and its key, and the command on its PATH.
+pub const URL_VAR: &str = "OPEN_INSPECT_AGENT_URL";
+pub const KEY_VAR: &str = "OPEN_INSPECT_AGENT_KEY";
+pub const COMMAND: &str = "open-inspect";
+
+struct Forward {
+    key: String,
+    control_plane_url: String,
+    session_id: String,
+    sandbox_id: String,
+    token: String,
+    http: reqwest::Client,
+}
+
+pub struct AgentApi {
+    pub url: String,
+    pub key: String,
+}
+
+/// Starts the API on a loopback port; it lives as long as the supervisor.
+pub async fn start(
+    control_plane_url: &str,
+    session_id: &str,
+    sandbox_id: &str,
+    token: &str,
+) -> Result<AgentApi> {
+    let mut key = [0u8; 24];
+    getrandom::fill(&mut key).map_err(|e| anyhow::anyhow!("randomness: {e}"))?;
+    let key = hex::encode(key);
+    let forward = Arc::new(Forward {
+        key: key.clone(),
+        control_plane_url: control_plane_url.trim_end_matches('/').to_owned(),
+        session_id: session_id.to_owned(),
+        sandbox_id: sandbox_id.to_owned(),
+        token: token.to_owned(),
+        // Opening a PR waits for a push and GitHub.
+        http: reqwest::Client::builder()
+            .timeout(std::time::Duration::from_secs(180))
+            .build()?,
+    });
+    let app = Router::new()
+        .route("/pull-requests", post(pull_requests))
+        .with_state(forward);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let url = format!("http://{}", listener.local_addr()?);
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    Ok(AgentApi { url, key })
+}
+
+fn authorized(headers: &HeaderMap, key: &str) -> bool {
+    use subtle::ConstantTimeEq;
+    let given = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or_default();
+    given.len() == key.len() && bool::from(given.as_bytes().ct_eq(key.as_bytes()))
+}
+
+async fn pull_requests(State(f): State<Arc<Forward>>, headers: HeaderMap, body: Bytes) -> Response {
+    if !authorized(&headers, &f.key) {
+        return (StatusCode::UNAUTHORIZED, "bad agent key").into_response();
+    }
+    tracing::info!("the agent asks for a pull request");
+    let url = format!(
+        "{}/sessions/{}/pull-requests",
+        f.control_plane_url, f.session_id
+    );
+    let sent = f
+        .http
+        .post(&url)
+        .bearer_auth(&f.token)
+        .header(inspect_protocol::auth::SANDBOX_ID_HEADER, &f.sandbox_id)
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await;
+    match sent {
+        Ok(resp) => {
+            let status =
+                StatusCode::from_u16(resp.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
+            let text = resp.text().await.unwrap_or_default();
+            (status, [("content-type", "application/json")], text).into_response()
+        }
+        Err(e) => (
+            StatusCode::BAD_GATEWAY,
+            format!("the control plane could not be reached: {e}"),
+        )
+            .into_response(),
+    }
+}
+
+/// Writes the `open-inspect` command into `bin` (put first on the agent's PATH) and the
+/// instructions that tell the agent about it; returns the instructions' path.
+pub fn install_command(bin: &std::path::Path, instructions: &std::path::Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(bin)?;
+    let exe = std::env::current_exe()?;
+    let script = bin.join(COMMAND);
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nexec '{}' agent-tool \"$@\"\n",
+            exe.display().to_string().replace('\'', "'\\''")
+        ),
+    )?;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))?;
+    if let Some(dir) = instructions.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(instructions, INSTRUCTIONS)?;
+    Ok(())
+}
+
+const INSTRUCTIONS: &str = "# Working in an Open-Inspect sandbox
+
+You work on your own in a sandbox; the people who asked will read the result later.
+
+- Your changes are committed for you when a prompt ends (with the prompter as author) and
+  pushed to the session's branch. You may also commit yourself.
+- To open a pull request (or update the one this session already has), run:
+
+      open-inspect pr --title \"Short title\" --body \"What changed and why\"
+
+  Options: `--base BRANCH`, `--head BRANCH`, `--repo OWNER/NAME` (in a session with
+  several repositories), `--draft`, `--body-file FILE`. It pushes your work first and
+  prints the pull request's URL. Open one when the work is ready for review or when asked.
+";

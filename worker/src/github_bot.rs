@@ -1,0 +1,247 @@
+//! `POST /webhooks/github`: the GitHub bot, inside the Worker. The request is checked
+//! (signature, size, delivery id) and answered at once; the work — gating, 👀, a session on
+//! the pull request's branch, the prompt — continues with `waitUntil`. What to do is
+//! decided by [`inspect_scm::webhook`]; this only moves bytes.
+
+use crate::db::{self, num, setting};
+use crate::entry::{create_session, internal};
+use inspect_protocol::scm::CallbackContext;
+use inspect_protocol::session::{Actor, CreateSessionRequest, PromptRequest, RepositoryRef};
+use inspect_protocol::{ApiError, ErrorCode};
+use inspect_scm::api;
+use inspect_scm::webhook::{self, Ask, Trigger, MAX_PAYLOAD_BYTES};
+use serde_json::json;
+use worker::{Context, Env, Method, Request, Response};
+
+fn now_ms() -> i64 {
+    worker::Date::now().as_millis() as i64
+}
+
+/// One line per decision, JSON, never a token or a payload.
+fn log(delivery: &str, event: &str, outcome: &str, detail: &str) {
+    worker::console_log!(
+        "{}",
+        json!({"component": "github-bot", "delivery": delivery, "event": event, "outcome": outcome, "detail": detail})
+    );
+}
+
+fn answer(status: u16, body: serde_json::Value) -> Result<Response, ApiError> {
+    Ok(Response::from_json(&body)
+        .map_err(internal)?
+        .with_status(status))
+}
+
+pub async fn webhook(mut req: Request, env: &Env, ctx: Context) -> Result<Response, ApiError> {
+    let Some(secret) = setting(env, "GITHUB_WEBHOOK_SECRET") else {
+        return Err(ApiError::new(
+            ErrorCode::Unavailable,
+            "the GitHub bot is not configured: set GITHUB_WEBHOOK_SECRET",
+        ));
+    };
+    let header = |name: &str| req.headers().get(name).ok().flatten();
+    let event = header("X-GitHub-Event").unwrap_or_default();
+    let delivery = header("X-GitHub-Delivery").unwrap_or_default();
+    let signature = header("X-Hub-Signature-256");
+    let declared = header("Content-Length")
+        .and_then(|l| l.parse::<usize>().ok())
+        .unwrap_or(0);
+    if declared > MAX_PAYLOAD_BYTES {
+        log(&delivery, &event, "refused", "payload too large");
+        return Err(ApiError::new(
+            ErrorCode::PayloadTooLarge,
+            format!("deliveries are at most {MAX_PAYLOAD_BYTES} bytes"),
+        ));
+    }
+    let body = req
+        .bytes()
+        .await
+        .map_err(|e| ApiError::bad_request(format!("unreadable body: {e}")))?;
+    if body.len() > MAX_PAYLOAD_BYTES {
+        log(&delivery, &event, "refused", "payload too large");
+        return Err(ApiError::new(
+            ErrorCode::PayloadTooLarge,
+            format!("deliveries are at most {MAX_PAYLOAD_BYTES} bytes"),
+        ));
+    }
+    if !webhook::signature_ok(&secret, &body, signature.as_deref()) {
+        log(
+            &delivery,
+            &event,
+            "refused",
+            "bad or missing X-Hub-Signature-256",
+        );
+        return Err(ApiError::unauthorized("bad or missing X-Hub-Signature-256"));
+    }
+    if event.is_empty() || event.len() > 64 {
+        return Err(ApiError::bad_request("X-GitHub-Event is missing"));
+    }
+    if !delivery.is_empty() && !webhook::valid_delivery_id(&delivery) {
+        return Err(ApiError::bad_request(
+            "X-GitHub-Delivery is not a delivery id",
+        ));
+    }
+    let bot = setting(env, "GITHUB_BOT_USERNAME").unwrap_or_else(|| "open-inspect[bot]".into());
+    let trigger = match webhook::decide(&event, &body, &bot) {
+        Ok(t) => t,
+        Err(skip) => {
+            log(&delivery, &event, "skipped", &skip);
+            return answer(200, json!({"skipped": skip}));
+        }
+    };
+    // Each delivery is acted on once: a redelivery of one that is being handled or was
+    // handled is a duplicate; one that failed was forgotten and runs again.
+    if !delivery.is_empty() {
+        let now = now_ms();
+        let claimed = db::run(
+            env,
+            "INSERT INTO github_deliveries (delivery_id, event, state, received_at, updated_at) VALUES (?1, ?2, 'processing', ?3, ?3)
+             ON CONFLICT(delivery_id) DO NOTHING",
+            &[delivery.as_str().into(), event.as_str().into(), num(now)],
+        )
+        .await?;
+        if claimed == 0 {
+            log(&delivery, &event, "duplicate", "already handled");
+            return answer(200, json!({"duplicate": true}));
+        }
+    }
+    let origin = crate::entry::origin_of(&req);
+    let env2 = env.clone();
+    let delivery2 = delivery.clone();
+    let event2 = event.clone();
+    ctx.wait_until(async move {
+        let outcome = act(&env2, &origin, &trigger).await;
+        let (state, detail, session) = match &outcome {
+            Ok(Acted::Session(id)) => ("processed", format!("session {id}"), Some(id.clone())),
+            Ok(Acted::Skipped(why)) => ("processed", why.clone(), None),
+            Err(e) => ("failed", e.message.clone(), None),
+        };
+        log(&delivery2, &event2, state, &detail);
+        if delivery2.is_empty() {
+            return;
+        }
+        let sql = if state == "failed" {
+            // Forgotten, so GitHub's redelivery can try again.
+            "DELETE FROM github_deliveries WHERE delivery_id = ?1"
+        } else {
+            "UPDATE github_deliveries SET state = 'processed', outcome = ?2, session_id = ?3, updated_at = ?4 WHERE delivery_id = ?1"
+        };
+        let args = if state == "failed" {
+            vec![delivery2.as_str().into()]
+        } else {
+            vec![
+                delivery2.as_str().into(),
+                detail.as_str().into(),
+                db::opt(session.as_deref()),
+                num(now_ms()),
+            ]
+        };
+        if let Err(e) = db::run(&env2, sql, &args).await {
+            log(&delivery2, &event2, "bookkeeping_failed", &e.message);
+        }
+    });
+    answer(202, json!({"accepted": true, "event": event}))
+}
+
+enum Acted {
+    Session(String),
+    Skipped(String),
+}
+
+/// Gates the trigger, acknowledges it with 👀, starts a session on the pull request's
+/// branch as the sender, and sends the prompt whose outcome comes back as a comment.
+async fn act(env: &Env, origin: &str, t: &Trigger) -> Result<Acted, ApiError> {
+    let settings = api::repo_settings(env, &t.owner, &t.repo).await?;
+    if !settings.bot_enabled {
+        return Ok(Acted::Skipped(format!(
+            "the bot is not enabled for {}/{}",
+            t.owner, t.repo
+        )));
+    }
+    if t.ask == (Ask::Review { requested: false }) && !settings.auto_review_on_open {
+        return Ok(Acted::Skipped("auto-review on open is off".into()));
+    }
+    let token = api::app_token(env, now_ms()).await?;
+    let permission = if settings.allowed_trigger_users.is_empty() {
+        api::permission(env, &token, &t.owner, &t.repo, &t.sender_login).await?
+    } else {
+        None
+    };
+    if !webhook::may_trigger(
+        &settings.allowed_trigger_users,
+        &t.sender_login,
+        permission.as_deref(),
+    ) {
+        return Ok(Acted::Skipped(format!(
+            "{} may not trigger the bot here (permission {})",
+            t.sender_login,
+            permission.as_deref().unwrap_or("unknown")
+        )));
+    }
+    // Best effort: a failed reaction does not stop the work.
+    if let Err(e) = api::react(env, &token, &t.reaction_path(), "eyes").await {
+        worker::console_warn!("reaction failed: {}", e.message);
+    }
+    let pull = match &t.pull_request {
+        Some(p) => p.clone(),
+        None => api::get_pull(env, &token, &t.owner, &t.repo, t.number)
+            .await?
+            .ok_or_else(|| {
+                ApiError::not_found(format!("{}/{}#{} is gone", t.owner, t.repo, t.number))
+            })?
+            .as_webhook_pr(),
+    };
+    let actor = Actor {
+        user_id: format!("github:{}", t.sender_id),
+        name: t.sender_login.clone(),
+        email: None,
+        avatar: None,
+    };
+    let create = CreateSessionRequest {
+        repositories: Some(vec![RepositoryRef {
+            owner: t.owner.clone(),
+            name: t.repo.clone(),
+            branch: Some(pull.head.branch.clone()),
+            source: None,
+        }]),
+        title: Some(t.title()),
+        model: settings.default_model.clone(),
+        ..Default::default()
+    };
+    let created = create_session(env, origin, &actor, create).await?;
+    let mut content = webhook::prompt(t, &pull);
+    content.push_str(&format!(
+        "\n\nTo update this pull request, run `open-inspect pr --head {} --base {} --title \"…\"` after committing.",
+        pull.head.branch, pull.base.branch
+    ));
+    let prompt = PromptRequest {
+        content,
+        callback_context: Some(CallbackContext::Github {
+            owner: t.owner.clone(),
+            repo: t.repo.clone(),
+            number: t.number,
+            review_comment_id: match &t.ask {
+                Ask::ReviewComment { comment_id, .. } => Some(*comment_id),
+                _ => None,
+            },
+        }),
+        ..Default::default()
+    };
+    let body = serde_json::to_vec(&prompt).map_err(|e| ApiError::internal(e.to_string()))?;
+    let mut resp = crate::entry::call_object(
+        env,
+        &created.session_id,
+        Method::Post,
+        "/prompt",
+        origin,
+        Some(&actor),
+        &body,
+    )
+    .await?;
+    if resp.status_code() != 200 {
+        let text = resp.text().await.unwrap_or_default();
+        return Err(ApiError::internal(format!(
+            "the prompt was refused: {text}"
+        )));
+    }
+    Ok(Acted::Session(created.session_id))
+}
