@@ -380,6 +380,35 @@ pub fn prompt(t: &Trigger, pr: &PullRequest) -> String {
     out
 }
 
+/// The comment a finished bot prompt leaves on the pull request.
+pub fn completion_comment(c: &inspect_protocol::scm::Completion, session_url: &str) -> String {
+    let mut out = String::new();
+    if c.success {
+        match c
+            .summary
+            .as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+        {
+            Some(s) => out.push_str(s),
+            None => out.push_str("Done."),
+        }
+    } else {
+        out.push_str(&format!(
+            "The session could not finish: {}",
+            c.error.as_deref().unwrap_or("it failed without saying why")
+        ));
+    }
+    for (url, state) in &c.pull_requests {
+        out.push_str(&format!("\n\nPull request ({state}): {url}"));
+    }
+    out.push_str(&format!(
+        "\n\n---\n{} [View the session]({session_url})",
+        if c.success { "✅" } else { "⚠️" }
+    ));
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -536,31 +565,34 @@ mod tests {
     }
 }
 
-/// The comment a finished bot prompt leaves on the pull request.
-pub fn completion_comment(c: &inspect_protocol::scm::Completion, session_url: &str) -> String {
-    let mut out = String::new();
-    if c.success {
-        match c
-            .summary
-            .as_deref()
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-        {
-            Some(s) => out.push_str(s),
-            None => out.push_str("Done."),
-        }
-    } else {
-        out.push_str(&format!(
-            "The session could not finish: {}",
-            c.error.as_deref().unwrap_or("it failed without saying why")
-        ));
+#[cfg(test)]
+mod completion_tests {
+    use super::*;
+    use inspect_protocol::scm::{CallbackContext, Completion};
+
+    #[test]
+    fn completion_comments_say_what_happened() {
+        let mut c = Completion {
+            session_id: "s1".into(),
+            message_id: "m1".into(),
+            success: true,
+            error: None,
+            summary: Some("Fixed it.".into()),
+            pull_requests: vec![("http://gh/acme/web/pull/2".into(), "open".into())],
+            context: CallbackContext::Github {
+                owner: "acme".into(),
+                repo: "web".into(),
+                number: 1,
+                review_comment_id: None,
+            },
+        };
+        let body = completion_comment(&c, "http://cp/sessions/s1");
+        assert!(body.starts_with("Fixed it."));
+        assert!(body.contains("Pull request (open): http://gh/acme/web/pull/2"));
+        assert!(body.contains("[View the session](http://cp/sessions/s1)"));
+        c.success = false;
+        c.error = Some("the sandbox died".into());
+        let body = completion_comment(&c, "u");
+        assert!(body.starts_with("The session could not finish: the sandbox died"));
     }
-    for (url, state) in &c.pull_requests {
-        out.push_str(&format!("\n\nPull request ({state}): {url}"));
-    }
-    out.push_str(&format!(
-        "\n\n---\n{} [View the session]({session_url})",
-        if c.success { "✅" } else { "⚠️" }
-    ));
-    out
 }

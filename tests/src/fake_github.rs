@@ -41,6 +41,52 @@ struct World {
     installation_tokens: HashMap<String, u64>,
     mints: usize,
     git_requests: Vec<(String, u16)>,
+    pulls: Vec<Pull>,
+    comments: Vec<Comment>,
+    reactions: Vec<Reaction>,
+    labels: Vec<(String, String, String)>,
+    /// (owner, repo, login) → permission
+    permissions: HashMap<(String, String, String), String>,
+    next_id: i64,
+    /// Every REST call: method, path, who (login or the App's bot).
+    calls: Vec<(String, String, String)>,
+}
+
+/// A pull request on the fake.
+#[derive(Debug, Clone)]
+pub struct Pull {
+    pub owner: String,
+    pub repo: String,
+    pub number: i64,
+    pub title: String,
+    pub body: String,
+    pub head: String,
+    pub base: String,
+    pub state: String,
+    pub draft: bool,
+    pub merged: bool,
+    /// Who created it: a user's login, or the App's bot account.
+    pub author: String,
+    pub labels: Vec<String>,
+}
+
+/// A comment on a pull request's conversation (or a reply in a review thread).
+#[derive(Debug, Clone)]
+pub struct Comment {
+    pub id: i64,
+    pub owner: String,
+    pub repo: String,
+    pub number: i64,
+    pub author: String,
+    pub body: String,
+    pub in_reply_to: Option<i64>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Reaction {
+    pub path: String,
+    pub content: String,
+    pub by: String,
 }
 
 struct Shared {
@@ -158,6 +204,45 @@ impl FakeGitHub {
                 post(installation_token),
             )
             .route("/repos/{owner}/{repo}", get(repository))
+            .route(
+                "/repos/{owner}/{repo}/pulls",
+                get(list_pulls).post(create_pull),
+            )
+            .route("/repos/{owner}/{repo}/pulls/{number}", get(get_pull))
+            .route(
+                "/repos/{owner}/{repo}/pulls/{number}/comments/{id}/replies",
+                post(reply_review_comment),
+            )
+            .route(
+                "/repos/{owner}/{repo}/pulls/{number}/requested_reviewers",
+                post(request_reviewers),
+            )
+            .route(
+                "/repos/{owner}/{repo}/issues/{number}/comments",
+                get(list_comments).post(create_comment),
+            )
+            .route(
+                "/repos/{owner}/{repo}/issues/{number}/labels",
+                post(add_labels),
+            )
+            .route(
+                "/repos/{owner}/{repo}/issues/{number}/reactions",
+                post(react),
+            )
+            .route(
+                "/repos/{owner}/{repo}/issues/comments/{id}/reactions",
+                post(react),
+            )
+            .route(
+                "/repos/{owner}/{repo}/pulls/comments/{id}/reactions",
+                post(react),
+            )
+            .route("/repos/{owner}/{repo}/labels", post(create_label))
+            .route("/repos/{owner}/{repo}/labels/{name}", get(get_label))
+            .route(
+                "/repos/{owner}/{repo}/collaborators/{login}/permission",
+                get(collaborator_permission),
+            )
             .route("/{owner}/{repo}/{*rest}", any(git_http))
             .with_state(shared.clone());
         let task = tokio::spawn(async move {
@@ -196,9 +281,121 @@ impl FakeGitHub {
         self.shared.world.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The App's bot account, as GitHub names it (`<slug>[bot]`).
+    pub const BOT_LOGIN: &'static str = "inspect-bot[bot]";
+
+    pub fn pulls(&self) -> Vec<Pull> {
+        self.world().pulls.clone()
+    }
+
+    pub fn comments(&self) -> Vec<Comment> {
+        self.world().comments.clone()
+    }
+
+    pub fn reactions(&self) -> Vec<Reaction> {
+        self.world().reactions.clone()
+    }
+
+    /// Every REST call made: method, path (with query), caller.
+    pub fn calls(&self) -> Vec<(String, String, String)> {
+        self.world().calls.clone()
+    }
+
+    /// Someone's permission on a repository (`admin`, `write`, `read`, …).
+    pub fn set_permission(&self, owner: &str, repo: &str, login: &str, permission: &str) {
+        self.world()
+            .permissions
+            .insert((owner.into(), repo.into(), login.into()), permission.into());
+    }
+
+    /// Opens a pull request as `author`, as if done on github.com.
+    pub fn open_pull(
+        &self,
+        owner: &str,
+        repo: &str,
+        head: &str,
+        base: &str,
+        title: &str,
+        author: &str,
+    ) -> i64 {
+        let mut w = self.world();
+        let number = next_number(&w, owner, repo);
+        w.pulls.push(Pull {
+            owner: owner.into(),
+            repo: repo.into(),
+            number,
+            title: title.into(),
+            body: format!("{title}, by {author}"),
+            head: head.into(),
+            base: base.into(),
+            state: "open".into(),
+            draft: false,
+            merged: false,
+            author: author.into(),
+            labels: Vec::new(),
+        });
+        number
+    }
+
+    /// Closes (or merges) a pull request, as if done on github.com.
+    pub fn close_pull(&self, owner: &str, repo: &str, number: i64, merged: bool) {
+        let mut w = self.world();
+        if let Some(p) = w
+            .pulls
+            .iter_mut()
+            .find(|p| p.owner == owner && p.repo == repo && p.number == number)
+        {
+            p.state = "closed".into();
+            p.merged = merged;
+        }
+    }
+
+    /// Adds a comment to the conversation, as if made on github.com; its id.
+    pub fn add_comment(
+        &self,
+        owner: &str,
+        repo: &str,
+        number: i64,
+        author: &str,
+        body: &str,
+    ) -> i64 {
+        let mut w = self.world();
+        w.next_id += 1;
+        let id = 9000 + w.next_id;
+        w.comments.push(Comment {
+            id,
+            owner: owner.into(),
+            repo: repo.into(),
+            number,
+            author: author.into(),
+            body: body.into(),
+            in_reply_to: None,
+        });
+        id
+    }
+
+    /// The JSON GitHub sends for a pull request, for building webhook payloads.
+    pub fn pull_json(&self, owner: &str, repo: &str, number: i64) -> Option<Value> {
+        let w = self.world();
+        let p = w
+            .pulls
+            .iter()
+            .find(|p| p.owner == owner && p.repo == repo && p.number == number)?;
+        Some(pull_json(&self.shared, &w, p))
+    }
+
+    pub fn account(&self, login: &str) -> Option<Account> {
+        self.world()
+            .accounts
+            .iter()
+            .find(|a| a.login == login)
+            .cloned()
+    }
+
     /// The Worker variables for OAuth sign-in and the App.
     pub fn worker_vars(&self) -> Vec<(String, String)> {
         vec![
+            ("GITHUB_BOT_USERNAME".into(), Self::BOT_LOGIN.into()),
             ("GITHUB_CLIENT_ID".into(), self.client_id.clone()),
             ("GITHUB_CLIENT_SECRET".into(), self.client_secret.clone()),
             ("GITHUB_OAUTH_BASE_URL".into(), self.base_url.clone()),
@@ -544,4 +741,511 @@ async fn git_http(
     builder
         .body(Body::from(out[at + gap..].to_vec()))
         .unwrap_or_else(|e| error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()))
+}
+
+fn next_number(w: &World, owner: &str, repo: &str) -> i64 {
+    w.pulls
+        .iter()
+        .filter(|p| p.owner == owner && p.repo == repo)
+        .map(|p| p.number)
+        .max()
+        .unwrap_or(0)
+        + 1
+}
+
+fn user_json(w: &World, login: &str) -> Value {
+    match w.accounts.iter().find(|a| a.login == login) {
+        Some(a) => json!({"id": a.id, "login": a.login, "type": "User"}),
+        None => {
+            json!({"id": 4242, "login": login, "type": if login.ends_with("[bot]") { "Bot" } else { "User" }})
+        }
+    }
+}
+
+fn pull_json(s: &Shared, w: &World, p: &Pull) -> Value {
+    let sha = |branch: &str| {
+        std::process::Command::new("git")
+            .arg("--git-dir")
+            .arg(s.repos_root.join(&p.owner).join(format!("{}.git", p.repo)))
+            .args([
+                "rev-parse",
+                "--verify",
+                "-q",
+                &format!("refs/heads/{branch}"),
+            ])
+            .output()
+            .ok()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+            .unwrap_or_default()
+    };
+    json!({
+        "number": p.number,
+        "html_url": format!("{}/{}/{}/pull/{}", s.base_url, p.owner, p.repo, p.number),
+        "state": p.state,
+        "draft": p.draft,
+        "merged": p.merged,
+        "merged_at": if p.merged { json!("2026-01-01T00:00:00Z") } else { Value::Null },
+        "title": p.title,
+        "body": p.body,
+        "user": user_json(w, &p.author),
+        "head": {"ref": p.head, "sha": sha(&p.head), "label": format!("{}:{}", p.owner, p.head)},
+        "base": {"ref": p.base, "sha": sha(&p.base), "label": format!("{}:{}", p.owner, p.base)},
+        "labels": p.labels.iter().map(|l| json!({"name": l})).collect::<Vec<_>>(),
+    })
+}
+
+/// Who a REST call is from: an installation token is the App's bot, a user token its
+/// person. `None`: bad credentials.
+fn caller(s: &Shared, headers: &HeaderMap) -> Option<String> {
+    headers.get("user-agent")?;
+    let token = bearer(headers)?;
+    if installation_token_ok(s, &token) {
+        return Some(FakeGitHub::BOT_LOGIN.into());
+    }
+    let w = s.world.lock().unwrap_or_else(|e| e.into_inner());
+    w.user_tokens.get(&token).cloned()
+}
+
+fn record_call(s: &Shared, method: &str, uri: &Uri, who: &str) {
+    let mut w = s.world.lock().unwrap_or_else(|e| e.into_inner());
+    w.calls.push((method.into(), uri.to_string(), who.into()));
+}
+
+fn repo_exists(s: &Shared, owner: &str, repo: &str) -> bool {
+    s.repos_root
+        .join(owner)
+        .join(format!("{repo}.git"))
+        .exists()
+}
+
+fn branch_exists(s: &Shared, owner: &str, repo: &str, branch: &str) -> bool {
+    std::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(s.repos_root.join(owner).join(format!("{repo}.git")))
+        .args([
+            "rev-parse",
+            "--verify",
+            "-q",
+            &format!("refs/heads/{branch}"),
+        ])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Authenticates and checks the repository; the caller's login, or GitHub's error.
+#[allow(clippy::result_large_err)] // the error is the response itself
+fn gate(
+    s: &Shared,
+    headers: &HeaderMap,
+    method: &str,
+    uri: &Uri,
+    owner: &str,
+    repo: &str,
+) -> Result<String, Response> {
+    let Some(who) = caller(s, headers) else {
+        return Err(error(StatusCode::UNAUTHORIZED, "Bad credentials"));
+    };
+    record_call(s, method, uri, &who);
+    if !repo_exists(s, owner, repo) {
+        return Err(error(StatusCode::NOT_FOUND, "Not Found"));
+    }
+    Ok(who)
+}
+
+fn validation_failed(message: &str) -> Response {
+    (
+        StatusCode::UNPROCESSABLE_ENTITY,
+        Json(json!({"message": "Validation Failed", "errors": [{"resource": "PullRequest", "code": "custom", "message": message}], "documentation_url": "https://docs.github.com/rest/pulls/pulls#create-a-pull-request"})),
+    )
+        .into_response()
+}
+
+#[derive(Deserialize)]
+struct PullsQuery {
+    head: Option<String>,
+    state: Option<String>,
+}
+
+async fn list_pulls(
+    State(s): State<Arc<Shared>>,
+    Path((owner, repo)): Path<(String, String)>,
+    Query(q): Query<PullsQuery>,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(r) = gate(&s, &headers, "GET", &uri, &owner, &repo) {
+        return r;
+    }
+    let w = s.world.lock().unwrap_or_else(|e| e.into_inner());
+    let state = q.state.unwrap_or_else(|| "open".into());
+    let list: Vec<Value> = w
+        .pulls
+        .iter()
+        .filter(|p| p.owner == owner && p.repo == repo)
+        .filter(|p| state == "all" || p.state == state)
+        .filter(|p| {
+            q.head
+                .as_deref()
+                .is_none_or(|h| h == format!("{}:{}", p.owner, p.head))
+        })
+        .map(|p| pull_json(&s, &w, p))
+        .collect();
+    Json(list).into_response()
+}
+
+#[derive(Deserialize)]
+struct NewPull {
+    title: Option<String>,
+    head: Option<String>,
+    base: Option<String>,
+    body: Option<String>,
+    #[serde(default)]
+    draft: bool,
+}
+
+async fn create_pull(
+    State(s): State<Arc<Shared>>,
+    Path((owner, repo)): Path<(String, String)>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let who = match gate(&s, &headers, "POST", &uri, &owner, &repo) {
+        Ok(w) => w,
+        Err(r) => return r,
+    };
+    let Ok(new) = serde_json::from_slice::<NewPull>(&body) else {
+        return error(StatusCode::BAD_REQUEST, "Problems parsing JSON");
+    };
+    let (Some(title), Some(head), Some(base)) = (new.title, new.head, new.base) else {
+        return validation_failed("title, head and base are required");
+    };
+    let head = head
+        .split_once(':')
+        .map_or(head.clone(), |(_, b)| b.to_owned());
+    if !branch_exists(&s, &owner, &repo, &head) {
+        return validation_failed(&format!("head {head} does not exist"));
+    }
+    if !branch_exists(&s, &owner, &repo, &base) {
+        return validation_failed(&format!("base {base} does not exist"));
+    }
+    if head == base {
+        return validation_failed("head and base must be different");
+    }
+    let mut w = s.world.lock().unwrap_or_else(|e| e.into_inner());
+    if w.pulls.iter().any(|p| {
+        p.owner == owner && p.repo == repo && p.head == head && p.base == base && p.state == "open"
+    }) {
+        return validation_failed(&format!(
+            "A pull request already exists for {owner}:{head}."
+        ));
+    }
+    let number = next_number(&w, &owner, &repo);
+    let pull = Pull {
+        owner: owner.clone(),
+        repo: repo.clone(),
+        number,
+        title,
+        body: new.body.unwrap_or_default(),
+        head,
+        base,
+        state: "open".into(),
+        draft: new.draft,
+        merged: false,
+        author: who,
+        labels: Vec::new(),
+    };
+    let json = pull_json(&s, &w, &pull);
+    w.pulls.push(pull);
+    (StatusCode::CREATED, Json(json)).into_response()
+}
+
+async fn get_pull(
+    State(s): State<Arc<Shared>>,
+    Path((owner, repo, number)): Path<(String, String, i64)>,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(r) = gate(&s, &headers, "GET", &uri, &owner, &repo) {
+        return r;
+    }
+    let w = s.world.lock().unwrap_or_else(|e| e.into_inner());
+    match w
+        .pulls
+        .iter()
+        .find(|p| p.owner == owner && p.repo == repo && p.number == number)
+    {
+        Some(p) => Json(pull_json(&s, &w, p)).into_response(),
+        None => error(StatusCode::NOT_FOUND, "Not Found"),
+    }
+}
+
+#[derive(Deserialize)]
+struct CommentBody {
+    body: Option<String>,
+}
+
+fn comment_json(c: &Comment, w: &World) -> Value {
+    json!({"id": c.id, "body": c.body, "user": user_json(w, &c.author), "in_reply_to_id": c.in_reply_to})
+}
+
+async fn create_comment(
+    State(s): State<Arc<Shared>>,
+    Path((owner, repo, number)): Path<(String, String, i64)>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let who = match gate(&s, &headers, "POST", &uri, &owner, &repo) {
+        Ok(w) => w,
+        Err(r) => return r,
+    };
+    let Some(text) = serde_json::from_slice::<CommentBody>(&body)
+        .ok()
+        .and_then(|c| c.body)
+    else {
+        return validation_failed("body is required");
+    };
+    let mut w = s.world.lock().unwrap_or_else(|e| e.into_inner());
+    if !w
+        .pulls
+        .iter()
+        .any(|p| p.owner == owner && p.repo == repo && p.number == number)
+    {
+        return error(StatusCode::NOT_FOUND, "Not Found");
+    }
+    w.next_id += 1;
+    let c = Comment {
+        id: 9000 + w.next_id,
+        owner,
+        repo,
+        number,
+        author: who,
+        body: text,
+        in_reply_to: None,
+    };
+    let json = comment_json(&c, &w);
+    w.comments.push(c);
+    (StatusCode::CREATED, Json(json)).into_response()
+}
+
+async fn list_comments(
+    State(s): State<Arc<Shared>>,
+    Path((owner, repo, number)): Path<(String, String, i64)>,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(r) = gate(&s, &headers, "GET", &uri, &owner, &repo) {
+        return r;
+    }
+    let w = s.world.lock().unwrap_or_else(|e| e.into_inner());
+    let list: Vec<Value> = w
+        .comments
+        .iter()
+        .filter(|c| c.owner == owner && c.repo == repo && c.number == number)
+        .map(|c| comment_json(c, &w))
+        .collect();
+    Json(list).into_response()
+}
+
+async fn reply_review_comment(
+    State(s): State<Arc<Shared>>,
+    Path((owner, repo, number, id)): Path<(String, String, i64, i64)>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let who = match gate(&s, &headers, "POST", &uri, &owner, &repo) {
+        Ok(w) => w,
+        Err(r) => return r,
+    };
+    let Some(text) = serde_json::from_slice::<CommentBody>(&body)
+        .ok()
+        .and_then(|c| c.body)
+    else {
+        return validation_failed("body is required");
+    };
+    let mut w = s.world.lock().unwrap_or_else(|e| e.into_inner());
+    w.next_id += 1;
+    let c = Comment {
+        id: 9000 + w.next_id,
+        owner,
+        repo,
+        number,
+        author: who,
+        body: text,
+        in_reply_to: Some(id),
+    };
+    let json = comment_json(&c, &w);
+    w.comments.push(c);
+    (StatusCode::CREATED, Json(json)).into_response()
+}
+
+async fn request_reviewers(
+    State(s): State<Arc<Shared>>,
+    Path((owner, repo, number)): Path<(String, String, i64)>,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(r) = gate(&s, &headers, "POST", &uri, &owner, &repo) {
+        return r;
+    }
+    let w = s.world.lock().unwrap_or_else(|e| e.into_inner());
+    match w
+        .pulls
+        .iter()
+        .find(|p| p.owner == owner && p.repo == repo && p.number == number)
+    {
+        Some(p) => (StatusCode::CREATED, Json(pull_json(&s, &w, p))).into_response(),
+        None => error(StatusCode::NOT_FOUND, "Not Found"),
+    }
+}
+
+#[derive(Deserialize)]
+struct ReactionBody {
+    content: Option<String>,
+}
+
+async fn react(
+    State(s): State<Arc<Shared>>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let Some(who) = caller(&s, &headers) else {
+        return error(StatusCode::UNAUTHORIZED, "Bad credentials");
+    };
+    record_call(&s, "POST", &uri, &who);
+    const KINDS: [&str; 8] = [
+        "+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes",
+    ];
+    let Some(content) = serde_json::from_slice::<ReactionBody>(&body)
+        .ok()
+        .and_then(|r| r.content)
+    else {
+        return validation_failed("content is required");
+    };
+    if !KINDS.contains(&content.as_str()) {
+        return validation_failed("content is not a reaction");
+    }
+    let mut w = s.world.lock().unwrap_or_else(|e| e.into_inner());
+    w.next_id += 1;
+    let id = w.next_id;
+    w.reactions.push(Reaction {
+        path: uri.path().to_owned(),
+        content: content.clone(),
+        by: who.clone(),
+    });
+    (
+        StatusCode::CREATED,
+        Json(json!({"id": id, "content": content, "user": {"login": who}})),
+    )
+        .into_response()
+}
+
+#[derive(Deserialize)]
+struct LabelBody {
+    name: Option<String>,
+    labels: Option<Vec<String>>,
+}
+
+async fn get_label(
+    State(s): State<Arc<Shared>>,
+    Path((owner, repo, name)): Path<(String, String, String)>,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(r) = gate(&s, &headers, "GET", &uri, &owner, &repo) {
+        return r;
+    }
+    let w = s.world.lock().unwrap_or_else(|e| e.into_inner());
+    if w.labels
+        .iter()
+        .any(|(o, r, n)| *o == owner && *r == repo && *n == name)
+    {
+        Json(json!({"name": name, "color": "ededed"})).into_response()
+    } else {
+        error(StatusCode::NOT_FOUND, "Not Found")
+    }
+}
+
+async fn create_label(
+    State(s): State<Arc<Shared>>,
+    Path((owner, repo)): Path<(String, String)>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if let Err(r) = gate(&s, &headers, "POST", &uri, &owner, &repo) {
+        return r;
+    }
+    let Some(name) = serde_json::from_slice::<LabelBody>(&body)
+        .ok()
+        .and_then(|l| l.name)
+    else {
+        return validation_failed("name is required");
+    };
+    let mut w = s.world.lock().unwrap_or_else(|e| e.into_inner());
+    if w.labels
+        .iter()
+        .any(|(o, r, n)| *o == owner && *r == repo && *n == name)
+    {
+        return validation_failed("already_exists");
+    }
+    w.labels.push((owner, repo, name.clone()));
+    (
+        StatusCode::CREATED,
+        Json(json!({"name": name, "color": "ededed"})),
+    )
+        .into_response()
+}
+
+async fn add_labels(
+    State(s): State<Arc<Shared>>,
+    Path((owner, repo, number)): Path<(String, String, i64)>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if let Err(r) = gate(&s, &headers, "POST", &uri, &owner, &repo) {
+        return r;
+    }
+    let labels = serde_json::from_slice::<LabelBody>(&body)
+        .ok()
+        .and_then(|l| l.labels)
+        .unwrap_or_default();
+    let mut w = s.world.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(p) = w
+        .pulls
+        .iter_mut()
+        .find(|p| p.owner == owner && p.repo == repo && p.number == number)
+    else {
+        return error(StatusCode::NOT_FOUND, "Not Found");
+    };
+    for l in labels {
+        if !p.labels.contains(&l) {
+            p.labels.push(l);
+        }
+    }
+    let out: Vec<Value> = p.labels.iter().map(|l| json!({"name": l})).collect();
+    Json(out).into_response()
+}
+
+async fn collaborator_permission(
+    State(s): State<Arc<Shared>>,
+    Path((owner, repo, login)): Path<(String, String, String)>,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(r) = gate(&s, &headers, "GET", &uri, &owner, &repo) {
+        return r;
+    }
+    let w = s.world.lock().unwrap_or_else(|e| e.into_inner());
+    let permission = w
+        .permissions
+        .get(&(owner, repo, login.clone()))
+        .cloned()
+        .unwrap_or_else(|| "read".into());
+    Json(json!({"permission": permission, "role_name": permission, "user": user_json(&w, &login)}))
+        .into_response()
 }

@@ -220,9 +220,12 @@ impl<S: Store> Session<'_, S> {
     }
 }
 
-/// The answers to `push` commands a sandbox frame (or batch) carries: request id →
-/// `(sha, changed)` or the error.
-pub fn push_answers(frame: &str) -> Vec<(String, Result<(Option<String>, Option<bool>), String>)> {
+/// What the sandbox answered to one `push`: the pushed head and whether it has commits
+/// beyond the base, or why it could not push.
+pub type PushAnswer = Result<(Option<String>, Option<bool>), String>;
+
+/// The answers to `push` commands a sandbox frame (or batch) carries, by request id.
+pub fn push_answers(frame: &str) -> Vec<(String, PushAnswer)> {
     use inspect_protocol::sandbox::{SandboxEvent, SandboxFrame};
     let Ok(value) = serde_json::from_str::<Value>(frame) else {
         return Vec::new();

@@ -16,8 +16,7 @@ use inspect_scm::{api, pulls};
 /// How long the sandbox has to push.
 const PUSH_TIMEOUT_MS: u64 = 90_000;
 
-/// What the sandbox answered to a `push`.
-pub(super) type PushAnswer = std::result::Result<(Option<String>, Option<bool>), String>;
+pub(super) use crate::engine::pulls::PushAnswer;
 
 type ApiResultT<T> = std::result::Result<T, ApiError>;
 

@@ -1,0 +1,628 @@
+//! GitHub end to end, through the real Worker (wrangler dev), the local sandbox host, the
+//! real supervisor, git and OpenCode, against a fake GitHub that follows GitHub's REST API
+//! (and serves git through the real `git http-backend`): the bot answering a signed
+//! webhook delivery, pull requests authored as the person or the App, reuse, and local
+//! repositories that have no PR host.
+
+#![allow(clippy::unwrap_used)] // a test fails loudly by design
+
+use inspect_tests::agent::AgentStack;
+use inspect_tests::client::send;
+use inspect_tests::fake_github::{Account, FakeGitHub};
+use inspect_tests::fake_model::Reply;
+use inspect_tests::repo::{commit_all, git, init_repo};
+use inspect_tests::signing::github_webhook;
+use reqwest::header::{COOKIE, LOCATION, SET_COOKIE};
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+const WEBHOOK_SECRET: &str = "webhook-secret-for-tests";
+
+fn alice() -> Account {
+    Account {
+        id: 1001,
+        login: "alice".into(),
+        emails: vec![("alice@example.com".into(), true)],
+        orgs: vec![],
+    }
+}
+
+/// A repository on the fake GitHub: `main`, and `feat/login` one commit ahead.
+fn github_repo(gh: &FakeGitHub, owner: &str, name: &str) {
+    let work = tempfile::tempdir().unwrap();
+    init_repo(work.path());
+    git(work.path(), &["checkout", "--quiet", "-b", "feat/login"]);
+    std::fs::write(work.path().join("login.txt"), "a login page\n").unwrap();
+    commit_all(work.path(), "login page");
+    git(work.path(), &["checkout", "--quiet", "main"]);
+    let bare = gh.repos_root.join(owner).join(format!("{name}.git"));
+    std::fs::create_dir_all(bare.parent().unwrap()).unwrap();
+    git(
+        work.path(),
+        &["clone", "--quiet", "--bare", ".", bare.to_str().unwrap()],
+    );
+}
+
+/// Polls until `f` answers, for at most `secs`.
+async fn eventually<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Signs `login` in through the fake GitHub's OAuth flow (so the control plane keeps
+/// their token).
+async fn sign_in(base: &str, gh: &FakeGitHub, login: &str) {
+    gh.sign_in_as(login);
+    let b = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let start = b.get(format!("{base}/auth/github")).send().await.unwrap();
+    let state = start
+        .headers()
+        .get_all(SET_COOKIE)
+        .iter()
+        .find_map(|c| {
+            c.to_str()
+                .ok()?
+                .split(';')
+                .next()?
+                .strip_prefix("inspect_oauth_state=")
+                .map(str::to_owned)
+        })
+        .unwrap();
+    let to_github = start.headers()[LOCATION].to_str().unwrap().to_owned();
+    let back = b.get(&to_github).send().await.unwrap();
+    let callback = back.headers()[LOCATION].to_str().unwrap().to_owned();
+    let done = b
+        .get(&callback)
+        .header(COOKIE, format!("inspect_oauth_state={state}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(done.status(), StatusCode::FOUND, "{:?}", done.text().await);
+}
+
+/// Sends a delivery signed as GitHub signs it.
+async fn deliver(base: &str, event: &str, delivery: &str, body: &Value) -> (u16, Value) {
+    let raw = serde_json::to_vec(body).unwrap();
+    let r = reqwest::Client::new()
+        .post(format!("{base}/webhooks/github"))
+        .header("X-GitHub-Event", event)
+        .header("X-GitHub-Delivery", delivery)
+        .header("X-Hub-Signature-256", github_webhook(WEBHOOK_SECRET, &raw))
+        .header("Content-Type", "application/json")
+        .body(raw)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+fn comment_delivery(
+    gh: &FakeGitHub,
+    number: i64,
+    comment_id: i64,
+    who: &Account,
+    text: &str,
+) -> Value {
+    json!({
+        "action": "created",
+        "issue": {"number": number, "title": "Login page", "pull_request": {"url": format!("{}/repos/acme/web/pulls/{number}", gh.base_url)}},
+        "comment": {"id": comment_id, "body": text, "user": {"id": who.id, "login": who.login, "type": "User"}},
+        "repository": {"name": "web", "full_name": "acme/web", "private": true, "owner": {"login": "acme"}},
+        "sender": {"id": who.id, "login": who.login, "type": "User"},
+        "installation": {"id": 777}
+    })
+}
+
+async fn sessions(base: &str) -> Vec<Value> {
+    let r = send(Method::GET, &format!("{base}/sessions"), None)
+        .await
+        .unwrap();
+    r.body["sessions"].as_array().cloned().unwrap_or_default()
+}
+
+#[tokio::test]
+async fn the_bot_answers_a_mention_with_a_pull_request_and_a_comment() {
+    let gh = FakeGitHub::start(vec![alice()]).await.unwrap();
+    github_repo(&gh, "acme", "web");
+    let pr1 = gh.open_pull("acme", "web", "feat/login", "main", "Login page", "alice");
+    gh.set_permission("acme", "web", "alice", "write");
+    let mut vars = gh.worker_vars();
+    vars.push(("GITHUB_WEBHOOK_SECRET".into(), WEBHOOK_SECRET.into()));
+    vars.push(("ALLOWED_USERS".into(), "alice".into()));
+    let AgentStack { model, host, stack } = AgentStack::start(
+        vec![
+            Reply::tool(
+                "write",
+                json!({"filePath": "login-test.txt", "content": "the flaky test, fixed\n"}),
+            ),
+            Reply::tool(
+                "bash",
+                json!({"command": "open-inspect pr --title 'Fix the flaky login test' --body 'Retries the login test once.'", "description": "open a PR"}),
+            ),
+            Reply::text("I fixed the flaky login test and opened a pull request for it."),
+        ],
+        vars,
+    )
+    .await
+    .unwrap();
+    let base = stack.base_url.clone();
+    // Alice signs in once: her GitHub token is kept (sealed) to author her PRs.
+    sign_in(&base, &gh, "alice").await;
+    let r = send(
+        Method::PUT,
+        &stack.url("/repos/acme/web/settings"),
+        Some(json!({"botEnabled": true, "prLabel": "open-inspect"})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+
+    // Bad input at the door: nothing created by any of it.
+    let raw = br#"{"action":"created"}"#.to_vec();
+    let c = reqwest::Client::new();
+    let unsigned = c
+        .post(stack.url("/webhooks/github"))
+        .header("X-GitHub-Event", "issue_comment")
+        .body(raw.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unsigned.status(), StatusCode::UNAUTHORIZED);
+    let forged = c
+        .post(stack.url("/webhooks/github"))
+        .header("X-GitHub-Event", "issue_comment")
+        .header(
+            "X-Hub-Signature-256",
+            github_webhook("not-the-secret", &raw),
+        )
+        .body(raw.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), StatusCode::UNAUTHORIZED);
+    let huge = vec![b' '; 2 * 1024 * 1024];
+    let too_big = c
+        .post(stack.url("/webhooks/github"))
+        .header("X-GitHub-Event", "issue_comment")
+        .header("X-Hub-Signature-256", github_webhook(WEBHOOK_SECRET, &huge))
+        .body(huge)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(too_big.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    let (status, body) = deliver(&base, "star", "d-star", &json!({"action": "created"})).await;
+    assert_eq!((status, body["skipped"].is_string()), (200, true), "{body}");
+    let garbage = c
+        .post(stack.url("/webhooks/github"))
+        .header("X-GitHub-Event", "issue_comment")
+        .header("X-GitHub-Delivery", "d-garbage")
+        .header(
+            "X-Hub-Signature-256",
+            github_webhook(WEBHOOK_SECRET, b"{not json"),
+        )
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(garbage.status(), StatusCode::OK);
+    // A comment that does not mention the bot is skipped.
+    let who = alice();
+    let quiet = comment_delivery(&gh, pr1, 1, &who, "looks good");
+    let (status, body) = deliver(&base, "issue_comment", "d-quiet", &quiet).await;
+    assert_eq!((status, body["skipped"].is_string()), (200, true), "{body}");
+    assert!(sessions(&base).await.is_empty());
+
+    // The mention: accepted at once; its redelivery is a duplicate.
+    let comment_id = gh.add_comment(
+        "acme",
+        "web",
+        pr1,
+        "alice",
+        "@inspect-bot please fix the flaky login test",
+    );
+    let delivery = comment_delivery(
+        &gh,
+        pr1,
+        comment_id,
+        &who,
+        "@inspect-bot please fix the flaky login test",
+    );
+    let (status, body) = deliver(
+        &base,
+        "issue_comment",
+        "72d3162e-cc78-11e3-81ab-4c9367dc0958",
+        &delivery,
+    )
+    .await;
+    assert_eq!(status, 202, "{body}");
+    let (status, body) = deliver(
+        &base,
+        "issue_comment",
+        "72d3162e-cc78-11e3-81ab-4c9367dc0958",
+        &delivery,
+    )
+    .await;
+    assert_eq!(
+        (status, body["duplicate"].clone()),
+        (200, json!(true)),
+        "{body}"
+    );
+
+    // 👀 on the comment, by the App.
+    eventually(30, "the 👀 reaction", || {
+        gh.reactions()
+            .into_iter()
+            .find(|r| r.path == format!("/repos/acme/web/issues/comments/{comment_id}/reactions"))
+    })
+    .await;
+    // One session, as alice, on the PR's branch.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let listed = loop {
+        let list = sessions(&base).await;
+        if !list.is_empty() || Instant::now() > deadline {
+            break list;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    let session = &listed[0];
+    let id = session["id"].as_str().unwrap().to_owned();
+    assert_eq!(session["createdBy"], "github:1001");
+    assert_eq!(session["repositories"][0]["branch"], "feat/login");
+
+    // The agent's PR, authored with alice's own token, onto the PR's branch.
+    let head = format!("open-inspect/{id}");
+    let pr = eventually(180, "the agent's pull request", || {
+        gh.pulls().into_iter().find(|p| p.head == head)
+    })
+    .await;
+    assert_eq!(pr.author, "alice", "{pr:?}\n{}", host.sandbox_logs());
+    assert_eq!(pr.base, "feat/login");
+    assert_eq!(pr.title, "Fix the flaky login test");
+    assert!(pr.body.contains(&format!("/sessions/{id})")), "{}", pr.body);
+    // The branch carries the agent's file, committed with alice as author.
+    let bare = gh.repos_root.join("acme/web.git");
+    let log = git(&bare, &["log", "-1", "--format=%an|%s", &head]);
+    assert!(log.starts_with("alice|"), "{log}");
+    let file = git(&bare, &["show", &format!("{head}:login-test.txt")]);
+    assert_eq!(file, "the flaky test, fixed");
+
+    // The answer lands on the original PR as a comment by the App.
+    let answer = eventually(120, "the result comment", || {
+        gh.comments()
+            .into_iter()
+            .find(|c| c.number == pr1 && c.author == FakeGitHub::BOT_LOGIN)
+    })
+    .await;
+    assert!(
+        answer.body.contains("opened a pull request"),
+        "{}",
+        answer.body
+    );
+    assert!(
+        answer.body.contains(&format!("/sessions/{id}")),
+        "{}",
+        answer.body
+    );
+    assert!(
+        answer.body.contains(&format!("/pull/{}", pr.number)),
+        "{}",
+        answer.body
+    );
+    // The repository's label went on the agent's PR.
+    let labelled = gh.pulls().into_iter().find(|p| p.head == head).unwrap();
+    assert_eq!(labelled.labels, vec!["open-inspect".to_owned()]);
+
+    // The session's artifact, and the list marks the session.
+    let artifacts = send(
+        Method::GET,
+        &stack.url(&format!("/sessions/{id}/artifacts")),
+        None,
+    )
+    .await
+    .unwrap();
+    let prs: Vec<&Value> = artifacts.body["artifacts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["type"] == "pr")
+        .collect();
+    assert_eq!(prs.len(), 1, "{}", artifacts.body);
+    assert_eq!(prs[0]["metadata"]["number"], pr.number);
+    assert_eq!(prs[0]["metadata"]["authoredAs"], "user");
+    assert_eq!(prs[0]["metadata"]["base"], "feat/login");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let list = sessions(&base).await;
+        if list[0]["prUrl"].is_string() {
+            assert_eq!(list[0]["prState"], "open");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the list never showed the PR: {list:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    // Still one session, one agent PR; every reply consumed.
+    assert_eq!(sessions(&base).await.len(), 1);
+    assert_eq!(gh.pulls().len(), 2);
+    assert_eq!(model.remaining(), 0);
+    // No token in anything the Worker wrote.
+    let log = stack.log();
+    assert!(
+        !log.contains("gho_") && !log.contains("ghs_"),
+        "a token reached the log"
+    );
+}
+
+#[tokio::test]
+async fn a_session_on_a_github_repository_opens_one_pull_request_and_reuses_it() {
+    let gh = FakeGitHub::start(vec![alice()]).await.unwrap();
+    github_repo(&gh, "acme", "web");
+    let AgentStack {
+        model: _model,
+        host,
+        stack,
+    } = AgentStack::start(
+        vec![
+            Reply::tool("write", json!({"filePath": "notes.md", "content": "one\n"})),
+            Reply::tool(
+                "bash",
+                json!({"command": "open-inspect pr --title 'Add notes' --body 'Notes.'", "description": "open a PR"}),
+            ),
+            Reply::text("Opened."),
+            Reply::tool("write", json!({"filePath": "notes.md", "content": "one\ntwo\n"})),
+            Reply::tool(
+                "bash",
+                json!({"command": "open-inspect pr --title 'Add notes' --body 'Notes.'", "description": "update the PR"}),
+            ),
+            Reply::text("Updated."),
+            Reply::tool(
+                "bash",
+                json!({"command": "open-inspect pr --title 'Bad' --head 'a..b' || echo REFUSED-AS-EXPECTED", "description": "bad head"}),
+            ),
+            Reply::text("Checked."),
+            Reply::tool("write", json!({"filePath": "more.md", "content": "more\n"})),
+            Reply::tool(
+                "bash",
+                json!({"command": "open-inspect pr --title 'More notes'", "description": "open a PR"}),
+            ),
+            Reply::text("Opened another."),
+        ],
+        gh.worker_vars(),
+    )
+    .await
+    .unwrap();
+    let r = send(
+        Method::POST,
+        &stack.url("/sessions"),
+        Some(json!({"repoOwner": "acme", "repoName": "web"})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 201, "{}", r.body);
+    let id = r.body["sessionId"].as_str().unwrap().to_owned();
+    let prompt = |text: &str| {
+        let url = stack.url(&format!("/sessions/{id}/prompt"));
+        let body = json!({"content": text});
+        async move { send(Method::POST, &url, Some(body)).await.unwrap() }
+    };
+    let wait_done = |n: usize| {
+        let url = stack.url(&format!("/sessions/{id}/events?limit=500"));
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(180);
+            loop {
+                let r = send(Method::GET, &url, None).await.unwrap();
+                let done: Vec<Value> = r.body["events"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter(|e| e["type"] == "execution_complete")
+                    .cloned()
+                    .collect();
+                if done.len() >= n {
+                    return (done, r.body["events"].clone());
+                }
+                assert!(Instant::now() < deadline, "prompt {n} never completed");
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+        }
+    };
+    assert_eq!(prompt("add notes and open a PR").await.status, 200);
+    let (done, events) = wait_done(1).await;
+    assert_eq!(
+        done[0]["success"],
+        true,
+        "{events}\n{}",
+        host.sandbox_logs()
+    );
+    let pulls = gh.pulls();
+    assert_eq!(pulls.len(), 1, "{pulls:?}\n{events}");
+    // Nobody signed in with GitHub here: the App authored it, and said so.
+    assert_eq!(pulls[0].author, FakeGitHub::BOT_LOGIN);
+    assert_eq!(pulls[0].base, "main");
+    assert_eq!(pulls[0].head, format!("open-inspect/{id}"));
+    let tool_output = events.to_string();
+    assert!(
+        tool_output.contains("opened the pull request"),
+        "{tool_output}"
+    );
+    assert!(
+        tool_output.contains("authored by the GitHub App"),
+        "{tool_output}"
+    );
+
+    assert_eq!(prompt("add a line and update the PR").await.status, 200);
+    let (done, events) = wait_done(2).await;
+    assert_eq!(done[1]["success"], true, "{events}");
+    assert_eq!(gh.pulls().len(), 1, "asking twice made a second PR");
+    assert!(
+        events.to_string().contains("updated the open pull request"),
+        "{events}"
+    );
+    let bare = gh.repos_root.join("acme/web.git");
+    let notes = git(&bare, &["show", &format!("open-inspect/{id}:notes.md")]);
+    assert_eq!(notes, "one\ntwo");
+
+    assert_eq!(prompt("try a bad head").await.status, 200);
+    let (_, events) = wait_done(3).await;
+    assert!(
+        events.to_string().contains("invalid branch name"),
+        "{events}"
+    );
+    assert!(
+        events.to_string().contains("REFUSED-AS-EXPECTED"),
+        "{events}"
+    );
+
+    let artifacts = send(
+        Method::GET,
+        &stack.url(&format!("/sessions/{id}/artifacts")),
+        None,
+    )
+    .await
+    .unwrap();
+    let prs = artifacts.body["artifacts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["type"] == "pr")
+        .count();
+    assert_eq!(prs, 1, "{}", artifacts.body);
+
+    // Another session's sandbox (or none) cannot ask for a PR here.
+    let c = reqwest::Client::new();
+    let r = c
+        .post(stack.url(&format!("/sessions/{id}/pull-requests")))
+        .header("Authorization", "Bearer not-this-sandbox")
+        .header("X-Sandbox-ID", "sb_other")
+        .json(&json!({"title": "x"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+
+    // Merged on GitHub: the next request opens a new one, and the old one is recorded
+    // as merged.
+    gh.close_pull("acme", "web", pulls[0].number, true);
+    assert_eq!(prompt("one more change, new PR").await.status, 200);
+    let (done, events) = wait_done(4).await;
+    assert_eq!(done[3]["success"], true, "{events}");
+    let pulls = gh.pulls();
+    assert_eq!(pulls.len(), 2, "{pulls:?}");
+    assert_eq!(pulls[1].state, "open");
+    let artifacts = send(
+        Method::GET,
+        &stack.url(&format!("/sessions/{id}/artifacts")),
+        None,
+    )
+    .await
+    .unwrap();
+    let states: Vec<String> = artifacts.body["artifacts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["type"] == "pr")
+        .map(|a| {
+            a["metadata"]["state"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(
+        states,
+        vec!["merged".to_owned(), "open".to_owned()],
+        "{}",
+        artifacts.body
+    );
+}
+
+#[tokio::test]
+async fn a_local_repository_has_no_pull_request_host() {
+    let source = inspect_tests::repo::source_repo();
+    let AgentStack {
+        model: _model,
+        host,
+        stack,
+    } = AgentStack::start(
+        vec![
+            Reply::tool("write", json!({"filePath": "local.txt", "content": "x\n"})),
+            Reply::tool(
+                "bash",
+                json!({"command": "open-inspect pr --title 'Local change'", "description": "open a PR"}),
+            ),
+            Reply::text("Done."),
+        ],
+        vec![],
+    )
+    .await
+    .unwrap();
+    stack_register(&stack, source.path()).await;
+    let r = send(
+        Method::POST,
+        &stack.url("/sessions"),
+        Some(json!({"repoOwner": "local", "repoName": "demo"})),
+    )
+    .await
+    .unwrap();
+    let id = r.body["sessionId"].as_str().unwrap().to_owned();
+    send(
+        Method::POST,
+        &stack.url(&format!("/sessions/{id}/prompt")),
+        Some(json!({"content": "change it and open a PR"})),
+    )
+    .await
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let events = loop {
+        let r = send(
+            Method::GET,
+            &stack.url(&format!("/sessions/{id}/events?limit=500")),
+            None,
+        )
+        .await
+        .unwrap();
+        if r.body["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["type"] == "execution_complete")
+        {
+            break r.body["events"].clone();
+        }
+        assert!(Instant::now() < deadline, "{}", host.sandbox_logs());
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    let text = events.to_string();
+    assert!(text.contains("no pull-request host"), "{text}");
+    // The branch was pushed to the repository on this machine.
+    let file = git(
+        source.path(),
+        &["show", &format!("open-inspect/{id}:local.txt")],
+    );
+    assert_eq!(file, "x");
+}
+
+async fn stack_register(stack: &inspect_tests::Stack, path: &std::path::Path) {
+    let r = send(
+        Method::POST,
+        &stack.url("/repos"),
+        Some(json!({"name": "demo", "path": path.to_string_lossy()})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 201, "{}", r.body);
+}
