@@ -13,7 +13,7 @@ cargo fmt --all -- --check
 log "clippy (native)"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 log "clippy (wasm32)"
-cargo clippy -p inspect-worker -p inspect-durable -p inspect-protocol \
+cargo clippy -p inspect-worker -p inspect-durable -p inspect-protocol -p inspect-scm \
   --target wasm32-unknown-unknown --quiet -- -D warnings
 
 build_web
