@@ -178,6 +178,55 @@ impl<S: Store> Session<'_, S> {
         Ok(out)
     }
 
+    /// Fails the waiting prompts that report to a callback (a bot's): when the session
+    /// gives up on sandboxes nobody is there to prompt again, so they say why instead of
+    /// waiting forever.
+    pub fn fail_waiting_callbacks(&self, reason: &str, now: i64) -> EngineResult<Effects> {
+        let mut fx = Effects::none();
+        let ids: Vec<String> = self
+            .store
+            .query(
+                "SELECT id FROM messages WHERE status = 'pending' AND callback IS NOT NULL ORDER BY seq",
+                &[],
+            )
+            .map_err(internal)?
+            .into_iter()
+            .filter_map(|r| r.into_iter().next().and_then(|v| v.into_string()))
+            .collect();
+        for id in ids {
+            let event = self
+                .store
+                .atomically(|| {
+                    self.store.execute(
+                        "UPDATE messages SET status = 'failed', error = ?, completed_at = ? WHERE id = ?",
+                        &[reason.into(), now.into(), id.as_str().into()],
+                    )?;
+                    let mut data = serde_json::Map::new();
+                    data.insert("success".into(), Value::Bool(false));
+                    data.insert("error".into(), Value::String(reason.into()));
+                    super::timeline::append(
+                        self.store,
+                        inspect_protocol::session::event_kind::EXECUTION_COMPLETE,
+                        Some(&id),
+                        data,
+                        now,
+                    )
+                })
+                .map_err(internal)?;
+            fx.broadcast(ServerMessage::SandboxEvent { event });
+            if let Some(c) = self.completion(&id, false, Some(reason.into()))? {
+                fx.completions.push(c);
+            }
+        }
+        if !fx.outbound.is_empty() {
+            fx.broadcast(ServerMessage::PromptQueueUpdated {
+                prompt_queue: self.queue()?,
+            });
+            fx.index_changed = true;
+        }
+        Ok(fx)
+    }
+
     /// The report of a prompt that ended, when it carries a callback.
     pub(crate) fn completion(
         &self,

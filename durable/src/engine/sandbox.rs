@@ -327,6 +327,9 @@ impl<S: Store> Session<'_, S> {
                     super::deadlines::MAX_SPAWN_FAILURES
                 ),
             });
+            fx.merge(
+                self.fail_waiting_callbacks(&format!("no sandbox could be started: {error}"), now)?,
+            );
         }
         fx.broadcast(ServerMessage::SandboxError {
             error: error.into(),

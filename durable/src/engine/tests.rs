@@ -871,3 +871,112 @@ mod sandbox_flow {
         }
     }
 }
+
+fn github_callback() -> inspect_protocol::scm::CallbackContext {
+    inspect_protocol::scm::CallbackContext::Github {
+        owner: "acme".into(),
+        repo: "web".into(),
+        number: 7,
+        review_comment_id: None,
+    }
+}
+
+#[test]
+fn a_prompt_with_a_callback_reports_when_it_ends_and_others_do_not() {
+    let st = store();
+    let s = created(&st);
+    let ann = s.participant_by_user("u-ann").unwrap().unwrap();
+    let mut with = prompt("from the bot", None);
+    with.callback_context = Some(github_callback());
+    let (bot, _) = s.enqueue(&ann, &with, 10).unwrap();
+    let (plain, _) = s.enqueue(&ann, &prompt("from a person", None), 11).unwrap();
+    s.start_next(20).unwrap();
+    let frame = serde_json::json!({"type": "token", "sandboxId": "sb", "timestamp": 21, "messageId": bot.message_id, "content": "All done."});
+    let _ = s.on_sandbox_frame(&frame.to_string(), 21);
+    let fx = s.complete(&bot.message_id, true, None, 30).unwrap();
+    assert_eq!(fx.completions.len(), 1);
+    let c = &fx.completions[0];
+    assert_eq!(c.session_id, "sess1");
+    assert_eq!(c.context, github_callback());
+    assert!(c.success);
+    s.start_next(31).unwrap();
+    let fx = s
+        .complete(&plain.message_id, false, Some("x".into()), 40)
+        .unwrap();
+    assert!(
+        fx.completions.is_empty(),
+        "a person's prompt reports nowhere"
+    );
+}
+
+#[test]
+fn waiting_bot_prompts_fail_and_report_when_sandboxes_are_given_up() {
+    let st = store();
+    let s = created(&st);
+    let ann = s.participant_by_user("u-ann").unwrap().unwrap();
+    let mut with = prompt("from the bot", None);
+    with.callback_context = Some(github_callback());
+    let (bot, _) = s.enqueue(&ann, &with, 10).unwrap();
+    let (plain, _) = s.enqueue(&ann, &prompt("a person's", None), 11).unwrap();
+    let fx = s
+        .fail_waiting_callbacks("no sandbox could be started", 50)
+        .unwrap();
+    assert_eq!(fx.completions.len(), 1);
+    assert!(!fx.completions[0].success);
+    assert_eq!(
+        s.message(&bot.message_id).unwrap().unwrap().status,
+        MessageStatus::Failed
+    );
+    assert_eq!(
+        s.message(&plain.message_id).unwrap().unwrap().status,
+        MessageStatus::Pending,
+        "a person can still prompt"
+    );
+}
+
+#[test]
+fn pull_requests_are_one_artifact_each_updated_in_place() {
+    use inspect_protocol::scm::{AuthoredAs, PullRequestResult};
+    let st = store();
+    let s = created(&st);
+    let mut r = PullRequestResult {
+        repo_owner: "acme".into(),
+        repo_name: "web".into(),
+        head_branch: "open-inspect/sess1".into(),
+        base_branch: Some("main".into()),
+        pr_number: Some(3),
+        pr_url: Some("https://github.com/acme/web/pull/3".into()),
+        state: "open".into(),
+        updated: false,
+        authored_as: AuthoredAs::User,
+        message: None,
+    };
+    let fx = s.record_pull_request(&r, 10).unwrap();
+    assert!(matches!(
+        fx.outbound[0].message,
+        ServerMessage::ArtifactCreated { .. }
+    ));
+    r.state = "merged".into();
+    let fx = s.record_pull_request(&r, 20).unwrap();
+    assert!(matches!(
+        fx.outbound[0].message,
+        ServerMessage::ArtifactUpdated { .. }
+    ));
+    let arts = s.artifacts().unwrap();
+    assert_eq!(arts.len(), 1);
+    assert_eq!(arts[0].metadata.as_ref().unwrap()["state"], "merged");
+    let known = s
+        .known_pull_requests("ACME", "web", "open-inspect/sess1")
+        .unwrap();
+    assert_eq!(known.len(), 1);
+    assert_eq!(known[0].state, "merged");
+    assert!(s
+        .known_pull_requests("acme", "web", "other")
+        .unwrap()
+        .is_empty());
+    assert_eq!(
+        s.index_update().unwrap().pr_state.as_deref(),
+        Some("merged")
+    );
+    assert_eq!(s.pr_user().unwrap(), "u-ann");
+}
