@@ -9,6 +9,7 @@
 //! test binary runs on its own, once per process here.
 
 pub mod agent;
+pub mod browser;
 pub mod capture_provider;
 pub mod client;
 pub mod fake_github;

@@ -355,6 +355,16 @@ async fn the_bot_answers_a_mention_with_a_pull_request_and_a_comment() {
         );
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
+    // What a person sees in the browser: the artifact with its state, the list's mark.
+    inspect_tests::browser::run_script(
+        "pull-request.mjs",
+        &base,
+        &inspect_tests::browser::artifacts("github"),
+        &[
+            ("SESSION_ID", id.clone()),
+            ("PR_NUMBER", pr.number.to_string()),
+        ],
+    );
     // Still one session, one agent PR; every reply consumed.
     assert_eq!(sessions(&base).await.len(), 1);
     assert_eq!(gh.pulls().len(), 2);

