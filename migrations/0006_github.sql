@@ -36,3 +36,16 @@ CREATE TABLE repo_settings (
 -- The newest pull request a session has (lists mark sessions that have one).
 ALTER TABLE sessions ADD COLUMN pr_url TEXT;
 ALTER TABLE sessions ADD COLUMN pr_state TEXT;
+
+-- Repositories the GitHub App's installation can reach, synced from GitHub (kind
+-- 'github'); local ones keep kind 'local'.
+ALTER TABLE repositories ADD COLUMN private INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE repositories ADD COLUMN description TEXT;
+ALTER TABLE repositories ADD COLUMN remote_updated_at TEXT;
+ALTER TABLE repositories ADD COLUMN synced_at INTEGER;
+CREATE TABLE github_sync (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    synced_at INTEGER NOT NULL,
+    repositories INTEGER NOT NULL,
+    error TEXT
+);

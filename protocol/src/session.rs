@@ -402,6 +402,21 @@ pub struct Repository {
     pub source: String,
     pub default_branch: Option<String>,
     pub created_at: i64,
+    #[serde(default)]
+    pub private: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// When GitHub last saw a change (ISO 8601), for GitHub repositories.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updated_at: Option<String>,
+}
+
+/// `GET /repos/:owner/:name/branches`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BranchList {
+    pub branches: Vec<String>,
+    pub default_branch: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

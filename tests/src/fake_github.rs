@@ -48,6 +48,8 @@ struct World {
     /// (owner, repo, login) → permission
     permissions: HashMap<(String, String, String), String>,
     next_id: i64,
+    /// Repositories marked archived ("owner/name").
+    archived: Vec<String>,
     /// Every REST call: method, path, who (login or the App's bot).
     calls: Vec<(String, String, String)>,
 }
@@ -204,6 +206,8 @@ impl FakeGitHub {
                 post(installation_token),
             )
             .route("/repos/{owner}/{repo}", get(repository))
+            .route("/installation/repositories", get(installation_repositories))
+            .route("/repos/{owner}/{repo}/branches", get(list_branches))
             .route(
                 "/repos/{owner}/{repo}/pulls",
                 get(list_pulls).post(create_pull),
@@ -335,6 +339,11 @@ impl FakeGitHub {
             labels: Vec::new(),
         });
         number
+    }
+
+    /// Archives a repository (the installation listing still shows it, marked).
+    pub fn archive(&self, owner: &str, repo: &str) {
+        self.world().archived.push(format!("{owner}/{repo}"));
     }
 
     /// Closes (or merges) a pull request, as if done on github.com.
@@ -1248,4 +1257,111 @@ async fn collaborator_permission(
         .unwrap_or_else(|| "read".into());
     Json(json!({"permission": permission, "role_name": permission, "user": user_json(&w, &login)}))
         .into_response()
+}
+
+#[derive(Deserialize)]
+struct PageQuery {
+    per_page: Option<usize>,
+    page: Option<usize>,
+}
+
+/// The bare repositories under the root, as `(owner, name)`, sorted.
+fn all_repositories(s: &Shared) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for owner in std::fs::read_dir(&s.repos_root)
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        for repo in std::fs::read_dir(owner.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let name = repo.file_name().to_string_lossy().into_owned();
+            if let Some(name) = name.strip_suffix(".git") {
+                out.push((
+                    owner.file_name().to_string_lossy().into_owned(),
+                    name.to_owned(),
+                ));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+async fn installation_repositories(
+    State(s): State<Arc<Shared>>,
+    Query(q): Query<PageQuery>,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
+    let Some(token) = bearer(&headers) else {
+        return error(StatusCode::UNAUTHORIZED, "Bad credentials");
+    };
+    // Only an installation token may list the installation's repositories.
+    if !installation_token_ok(&s, &token) {
+        return error(
+            StatusCode::FORBIDDEN,
+            "You must authenticate with an installation access token",
+        );
+    }
+    record_call(&s, "GET", &uri, FakeGitHub::BOT_LOGIN);
+    let per_page = q.per_page.unwrap_or(30).clamp(1, 100);
+    let page = q.page.unwrap_or(1).max(1);
+    let all = all_repositories(&s);
+    let w = s.world.lock().unwrap_or_else(|e| e.into_inner());
+    let list: Vec<Value> = all
+        .iter()
+        .skip((page - 1) * per_page)
+        .take(per_page)
+        .map(|(owner, name)| {
+            json!({
+                "name": name, "full_name": format!("{owner}/{name}"), "owner": {"login": owner},
+                "private": !name.starts_with("public"), "archived": w.archived.contains(&format!("{owner}/{name}")),
+                "description": format!("The {name} repository"), "default_branch": "main",
+                "clone_url": format!("{}/{owner}/{name}.git", s.base_url),
+                "updated_at": "2026-11-01T12:00:00Z",
+            })
+        })
+        .collect();
+    Json(
+        json!({"total_count": all.len(), "repository_selection": "selected", "repositories": list}),
+    )
+    .into_response()
+}
+
+async fn list_branches(
+    State(s): State<Arc<Shared>>,
+    Path((owner, repo)): Path<(String, String)>,
+    Query(q): Query<PageQuery>,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(r) = gate(&s, &headers, "GET", &uri, &owner, &repo) {
+        return r;
+    }
+    let out = std::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(s.repos_root.join(&owner).join(format!("{repo}.git")))
+        .args([
+            "for-each-ref",
+            "--format=%(refname:short)|%(objectname)",
+            "refs/heads",
+        ])
+        .output();
+    let text = out
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    let per_page = q.per_page.unwrap_or(30).clamp(1, 100);
+    let page = q.page.unwrap_or(1).max(1);
+    let list: Vec<Value> = text
+        .lines()
+        .filter_map(|l| l.split_once('|'))
+        .skip((page - 1) * per_page)
+        .take(per_page)
+        .map(|(name, sha)| json!({"name": name, "commit": {"sha": sha}, "protected": false}))
+        .collect();
+    Json(list).into_response()
 }

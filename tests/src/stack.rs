@@ -109,6 +109,8 @@ impl Stack {
             .arg("--persist-to")
             .arg(self.state.path().join("wrangler"))
             .arg("--show-interactive-dev-session=false")
+            // `GET /__scheduled` runs the cron handler.
+            .arg("--test-scheduled")
             .arg("--log-level")
             .arg("warn");
         let mut vars = self.options.vars.clone();

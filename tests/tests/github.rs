@@ -636,3 +636,91 @@ async fn stack_register(stack: &inspect_tests::Stack, path: &std::path::Path) {
     .unwrap();
     assert_eq!(r.status, 201, "{}", r.body);
 }
+
+#[tokio::test]
+async fn the_installations_repositories_are_listed_synced_and_branched() {
+    let gh = FakeGitHub::start(vec![alice()]).await.unwrap();
+    github_repo(&gh, "acme", "web");
+    github_repo(&gh, "acme", "public-docs");
+    github_repo(&gh, "acme", "old");
+    gh.archive("acme", "old");
+    let mut options = inspect_tests::StackOptions::local();
+    options.vars = gh.worker_vars();
+    let stack = inspect_tests::Stack::start_with(options).await.unwrap();
+    let source = inspect_tests::repo::source_repo();
+    stack_register(&stack, source.path()).await;
+    let names = |body: &Value| -> Vec<String> {
+        body["repositories"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                format!(
+                    "{}/{}",
+                    r["owner"].as_str().unwrap(),
+                    r["name"].as_str().unwrap()
+                )
+            })
+            .collect()
+    };
+    let r = send(Method::GET, &stack.url("/repos"), None).await.unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(
+        names(&r.body),
+        vec!["acme/public-docs", "acme/web", "local/demo"],
+        "archived ones are dropped: {}",
+        r.body
+    );
+    let web = &r.body["repositories"][1];
+    assert_eq!(web["kind"], "github");
+    assert_eq!(web["private"], true);
+    assert_eq!(web["defaultBranch"], "main");
+    assert_eq!(web["description"], "The web repository");
+    assert_eq!(r.body["repositories"][0]["private"], false);
+
+    let b = send(Method::GET, &stack.url("/repos/acme/web/branches"), None)
+        .await
+        .unwrap();
+    assert_eq!(b.status, 200, "{}", b.body);
+    assert_eq!(b.body["branches"], json!(["feat/login", "main"]));
+    let b = send(Method::GET, &stack.url("/repos/local/demo/branches"), None)
+        .await
+        .unwrap();
+    assert_eq!(b.status, 200, "{}", b.body);
+    let b = send(Method::GET, &stack.url("/repos/acme/nope/branches"), None)
+        .await
+        .unwrap();
+    assert_eq!(b.status, 404, "{}", b.body);
+
+    // A repository added on GitHub appears after the cron trigger runs (the copy is fresh,
+    // so a plain list does not ask GitHub again).
+    github_repo(&gh, "acme", "api");
+    let r = send(Method::GET, &stack.url("/repos"), None).await.unwrap();
+    assert!(!names(&r.body).contains(&"acme/api".to_owned()));
+    let cron = reqwest::get(stack.url("/__scheduled?cron=*/30+*+*+*+*"))
+        .await
+        .unwrap();
+    assert!(cron.status().is_success(), "{:?}", cron.text().await);
+    let r = send(Method::GET, &stack.url("/repos"), None).await.unwrap();
+    assert!(
+        names(&r.body).contains(&"acme/api".to_owned()),
+        "{}",
+        r.body
+    );
+    // One removed from the installation goes on the next refresh asked for.
+    std::fs::remove_dir_all(gh.repos_root.join("acme/api.git")).unwrap();
+    let r = send(Method::GET, &stack.url("/repos?refresh=1"), None)
+        .await
+        .unwrap();
+    assert!(
+        !names(&r.body).contains(&"acme/api".to_owned()),
+        "{}",
+        r.body
+    );
+    assert!(names(&r.body).contains(&"local/demo".to_owned()));
+    // Syncing read every page with the App's token only.
+    assert!(gh.calls().iter().any(
+        |(_, path, who)| path.starts_with("/installation/repositories")
+            && who == FakeGitHub::BOT_LOGIN
+    ));
+}

@@ -24,6 +24,25 @@ fn start() {
     console_error_panic_hook::set_once();
 }
 
+/// The cron trigger: the installation's repositories are synced from GitHub.
+#[event(scheduled)]
+async fn scheduled(event: worker::ScheduledEvent, env: Env, _ctx: worker::ScheduleContext) {
+    if crate::db::setting(&env, "GITHUB_APP_ID").is_none() {
+        return;
+    }
+    let now = event.schedule() as i64;
+    match crate::installation::sync(&env, now).await {
+        Ok(n) => worker::console_log!(
+            "{}",
+            serde_json::json!({"component": "cron", "cron": event.cron(), "outcome": "synced", "repositories": n})
+        ),
+        Err(e) => worker::console_error!(
+            "{}",
+            serde_json::json!({"component": "cron", "cron": event.cron(), "outcome": "failed", "detail": e.message})
+        ),
+    }
+}
+
 #[event(fetch)]
 async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
     let method = req.method().to_string();
@@ -118,7 +137,17 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
             let query = listing::parse(&pairs, &actor.user_id)?;
             json(&index::list(env, &query).await?, 200)
         }
-        Route::ListRepos => json(&repos::list(env).await?, 200),
+        Route::ListRepos => {
+            let refresh = req
+                .url()
+                .ok()
+                .is_some_and(|u| u.query_pairs().any(|(k, v)| k == "refresh" && v != "0"));
+            json(&repos::list(env, refresh, now).await?, 200)
+        }
+        Route::RepoBranches { owner, name } => json(
+            &crate::installation::branches(env, &owner, &name, now).await?,
+            200,
+        ),
         Route::RegisterRepo => {
             let reg: RegisterRepository = serde_json::from_slice(&body)
                 .map_err(|e| ApiError::bad_request(format!("malformed JSON body: {e}")))?;

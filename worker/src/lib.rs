@@ -21,6 +21,8 @@ mod github_bot;
 #[cfg(target_arch = "wasm32")]
 mod index;
 #[cfg(target_arch = "wasm32")]
+mod installation;
+#[cfg(target_arch = "wasm32")]
 mod repos;
 #[cfg(target_arch = "wasm32")]
 mod settings;

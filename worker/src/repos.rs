@@ -54,6 +54,10 @@ struct Row {
     source: String,
     default_branch: Option<String>,
     created_at: f64,
+    #[serde(default)]
+    private: Option<f64>,
+    description: Option<String>,
+    remote_updated_at: Option<String>,
 }
 
 impl From<Row> for Repository {
@@ -65,14 +69,30 @@ impl From<Row> for Repository {
             source: r.source,
             default_branch: r.default_branch,
             created_at: r.created_at as i64,
+            private: r.private.unwrap_or(0.0) != 0.0,
+            description: r.description,
+            updated_at: r.remote_updated_at,
         }
     }
 }
 
-pub async fn list(env: &Env) -> Result<RepositoryList, ApiError> {
+const COLUMNS: &str =
+    "owner, name, kind, source, default_branch, created_at, private, description, remote_updated_at";
+
+/// Local repositories and, with a GitHub App, the installation's (synced when the copy is
+/// older than ten minutes, or `refresh` asks). GitHub being unreachable leaves the last
+/// copy in place.
+pub async fn list(env: &Env, refresh: bool, now: i64) -> Result<RepositoryList, ApiError> {
+    if crate::db::setting(env, "GITHUB_APP_ID").is_some() {
+        if let Err(e) = crate::installation::sync_if_stale(env, now, refresh).await {
+            worker::console_warn!("repository sync failed: {}", e.message);
+        }
+    }
     let db = env.d1("DB").map_err(unavailable)?;
     let rows: Vec<Row> = db
-        .prepare("SELECT owner, name, kind, source, default_branch, created_at FROM repositories ORDER BY owner, name")
+        .prepare(format!(
+            "SELECT {COLUMNS} FROM repositories ORDER BY owner, name"
+        ))
         .all()
         .await
         .map_err(unavailable)?
@@ -93,7 +113,7 @@ pub async fn register(
     let db = env.d1("DB").map_err(unavailable)?;
     db.prepare(
         "INSERT INTO repositories (owner, name, source, kind, default_branch, created_by, created_at) VALUES (?1, ?2, ?3, 'local', ?4, ?5, ?6)
-         ON CONFLICT(owner, name) DO UPDATE SET source = excluded.source, default_branch = excluded.default_branch",
+         ON CONFLICT(owner, name) DO UPDATE SET source = excluded.source, default_branch = excluded.default_branch, kind = 'local'",
     )
     .bind(&[
         owner.as_str().into(),
@@ -114,6 +134,9 @@ pub async fn register(
         source: req.path.clone(),
         default_branch: req.default_branch.clone(),
         created_at: now,
+        private: false,
+        description: None,
+        updated_at: None,
     })
 }
 
@@ -139,7 +162,9 @@ pub async fn resolve(env: &Env, repos: &mut [RepositoryRef]) -> Result<(), ApiEr
     for r in repos.iter_mut() {
         r.source = None;
         let row: Option<Row> = db
-            .prepare("SELECT owner, name, kind, source, default_branch, created_at FROM repositories WHERE owner = ?1 AND name = ?2")
+            .prepare(format!(
+                "SELECT {COLUMNS} FROM repositories WHERE owner = ?1 AND name = ?2"
+            ))
             .bind(&[r.owner.as_str().into(), r.name.as_str().into()])
             .map_err(unavailable)?
             .first(None)

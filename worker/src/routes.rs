@@ -38,6 +38,11 @@ pub enum Route {
         scope: SecretScope,
         op: SecretOp,
     },
+    /// `GET /repos/:owner/:name/branches`.
+    RepoBranches {
+        owner: String,
+        name: String,
+    },
     /// `GET|PUT /repos/:owner/:name/settings`.
     RepoSettings {
         owner: String,
@@ -137,6 +142,14 @@ pub fn match_route(method: &str, path: &str) -> Option<Result<Route, ApiError>> 
         },
         ["auth", "me"] => only(method, &["GET"], Route::Me),
         ["webhooks", "github"] => only(method, &["POST"], Route::GitHubWebhook),
+        ["repos", owner, name, "branches"] => only(
+            method,
+            &["GET"],
+            Route::RepoBranches {
+                owner: (*owner).to_owned(),
+                name: (*name).to_owned(),
+            },
+        ),
         ["repos", owner, name, "settings"] => match method {
             "GET" | "PUT" => Ok(Route::RepoSettings {
                 owner: (*owner).to_owned(),
