@@ -355,6 +355,13 @@ async fn the_bot_answers_a_mention_with_a_pull_request_and_a_comment() {
         );
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
+    let listed = send(Method::GET, &stack.url("/repos"), None).await.unwrap();
+    assert!(
+        listed.body.to_string().contains("\"web\""),
+        "{}\n{}",
+        listed.body,
+        stack.log()
+    );
     // What a person sees in the browser: the artifact with its state, the list's mark.
     inspect_tests::browser::run_script(
         "pull-request.mjs",

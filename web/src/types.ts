@@ -156,6 +156,25 @@ export interface Repository {
   source: string;
   defaultBranch?: string | null;
   createdAt: number;
+  private?: boolean;
+  description?: string | null;
+  updatedAt?: string | null;
+}
+
+export interface BranchList {
+  branches: string[];
+  defaultBranch?: string | null;
+}
+
+/** Per-repository settings (`/repos/:owner/:name/settings`). */
+export interface RepoSettings {
+  defaultModel?: string | null;
+  alwaysDraft: boolean;
+  prLabel?: string | null;
+  botEnabled: boolean;
+  autoReviewOnOpen: boolean;
+  allowedTriggerUsers?: string[];
+  defaultEnvironmentId?: string | null;
 }
 
 export interface ApiTokenSummary {

@@ -24,6 +24,24 @@ try {
   await page.goto(`${BASE}/`);
   await expectVisible(page, page.locator(".session-row").filter({ hasText: "PR open" }), "the PR mark");
   await shot(page, "pr-sessions");
+
+  step("repository settings: the bot is on for acme/web; turn on review-on-open");
+  await page.goto(`${BASE}/settings`);
+  const panel = page.getByRole("region", { name: "Repository settings" });
+  await expectVisible(page, panel, "the repository settings");
+  await panel.getByLabel("Repository to configure").selectOption("acme/web");
+  const bot = panel.getByLabel("The GitHub bot answers in this repository");
+  await bot.waitFor();
+  for (let i = 0; i < 50 && !(await bot.isChecked()); i++) await page.waitForTimeout(100);
+  if (!(await bot.isChecked())) throw new Error("the bot's setting did not load");
+  await panel.getByLabel("Review every new pull request").check();
+  await panel.getByRole("button", { name: "Save" }).click();
+  await expectVisible(page, panel.getByText("Saved."), "the saved note");
+  const saved = await page.evaluate(() => fetch("/repos/acme/web/settings").then((r) => r.json()));
+  if (saved.autoReviewOnOpen !== true || saved.botEnabled !== true || saved.prLabel !== "open-inspect") {
+    throw new Error(`settings not saved: ${JSON.stringify(saved)}`);
+  }
+  await shot(page, "repo-settings");
 } finally {
   await browser.close();
 }

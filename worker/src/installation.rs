@@ -85,11 +85,12 @@ pub async fn sync(env: &Env, now: i64) -> Result<usize, ApiError> {
         .await?;
         let Some(body) = r.body.as_ref() else {
             let err = upstream("the installation's repositories", &r);
+            // Kept for /health; the last good sync's time stays, so the next list tries again.
             let _ = db::run(
                 env,
-                "INSERT INTO github_sync (id, synced_at, repositories, error) VALUES (1, ?1, 0, ?2)
+                "INSERT INTO github_sync (id, synced_at, repositories, error) VALUES (1, 0, 0, ?1)
                  ON CONFLICT(id) DO UPDATE SET error = excluded.error",
-                &[num(now), err.message.as_str().into()],
+                &[err.message.as_str().into()],
             )
             .await;
             return Err(err);

@@ -2,7 +2,7 @@ import { useEffect, useRef, useState } from "preact/hooks";
 import { useLocation } from "preact-iso";
 import { del, errorText, get, post } from "../api";
 import { socketUrl } from "../live";
-import type { Me, Repository, RepositoryRef } from "../types";
+import type { BranchList, Me, Repository, RepositoryRef } from "../types";
 import { ErrorNote } from "./bits";
 import { ModelPicker } from "./ModelPicker";
 
@@ -15,6 +15,8 @@ const TYPING_EVERY_MS = 3000;
 export function NewSession({ me }: { me: Me }) {
   const { route } = useLocation();
   const [repos, setRepos] = useState<Repository[]>([]);
+  const [search, setSearch] = useState("");
+  const [branches, setBranches] = useState<string[]>([]);
   const [mode, setMode] = useState<Mode>("one");
   const [one, setOne] = useState("");
   const [branch, setBranch] = useState("");
@@ -113,6 +115,12 @@ export function NewSession({ me }: { me: Me }) {
   };
 
   const names = repos.map((r) => `${r.owner}/${r.name}`);
+  const label = (n: string) => {
+    const r = repos.find((x) => `${x.owner}/${x.name}` === n);
+    return r?.private ? `${n} (private)` : n;
+  };
+  const q = search.trim().toLowerCase();
+  const shown = names.filter((n) => !q || n.toLowerCase().includes(q) || n === one);
   const move = (i: number, by: number) => {
     const next = [...several];
     const [x] = next.splice(i, 1);
@@ -138,17 +146,50 @@ export function NewSession({ me }: { me: Me }) {
           </label>
           {mode === "one" && (
             <div class="grid2">
+              {names.length > 8 && (
+                <label>
+                  Find
+                  <input
+                    type="search"
+                    value={search}
+                    placeholder="name or owner"
+                    aria-label="Find a repository"
+                    onInput={(e) => {
+                      const v = e.currentTarget.value;
+                      setSearch(v);
+                      const first = names.find((n) => n.toLowerCase().includes(v.trim().toLowerCase()));
+                      if (first) setOne(first);
+                    }}
+                  />
+                </label>
+              )}
               <label>
                 Repository
                 <select value={one} onChange={(e) => setOne(e.currentTarget.value)} aria-label="Repository">
-                  {names.map((n) => (
-                    <option value={n}>{n}</option>
+                  {shown.map((n) => (
+                    <option value={n}>{label(n)}</option>
                   ))}
                 </select>
               </label>
               <label>
                 Branch
-                <input value={branch} placeholder="default branch" onInput={(e) => setBranch(e.currentTarget.value)} />
+                <input
+                  value={branch}
+                  list="branches"
+                  placeholder="default branch"
+                  onFocus={() => {
+                    if (!one) return;
+                    get<BranchList>(`/repos/${one}/branches`)
+                      .then((b) => setBranches(b.branches))
+                      .catch(() => setBranches([]));
+                  }}
+                  onInput={(e) => setBranch(e.currentTarget.value)}
+                />
+                <datalist id="branches">
+                  {branches.map((b) => (
+                    <option value={b} />
+                  ))}
+                </datalist>
               </label>
             </div>
           )}
@@ -194,7 +235,7 @@ export function NewSession({ me }: { me: Me }) {
                 {names
                   .filter((n) => !several.includes(n))
                   .map((n) => (
-                    <option value={n}>{n}</option>
+                    <option value={n}>{label(n)}</option>
                   ))}
               </select>
             </div>

@@ -1,6 +1,6 @@
 import { useEffect, useState } from "preact/hooks";
 import { del, errorText, get, post, put } from "../api";
-import type { ApiTokenSummary, Me, Repository, SecretSummary } from "../types";
+import type { ApiTokenSummary, Me, RepoSettings, Repository, SecretSummary } from "../types";
 import { ErrorNote, ago } from "./bits";
 
 function Secrets({ repos }: { repos: Repository[] }) {
@@ -213,6 +213,105 @@ function Tokens() {
   );
 }
 
+const NO_SETTINGS: RepoSettings = { alwaysDraft: false, botEnabled: false, autoReviewOnOpen: false };
+
+/** Per-repository settings: the bot, pull requests, the default model. */
+function RepositorySettings({ repos }: { repos: Repository[] }) {
+  const [repo, setRepo] = useState("");
+  const [settings, setSettings] = useState<RepoSettings>(NO_SETTINGS);
+  const [users, setUsers] = useState("");
+  const [note, setNote] = useState("");
+  const [error, setError] = useState("");
+  useEffect(() => {
+    if (!repo && repos[0]) setRepo(`${repos[0].owner}/${repos[0].name}`);
+  }, [repos]);
+  useEffect(() => {
+    if (!repo) return;
+    get<RepoSettings>(`/repos/${repo}/settings`)
+      .then((r) => {
+        setSettings(r);
+        setUsers((r.allowedTriggerUsers ?? []).join(", "));
+        setError("");
+        setNote("");
+      })
+      .catch((e) => setError(errorText(e)));
+  }, [repo]);
+  const save = async (e: Event) => {
+    e.preventDefault();
+    const body: RepoSettings = {
+      ...settings,
+      prLabel: settings.prLabel?.trim() || null,
+      defaultModel: settings.defaultModel?.trim() || null,
+      allowedTriggerUsers: users
+        .split(",")
+        .map((u) => u.trim())
+        .filter(Boolean),
+    };
+    if (!body.prLabel) delete body.prLabel;
+    if (!body.defaultModel) delete body.defaultModel;
+    if (!body.defaultEnvironmentId) delete body.defaultEnvironmentId;
+    try {
+      setSettings(await put<RepoSettings>(`/repos/${repo}/settings`, body));
+      setNote("Saved.");
+      setError("");
+    } catch (err) {
+      setError(errorText(err));
+    }
+  };
+  if (repos.length === 0) return null;
+  const flag = (key: "botEnabled" | "autoReviewOnOpen" | "alwaysDraft", text: string) => (
+    <label class="check">
+      <input
+        type="checkbox"
+        checked={settings[key]}
+        onChange={(e) => setSettings({ ...settings, [key]: e.currentTarget.checked })}
+      />{" "}
+      {text}
+    </label>
+  );
+  return (
+    <section class="panel" aria-labelledby="repo-settings-h">
+      <h2 id="repo-settings-h">Repository settings</h2>
+      <form onSubmit={save}>
+        <label>
+          Repository{" "}
+          <select value={repo} onChange={(e) => setRepo(e.currentTarget.value)} aria-label="Repository to configure">
+            {repos.map((r) => (
+              <option value={`${r.owner}/${r.name}`}>
+                {`${r.owner}/${r.name}`}
+                {r.private ? " (private)" : ""}
+              </option>
+            ))}
+          </select>
+        </label>
+        <div class="stack">
+          {flag("botEnabled", "The GitHub bot answers in this repository")}
+          {flag("autoReviewOnOpen", "Review every new pull request")}
+          {flag("alwaysDraft", "Open pull requests as drafts")}
+        </div>
+        <label>
+          Pull request label
+          <input value={settings.prLabel ?? ""} onInput={(e) => setSettings({ ...settings, prLabel: e.currentTarget.value })} />
+        </label>
+        <label>
+          Default model
+          <input
+            value={settings.defaultModel ?? ""}
+            placeholder="provider/model"
+            onInput={(e) => setSettings({ ...settings, defaultModel: e.currentTarget.value })}
+          />
+        </label>
+        <label class="wide">
+          Who may trigger the bot (GitHub logins, comma-separated; empty: anyone with write access)
+          <input value={users} onInput={(e) => setUsers(e.currentTarget.value)} />
+        </label>
+        <button type="submit">Save</button> {note && <span class="muted">{note}</span>}
+      </form>
+      <ErrorNote text={error} />
+    </section>
+  );
+}
+
 export function Settings({ me }: { me: Me }) {
   const [repos, setRepos] = useState<Repository[]>([]);
   const reload = () =>
@@ -226,7 +325,8 @@ export function Settings({ me }: { me: Me }) {
     <section class="narrow">
       <h1>Settings</h1>
       <Secrets repos={repos} />
-      {me.via === "local" && <LocalRepos repos={repos} reload={reload} />}
+      <RepositorySettings repos={repos} />
+      {me.via === "local" && <LocalRepos repos={repos.filter((r) => r.kind === "local")} reload={reload} />}
       <Tokens />
     </section>
   );
