@@ -57,34 +57,6 @@ SECRETS_KEY="$(cat "$STATE_DIR/secrets-key")"
 # in one file (not on the command line, where `ps` shows it).
 DEV_VARS_FILE="${INSPECT_DEV_VARS:-$ROOT/.dev.vars}"
 declare -A WORKER_VARS=() VAR_SOURCE=()
-set_worker_var() { # name value source
-  [ -n "$2" ] || return 0
-  WORKER_VARS[$1]="$2"
-  VAR_SOURCE[$1]="$3"
-}
-# Reads KEY=value lines (dotenv style: comments, blank lines, `export`, quotes).
-read_vars_file() { # file source
-  local line name value
-  while IFS= read -r line || [ -n "$line" ]; do
-    line="${line#"${line%%[![:space:]]*}"}"
-    line="${line#export }"
-    [[ "$line" =~ ^([A-Za-z_][A-Za-z0-9_]*)[[:space:]]*=(.*)$ ]] || continue
-    name="${BASH_REMATCH[1]}"
-    value="${BASH_REMATCH[2]}"
-    value="${value#"${value%%[![:space:]]*}"}"
-    if [[ "$value" =~ ^\"(.*)\"[[:space:]]*(#.*)?$ ]] || [[ "$value" =~ ^\'(.*)\'[[:space:]]*(#.*)?$ ]]; then
-      value="${BASH_REMATCH[1]}"
-    else
-      value="${value%%[[:space:]]#*}"
-      value="${value%"${value##*[![:space:]]}"}"
-    fi
-    set_worker_var "$name" "$value" "$2"
-  done < "$1"
-}
-documented_vars() {
-  sed -n 's/^#\{0,1\}[[:space:]]*\([A-Z][A-Z0-9_]*\)=.*/\1/p' "$ROOT/.dev.vars.example" | sort -u
-}
-
 set_worker_var LOCAL_MODE true "run command"
 set_worker_var SANDBOX_HOST_SECRET "$HOST_SECRET" "run command"
 set_worker_var REPO_SECRETS_ENCRYPTION_KEY "$SECRETS_KEY" "run command"

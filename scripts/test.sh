@@ -22,6 +22,8 @@ log "web: typecheck and unit tests (vitest)"
 
 build_worker --release
 export INSPECT_WORKER_PREBUILT=1
+log "deploy configuration (scripts/deploy.sh --dry-run)"
+./scripts/deploy.sh --dry-run
 log "building the supervisor"
 cargo build --quiet -p inspect-supervisor
 export INSPECT_SUPERVISOR_BIN="$CARGO_TARGET_DIR/debug/inspect-supervisor"

@@ -111,3 +111,36 @@ build_worker() {
   log "building the Worker (worker-build $profile)"
   (cd "$ROOT/worker" && worker-build "$profile")
 }
+
+# Worker settings files (`.dev.vars`, the deploy secrets file): KEY=value lines in dotenv
+# style. `set_worker_var` and `read_vars_file` fill the caller's associative arrays
+# WORKER_VARS (name → value) and VAR_SOURCE (name → where it came from); empty values
+# count as unset.
+set_worker_var() { # name value source
+  [ -n "$2" ] || return 0
+  WORKER_VARS[$1]="$2"
+  VAR_SOURCE[$1]="$3"
+}
+# Reads KEY=value lines (dotenv style: comments, blank lines, `export`, quotes).
+read_vars_file() { # file source
+  local line name value
+  while IFS= read -r line || [ -n "$line" ]; do
+    line="${line#"${line%%[![:space:]]*}"}"
+    line="${line#export }"
+    [[ "$line" =~ ^([A-Za-z_][A-Za-z0-9_]*)[[:space:]]*=(.*)$ ]] || continue
+    name="${BASH_REMATCH[1]}"
+    value="${BASH_REMATCH[2]}"
+    value="${value#"${value%%[![:space:]]*}"}"
+    if [[ "$value" =~ ^\"(.*)\"[[:space:]]*(#.*)?$ ]] || [[ "$value" =~ ^\'(.*)\'[[:space:]]*(#.*)?$ ]]; then
+      value="${BASH_REMATCH[1]}"
+    else
+      value="${value%%[[:space:]]#*}"
+      value="${value%"${value##*[![:space:]]}"}"
+    fi
+    set_worker_var "$name" "$value" "$2"
+  done < "$1"
+}
+documented_vars() {
+  sed -n 's/^#\{0,1\}[[:space:]]*\([A-Z][A-Z0-9_]*\)=.*/\1/p' "$ROOT/.dev.vars.example" | sort -u
+}
+

@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# Deploys Open-Inspect to Cloudflare with wrangler:
+#   1. builds the web client and the Worker;
+#   2. finds the D1 database `open-inspect` (creates it when missing) and writes its id
+#      into wrangler.toml;
+#   3. applies the D1 migrations to it;
+#   4. sets the Worker's secrets from a file you fill in (KEY=value lines, as in
+#      .dev.vars.example; empty values are skipped), never printing a value;
+#   5. deploys, and checks /health.
+#
+#   scripts/deploy.sh [--secrets FILE] [--dry-run]
+#
+# --secrets defaults to .deploy.secrets (kept out of git). --dry-run does everything that
+# needs no Cloudflare account: the builds, the secrets file's check, and
+# `wrangler deploy --dry-run` (the test command runs this, so a broken deploy
+# configuration fails CI). Log in first with `wrangler login`, or set CLOUDFLARE_API_TOKEN
+# (and CLOUDFLARE_ACCOUNT_ID).
+source "$(dirname "$0")/toolchain.sh"
+
+DRY_RUN=0
+SECRETS_FILE="$ROOT/.deploy.secrets"
+DB_NAME="open-inspect"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --dry-run) DRY_RUN=1 ;;
+    --secrets) SECRETS_FILE="$2"; shift ;;
+    --secrets=*) SECRETS_FILE="${1#--secrets=}" ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    *) log "unknown argument: $1"; exit 2 ;;
+  esac
+  shift
+done
+
+ensure_toolchain
+if [ "${INSPECT_WORKER_PREBUILT:-}" != 1 ]; then
+  build_web
+  build_worker --release
+fi
+
+# The secrets: names checked against the documented ones, values never printed.
+declare -A DEPLOY_SECRETS=()
+if [ -f "$SECRETS_FILE" ]; then
+  declare -A WORKER_VARS=() VAR_SOURCE=()
+  read_vars_file "$SECRETS_FILE" secrets
+  known=" $(documented_vars | tr '\n' ' ') "
+  for name in "${!WORKER_VARS[@]}"; do
+    if [[ "$known" != *" $name "* ]]; then
+      log "$SECRETS_FILE: $name is not a setting this Worker reads (see .dev.vars.example)"; exit 1
+    fi
+    if [ "$name" = LOCAL_MODE ] && [ "${WORKER_VARS[$name]}" = true ]; then
+      log "$SECRETS_FILE: LOCAL_MODE=true must never be set on a deployed Worker"; exit 1
+    fi
+    DEPLOY_SECRETS[$name]="${WORKER_VARS[$name]}"
+  done
+  log "secrets to set from $SECRETS_FILE: $(printf '%s\n' "${!DEPLOY_SECRETS[@]}" | sort | tr '\n' ' ')"
+  for required in REPO_SECRETS_ENCRYPTION_KEY; do
+    [ -n "${DEPLOY_SECRETS[$required]:-}" ] || log "warning: $required is not in $SECRETS_FILE (secrets will be refused until it is set)"
+  done
+else
+  log "no secrets file ($SECRETS_FILE): secrets already set on the Worker stay as they are"
+fi
+
+if [ "$DRY_RUN" = 1 ]; then
+  out="$CARGO_TARGET_DIR/deploy-dry-run"
+  rm -rf "$out"
+  (cd "$ROOT" && wrangler deploy --dry-run --outdir "$out") >"$out.log" 2>&1 || {
+    cat "$out.log" >&2; log "wrangler deploy --dry-run failed"; exit 1
+  }
+  grep -E "Total Upload|bindings|env\.|Durable|D1|Assets|schedule" "$out.log" >&2 || true
+  log "dry run passed: the bundle is in $out"
+  exit 0
+fi
+
+log "checking the Cloudflare login"
+(cd "$ROOT" && wrangler whoami >/dev/null) || { log "not logged in: run 'wrangler login' or set CLOUDFLARE_API_TOKEN"; exit 1; }
+
+database_id() {
+  (cd "$ROOT" && wrangler d1 list --json) | node -e '
+    let s = ""; process.stdin.on("data", (d) => (s += d)).on("end", () => {
+      const db = JSON.parse(s).find((d) => d.name === process.argv[1]);
+      if (db) console.log(db.uuid ?? db.id ?? "");
+    });' "$DB_NAME"
+}
+DB_ID="$(database_id)"
+if [ -z "$DB_ID" ]; then
+  log "creating the D1 database $DB_NAME"
+  (cd "$ROOT" && wrangler d1 create "$DB_NAME" >/dev/null)
+  DB_ID="$(database_id)"
+fi
+[ -n "$DB_ID" ] || { log "could not find or create the D1 database $DB_NAME"; exit 1; }
+sed -i "s/^database_id = \".*\"/database_id = \"$DB_ID\"/" "$ROOT/wrangler.toml"
+log "D1 database $DB_NAME: $DB_ID (written to wrangler.toml)"
+
+log "applying D1 migrations"
+(cd "$ROOT" && wrangler d1 migrations apply DB --remote)
+
+if [ ${#DEPLOY_SECRETS[@]} -gt 0 ]; then
+  # JSON for `wrangler secret bulk`, written by node from the environment (not argv, which
+  # `ps` shows) into a file only this user can read, removed at once.
+  secrets_json="$(mktemp)"
+  chmod 600 "$secrets_json"
+  trap 'rm -f "$secrets_json"' EXIT
+  (
+    for name in "${!DEPLOY_SECRETS[@]}"; do export "INSPECT_DEPLOY_SECRET_$name=${DEPLOY_SECRETS[$name]}"; done
+    node -e '
+      const out = {};
+      for (const [k, v] of Object.entries(process.env)) {
+        if (k.startsWith("INSPECT_DEPLOY_SECRET_")) out[k.slice("INSPECT_DEPLOY_SECRET_".length)] = v;
+      }
+      require("fs").writeFileSync(process.argv[1], JSON.stringify(out));' "$secrets_json"
+  )
+  log "setting ${#DEPLOY_SECRETS[@]} secrets"
+  (cd "$ROOT" && wrangler secret bulk "$secrets_json" >/dev/null)
+  rm -f "$secrets_json"
+fi
+
+log "deploying"
+deploy_log="$(mktemp)"
+(cd "$ROOT" && wrangler deploy) | tee "$deploy_log"
+url="$(grep -Eo 'https://[^ ]+\.workers\.dev' "$deploy_log" | head -1 || true)"
+if [ -n "$url" ]; then
+  log "checking $url/health"
+  curl -fsS "$url/health" && echo
+fi
