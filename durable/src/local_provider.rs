@@ -39,6 +39,40 @@ impl LocalProvider {
     }
 }
 
+impl LocalProvider {
+    /// Asks the host whether `path` is a git repository with commits. `Err` carries the
+    /// refusal to show (400) or that the host could not be asked.
+    pub async fn check_repository(
+        &self,
+        path: &str,
+    ) -> Result<inspect_protocol::provider::RepositoryChecked, inspect_protocol::ApiError> {
+        use inspect_protocol::{ApiError, ErrorCode};
+        let body = serde_json::to_string(&inspect_protocol::provider::RepositoryCheck {
+            path: path.to_owned(),
+        })
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+        let (status, text) = self
+            .call(Method::Post, "/repositories/check", Some(body))
+            .await
+            .map_err(|e| ApiError::new(ErrorCode::Unavailable, e.to_string()))?;
+        if status == 200 {
+            return serde_json::from_str(&text).map_err(|e| {
+                ApiError::new(
+                    ErrorCode::Unavailable,
+                    format!("the sandbox host answered oddly: {e}"),
+                )
+            });
+        }
+        match serde_json::from_str::<inspect_protocol::ErrorBody>(&text) {
+            Ok(body) if status == 400 => Err(body.error),
+            _ => Err(ApiError::new(
+                ErrorCode::Unavailable,
+                format!("the sandbox host could not check the path ({status})"),
+            )),
+        }
+    }
+}
+
 fn parse_info(status: u16, text: &str) -> Result<SandboxInfo, ProviderError> {
     if !(200..300).contains(&status) {
         return Err(ProviderError::from_status(status, text));

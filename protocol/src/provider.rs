@@ -103,3 +103,21 @@ pub struct Capabilities {
     pub explicit_stop: bool,
     pub timeouts: bool,
 }
+
+/// `POST /repositories/check` on the local sandbox host: is this path a git repository a
+/// sandbox can clone?
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RepositoryCheck {
+    pub path: String,
+}
+
+/// What the host found: the checked-out branch (when on one) and its head commit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RepositoryChecked {
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+    pub head: String,
+}

@@ -16,7 +16,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use inspect_protocol::health::HostHealth;
-use inspect_protocol::provider::{SandboxInfo, SandboxList, SnapshotInfo, SpawnRequest};
+use inspect_protocol::provider::{
+    RepositoryCheck, RepositoryChecked, SandboxInfo, SandboxList, SnapshotInfo, SpawnRequest,
+};
 use inspect_protocol::ApiError;
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -119,6 +121,7 @@ fn router(state: Arc<HostState>) -> Router {
             "/sandboxes/{id}/snapshot",
             axum::routing::post(snapshot_sandbox),
         )
+        .route("/repositories/check", axum::routing::post(check_repository))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             require_secret,
@@ -474,6 +477,87 @@ async fn stop_child(child: &mut Child) {
         let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
     }
     let _ = child.wait().await;
+}
+
+/// `POST /repositories/check`: whether a path on this machine is a git repository with
+/// commits, before it is registered (a mistake shows here, not later as a failed clone).
+async fn check_repository(body: axum::body::Bytes) -> Response {
+    let Ok(req) = serde_json::from_slice::<RepositoryCheck>(&body) else {
+        return error(ApiError::bad_request(
+            "the body must be {\"path\": \"/absolute/path\"}",
+        ));
+    };
+    match check_path(&req.path).await {
+        Ok(checked) => Json(checked).into_response(),
+        Err(e) => error(e),
+    }
+}
+
+/// The check itself (also `inspect-supervisor check-repository PATH`).
+pub async fn check_path(raw: &str) -> Result<RepositoryChecked, ApiError> {
+    let path = std::path::Path::new(raw);
+    if !path.is_absolute() {
+        return Err(ApiError::bad_request(format!(
+            "{raw} is not an absolute path"
+        )));
+    }
+    if !path.is_dir() {
+        return Err(ApiError::bad_request(format!(
+            "{raw} is not a directory on the host"
+        )));
+    }
+    let git = |args: &[&str]| {
+        let mut cmd = Command::new("git");
+        cmd.arg("-C")
+            .arg(path)
+            .args(args)
+            .env("GIT_TERMINAL_PROMPT", "0");
+        cmd
+    };
+    let top = git(&["rev-parse", "--show-toplevel"]).output().await;
+    let is_repo = top.as_ref().is_ok_and(|o| o.status.success());
+    let bare = git(&["rev-parse", "--is-bare-repository"]).output().await;
+    let is_bare = bare
+        .as_ref()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "true");
+    if !is_repo && !is_bare {
+        return Err(ApiError::bad_request(format!(
+            "{raw} is not a git repository"
+        )));
+    }
+    if is_repo && !is_bare {
+        let toplevel = top
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+            .unwrap_or_default();
+        let same = std::fs::canonicalize(&toplevel).ok() == std::fs::canonicalize(path).ok();
+        if !same {
+            return Err(ApiError::bad_request(format!(
+                "{raw} is inside the git repository {toplevel}; register that directory"
+            )));
+        }
+    }
+    let head = git(&["rev-parse", "--verify", "-q", "HEAD^{commit}"])
+        .output()
+        .await;
+    let head = match head {
+        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).trim().to_owned(),
+        _ => {
+            return Err(ApiError::bad_request(format!(
+                "{raw} is a git repository without commits; commit something first"
+            )))
+        }
+    };
+    let branch = git(&["symbolic-ref", "--quiet", "--short", "HEAD"])
+        .output()
+        .await
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+    Ok(RepositoryChecked {
+        path: raw.to_owned(),
+        branch,
+        head,
+    })
 }
 
 fn error(e: ApiError) -> Response {

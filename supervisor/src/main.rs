@@ -43,6 +43,9 @@ enum Command {
         /// The operation git asks for: get, store or erase.
         operation: String,
     },
+    /// Whether PATH is a git repository with commits (what the host checks at
+    /// registration); prints the finding as JSON, exits 1 when it is not.
+    CheckRepository { path: String },
     /// What the agent runs as `open-inspect` (`pr` opens a pull request).
     #[command(disable_help_flag = true)]
     AgentTool {
@@ -77,5 +80,15 @@ async fn main() -> anyhow::Result<()> {
         Command::Run => run::run().await,
         Command::CredentialHelper { operation } => credential::run(&operation).await,
         Command::AgentTool { args } => agent_tool::run(args).await,
+        Command::CheckRepository { path } => match host::check_path(&path).await {
+            Ok(found) => {
+                println!("{}", serde_json::to_string(&found)?);
+                Ok(())
+            }
+            Err(e) => {
+                println!("{}", serde_json::to_string(&e.body())?);
+                std::process::exit(1)
+            }
+        },
     }
 }

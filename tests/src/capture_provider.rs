@@ -17,17 +17,20 @@ impl CaptureProvider {
     pub async fn start() -> Result<CaptureProvider> {
         use axum::routing::post;
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        let app = axum::Router::new().route(
-            "/sandboxes",
-            post(move |axum::Json(req): axum::Json<SpawnRequest>| {
-                let tx = tx.clone();
-                async move {
-                    let info = json!({"sandboxId": req.sandbox_id, "sessionId": req.session_id, "status": "running"});
-                    let _ = tx.send(req);
-                    (axum::http::StatusCode::CREATED, axum::Json(info))
-                }
-            }),
-        );
+        let app = axum::Router::new()
+            .route(
+                "/sandboxes",
+                post(move |axum::Json(req): axum::Json<SpawnRequest>| {
+                    let tx = tx.clone();
+                    async move {
+                        let info = json!({"sandboxId": req.sandbox_id, "sessionId": req.session_id, "status": "running"});
+                        let _ = tx.send(req);
+                        (axum::http::StatusCode::CREATED, axum::Json(info))
+                    }
+                }),
+            )
+            // Registration checks run the real supervisor's check.
+            .route("/repositories/check", post(check_repository));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let url = format!("http://{}", listener.local_addr()?);
         tokio::spawn(async move {
@@ -83,5 +86,39 @@ pub async fn next_command(ws: &mut SandboxSocket, kind: &str) -> Result<serde_js
                 return Ok(v);
             }
         }
+    }
+}
+
+async fn check_repository(
+    axum::Json(req): axum::Json<inspect_protocol::provider::RepositoryCheck>,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let out = match crate::host::supervisor_bin() {
+        Ok(bin) => {
+            tokio::process::Command::new(bin)
+                .arg("check-repository")
+                .arg(&req.path)
+                .output()
+                .await
+        }
+        Err(e) => {
+            return (axum::http::StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response()
+        }
+    };
+    match out {
+        Ok(o) => {
+            let status = if o.status.success() {
+                axum::http::StatusCode::OK
+            } else {
+                axum::http::StatusCode::BAD_REQUEST
+            };
+            (
+                status,
+                [("content-type", "application/json")],
+                String::from_utf8_lossy(&o.stdout).into_owned(),
+            )
+                .into_response()
+        }
+        Err(e) => (axum::http::StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
     }
 }

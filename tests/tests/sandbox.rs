@@ -263,14 +263,18 @@ async fn stop_aborts_a_running_tool_and_the_next_prompt_still_runs() {
 async fn a_repository_that_fails_to_clone_is_reported_and_prompts_still_queue() {
     let w = world(vec![]).await;
     let base = w.stack.base_url.clone();
+    // A repository that was fine when registered and is gone by the time a sandbox
+    // clones it.
+    let doomed = source_repo();
     let r = send(
         Method::POST,
         &w.stack.url("/repos"),
-        Some(json!({"name": "broken", "path": "/nonexistent/repo"})),
+        Some(json!({"name": "broken", "path": doomed.path().to_string_lossy()})),
     )
     .await
     .unwrap();
-    assert_eq!(r.status, 201);
+    assert_eq!(r.status, 201, "{}", r.body);
+    std::fs::remove_dir_all(doomed.path()).unwrap();
     let id = create_session(
         &base,
         "ann",

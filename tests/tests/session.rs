@@ -3,8 +3,10 @@
 
 #![allow(clippy::unwrap_used)] // a test fails loudly by design
 
+use inspect_tests::capture_provider::CaptureProvider;
 use inspect_tests::client::{create_session, get, send, send_as, Closed, WsClient};
-use inspect_tests::Stack;
+use inspect_tests::repo::source_repo;
+use inspect_tests::{Stack, StackOptions};
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -19,18 +21,67 @@ fn seqs(events: &Value) -> Vec<i64> {
 
 #[tokio::test]
 async fn rest_lifecycle_of_a_session() {
-    let stack = Stack::start().await.unwrap();
+    // Sandboxes are asked of a provider that only takes note (no sandbox ever connects);
+    // registration is checked by the real supervisor.
+    let provider = CaptureProvider::start().await.unwrap();
+    let mut options = StackOptions::local();
+    options.vars = provider.worker_vars();
+    let stack = Stack::start_with(options).await.unwrap();
     let base = &stack.base_url;
-    for name in ["api", "web"] {
+    let sources = [source_repo(), source_repo()];
+    for (name, dir) in ["api", "web"].iter().zip(&sources) {
         let r = send(
             Method::POST,
             &stack.url("/repos"),
-            Some(json!({"owner": "acme", "name": name, "path": format!("/srv/git/{name}")})),
+            Some(json!({"owner": "acme", "name": name, "path": dir.path().to_string_lossy()})),
         )
         .await
         .unwrap();
         assert_eq!(r.status, 201, "{}", r.body);
+        assert_eq!(r.body["defaultBranch"], "main", "{}", r.body);
     }
+    // Registration refuses what no sandbox could clone, and says why.
+    let empty = tempfile::tempdir().unwrap();
+    let uninit = tempfile::tempdir().unwrap();
+    std::process::Command::new("git")
+        .args(["init", "--quiet"])
+        .current_dir(uninit.path())
+        .status()
+        .unwrap();
+    let inside = sources[0].path().join("sub");
+    std::fs::create_dir_all(&inside).unwrap();
+    for (path, why) in [
+        ("/etc".to_owned(), "is not a git repository"),
+        (
+            empty.path().to_string_lossy().into_owned(),
+            "is not a git repository",
+        ),
+        (
+            uninit.path().to_string_lossy().into_owned(),
+            "without commits",
+        ),
+        ("/nonexistent/repo".to_owned(), "is not a directory"),
+        (
+            inside.to_string_lossy().into_owned(),
+            "is inside the git repository",
+        ),
+    ] {
+        let r = send(
+            Method::POST,
+            &stack.url("/repos"),
+            Some(json!({"name": "bad", "path": path})),
+        )
+        .await
+        .unwrap();
+        assert_eq!(r.status, 400, "{path}: {}", r.body);
+        assert!(
+            r.body["error"]["message"].as_str().unwrap().contains(why),
+            "{path}: {}",
+            r.body
+        );
+    }
+    let listed = get(&stack.url("/repos")).await.unwrap();
+    assert_eq!(listed.body["repositories"].as_array().unwrap().len(), 2);
     // Unknown repositories, and clone sources from a client, are not taken.
     let r = send(
         Method::POST,
@@ -54,7 +105,10 @@ async fn rest_lifecycle_of_a_session() {
     assert_eq!(s.body["repoName"], "api");
     assert_eq!(s.body["repositories"].as_array().unwrap().len(), 2);
     assert_eq!(s.body["title"], "Fix login");
-    assert_eq!(s.body["repositories"][0]["source"], "/srv/git/api");
+    assert_eq!(
+        s.body["repositories"][0]["source"],
+        sources[0].path().to_string_lossy().as_ref()
+    );
 
     // A prompt makes it active and lands on the timeline, attributed to its author.
     let p = send_as(

@@ -110,6 +110,23 @@ pub async fn register(
     now: i64,
 ) -> Result<Repository, ApiError> {
     let (owner, name) = validate(req)?;
+    // The host that will clone it says whether it is a git repository with commits.
+    let host = match (
+        crate::db::setting(env, "SANDBOX_HOST_URL"),
+        crate::db::setting(env, "SANDBOX_HOST_SECRET"),
+    ) {
+        (Some(base_url), Some(secret)) => {
+            inspect_durable::local_provider::LocalProvider { base_url, secret }
+        }
+        _ => {
+            return Err(ApiError::new(
+                ErrorCode::Unavailable,
+                "local repositories need the local sandbox host (SANDBOX_HOST_URL)",
+            ))
+        }
+    };
+    let checked = host.check_repository(&req.path).await?;
+    let default_branch = req.default_branch.clone().or(checked.branch);
     let db = env.d1("DB").map_err(unavailable)?;
     db.prepare(
         "INSERT INTO repositories (owner, name, source, kind, default_branch, created_by, created_at) VALUES (?1, ?2, ?3, 'local', ?4, ?5, ?6)
@@ -119,7 +136,7 @@ pub async fn register(
         owner.as_str().into(),
         name.as_str().into(),
         req.path.as_str().into(),
-        req.default_branch.as_deref().map_or(wasm_bindgen::JsValue::NULL, Into::into),
+        default_branch.as_deref().map_or(wasm_bindgen::JsValue::NULL, Into::into),
         actor.user_id.as_str().into(),
         (now as f64).into(),
     ])
@@ -132,7 +149,7 @@ pub async fn register(
         name,
         kind: "local".into(),
         source: req.path.clone(),
-        default_branch: req.default_branch.clone(),
+        default_branch,
         created_at: now,
         private: false,
         description: None,

@@ -158,10 +158,13 @@ async fn sandbox_path(batch: usize) -> Result<(f64, usize, f64)> {
     options.vars = provider.worker_vars();
     let stack = Stack::start_with(options).await?;
     let http = reqwest::Client::new();
+    // A real repository (registration checks it); no sandbox ever clones it here.
+    let source = inspect_tests::repo::source_repo();
     http.post(stack.url("/repos"))
-        .json(&json!({"name": "bench", "path": "/nonexistent"}))
+        .json(&json!({"name": "bench", "path": source.path().to_string_lossy()}))
         .send()
-        .await?;
+        .await?
+        .error_for_status()?;
     let session = create_session(
         &stack.base_url,
         "bench",
