@@ -625,6 +625,36 @@ async fn a_local_repository_has_no_pull_request_host() {
     };
     let text = events.to_string();
     assert!(text.contains("no pull-request host"), "{text}");
+    // The events route filters by type.
+    let only = send(
+        Method::GET,
+        &stack.url(&format!(
+            "/sessions/{id}/events?type=execution_complete,user_message"
+        )),
+        None,
+    )
+    .await
+    .unwrap();
+    let kinds: Vec<&str> = only.body["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        vec!["user_message", "execution_complete"],
+        "{}",
+        only.body
+    );
+    let bad = send(
+        Method::GET,
+        &stack.url(&format!("/sessions/{id}/events?type=Robert');DROP")),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(bad.status, 400, "{}", bad.body);
     // The branch was pushed to the repository on this machine.
     let file = git(
         source.path(),

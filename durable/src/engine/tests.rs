@@ -980,3 +980,51 @@ fn pull_requests_are_one_artifact_each_updated_in_place() {
     );
     assert_eq!(s.pr_user().unwrap(), "u-ann");
 }
+
+#[test]
+fn events_filtered_by_type_and_prompt_page_to_the_end() {
+    let st = store();
+    let s = created(&st);
+    let ann = s.participant_by_user("u-ann").unwrap().unwrap();
+    let (a, _) = s.enqueue(&ann, &prompt("one", None), 10).unwrap();
+    let (b, _) = s.enqueue(&ann, &prompt("two", None), 11).unwrap();
+    s.start_next(12).unwrap();
+    s.complete(&a.message_id, true, None, 13).unwrap();
+    s.start_next(14).unwrap();
+    s.complete(&b.message_id, false, Some("x".into()), 15)
+        .unwrap();
+    let codec = timeline::CursorCodec {
+        session_id: "sess1",
+    };
+    let only = |types: &[&str], m: Option<&str>| {
+        let f = timeline::EventFilter::parse(
+            &types.iter().map(|t| t.to_string()).collect::<Vec<_>>(),
+            m.map(Into::into),
+        )
+        .unwrap();
+        timeline::newer_than_filtered(&st, &codec, 0, 1, &f).unwrap()
+    };
+    let page = only(&["execution_complete,user_message"], None);
+    assert_eq!(page.events.len(), 1);
+    assert!(page.has_more);
+    let f = timeline::EventFilter::parse(&["execution_complete".into()], None).unwrap();
+    let all = timeline::newer_than_filtered(&st, &codec, 0, 50, &f).unwrap();
+    assert_eq!(all.events.len(), 2);
+    assert!(all.events.iter().all(|e| e.kind == "execution_complete"));
+    let next = timeline::newer_than_filtered(
+        &st,
+        &codec,
+        codec.decode(all.cursor.as_deref().unwrap()).unwrap(),
+        50,
+        &f,
+    )
+    .unwrap();
+    assert!(next.events.is_empty() && !next.has_more);
+    let mine = only(&[], Some(&b.message_id));
+    assert_eq!(
+        mine.events[0].message_id.as_deref(),
+        Some(b.message_id.as_str())
+    );
+    assert!(timeline::EventFilter::parse(&["DROP TABLE".into()], None).is_err());
+    assert!(timeline::EventFilter::parse(&[], Some(String::new())).is_err());
+}

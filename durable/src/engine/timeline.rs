@@ -177,11 +177,72 @@ pub fn newer_than(
     after: i64,
     limit: usize,
 ) -> StoreResult<EventPage> {
-    let mut events = read_rows(
-        store,
-        &format!("SELECT {COLUMNS} FROM events WHERE seq > ? ORDER BY seq ASC LIMIT ?"),
-        &[after.into(), (limit + 1).into()],
-    )?;
+    newer_than_filtered(store, codec, after, limit, &EventFilter::default())
+}
+
+/// Which events a REST reader wants: some types only, one prompt's only.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EventFilter {
+    pub kinds: Vec<String>,
+    pub message_id: Option<String>,
+}
+
+impl EventFilter {
+    /// `type=a,b` (also repeated) and `message_id=`; at most 20 types, each a plain name.
+    pub fn parse(types: &[String], message_id: Option<String>) -> Result<Self, ApiError> {
+        let mut kinds: Vec<String> = types
+            .iter()
+            .flat_map(|t| t.split(','))
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(str::to_owned)
+            .collect();
+        kinds.sort();
+        kinds.dedup();
+        if kinds.len() > 20
+            || kinds
+                .iter()
+                .any(|k| k.len() > 40 || !k.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'))
+        {
+            return Err(ApiError::bad_request(
+                "type is up to 20 event types (snake_case), comma-separated",
+            ));
+        }
+        if message_id
+            .as_ref()
+            .is_some_and(|m| m.is_empty() || m.len() > 100)
+        {
+            return Err(ApiError::bad_request("invalid message_id"));
+        }
+        Ok(EventFilter { kinds, message_id })
+    }
+}
+
+/// [`newer_than`] for the events a filter keeps; the cursor still moves past what was
+/// read, so paging a filtered view ends.
+pub fn newer_than_filtered(
+    store: &impl Store,
+    codec: &CursorCodec<'_>,
+    after: i64,
+    limit: usize,
+    filter: &EventFilter,
+) -> StoreResult<EventPage> {
+    let mut sql = format!("SELECT {COLUMNS} FROM events WHERE seq > ?");
+    let mut args: Vec<SqlValue> = vec![after.into()];
+    if !filter.kinds.is_empty() {
+        sql.push_str(&format!(
+            " AND kind IN ({})",
+            vec!["?"; filter.kinds.len()].join(", ")
+        ));
+        args.extend(filter.kinds.iter().map(|k| k.as_str().into()));
+    }
+    if let Some(m) = &filter.message_id {
+        sql.push_str(" AND message_id = ?");
+        args.push(m.as_str().into());
+    }
+    sql.push_str(" ORDER BY seq ASC LIMIT ?");
+    args.push((limit + 1).into());
+    let mut events = read_rows(store, &sql, &args)?;
     let has_more = events.len() > limit;
     events.truncate(limit);
     let last = events.last().map(|e| e.seq).unwrap_or(after);

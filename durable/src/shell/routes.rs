@@ -285,7 +285,23 @@ impl SessionDO {
             ),
             None => None,
         };
-        timeline::newer_than(&self.store, &codec, after, timeline::clamp_limit(limit))
-            .map_err(|e| ApiError::internal(e.to_string()))
+        let types: Vec<String> = req
+            .url()
+            .map(|u| {
+                u.query_pairs()
+                    .filter(|(k, _)| k == "type")
+                    .map(|(_, v)| v.into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let filter = timeline::EventFilter::parse(&types, query_param(req, "message_id"))?;
+        timeline::newer_than_filtered(
+            &self.store,
+            &codec,
+            after,
+            timeline::clamp_limit(limit),
+            &filter,
+        )
+        .map_err(|e| ApiError::internal(e.to_string()))
     }
 }
