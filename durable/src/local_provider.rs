@@ -146,4 +146,27 @@ impl SandboxProvider for LocalProvider {
             .map(|h| h.version)
             .map_err(|e| ProviderError::Permanent(format!("unreadable health answer: {e}")))
     }
+
+    async fn delete_session(&self, session_id: &str) -> Result<(), ProviderError> {
+        let (status, text) = self
+            .call(Method::Delete, &format!("/sessions/{session_id}"), None)
+            .await?;
+        if (200..300).contains(&status) {
+            Ok(())
+        } else {
+            Err(ProviderError::from_status(status, &text))
+        }
+    }
+}
+
+impl LocalProvider {
+    /// The host's own health: version, sandboxes, disk use.
+    pub async fn health(&self) -> Result<HostHealth, ProviderError> {
+        let (status, text) = self.call(Method::Get, "/health", None).await?;
+        if !(200..300).contains(&status) {
+            return Err(ProviderError::from_status(status, &text));
+        }
+        serde_json::from_str::<HostHealth>(&text)
+            .map_err(|e| ProviderError::Permanent(format!("unreadable health answer: {e}")))
+    }
 }

@@ -53,6 +53,8 @@ pub trait SandboxProvider {
     async fn snapshot(&self, sandbox_id: &str) -> Result<SnapshotInfo, ProviderError>;
     /// The runtime new sandboxes get; snapshots restore only into the one that made them.
     async fn runtime_version(&self) -> Result<String, ProviderError>;
+    /// Removes everything kept for a session: its sandboxes, their files, its snapshots.
+    async fn delete_session(&self, session_id: &str) -> Result<(), ProviderError>;
 }
 
 #[cfg(test)]

@@ -71,6 +71,18 @@ pub struct SnapshotInfo {
     pub runtime_version: String,
     pub bytes: u64,
     pub duration_ms: u64,
+    /// The session whose sandbox it is (what deleting the session removes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+}
+
+/// `DELETE /sessions/:id` on the local sandbox host: what was removed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionRemoved {
+    pub sandboxes: usize,
+    pub snapshots: usize,
+    pub bytes: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -15,9 +15,10 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use inspect_protocol::health::HostHealth;
+use inspect_protocol::health::{DiskUse, HostHealth};
 use inspect_protocol::provider::{
-    RepositoryCheck, RepositoryChecked, SandboxInfo, SandboxList, SnapshotInfo, SpawnRequest,
+    RepositoryCheck, RepositoryChecked, SandboxInfo, SandboxList, SessionRemoved, SnapshotInfo,
+    SpawnRequest,
 };
 use inspect_protocol::ApiError;
 use std::collections::{BTreeMap, HashMap};
@@ -66,6 +67,8 @@ impl Drop for Sandbox {
 struct HostState {
     secret: String,
     data_dir: PathBuf,
+    /// Snapshots past this many bytes are pruned (`INSPECT_SNAPSHOT_BUDGET_BYTES`).
+    snapshot_budget: u64,
     /// bubblewrap, when installed (and not turned off with `INSPECT_SANDBOX_CONFINE=0`).
     bwrap: Option<PathBuf>,
     sandboxes: Mutex<HashMap<String, Sandbox>>,
@@ -92,6 +95,10 @@ pub async fn serve(config: HostConfig) -> anyhow::Result<()> {
     let state = Arc::new(HostState {
         secret: config.secret,
         data_dir,
+        snapshot_budget: std::env::var("INSPECT_SNAPSHOT_BUDGET_BYTES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(DEFAULT_SNAPSHOT_BUDGET),
         bwrap,
         sandboxes: Mutex::new(HashMap::new()),
     });
@@ -122,6 +129,7 @@ fn router(state: Arc<HostState>) -> Router {
             axum::routing::post(snapshot_sandbox),
         )
         .route("/repositories/check", axum::routing::post(check_repository))
+        .route("/sessions/{id}", axum::routing::delete(delete_session))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             require_secret,
@@ -135,12 +143,195 @@ fn router(state: Arc<HostState>) -> Router {
 }
 
 async fn health(State(state): State<Arc<HostState>>) -> Json<HostHealth> {
+    let sandboxes = state.sandboxes.lock().await.len();
+    let data_dir = state.data_dir.clone();
+    let budget = state.snapshot_budget;
+    let disk = tokio::task::spawn_blocking(move || disk_use(&data_dir, budget))
+        .await
+        .ok();
     Json(HostHealth {
         status: "ok".into(),
         version: runtime_version(),
-        sandboxes: state.sandboxes.lock().await.len(),
+        sandboxes,
+        disk,
     })
 }
+
+/// Bytes under a directory (files only, links not followed).
+fn tree_bytes(dir: &std::path::Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => tree_bytes(&e.path()),
+            Ok(t) if t.is_file() => e.metadata().map(|m| m.len()).unwrap_or(0),
+            _ => 0,
+        })
+        .sum()
+}
+
+fn disk_use(data_dir: &std::path::Path, budget: u64) -> DiskUse {
+    let snapshots = stored_snapshots(data_dir);
+    let sandbox_bytes = std::fs::read_dir(data_dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name() != "snapshots")
+        .map(|e| tree_bytes(&e.path()))
+        .sum();
+    DiskUse {
+        sandbox_bytes,
+        snapshot_bytes: snapshots.iter().map(|s| s.info.bytes).sum(),
+        snapshots: snapshots.len(),
+        snapshot_budget_bytes: budget,
+    }
+}
+
+/// A snapshot on disk, with when it was made.
+struct Stored {
+    info: SnapshotInfo,
+    made: std::time::SystemTime,
+}
+
+fn stored_snapshots(data_dir: &std::path::Path) -> Vec<Stored> {
+    let dir = data_dir.join("snapshots");
+    let mut out: Vec<Stored> = std::fs::read_dir(&dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+        .filter_map(|e| {
+            let info: SnapshotInfo = serde_json::from_slice(&std::fs::read(e.path()).ok()?).ok()?;
+            let made = e.metadata().and_then(|m| m.modified()).ok()?;
+            Some(Stored { info, made })
+        })
+        .collect();
+    out.sort_by_key(|s| s.made);
+    out
+}
+
+fn remove_snapshot(data_dir: &std::path::Path, snapshot_id: &str) {
+    let (tar, meta) = snapshot_paths(data_dir, snapshot_id);
+    let _ = std::fs::remove_file(tar);
+    let _ = std::fs::remove_file(meta);
+}
+
+/// Which snapshots to delete to get under `budget`, oldest first, never the newest of a
+/// session in `live` (a sandbox of it runs here: it is what its next restore needs).
+fn prune_plan(
+    snapshots: &[(String, Option<String>, u64)],
+    live: &std::collections::HashSet<String>,
+    budget: u64,
+) -> Vec<String> {
+    let mut total: u64 = snapshots.iter().map(|s| s.2).sum();
+    let mut newest: HashMap<&str, &str> = HashMap::new();
+    for (id, session, _) in snapshots {
+        if let Some(session) = session {
+            newest.insert(session.as_str(), id.as_str());
+        }
+    }
+    let mut out = Vec::new();
+    for (id, session, bytes) in snapshots {
+        if total <= budget {
+            break;
+        }
+        let protected = session
+            .as_deref()
+            .is_some_and(|s| live.contains(s) && newest.get(s) == Some(&id.as_str()));
+        if protected {
+            continue;
+        }
+        out.push(id.clone());
+        total -= bytes;
+    }
+    out
+}
+
+/// Prunes snapshots past the budget.
+async fn prune_snapshots(state: &HostState) {
+    let live: std::collections::HashSet<String> = state
+        .sandboxes
+        .lock()
+        .await
+        .values()
+        .map(|s| s.session_id.clone())
+        .collect();
+    let stored = stored_snapshots(&state.data_dir);
+    let list: Vec<(String, Option<String>, u64)> = stored
+        .iter()
+        .map(|s| {
+            (
+                s.info.snapshot_id.clone(),
+                s.info.session_id.clone(),
+                s.info.bytes,
+            )
+        })
+        .collect();
+    for id in prune_plan(&list, &live, state.snapshot_budget) {
+        tracing::info!(snapshot = %id, budget = state.snapshot_budget, "snapshot pruned past the disk budget");
+        remove_snapshot(&state.data_dir, &id);
+    }
+}
+
+/// `DELETE /sessions/:id`: everything the host keeps for a session goes — its sandboxes
+/// (stopped), their directories and its snapshots.
+async fn delete_session(
+    State(state): State<Arc<HostState>>,
+    Path(session): Path<String>,
+) -> Response {
+    if !valid_id(&session) {
+        return error(ApiError::bad_request("invalid session id"));
+    }
+    let mut removed = SessionRemoved {
+        sandboxes: 0,
+        snapshots: 0,
+        bytes: 0,
+    };
+    {
+        let mut map = state.sandboxes.lock().await;
+        let ids: Vec<String> = map
+            .iter()
+            .filter(|(_, s)| s.session_id == session)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in ids {
+            if let Some(mut s) = map.remove(&id) {
+                stop_child(&mut s.child).await;
+            }
+        }
+    }
+    for entry in std::fs::read_dir(&state.data_dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let owner = std::fs::read_to_string(entry.path().join(SESSION_MARKER)).unwrap_or_default();
+        if owner.trim() == session {
+            removed.bytes += tree_bytes(&entry.path());
+            removed.sandboxes += 1;
+            if let Err(e) = std::fs::remove_dir_all(entry.path()) {
+                tracing::warn!(dir = %entry.path().display(), "removing a sandbox directory: {e}");
+            }
+        }
+    }
+    for s in stored_snapshots(&state.data_dir) {
+        if s.info.session_id.as_deref() == Some(session.as_str()) {
+            removed.bytes += s.info.bytes;
+            removed.snapshots += 1;
+            remove_snapshot(&state.data_dir, &s.info.snapshot_id);
+        }
+    }
+    tracing::info!(session = %session, sandboxes = removed.sandboxes, snapshots = removed.snapshots, bytes = removed.bytes, "session removed");
+    Json(removed).into_response()
+}
+
+/// 20 GiB of snapshots unless told otherwise.
+const DEFAULT_SNAPSHOT_BUDGET: u64 = 20 * 1024 * 1024 * 1024;
+
+/// The file in a sandbox's directory naming its session.
+const SESSION_MARKER: &str = "session-id";
 
 fn info(id: &str, sandbox: &mut Sandbox) -> SandboxInfo {
     let status = match sandbox.child.try_wait() {
@@ -221,6 +412,7 @@ async fn spawn(state: &HostState, req: &SpawnRequest) -> anyhow::Result<SandboxI
     let root = state.data_dir.join(&req.sandbox_id);
     let workspace = root.join("workspace");
     std::fs::create_dir_all(&workspace)?;
+    std::fs::write(root.join(SESSION_MARKER), &req.session_id)?;
     let log = std::fs::File::create(root.join("supervisor.log"))?;
     if let Some(snapshot_id) = &req.restore_from {
         restore_snapshot(&state.data_dir, snapshot_id, &root).await?;
@@ -332,6 +524,9 @@ async fn snapshot_sandbox(State(state): State<Arc<HostState>>, Path(id): Path<St
             runtime_version: runtime_version(),
             bytes: std::fs::metadata(&tar)?.len(),
             duration_ms: started.elapsed().as_millis() as u64,
+            session_id: std::fs::read_to_string(state.data_dir.join(&id).join(SESSION_MARKER))
+                .ok()
+                .map(|s| s.trim().to_owned()),
         };
         std::fs::write(&meta, serde_json::to_vec(&info)?)?;
         Ok::<_, anyhow::Error>(info)
@@ -340,6 +535,7 @@ async fn snapshot_sandbox(State(state): State<Arc<HostState>>, Path(id): Path<St
     match result {
         Ok(info) => {
             tracing::info!(sandbox = %id, snapshot = %info.snapshot_id, bytes = info.bytes, ms = info.duration_ms, "snapshot saved");
+            prune_snapshots(&state).await;
             (StatusCode::CREATED, Json(info)).into_response()
         }
         Err(e) => error(ApiError::new(
@@ -590,5 +786,40 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {},
         _ = term.recv() => {},
+    }
+}
+
+#[cfg(test)]
+mod prune_tests {
+    use super::prune_plan;
+    use std::collections::HashSet;
+
+    fn snap(id: &str, session: &str, bytes: u64) -> (String, Option<String>, u64) {
+        (id.into(), Some(session.into()), bytes)
+    }
+
+    #[test]
+    fn oldest_first_never_a_live_sessions_newest() {
+        // Oldest first: a1, b1, a2, b2 (a is live).
+        let list = vec![
+            snap("a1", "a", 40),
+            snap("b1", "b", 40),
+            snap("a2", "a", 40),
+            snap("b2", "b", 40),
+        ];
+        let live: HashSet<String> = ["a".to_owned()].into();
+        assert!(prune_plan(&list, &live, 1000).is_empty());
+        assert_eq!(
+            prune_plan(&list, &live, 100),
+            vec!["a1".to_owned(), "b1".to_owned()]
+        );
+        // Even at a budget of 0, a2 (the live session's newest) stays.
+        assert_eq!(
+            prune_plan(&list, &live, 0),
+            vec!["a1".to_owned(), "b1".to_owned(), "b2".to_owned()]
+        );
+        // Untagged snapshots (older runtimes) are pruned like any other.
+        let old = vec![("x".to_owned(), None, 10), snap("a1", "a", 10)];
+        assert_eq!(prune_plan(&old, &live, 10), vec!["x".to_owned()]);
     }
 }

@@ -30,7 +30,14 @@ impl CaptureProvider {
                 }),
             )
             // Registration checks run the real supervisor's check.
-            .route("/repositories/check", post(check_repository));
+            .route("/repositories/check", post(check_repository))
+            // It keeps nothing of a session, so deleting one removes nothing.
+            .route(
+                "/sessions/{id}",
+                axum::routing::delete(|| async {
+                    axum::Json(json!({"sandboxes": 0, "snapshots": 0, "bytes": 0}))
+                }),
+            );
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let url = format!("http://{}", listener.local_addr()?);
         tokio::spawn(async move {

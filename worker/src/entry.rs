@@ -496,16 +496,75 @@ fn check<T>(started: f64, r: std::result::Result<T, String>) -> CheckResult {
 }
 
 async fn health(env: &Env) -> ApiResult<Response> {
+    use inspect_protocol::health::PartCheck;
     let t0 = now_ms();
     let d1 = check(t0, d1_round_trip(env).await);
     let t1 = now_ms();
     let durable_object = check(t1, durable_round_trip(env).await);
-    let ok = d1.ok && durable_object.ok;
+    let setting = |n: &str| crate::db::setting(env, n);
+    let configured = |names: &[&str]| names.iter().all(|n| setting(n).is_some());
+    let part = |configured: bool| PartCheck {
+        configured,
+        ok: None,
+        latency_ms: None,
+        detail: None,
+        disk: None,
+    };
+    // The sandbox provider: the local host answers its health with its disk use.
+    let mut sandbox_provider = part(configured(&["SANDBOX_HOST_URL", "SANDBOX_HOST_SECRET"]));
+    if let (Some(base_url), Some(secret)) =
+        (setting("SANDBOX_HOST_URL"), setting("SANDBOX_HOST_SECRET"))
+    {
+        let t = now_ms();
+        let host = inspect_durable::local_provider::LocalProvider { base_url, secret };
+        let answer = host.health().await;
+        sandbox_provider.latency_ms = Some(now_ms() - t);
+        sandbox_provider.ok = Some(answer.is_ok());
+        match answer {
+            Ok(h) => {
+                sandbox_provider.detail = Some(format!(
+                    "local host {} with {} sandboxes",
+                    h.version, h.sandboxes
+                ));
+                sandbox_provider.disk = h.disk;
+            }
+            Err(e) => sandbox_provider.detail = Some(e.to_string()),
+        }
+    } else {
+        sandbox_provider.detail =
+            Some("no sandbox provider: set SANDBOX_HOST_URL and SANDBOX_HOST_SECRET".into());
+    }
+    // The GitHub App: configured, and able to mint an installation token.
+    let mut github_app = part(configured(&[
+        "GITHUB_APP_ID",
+        "GITHUB_APP_INSTALLATION_ID",
+        "GITHUB_APP_PRIVATE_KEY",
+    ]));
+    if github_app.configured {
+        let t = now_ms();
+        let minted = github_app::installation_token(env, t as i64).await;
+        github_app.latency_ms = Some(now_ms() - t);
+        github_app.ok = Some(minted.is_ok());
+        github_app.detail = minted.err().map(|e| e.message);
+    }
+    let sign_in = part(configured(&["GITHUB_CLIENT_ID", "GITHUB_CLIENT_SECRET"]));
+    let github_bot = part(configured(&["GITHUB_WEBHOOK_SECRET"]) && github_app.configured);
+    let secrets_key = part(configured(&[inspect_secrets::KEY_VAR]));
+    // Only what is set up counts against the status.
+    let ok = d1.ok
+        && durable_object.ok
+        && sandbox_provider.ok != Some(false)
+        && github_app.ok != Some(false);
     let report = HealthReport {
         status: if ok { "ok" } else { "degraded" }.into(),
         version: crate::VERSION.into(),
         d1,
         durable_object,
+        sandbox_provider,
+        github_app,
+        sign_in,
+        github_bot,
+        secrets_key,
     };
     let resp = Response::from_json(&report).map_err(internal)?;
     Ok(if ok { resp } else { resp.with_status(503) })

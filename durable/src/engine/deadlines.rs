@@ -183,6 +183,23 @@ impl<S: Store> Session<'_, S> {
             .map_err(internal)
     }
 
+    /// An archived session keeps no sandbox: a running prompt fails, the sandbox is
+    /// snapshotted (the session may be restored) and stopped.
+    pub fn stop_for_archive(&self, now: i64) -> EngineResult<Effects> {
+        let mut fx = Effects::none();
+        let Some(row) = self.sandbox_row()? else {
+            return Ok(fx);
+        };
+        if matches!(row.status.as_str(), "stopped" | "failed" | "stale") {
+            return Ok(fx);
+        }
+        if let Some(m) = self.processing()? {
+            fx.merge(self.complete(&m.id, false, Some("the session was archived".into()), now)?);
+        }
+        fx.merge(self.stop_idle(&row.sandbox_id, now)?);
+        Ok(fx)
+    }
+
     /// Stops an idle sandbox: shut down, provider stop, status `stopped`.
     fn stop_idle(&self, sandbox_id: &str, now: i64) -> EngineResult<Effects> {
         self.store

@@ -130,6 +130,17 @@ impl SessionDO {
                 if let Err(e) = engine.session_id() {
                     return json_error(&e);
                 }
+                // Its sandboxes, their directories and its snapshots go first: a provider
+                // that cannot say so keeps the session (try again) rather than orphan them.
+                if let Some(provider) = self.provider() {
+                    let sid = engine.session_id().unwrap_or_default();
+                    if let Err(e) = provider.delete_session(&sid).await {
+                        return json_error(&ApiError::new(
+                            inspect_protocol::ErrorCode::Unavailable,
+                            format!("the sandbox provider could not remove this session's sandboxes: {e}"),
+                        ));
+                    }
+                }
                 self.with_registry(|r| {
                     for ws in r.sockets.values() {
                         let _ = ws.close(Some(1000), Some("session deleted"));
@@ -181,11 +192,16 @@ impl SessionDO {
                 } else {
                     SessionStatus::Active
                 };
-                let result =
-                    actor_of(&req).and_then(|actor| engine.set_status(target, &actor, now));
+                let result = actor_of(&req).and_then(|actor| {
+                    let mut fx = engine.set_status(target, &actor, now)?;
+                    if target == SessionStatus::Archived {
+                        fx.merge(engine.stop_for_archive(now)?);
+                    }
+                    Ok(fx)
+                });
                 match result {
                     Ok(fx) => {
-                        self.apply(fx);
+                        self.carry_out(fx).await;
                         reply(engine.state())
                     }
                     Err(e) => json_error(&e),
