@@ -128,7 +128,7 @@ INSPECT_OPENCODE_BIN="${INSPECT_OPENCODE_BIN:-$ROOT/node_modules/opencode-linux-
 pids+=($!)
 
 (cd "$ROOT" && exec setsid wrangler dev --local --ip 127.0.0.1 --port "$PORT" \
-  --persist-to "$STATE_DIR/wrangler" --show-interactive-dev-session=false \
+  --persist-to "$STATE_DIR/wrangler" --show-interactive-dev-session=false --test-scheduled \
   --env-file "$STATE_DIR/worker.env") &
 pids+=($!)
 
