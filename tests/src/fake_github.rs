@@ -37,6 +37,14 @@ struct World {
     codes: HashMap<String, (String, String)>,
     /// user access token → login
     user_tokens: HashMap<String, String>,
+    /// When set, user tokens expire after this many seconds and come with a refresh
+    /// token (GitHub Apps' "expiring user tokens").
+    token_lifetime: Option<u64>,
+    /// user access token → expiry (unix seconds), for expiring tokens
+    user_token_expiry: HashMap<String, u64>,
+    /// refresh token → login (single use)
+    refresh_tokens: HashMap<String, String>,
+    refreshes: usize,
     /// installation token → expiry (unix seconds)
     installation_tokens: HashMap<String, u64>,
     mints: usize,
@@ -271,6 +279,16 @@ impl FakeGitHub {
         self.world().signing_in = Some(login.to_owned());
     }
 
+    /// From now on user tokens expire after `seconds` and come with refresh tokens.
+    pub fn expire_user_tokens_after(&self, seconds: u64) {
+        self.world().token_lifetime = Some(seconds);
+    }
+
+    /// How many times a refresh token was traded for a new user token.
+    pub fn refreshes(&self) -> usize {
+        self.world().refreshes
+    }
+
     /// How many installation tokens were minted.
     pub fn mints(&self) -> usize {
         self.world().mints
@@ -476,8 +494,27 @@ fn urlencode(s: &str) -> String {
 struct TokenForm {
     client_id: String,
     client_secret: String,
-    code: String,
+    code: Option<String>,
     redirect_uri: Option<String>,
+    grant_type: Option<String>,
+    refresh_token: Option<String>,
+}
+
+/// Issues a user token for `login` (with a refresh token when tokens expire).
+fn issue_user_token(w: &mut World, login: String) -> Value {
+    let token = format!("gho_{}", random_hex(18));
+    w.user_tokens.insert(token.clone(), login.clone());
+    match w.token_lifetime {
+        None => json!({"access_token": token, "token_type": "bearer", "scope": ""}),
+        Some(lifetime) => {
+            w.user_token_expiry
+                .insert(token.clone(), now_s() + lifetime);
+            let refresh = format!("ghr_{}", random_hex(24));
+            w.refresh_tokens.insert(refresh.clone(), login);
+            json!({"access_token": token, "token_type": "bearer", "scope": "", "expires_in": lifetime,
+                   "refresh_token": refresh, "refresh_token_expires_in": 15_811_200})
+        }
+    }
 }
 
 async fn access_token(State(s): State<Arc<Shared>>, Form(f): Form<TokenForm>) -> Response {
@@ -486,16 +523,31 @@ async fn access_token(State(s): State<Arc<Shared>>, Form(f): Form<TokenForm>) ->
         return Json(json!({"error": "incorrect_client_credentials", "error_description": "The client_id and/or client_secret passed are incorrect."})).into_response();
     }
     let mut w = s.world.lock().unwrap_or_else(|e| e.into_inner());
-    let Some((login, redirect)) = w.codes.remove(&f.code) else {
+    if f.grant_type.as_deref() == Some("refresh_token") {
+        let Some(login) = f.refresh_token.and_then(|r| w.refresh_tokens.remove(&r)) else {
+            return Json(json!({"error": "bad_refresh_token", "error_description": "The refresh token passed is incorrect or expired."})).into_response();
+        };
+        w.refreshes += 1;
+        return Json(issue_user_token(&mut w, login)).into_response();
+    }
+    let Some((login, redirect)) = f.code.and_then(|c| w.codes.remove(&c)) else {
         return Json(json!({"error": "bad_verification_code", "error_description": "The code passed is incorrect or expired."})).into_response();
     };
     if f.redirect_uri.is_some_and(|r| r != redirect) {
         return Json(json!({"error": "redirect_uri_mismatch"})).into_response();
     }
-    let token = format!("gho_{}", random_hex(18));
-    w.user_tokens.insert(token.clone(), login);
-    Json(json!({"access_token": token, "token_type": "bearer", "scope": "read:user,user:email"}))
-        .into_response()
+    Json(issue_user_token(&mut w, login)).into_response()
+}
+
+/// A user token's login, unless it expired.
+fn user_login(w: &World, token: &str) -> Option<String> {
+    if w.user_token_expiry
+        .get(token)
+        .is_some_and(|exp| *exp <= now_s())
+    {
+        return None;
+    }
+    w.user_tokens.get(token).cloned()
 }
 
 fn bearer(headers: &HeaderMap) -> Option<String> {
@@ -511,7 +563,7 @@ fn account_of(s: &Shared, headers: &HeaderMap) -> Option<Account> {
     // GitHub refuses requests without a User-Agent.
     headers.get("user-agent")?;
     let w = s.world.lock().unwrap_or_else(|e| e.into_inner());
-    let login = w.user_tokens.get(&bearer(headers)?)?.clone();
+    let login = user_login(&w, &bearer(headers)?)?;
     w.accounts.iter().find(|a| a.login == login).cloned()
 }
 
@@ -812,7 +864,7 @@ fn caller(s: &Shared, headers: &HeaderMap) -> Option<String> {
         return Some(FakeGitHub::BOT_LOGIN.into());
     }
     let w = s.world.lock().unwrap_or_else(|e| e.into_inner());
-    w.user_tokens.get(&token).cloned()
+    user_login(&w, &token)
 }
 
 fn record_call(s: &Shared, method: &str, uri: &Uri, who: &str) {

@@ -157,7 +157,9 @@ async fn the_bot_answers_a_mention_with_a_pull_request_and_a_comment() {
     .await
     .unwrap();
     let base = stack.base_url.clone();
-    // Alice signs in once: her GitHub token is kept (sealed) to author her PRs.
+    // Alice signs in once: her GitHub token is kept (sealed) to author her PRs. It is an
+    // expiring one (30 s), so it must be refreshed by the time the PR is made.
+    gh.expire_user_tokens_after(30);
     sign_in(&base, &gh, "alice").await;
     let r = send(
         Method::PUT,
@@ -288,6 +290,7 @@ async fn the_bot_answers_a_mention_with_a_pull_request_and_a_comment() {
     })
     .await;
     assert_eq!(pr.author, "alice", "{pr:?}\n{}", host.sandbox_logs());
+    assert!(gh.refreshes() >= 1, "the expiring token was not refreshed");
     assert_eq!(pr.base, "feat/login");
     assert_eq!(pr.title, "Fix the flaky login test");
     assert!(pr.body.contains(&format!("/sessions/{id})")), "{}", pr.body);
@@ -417,6 +420,11 @@ async fn a_session_on_a_github_repository_opens_one_pull_request_and_reuses_it()
                 json!({"command": "open-inspect pr --title 'More notes'", "description": "open a PR"}),
             ),
             Reply::text("Opened another."),
+            Reply::tool(
+                "bash",
+                json!({"command": "open-inspect pr --title 'Twice' & sleep 0.05; open-inspect pr --title 'Twice'; wait", "description": "two at once"}),
+            ),
+            Reply::text("Tried twice."),
         ],
         gh.worker_vars(),
     )
