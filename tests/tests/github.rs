@@ -430,6 +430,23 @@ async fn a_session_on_a_github_repository_opens_one_pull_request_and_reuses_it()
     )
     .await
     .unwrap();
+    // The repository's default model goes to sessions that name none.
+    let r = send(
+        Method::PUT,
+        &stack.url("/repos/acme/web/settings"),
+        Some(json!({"defaultModel": "inspect/fake-model"})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let bad = send(
+        Method::PUT,
+        &stack.url("/repos/acme/web/settings"),
+        Some(json!({"botEnabled": "yes", "unknown": 1})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(bad.status, 400, "{}", bad.body);
     let r = send(
         Method::POST,
         &stack.url("/sessions"),
@@ -439,6 +456,10 @@ async fn a_session_on_a_github_repository_opens_one_pull_request_and_reuses_it()
     .unwrap();
     assert_eq!(r.status, 201, "{}", r.body);
     let id = r.body["sessionId"].as_str().unwrap().to_owned();
+    let state = send(Method::GET, &stack.url(&format!("/sessions/{id}")), None)
+        .await
+        .unwrap();
+    assert_eq!(state.body["model"], "inspect/fake-model", "{}", state.body);
     let prompt = |text: &str| {
         let url = stack.url(&format!("/sessions/{id}/prompt"));
         let body = json!({"content": text});

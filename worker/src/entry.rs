@@ -427,6 +427,14 @@ pub(crate) async fn create_session(
         None => inspect_durable::engine::state::repositories_of(&create)?,
     };
     repos::resolve(env, &mut repositories).await?;
+    // A session that names no model gets its primary repository's default, if it has one.
+    if create.model.is_none() {
+        if let Some(primary) = repositories.first() {
+            create.model = inspect_scm::api::repo_settings(env, &primary.owner, &primary.name)
+                .await?
+                .default_model;
+        }
+    }
     create.repositories = Some(repositories);
     create.repo_owner = None;
     create.repo_name = None;
