@@ -11,11 +11,17 @@ pub enum ProviderError {
     Transient(String),
     /// The provider refused: retrying the same request will not work.
     Permanent(String),
+    /// The provider runs as many sandboxes as it may (or rate-limits): wait, then ask
+    /// again. Not a failure of the session's sandbox.
+    AtCapacity(String),
 }
 
 impl ProviderError {
     pub fn is_transient(&self) -> bool {
-        matches!(self, ProviderError::Transient(_))
+        matches!(
+            self,
+            ProviderError::Transient(_) | ProviderError::AtCapacity(_)
+        )
     }
 
     /// Classifies an HTTP answer the way every provider's API does.
@@ -24,7 +30,9 @@ impl ProviderError {
             "provider answered {status}: {}",
             body.chars().take(300).collect::<String>()
         );
-        if status == 408 || status == 429 || status >= 500 {
+        if status == 429 {
+            ProviderError::AtCapacity(detail)
+        } else if status == 408 || status >= 500 {
             ProviderError::Transient(detail)
         } else {
             ProviderError::Permanent(detail)
@@ -37,6 +45,7 @@ impl fmt::Display for ProviderError {
         match self {
             ProviderError::Transient(m) => write!(f, "{m} (transient)"),
             ProviderError::Permanent(m) => write!(f, "{m}"),
+            ProviderError::AtCapacity(m) => write!(f, "{m} (at capacity)"),
         }
     }
 }
@@ -64,7 +73,10 @@ mod tests {
     #[test]
     fn statuses_classify() {
         assert!(ProviderError::from_status(503, "").is_transient());
-        assert!(ProviderError::from_status(429, "").is_transient());
+        assert!(matches!(
+            ProviderError::from_status(429, ""),
+            ProviderError::AtCapacity(_)
+        ));
         assert!(!ProviderError::from_status(400, "bad").is_transient());
         assert!(!ProviderError::from_status(401, "").is_transient());
     }

@@ -69,6 +69,8 @@ struct HostState {
     data_dir: PathBuf,
     /// Snapshots past this many bytes are pruned (`INSPECT_SNAPSHOT_BUDGET_BYTES`).
     snapshot_budget: u64,
+    /// At most this many sandboxes run at once (`INSPECT_MAX_SANDBOXES`); more wait.
+    max_sandboxes: Option<usize>,
     /// bubblewrap, when installed (and not turned off with `INSPECT_SANDBOX_CONFINE=0`).
     bwrap: Option<PathBuf>,
     sandboxes: Mutex<HashMap<String, Sandbox>>,
@@ -99,6 +101,10 @@ pub async fn serve(config: HostConfig) -> anyhow::Result<()> {
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or(DEFAULT_SNAPSHOT_BUDGET),
+        max_sandboxes: std::env::var("INSPECT_MAX_SANDBOXES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|n| *n > 0),
         bwrap,
         sandboxes: Mutex::new(HashMap::new()),
     });
@@ -393,7 +399,14 @@ async fn create_sandbox(State(state): State<Arc<HostState>>, body: axum::body::B
         return error(ApiError::bad_request("invalid sandbox or session id"));
     }
     match spawn(&state, &req).await {
-        Ok(info) => (StatusCode::CREATED, Json(info)).into_response(),
+        Ok(Spawned::Started(info)) => (StatusCode::CREATED, Json(info)).into_response(),
+        Ok(Spawned::Full { running, cap }) => {
+            tracing::info!(sandbox = %req.sandbox_id, running, cap, "spawn refused: at capacity");
+            error(ApiError::new(
+                inspect_protocol::ErrorCode::TooManyRequests,
+                format!("{running} of {cap} sandboxes are running on this host"),
+            ))
+        }
         Err(e) => {
             tracing::error!(sandbox = %req.sandbox_id, "spawn failed: {e:#}");
             error(ApiError::new(
@@ -404,10 +417,29 @@ async fn create_sandbox(State(state): State<Arc<HostState>>, body: axum::body::B
     }
 }
 
-async fn spawn(state: &HostState, req: &SpawnRequest) -> anyhow::Result<SandboxInfo> {
+enum Spawned {
+    Started(SandboxInfo),
+    /// No room: `running` of at most `cap` sandboxes run.
+    Full {
+        running: usize,
+        cap: usize,
+    },
+}
+
+async fn spawn(state: &HostState, req: &SpawnRequest) -> anyhow::Result<Spawned> {
     let mut map = state.sandboxes.lock().await;
     if let Some(existing) = map.get_mut(&req.sandbox_id) {
-        return Ok(info(&req.sandbox_id, existing));
+        return Ok(Spawned::Started(info(&req.sandbox_id, existing)));
+    }
+    if let Some(cap) = state.max_sandboxes {
+        let running = map
+            .values_mut()
+            .map(|s| matches!(s.child.try_wait(), Ok(None)))
+            .filter(|alive| *alive)
+            .count();
+        if running >= cap {
+            return Ok(Spawned::Full { running, cap });
+        }
     }
     let root = state.data_dir.join(&req.sandbox_id);
     let workspace = root.join("workspace");
@@ -472,7 +504,7 @@ async fn spawn(state: &HostState, req: &SpawnRequest) -> anyhow::Result<SandboxI
     };
     let out = info(&req.sandbox_id, &mut sandbox);
     map.insert(req.sandbox_id.clone(), sandbox);
-    Ok(out)
+    Ok(Spawned::Started(out))
 }
 
 /// The runtime sandboxes get from this host: its version, or `INSPECT_RUNTIME_VERSION`.

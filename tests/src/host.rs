@@ -47,6 +47,15 @@ pub fn opencode_bin() -> PathBuf {
 impl SandboxHost {
     /// Starts a host whose sandboxes use the model at `model_base_url` (`provider/model`).
     pub async fn start(model_base_url: &str, model: &str) -> Result<SandboxHost> {
+        Self::start_with(model_base_url, model, &[]).await
+    }
+
+    /// [`SandboxHost::start`] with more variables for the host (its settings).
+    pub async fn start_with(
+        model_base_url: &str,
+        model: &str,
+        env: &[(&str, &str)],
+    ) -> Result<SandboxHost> {
         let port = crate::stack::free_port()?;
         let data_dir = tempfile::Builder::new().prefix("inspect-host-").tempdir()?;
         let secret = "test-host-secret-0123456789".to_owned();
@@ -64,6 +73,7 @@ impl SandboxHost {
             .env("INSPECT_MODEL", model)
             .env("INSPECT_OPENCODE_BIN", opencode_bin())
             .env("RUST_LOG", "info")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)

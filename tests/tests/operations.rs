@@ -301,3 +301,113 @@ async fn a_deleted_session_leaves_nothing_and_an_archived_one_no_sandbox() {
     )
     .contains(&id));
 }
+
+#[tokio::test]
+async fn past_the_sandbox_cap_a_session_waits_and_says_so_then_runs() {
+    let model = inspect_tests::fake_model::FakeModel::start(vec![
+        Reply::text("First done."),
+        Reply::text("Second done."),
+    ])
+    .await
+    .unwrap();
+    let host = SandboxHost::start_with(
+        &model.base_url,
+        "inspect/fake-model",
+        &[("INSPECT_MAX_SANDBOXES", "1")],
+    )
+    .await
+    .unwrap();
+    let mut options = StackOptions::local();
+    options.vars = host.worker_vars();
+    let stack = Stack::start_with(options).await.unwrap();
+    let source = source_repo();
+    let r = send(
+        Method::POST,
+        &stack.url("/repos"),
+        Some(json!({"name": "demo", "path": source.path().to_string_lossy()})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 201, "{}", r.body);
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let r = send(
+            Method::POST,
+            &stack.url("/sessions"),
+            Some(json!({"repoOwner": "local", "repoName": "demo"})),
+        )
+        .await
+        .unwrap();
+        ids.push(r.body["sessionId"].as_str().unwrap().to_owned());
+    }
+    let done = |id: &str| {
+        let url = stack.url(&format!("/sessions/{id}/events?type=execution_complete"));
+        async move {
+            get(&url).await.unwrap().body["events"]
+                .as_array()
+                .is_some_and(|e| !e.is_empty())
+        }
+    };
+    send(
+        Method::POST,
+        &stack.url(&format!("/sessions/{}/prompt", ids[0])),
+        Some(json!({"content": "one"})),
+    )
+    .await
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !done(&ids[0]).await {
+        assert!(Instant::now() < deadline, "{}", host.sandbox_logs());
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    // The first session's sandbox still runs (idle): the second must wait, and says so.
+    send(
+        Method::POST,
+        &stack.url(&format!("/sessions/{}/prompt", ids[1])),
+        Some(json!({"content": "two"})),
+    )
+    .await
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let events = get(&stack.url(&format!("/sessions/{}/events?type=sandbox_status", ids[1])))
+            .await
+            .unwrap();
+        let waiting = events.body["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["status"] == "waiting");
+        if let Some(w) = waiting {
+            assert!(
+                w["error"]
+                    .as_str()
+                    .unwrap()
+                    .contains("1 of 1 sandboxes are running"),
+                "{w}"
+            );
+            break;
+        }
+        assert!(Instant::now() < deadline, "never waited: {}", events.body);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    assert!(!done(&ids[1]).await);
+    // Room is made (the first session is archived, which stops its sandbox): the waiting
+    // one starts by itself and runs its prompt.
+    send(
+        Method::POST,
+        &stack.url(&format!("/sessions/{}/archive", ids[0])),
+        None,
+    )
+    .await
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !done(&ids[1]).await {
+        assert!(
+            Instant::now() < deadline,
+            "the waiting session never ran\n{}",
+            host.sandbox_logs()
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}

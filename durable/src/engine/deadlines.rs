@@ -115,6 +115,9 @@ impl<S: Store> Session<'_, S> {
                 "failed" if self.needs_sandbox()? && !self.given_up(t.updated_at)? => {
                     all.push(Some(t.updated_at + super::sandbox::SPAWN_COOLDOWN_MS))
                 }
+                "waiting" if self.needs_sandbox()? => {
+                    all.push(Some(t.updated_at + super::sandbox::CAPACITY_RETRY_MS))
+                }
                 _ => {}
             }
         }
@@ -313,6 +316,9 @@ impl<S: Store> Session<'_, S> {
                 // Automatic retries end after repeated failures; a person's next prompt or
                 // keystroke tries again.
                 out.fx.spawn_wanted = self.needs_sandbox()? && !self.given_up(now)?;
+            }
+            "waiting" if now >= t.updated_at + super::sandbox::CAPACITY_RETRY_MS => {
+                out.fx.spawn_wanted = self.needs_sandbox()?;
             }
             _ => {}
         }

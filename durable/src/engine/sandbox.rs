@@ -10,6 +10,8 @@ use serde_json::{Map, Value};
 
 /// After a failed spawn, no new attempt for this long.
 pub const SPAWN_COOLDOWN_MS: i64 = 30_000;
+/// A session waiting for the provider's capacity asks again this often.
+pub const CAPACITY_RETRY_MS: i64 = 5_000;
 
 /// Sandbox states a spawn must not repeat while in one of them.
 pub(crate) const LIVE_STATES: &[&str] = &[
@@ -335,6 +337,24 @@ impl<S: Store> Session<'_, S> {
             error: error.into(),
         });
         Ok(fx)
+    }
+
+    /// The provider had no room for the sandbox: the session waits (not a failure, no
+    /// give-up count) and asks again after [`CAPACITY_RETRY_MS`], saying why.
+    pub fn spawn_waiting(&self, sandbox_id: &str, reason: &str, now: i64) -> EngineResult<Effects> {
+        if self
+            .sandbox_row()?
+            .is_none_or(|r| r.sandbox_id != sandbox_id)
+        {
+            return Ok(Effects::none());
+        }
+        self.set_sandbox_status("waiting", Some(reason), now)
+            .map_err(internal)?;
+        self.status_effects(
+            "waiting",
+            Some(&format!("waiting for room to start a sandbox: {reason}")),
+            now,
+        )
     }
 
     /// Checks a connecting sandbox's credentials. Tokens are compared in constant time.

@@ -165,10 +165,10 @@ impl SessionDO {
         };
         let result = match request {
             Ok(req) => match self.provider() {
-                Some(provider) => provider.create(&req).await.map_err(|e| e.to_string()),
-                None => Err("no sandbox provider is configured (set SANDBOX_HOST_URL and SANDBOX_HOST_SECRET)".into()),
+                Some(provider) => provider.create(&req).await,
+                None => Err(crate::provider::ProviderError::Permanent("no sandbox provider is configured (set SANDBOX_HOST_URL and SANDBOX_HOST_SECRET)".into())),
             },
-            Err(e) => Err(e.message),
+            Err(e) => Err(crate::provider::ProviderError::Permanent(e.message)),
         };
         let fx = match result {
             Ok(info) => engine
@@ -183,9 +183,12 @@ impl SessionDO {
                     }
                     Ok(fx)
                 }),
+            Err(crate::provider::ProviderError::AtCapacity(why)) => {
+                engine.spawn_waiting(&ticket.sandbox_id, &why, now_ms())
+            }
             Err(e) => {
                 worker::console_warn!("spawn of {} failed: {e}", ticket.sandbox_id);
-                engine.spawn_failed(&ticket.sandbox_id, &e, now_ms())
+                engine.spawn_failed(&ticket.sandbox_id, &e.to_string(), now_ms())
             }
         };
         if let Ok(fx) = fx {
