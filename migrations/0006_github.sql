@@ -49,3 +49,10 @@ CREATE TABLE github_sync (
     repositories INTEGER NOT NULL,
     error TEXT
 );
+
+-- Rate limits: recent events per key (e.g. `sessions:<user id>`), a sliding window.
+CREATE TABLE rate_events (
+    key TEXT NOT NULL,
+    at INTEGER NOT NULL
+);
+CREATE INDEX rate_events_by_key ON rate_events (key, at);

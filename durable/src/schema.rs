@@ -154,6 +154,11 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE artifacts ADD COLUMN updated_at INTEGER;
     CREATE UNIQUE INDEX artifacts_by_key ON artifacts (artifact_key);
     "#,
+    // 11: the deployment's prompt rate, recorded when the session was made.
+    r#"
+    ALTER TABLE session ADD COLUMN prompts_per_minute INTEGER;
+    CREATE INDEX messages_by_author ON messages (author_id, created_at);
+    "#,
 ];
 
 pub fn current_version() -> i64 {

@@ -70,6 +70,14 @@ impl ErrorCode {
 pub struct ApiError {
     pub code: ErrorCode,
     pub message: String,
+    /// For `too_many_requests`: seconds until trying again can work (also sent as the
+    /// `Retry-After` header).
+    #[serde(
+        rename = "retryAfter",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -77,6 +85,14 @@ impl ApiError {
         ApiError {
             code,
             message: message.into(),
+            retry_after: None,
+        }
+    }
+    /// 429: slow down, and when to try again.
+    pub fn too_many(message: impl Into<String>, retry_after_secs: u64) -> Self {
+        ApiError {
+            retry_after: Some(retry_after_secs.max(1)),
+            ..Self::new(ErrorCode::TooManyRequests, message)
         }
     }
     pub fn bad_request(message: impl Into<String>) -> Self {

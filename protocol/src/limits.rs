@@ -28,3 +28,48 @@ pub const CLOSE_ALREADY_SUBSCRIBED: u16 = 4003;
 pub const CLOSE_SUBSCRIBE_TIMEOUT: u16 = 4008;
 /// Ports one session may expose.
 pub const MAX_TUNNEL_PORTS: usize = 10;
+
+/// Prompts one person may send to one session per minute, unless the deployment says
+/// otherwise (`RATE_LIMIT_PROMPTS_PER_MINUTE`).
+pub const DEFAULT_PROMPTS_PER_MINUTE: u32 = 20;
+/// Sessions one person may create per hour, unless the deployment says otherwise
+/// (`RATE_LIMIT_SESSIONS_PER_HOUR`).
+pub const DEFAULT_SESSIONS_PER_HOUR: u32 = 60;
+
+/// A sliding window: with `recent` the times (ms, oldest first) of what was allowed within
+/// the last `window_ms`, may one more happen `now`? `Err` carries the seconds until it
+/// may.
+pub fn sliding_window(recent: &[i64], limit: u32, window_ms: i64, now: i64) -> Result<(), u64> {
+    let in_window: Vec<i64> = recent
+        .iter()
+        .copied()
+        .filter(|t| *t > now - window_ms)
+        .collect();
+    if (in_window.len() as u64) < u64::from(limit) {
+        return Ok(());
+    }
+    // The oldest that must leave the window before one more fits.
+    let idx = in_window.len() - limit as usize;
+    let frees_at = in_window.get(idx).copied().unwrap_or(now) + window_ms;
+    Err(((frees_at - now).max(1) as u64).div_ceil(1000))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sliding_window_counts_only_what_is_inside() {
+        assert_eq!(sliding_window(&[], 2, 60_000, 1_000), Ok(()));
+        assert_eq!(sliding_window(&[10_000], 2, 60_000, 20_000), Ok(()));
+        // Full: the oldest leaves at 70 s, 50 s from now.
+        assert_eq!(
+            sliding_window(&[10_000, 15_000], 2, 60_000, 20_000),
+            Err(50)
+        );
+        // Older than the window: not counted.
+        assert_eq!(sliding_window(&[1_000, 15_000], 2, 10_000, 20_000), Ok(()));
+        // A limit of zero never allows.
+        assert!(sliding_window(&[], 0, 60_000, 0).is_err());
+    }
+}

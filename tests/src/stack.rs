@@ -30,6 +30,17 @@ impl StackOptions {
             ..Default::default()
         }
     }
+
+    /// Local mode without the per-person rate limits, for benchmarks that create sessions
+    /// and send prompts as fast as they can.
+    pub fn unthrottled() -> Self {
+        let mut o = Self::local();
+        o.vars = vec![
+            ("RATE_LIMIT_SESSIONS_PER_HOUR".into(), "1000000".into()),
+            ("RATE_LIMIT_PROMPTS_PER_MINUTE".into(), "1000000".into()),
+        ];
+        o
+    }
 }
 
 /// One running `wrangler dev` with its own state directory.

@@ -411,3 +411,72 @@ async fn past_the_sandbox_cap_a_session_waits_and_says_so_then_runs() {
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
 }
+
+#[tokio::test]
+async fn people_past_their_rate_get_429_with_retry_after() {
+    let mut options = StackOptions::local();
+    options.vars = vec![
+        ("RATE_LIMIT_SESSIONS_PER_HOUR".into(), "2".into()),
+        ("RATE_LIMIT_PROMPTS_PER_MINUTE".into(), "2".into()),
+    ];
+    let stack = Stack::start_with(options).await.unwrap();
+    let client = reqwest::Client::new();
+    let create = |who: &'static str| {
+        client
+            .post(stack.url("/sessions"))
+            .header("X-OpenInspect-Actor", who)
+            .json(&json!({}))
+            .send()
+    };
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let r = create("ann").await.unwrap();
+        assert_eq!(r.status(), 201);
+        ids.push(
+            r.json::<Value>().await.unwrap()["sessionId"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
+    }
+    let r = create("ann").await.unwrap();
+    assert_eq!(r.status(), 429);
+    let wait: u64 = r.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((3590..=3600).contains(&wait), "{wait}");
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "too_many_requests");
+    assert_eq!(body["error"]["retryAfter"], wait);
+    // Someone else is not held up by ann.
+    assert_eq!(create("bob").await.unwrap().status(), 201);
+
+    let prompt = |n: usize| {
+        client
+            .post(stack.url(&format!("/sessions/{}/prompt", ids[0])))
+            .header("X-OpenInspect-Actor", "ann")
+            .json(&json!({"content": format!("prompt {n}")}))
+            .send()
+    };
+    assert_eq!(prompt(1).await.unwrap().status(), 200);
+    assert_eq!(prompt(2).await.unwrap().status(), 200);
+    let r = prompt(3).await.unwrap();
+    assert_eq!(r.status(), 429);
+    assert!(r.headers().contains_key("retry-after"));
+    // The socket says the same, in an error message; nothing was queued.
+    let (mut ws, _) =
+        inspect_tests::client::WsClient::join(&stack.base_url, &stack.ws_url(""), &ids[0], "ann")
+            .await
+            .unwrap();
+    ws.send(json!({"type": "prompt", "content": "over the socket", "clientRequestId": "c3"}))
+        .await
+        .unwrap();
+    let err = ws.recv_type("error").await.unwrap();
+    assert_eq!(err["code"], "too_many_requests", "{err}");
+    let msgs = get(&stack.url(&format!("/sessions/{}/messages", ids[0])))
+        .await
+        .unwrap();
+    assert_eq!(msgs.body["messages"].as_array().unwrap().len(), 2);
+}

@@ -75,7 +75,11 @@ fn is_page_navigation(req: &Request) -> bool {
 }
 
 pub(crate) fn error_response(err: &ApiError) -> Result<Response> {
-    Ok(Response::from_json(&err.body())?.with_status(err.status()))
+    let resp = Response::from_json(&err.body())?.with_status(err.status());
+    if let Some(secs) = err.retry_after {
+        let _ = resp.headers().set("Retry-After", &secs.to_string());
+    }
+    Ok(resp)
 }
 
 fn json<T: serde::Serialize>(value: &T, status: u16) -> ApiResult<Response> {
@@ -120,6 +124,7 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
         Route::Me => signin::me(&caller),
         Route::SignOut => signin::sign_out(&req, env, &caller).await,
         Route::CreateSession => {
+            crate::ratelimit::sessions(env, &actor.user_id, now).await?;
             let create: CreateSessionRequest =
                 serde_json::from_slice(if body.is_empty() { b"{}" } else { &body })
                     .map_err(|e| ApiError::bad_request(format!("malformed JSON body: {e}")))?;

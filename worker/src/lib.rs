@@ -23,6 +23,8 @@ mod index;
 #[cfg(target_arch = "wasm32")]
 mod installation;
 #[cfg(target_arch = "wasm32")]
+mod ratelimit;
+#[cfg(target_arch = "wasm32")]
 mod repos;
 #[cfg(target_arch = "wasm32")]
 mod settings;

@@ -162,6 +162,16 @@ impl<S: Store> Session<'_, S> {
             .map_err(internal)
     }
 
+    /// The deployment's prompt rate per person (per minute), recorded at creation.
+    pub fn set_prompt_rate(&self, per_minute: Option<u32>) -> EngineResult<()> {
+        self.store
+            .execute(
+                "UPDATE session SET prompts_per_minute = ? WHERE id = 1",
+                &[per_minute.map(i64::from).into()],
+            )
+            .map_err(internal)
+    }
+
     /// Whether automatic spawn retries have given up: too many failures lately.
     pub fn given_up(&self, now: i64) -> EngineResult<bool> {
         let n = self

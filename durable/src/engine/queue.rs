@@ -121,6 +121,7 @@ impl<S: Store> Session<'_, S> {
                 return Ok((accepted, Effects::none()));
             }
         }
+        self.check_prompt_rate(&author.participant_id, now)?;
         if unfinished >= MAX_UNFINISHED_PROMPTS as i64 {
             return Err(ApiError::new(
                 ErrorCode::TooManyRequests,
@@ -214,6 +215,34 @@ impl<S: Store> Session<'_, S> {
             },
             fx,
         ))
+    }
+
+    /// One person's prompts to this session within the last minute, against the rate.
+    fn check_prompt_rate(&self, author_id: &str, now: i64) -> EngineResult<()> {
+        let limit = self
+            .store
+            .scalar("SELECT prompts_per_minute FROM session WHERE id = 1", &[])
+            .map_err(internal)?
+            .and_then(|v| v.as_i64())
+            .map_or(inspect_protocol::limits::DEFAULT_PROMPTS_PER_MINUTE, |l| {
+                l as u32
+            });
+        let recent: Vec<i64> = self
+            .store
+            .query(
+                "SELECT created_at FROM messages WHERE author_id = ? AND created_at > ? ORDER BY created_at",
+                &[author_id.into(), (now - 60_000).into()],
+            )
+            .map_err(internal)?
+            .into_iter()
+            .filter_map(|r| r.into_iter().next().and_then(|v| v.as_i64()))
+            .collect();
+        inspect_protocol::limits::sliding_window(&recent, limit, 60_000, now).map_err(|secs| {
+            ApiError::too_many(
+                format!("at most {limit} prompts a minute from one person; try again in {secs} s"),
+                secs,
+            )
+        })
     }
 
     /// Cancels a prompt that has not started.

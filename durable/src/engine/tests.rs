@@ -1028,3 +1028,31 @@ fn events_filtered_by_type_and_prompt_page_to_the_end() {
     assert!(timeline::EventFilter::parse(&["DROP TABLE".into()], None).is_err());
     assert!(timeline::EventFilter::parse(&[], Some(String::new())).is_err());
 }
+
+#[test]
+fn prompts_past_the_rate_wait_and_say_when() {
+    let st = store();
+    let s = created(&st);
+    s.set_prompt_rate(Some(3)).unwrap();
+    let ann = s.participant_by_user("u-ann").unwrap().unwrap();
+    for i in 0..3 {
+        s.enqueue(&ann, &prompt(&format!("p{i}"), None), 1_000 + i)
+            .unwrap();
+    }
+    let err = s
+        .enqueue(&ann, &prompt("too soon", None), 2_000)
+        .unwrap_err();
+    assert_eq!(err.code, inspect_protocol::ErrorCode::TooManyRequests);
+    assert_eq!(
+        err.retry_after,
+        Some(59),
+        "the first leaves the window at 61 s"
+    );
+    // Another person is not held up by ann.
+    let (tok, _) = s.mint_ws_token(&actor("bob"), 2_000).unwrap();
+    let _ = tok;
+    let bob = s.participant_by_user("u-bob").unwrap().unwrap();
+    s.enqueue(&bob, &prompt("bob's", None), 2_001).unwrap();
+    // A minute on, ann may again.
+    s.enqueue(&ann, &prompt("later", None), 61_001).unwrap();
+}

@@ -87,7 +87,11 @@ fn now_ms() -> i64 {
 }
 
 fn json_error(err: &ApiError) -> Result<Response> {
-    Ok(Response::from_json(&err.body())?.with_status(err.status()))
+    let resp = Response::from_json(&err.body())?.with_status(err.status());
+    if let Some(secs) = err.retry_after {
+        let _ = resp.headers().set("Retry-After", &secs.to_string());
+    }
+    Ok(resp)
 }
 
 fn json_ok<T: Serialize>(value: &T) -> Result<Response> {

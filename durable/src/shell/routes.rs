@@ -116,6 +116,12 @@ impl SessionDO {
                             .filter(|s| *s > 0)
                             .map(|s| s * 1000);
                         let _ = engine.set_idle_timeout(idle);
+                        let rate = self
+                            .env
+                            .var("RATE_LIMIT_PROMPTS_PER_MINUTE")
+                            .ok()
+                            .and_then(|v| v.to_string().parse::<u32>().ok());
+                        let _ = engine.set_prompt_rate(rate);
                         let resp = CreateSessionResponse {
                             session_id: state.id.clone(),
                             status: state.status,

@@ -175,8 +175,8 @@ async fn main() -> Result<()> {
     let runs = 5;
     let model = FakeModel::start(vec![]).await?;
     let host = SandboxHost::start(&model.base_url, "inspect/fake-model").await?;
-    let mut options = StackOptions::local();
-    options.vars = host.worker_vars();
+    let mut options = StackOptions::unthrottled();
+    options.vars.extend(host.worker_vars());
     let stack = Stack::start_with(options)
         .await
         .context("starting the stack")?;

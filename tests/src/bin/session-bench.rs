@@ -154,8 +154,8 @@ async fn frame_floor(stack: &Stack) -> Result<f64> {
 /// batches. Also (e): a queued prompt reaching a warm (ready, idle) sandbox.
 async fn sandbox_path(batch: usize) -> Result<(f64, usize, f64)> {
     let mut provider = CaptureProvider::start().await?;
-    let mut options = inspect_tests::StackOptions::local();
-    options.vars = provider.worker_vars();
+    let mut options = inspect_tests::StackOptions::unthrottled();
+    options.vars.extend(provider.worker_vars());
     let stack = Stack::start_with(options).await?;
     let http = reqwest::Client::new();
     // A real repository (registration checks it); no sandbox ever clones it here.
@@ -362,7 +362,9 @@ async fn creates(stack: &Stack, n: usize) -> Result<f64> {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<()> {
-    let stack = Stack::start().await.context("starting the local stack")?;
+    let stack = Stack::start_with(inspect_tests::StackOptions::unthrottled())
+        .await
+        .context("starting the local stack")?;
     println!("# session benchmarks (wrangler dev, release wasm, client on the same machine)");
     let floor = frame_floor(&stack).await?;
     println!("(0) frames through the object and back (no storage): {floor:.0}/s");
