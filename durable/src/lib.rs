@@ -12,6 +12,8 @@ pub mod store;
 #[cfg(target_arch = "wasm32")]
 pub mod local_provider;
 #[cfg(target_arch = "wasm32")]
+pub mod log;
+#[cfg(target_arch = "wasm32")]
 pub mod shell;
 #[cfg(target_arch = "wasm32")]
 pub use shell::SessionDO;

@@ -54,15 +54,35 @@ enum Command {
     },
 }
 
+/// Log lines: JSON, one event per line (the same shape as the Worker's), unless
+/// `INSPECT_LOG_FORMAT=text` or, with no setting, a person watches the terminal.
+fn init_logging() {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let json = match std::env::var("INSPECT_LOG_FORMAT").as_deref() {
+        Ok("json") => true,
+        Ok("text") => false,
+        _ => !std::io::stderr().is_terminal(),
+    };
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if json {
+        builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .with_span_list(true)
+            .init();
+    } else {
+        builder.init();
+    }
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    init_logging();
     let cli = Cli::parse();
     match cli.command {
         Command::Host {
@@ -77,7 +97,17 @@ async fn main() -> anyhow::Result<()> {
             })
             .await
         }
-        Command::Run => run::run().await,
+        Command::Run => {
+            // Every line a sandbox writes names its session and sandbox.
+            use tracing::Instrument;
+            let var = |n: &str| std::env::var(n).unwrap_or_default();
+            let span = tracing::info_span!(
+                "sandbox",
+                session = %var("INSPECT_SESSION_ID"),
+                sandbox = %var("INSPECT_SANDBOX_ID")
+            );
+            run::run().instrument(span).await
+        }
         Command::CredentialHelper { operation } => credential::run(&operation).await,
         Command::AgentTool { args } => agent_tool::run(args).await,
         Command::CheckRepository { path } => match host::check_path(&path).await {

@@ -18,6 +18,8 @@ pub struct StackOptions {
     pub local_mode: bool,
     /// Leave out the secrets key every stack otherwise gets.
     pub without_secrets_key: bool,
+    /// wrangler's `--log-level` (`warn` unless set; `log` shows the Worker's info lines).
+    pub log_level: Option<String>,
 }
 
 /// The secrets key test stacks use (base64 of 32 bytes).
@@ -123,7 +125,7 @@ impl Stack {
             // `GET /__scheduled` runs the cron handler.
             .arg("--test-scheduled")
             .arg("--log-level")
-            .arg("warn");
+            .arg(self.options.log_level.as_deref().unwrap_or("warn"));
         let mut vars = self.options.vars.clone();
         if self.options.local_mode {
             vars.push(("LOCAL_MODE".into(), "true".into()));

@@ -319,6 +319,7 @@ async fn past_the_sandbox_cap_a_session_waits_and_says_so_then_runs() {
     .unwrap();
     let mut options = StackOptions::local();
     options.vars = host.worker_vars();
+    options.log_level = Some("log".into());
     let stack = Stack::start_with(options).await.unwrap();
     let source = source_repo();
     let r = send(
@@ -392,6 +393,25 @@ async fn past_the_sandbox_cap_a_session_waits_and_says_so_then_runs() {
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
     assert!(!done(&ids[1]).await);
+    // The Worker's log says so too, as a JSON line naming the session.
+    let logged = || {
+        stack
+            .log()
+            .lines()
+            // wrangler colours warnings: the JSON sits between the first `{` and last `}`.
+            .filter_map(|l| Some(l[l.find('{')?..=l.rfind('}')?].to_owned()))
+            .filter_map(|l| serde_json::from_str::<Value>(&l).ok())
+            .any(|v| v["event"] == "spawn_waiting" && v["session"] == ids[1].as_str())
+    };
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !logged() {
+        assert!(
+            Instant::now() < deadline,
+            "no spawn_waiting line:\n{}",
+            stack.log()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     // Room is made (the first session is archived, which stops its sandbox): the waiting
     // one starts by itself and runs its prompt.
     send(

@@ -31,14 +31,17 @@ async fn scheduled(event: worker::ScheduledEvent, env: Env, _ctx: worker::Schedu
         return;
     }
     let now = event.schedule() as i64;
+    use inspect_durable::log::{emit, LogLine};
     match crate::installation::sync(&env, now).await {
-        Ok(n) => worker::console_log!(
-            "{}",
-            serde_json::json!({"component": "cron", "cron": event.cron(), "outcome": "synced", "repositories": n})
+        Ok(n) => emit(
+            LogLine::info("cron", "repositories_synced")
+                .with("cron", event.cron())
+                .with("repositories", n),
         ),
-        Err(e) => worker::console_error!(
-            "{}",
-            serde_json::json!({"component": "cron", "cron": event.cron(), "outcome": "failed", "detail": e.message})
+        Err(e) => emit(
+            LogLine::error("cron", "repositories_sync_failed")
+                .with("cron", event.cron())
+                .detail(e.message),
         ),
     }
 }

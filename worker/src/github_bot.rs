@@ -19,9 +19,16 @@ fn now_ms() -> i64 {
 
 /// One line per decision, JSON, never a token or a payload.
 fn log(delivery: &str, event: &str, outcome: &str, detail: &str) {
-    worker::console_log!(
-        "{}",
-        json!({"component": "github-bot", "delivery": delivery, "event": event, "outcome": outcome, "detail": detail})
+    use inspect_durable::log::{emit, LogLine};
+    let line = match outcome {
+        "failed" | "bookkeeping_failed" => LogLine::error("github_bot", outcome),
+        "refused" => LogLine::warn("github_bot", outcome),
+        _ => LogLine::info("github_bot", outcome),
+    };
+    emit(
+        line.with("delivery", delivery)
+            .with("githubEvent", event)
+            .detail(detail),
     );
 }
 
@@ -179,7 +186,9 @@ async fn act(env: &Env, origin: &str, t: &Trigger) -> Result<Acted, ApiError> {
     }
     // Best effort: a failed reaction does not stop the work.
     if let Err(e) = api::react(env, &token, &t.reaction_path(), "eyes").await {
-        worker::console_warn!("reaction failed: {}", e.message);
+        inspect_durable::log::emit(
+            inspect_durable::log::LogLine::warn("github_bot", "reaction_failed").detail(e.message),
+        );
     }
     let pull = match &t.pull_request {
         Some(p) => p.clone(),

@@ -85,7 +85,10 @@ const COLUMNS: &str =
 pub async fn list(env: &Env, refresh: bool, now: i64) -> Result<RepositoryList, ApiError> {
     if crate::db::setting(env, "GITHUB_APP_ID").is_some() {
         if let Err(e) = crate::installation::sync_if_stale(env, now, refresh).await {
-            worker::console_warn!("repository sync failed: {}", e.message);
+            inspect_durable::log::emit(
+                inspect_durable::log::LogLine::warn("repositories", "sync_failed")
+                    .detail(e.message),
+            );
         }
     }
     let db = env.d1("DB").map_err(unavailable)?;

@@ -262,9 +262,19 @@ pub async fn finish(req: &Request, env: &Env) -> Result<Response, ApiError> {
         verified_emails: verified.iter().map(|e| e.email.clone()).collect(),
         active_orgs,
     };
-    admission::admit(&policy, &identity).map_err(|why| ApiError::new(ErrorCode::Forbidden, why))?;
+    if let Err(why) = admission::admit(&policy, &identity) {
+        inspect_durable::log::emit(
+            inspect_durable::log::LogLine::warn("sign_in", "refused")
+                .with("login", user.login.as_str())
+                .detail(&why),
+        );
+        return Err(ApiError::new(ErrorCode::Forbidden, why));
+    }
 
     let user_id = format!("github:{}", user.id);
+    inspect_durable::log::emit(
+        inspect_durable::log::LogLine::info("sign_in", "signed_in").actor(&user_id),
+    );
     let now = now_ms();
     db::run(
         env,

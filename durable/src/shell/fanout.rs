@@ -68,6 +68,41 @@ impl SessionDO {
         f(registry)
     }
 
+    /// Prompts handed to the sandbox and prompts that ended are logged (rare events; the
+    /// per-frame path only scans its effects).
+    fn log_prompts(&self, fx: &Effects) {
+        for c in &fx.to_sandbox {
+            if let SandboxCommand::Prompt {
+                message_id, author, ..
+            } = c
+            {
+                self.log(
+                    LogLine::info("prompt", "dispatched")
+                        .message(message_id)
+                        .with("participant", author.participant_id.as_str()),
+                );
+            }
+        }
+        for o in &fx.outbound {
+            if let ServerMessage::SandboxEvent { event } = &o.message {
+                if event.kind == inspect_protocol::session::event_kind::EXECUTION_COMPLETE
+                    && matches!(o.target, Target::AllClients)
+                {
+                    let success = event.data.get("success").and_then(|v| v.as_bool());
+                    let line = if success == Some(true) {
+                        LogLine::info("prompt", "completed")
+                    } else {
+                        LogLine::warn("prompt", "failed")
+                    };
+                    self.log(
+                        line.message(event.message_id.as_deref().unwrap_or_default())
+                            .with("error", event.data.get("error").cloned()),
+                    );
+                }
+            }
+        }
+    }
+
     pub(super) fn refresh_subscribed(&self) {
         let ids: HashSet<String> = self
             .engine()
@@ -81,6 +116,7 @@ impl SessionDO {
     /// Carries out what the engine decided: sends, closes, index refresh.
     pub(super) fn apply(&self, mut fx: Effects) {
         let completions = std::mem::take(&mut fx.completions);
+        self.log_prompts(&fx);
         let membership_changed = !fx.closes.is_empty()
             || fx.outbound.iter().any(|o| {
                 matches!(

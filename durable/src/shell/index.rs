@@ -52,7 +52,11 @@ impl SessionDO {
                 let started = now_ms();
                 if let Ok(update) = Session::new(&store).index_update() {
                     if let Err(e) = write_index(&env, &update).await {
-                        worker::console_error!("index update for {} failed: {e}", update.id);
+                        crate::log::emit(
+                            crate::log::LogLine::error("session", "index_update_failed")
+                                .session(&update.id)
+                                .detail(e),
+                        );
                     }
                 }
                 if !sync.borrow().dirty {

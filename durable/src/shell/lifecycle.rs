@@ -51,7 +51,11 @@ impl SessionDO {
                     404 => inspect_protocol::ErrorCode::NotFound,
                     _ => inspect_protocol::ErrorCode::Gone,
                 };
-                worker::console_warn!("sandbox {sandbox_id} refused: {refusal:?}");
+                self.log(
+                    LogLine::warn("sandbox", "refused")
+                        .sandbox(&sandbox_id)
+                        .detail(format!("{refusal:?}")),
+                );
                 return Some(json_error(&ApiError::new(
                     code,
                     format!("sandbox refused: {refusal:?}"),
@@ -75,9 +79,18 @@ impl SessionDO {
             kind: KIND_SANDBOX.into(),
         })?;
         self.with_registry(|r| r.sockets.insert(id.clone(), pair.server));
+        self.log(
+            LogLine::info("sandbox", "connected").with(
+                "sandbox",
+                req.headers()
+                    .get(inspect_protocol::auth::SANDBOX_ID_HEADER)
+                    .ok()
+                    .flatten(),
+            ),
+        );
         match self.engine().sandbox_opened(&id, now_ms()) {
             Ok(fx) => self.apply(fx),
-            Err(e) => worker::console_error!("sandbox open: {e}"),
+            Err(e) => self.log(LogLine::error("sandbox", "open_failed").detail(e)),
         }
         Response::from_websocket(pair.client)
     }
@@ -100,13 +113,25 @@ impl SessionDO {
                 }
                 Err(_) => None,
             };
+            let started = now_ms();
             match provider.snapshot(&id).await {
                 Ok(info) => {
+                    self.log(
+                        LogLine::info("sandbox", "snapshot_saved")
+                            .sandbox(&id)
+                            .with("snapshot", info.snapshot_id.as_str())
+                            .with("bytes", info.bytes)
+                            .duration_ms(now_ms() - started),
+                    );
                     if let Ok(fx) = engine.snapshot_saved(&info, now_ms()) {
                         self.apply(fx);
                     }
                 }
-                Err(e) => worker::console_warn!("snapshot of {id} failed: {e}"),
+                Err(e) => self.log(
+                    LogLine::warn("sandbox", "snapshot_failed")
+                        .sandbox(&id)
+                        .detail(e),
+                ),
             }
             if let Some(previous) = previous {
                 if let Ok(fx) = engine.snapshot_ended(&id, &previous, now_ms()) {
@@ -115,8 +140,13 @@ impl SessionDO {
             }
         }
         if let (Some(id), Some(provider)) = (stop, self.provider()) {
-            if let Err(e) = provider.stop(&id).await {
-                worker::console_warn!("stopping sandbox {id}: {e}");
+            match provider.stop(&id).await {
+                Ok(()) => self.log(LogLine::info("sandbox", "stopped").sandbox(&id)),
+                Err(e) => self.log(
+                    LogLine::warn("sandbox", "stop_failed")
+                        .sandbox(&id)
+                        .detail(e),
+                ),
             }
         }
         self.spawn_if_wanted(wanted).await;
@@ -163,6 +193,12 @@ impl SessionDO {
             }),
             Err(e) => Err(e),
         };
+        self.log(
+            LogLine::info("sandbox", "spawn_requested")
+                .sandbox(&ticket.sandbox_id)
+                .with("restoreFrom", restore.clone()),
+        );
+        let asked = now_ms();
         let result = match request {
             Ok(req) => match self.provider() {
                 Some(provider) => provider.create(&req).await,
@@ -170,6 +206,25 @@ impl SessionDO {
             },
             Err(e) => Err(crate::provider::ProviderError::Permanent(e.message)),
         };
+        let took = now_ms() - asked;
+        match &result {
+            Ok(_) => self.log(
+                LogLine::info("sandbox", "spawn_accepted")
+                    .sandbox(&ticket.sandbox_id)
+                    .duration_ms(took),
+            ),
+            Err(crate::provider::ProviderError::AtCapacity(why)) => self.log(
+                LogLine::warn("sandbox", "spawn_waiting")
+                    .sandbox(&ticket.sandbox_id)
+                    .detail(why),
+            ),
+            Err(e) => self.log(
+                LogLine::error("sandbox", "spawn_failed")
+                    .sandbox(&ticket.sandbox_id)
+                    .duration_ms(took)
+                    .detail(e),
+            ),
+        }
         let fx = match result {
             Ok(info) => engine
                 .spawn_accepted(&ticket.sandbox_id, now_ms())
@@ -186,10 +241,7 @@ impl SessionDO {
             Err(crate::provider::ProviderError::AtCapacity(why)) => {
                 engine.spawn_waiting(&ticket.sandbox_id, &why, now_ms())
             }
-            Err(e) => {
-                worker::console_warn!("spawn of {} failed: {e}", ticket.sandbox_id);
-                engine.spawn_failed(&ticket.sandbox_id, &e.to_string(), now_ms())
-            }
+            Err(e) => engine.spawn_failed(&ticket.sandbox_id, &e.to_string(), now_ms()),
         };
         if let Ok(fx) = fx {
             self.apply(fx);

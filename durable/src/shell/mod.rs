@@ -10,6 +10,7 @@ use crate::engine::plan::SpawnPlan;
 use crate::engine::sockets::{KIND_CLIENT, KIND_SANDBOX};
 use crate::engine::{ids, timeline, Effects, Session, Target};
 use crate::local_provider::LocalProvider;
+use crate::log::LogLine;
 use crate::provider::SandboxProvider;
 use crate::schema;
 use crate::store::{Row, SqlValue, Store, StoreError, StoreResult};
@@ -103,6 +104,12 @@ impl SessionDO {
         Session::new(&self.store)
     }
 
+    /// Writes a log line about this session (its id added).
+    pub(super) fn log(&self, line: crate::log::LogLine) {
+        let sid = self.engine().session_id().unwrap_or_default();
+        crate::log::emit(line.session(&sid));
+    }
+
     fn probe(&self) -> StoreResult<DurableProbe> {
         self.store.atomically(|| {
             self.store.execute(
@@ -126,8 +133,9 @@ impl SessionDO {
             let engine = self.engine();
             match engine.socket_closed(&tag.id) {
                 Ok(fx) => self.apply(fx),
-                Err(e) => worker::console_error!("close: {e}"),
+                Err(e) => self.log(LogLine::error("sandbox", "close_failed").detail(e)),
             }
+            self.log(LogLine::info("sandbox", "disconnected").with("code", code as i64));
             let _ = engine.sandbox_disconnected(now_ms());
             self.schedule().await;
         } else if let Some(id) = Self::socket_id(&ws) {
@@ -137,7 +145,7 @@ impl SessionDO {
             });
             match self.engine().socket_closed(&id) {
                 Ok(fx) => self.apply(fx),
-                Err(e) => worker::console_error!("close: {e}"),
+                Err(e) => self.log(LogLine::error("client", "close_failed").detail(e)),
             }
             self.schedule().await;
         }
@@ -163,7 +171,7 @@ impl DurableObject for SessionDO {
             sql: state.storage().sql(),
         };
         if let Err(e) = schema::migrate(&store) {
-            worker::console_error!("schema migration failed: {e}");
+            crate::log::emit(LogLine::error("session", "schema_migration_failed").detail(e));
         }
         // Pings are answered by the runtime without waking the object.
         if let Ok(pair) = worker::worker_sys::WebSocketRequestResponsePair::new(
@@ -225,7 +233,7 @@ impl DurableObject for SessionDO {
                     }
                 }
             }
-            Err(e) => worker::console_error!("alarm: {e}"),
+            Err(e) => self.log(LogLine::error("session", "alarm_failed").detail(e)),
         }
         self.schedule().await;
         Response::ok("ok")

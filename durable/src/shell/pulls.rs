@@ -285,10 +285,11 @@ impl SessionDO {
                                 api::add_label(&self.env, &token, owner, name, p.number, label)
                                     .await
                             {
-                                worker::console_warn!(
-                                    "label on {owner}/{name}#{}: {}",
-                                    p.number,
-                                    e.message
+                                self.log(
+                                    LogLine::warn("pull_request", "label_failed")
+                                        .with("repo", format!("{owner}/{name}"))
+                                        .with("number", p.number)
+                                        .detail(e.message),
                                 );
                             }
                         }
@@ -323,6 +324,17 @@ impl SessionDO {
             format!("authored by the GitHub App: {user} has no GitHub token on file (signing in with GitHub lets PRs be yours)")
         });
         let result = self.result_of(repo, &pull, authored, updated, note);
+        self.log(
+            LogLine::info("pull_request", if updated { "reused" } else { "opened" })
+                .with("repo", format!("{owner}/{name}"))
+                .with("number", pull.number)
+                .with("head", head)
+                .with(
+                    "authoredAs",
+                    serde_json::to_value(authored).unwrap_or_default(),
+                )
+                .actor(user),
+        );
         let fx = self.engine().record_pull_request(&result, now)?;
         self.apply(fx);
         Ok(Some(result))
@@ -363,14 +375,23 @@ impl SessionDO {
                         worker::Delay::from(std::time::Duration::from_millis(1000 * attempt)).await;
                     }
                     match report(&env, &completion, &url).await {
-                        Ok(()) => return,
+                        Ok(()) => {
+                            crate::log::emit(
+                                LogLine::info("callback", "completion_delivered")
+                                    .session(&completion.session_id)
+                                    .message(&completion.message_id)
+                                    .with("attempts", attempt + 1),
+                            );
+                            return;
+                        }
                         Err(e) => last = e.message,
                     }
                 }
-                worker::console_error!(
-                    "completion of {} for {} was not delivered: {last}",
-                    completion.message_id,
-                    completion.session_id
+                crate::log::emit(
+                    LogLine::error("callback", "completion_not_delivered")
+                        .session(&completion.session_id)
+                        .message(&completion.message_id)
+                        .detail(last),
                 );
             });
         }

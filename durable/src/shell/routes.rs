@@ -158,7 +158,10 @@ impl SessionDO {
                 let _ = storage.delete_alarm().await;
                 storage.delete_all().await?;
                 if let Err(e) = schema::migrate(&self.store) {
-                    worker::console_error!("schema after delete: {e}");
+                    crate::log::emit(
+                        crate::log::LogLine::error("session", "schema_after_delete_failed")
+                            .detail(e),
+                    );
                 }
                 json_ok(&serde_json::json!({ "deleted": true }))
             }
