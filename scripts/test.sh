@@ -16,6 +16,9 @@ log "clippy (wasm32)"
 cargo clippy -p inspect-worker -p inspect-durable -p inspect-protocol -p inspect-scm \
   --target wasm32-unknown-unknown --quiet -- -D warnings
 
+log "web/src/wire.ts is generated from protocol/ and current"
+cargo test -p inspect-protocol --features ts --test typescript --quiet
+
 build_web
 log "web: typecheck and unit tests (vitest)"
 (cd "$ROOT/web" && node_modules/.bin/tsc -p . && node_modules/.bin/vitest run --reporter=dot)

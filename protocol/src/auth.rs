@@ -16,6 +16,7 @@ pub const SANDBOX_ID_HEADER: &str = "X-Sandbox-ID";
 
 /// `GET /auth/me`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct Me {
     pub user: Actor,
@@ -25,6 +26,7 @@ pub struct Me {
 
 /// `POST /tokens`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateApiToken {
     pub name: String,
@@ -32,6 +34,7 @@ pub struct CreateApiToken {
 
 /// The answer to `POST /tokens`: the only time the token itself is shown.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct CreatedApiToken {
     pub id: String,
@@ -41,6 +44,7 @@ pub struct CreatedApiToken {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct ApiTokenSummary {
     pub id: String,
@@ -50,6 +54,7 @@ pub struct ApiTokenSummary {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct ApiTokenList {
     pub tokens: Vec<ApiTokenSummary>,
@@ -57,6 +62,7 @@ pub struct ApiTokenList {
 
 /// `GET …/secrets`: names and dates, never values.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct SecretSummary {
     pub key: String,
@@ -65,12 +71,14 @@ pub struct SecretSummary {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct SecretList {
     pub secrets: Vec<SecretSummary>,
 }
 
 /// `PUT …/secrets`: names to values, set or replaced.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(deny_unknown_fields)]
 pub struct SetSecrets {
     pub secrets: BTreeMap<String, String>,
@@ -78,6 +86,7 @@ pub struct SetSecrets {
 
 /// `POST /environments`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateEnvironment {
     pub name: String,
@@ -85,6 +94,7 @@ pub struct CreateEnvironment {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct Environment {
     pub id: String,
@@ -95,12 +105,14 @@ pub struct Environment {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct EnvironmentList {
     pub environments: Vec<Environment>,
 }
 
 /// `POST /sessions/:id/scm-credentials` (sandbox token only).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct ScmCredentials {
     pub username: String,

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 /// Client → session.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(
     tag = "type",
     rename_all = "snake_case",
@@ -52,6 +53,7 @@ pub enum ClientMessage {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "snake_case")]
 pub enum PresenceStatus {
     Active,
@@ -69,6 +71,7 @@ impl PresenceStatus {
 
 /// Someone connected to the session right now.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct Presence {
     pub participant_id: String,
@@ -84,6 +87,7 @@ pub struct Presence {
 // Messages are built and serialized at once, never stored in bulk: size is no concern.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(
     tag = "type",
     rename_all = "snake_case",

@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 /// Machine-readable error codes. Each has one HTTP status, declared here and nowhere else.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ErrorCode {
@@ -67,6 +68,7 @@ impl ErrorCode {
 
 /// An error with its code and a message meant for a person.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct ApiError {
     pub code: ErrorCode,
     pub message: String,
@@ -131,6 +133,7 @@ impl std::error::Error for ApiError {}
 
 /// `{ "error": { "code", "message" } }`
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct ErrorBody {
     pub error: ApiError,
 }

@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct HealthReport {
     /// `"ok"` when every check passed, `"degraded"` otherwise.
@@ -22,6 +23,7 @@ pub struct HealthReport {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct CheckResult {
     pub ok: bool,
@@ -32,6 +34,7 @@ pub struct CheckResult {
 
 /// What the Durable Object answers to a health probe.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct DurableProbe {
     /// How many probes this object has stored in its SQLite, this one included.
@@ -40,6 +43,7 @@ pub struct DurableProbe {
 
 /// The local sandbox host's `GET /health`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct HostHealth {
     pub status: String,
@@ -51,6 +55,7 @@ pub struct HostHealth {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct DiskUse {
     /// Sandbox directories (workspaces, agent state, logs).
@@ -64,6 +69,7 @@ pub struct DiskUse {
 /// A part of the deployment that may or may not be set up: whether it is, and whether it
 /// answered when asked.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct PartCheck {
     pub configured: bool,

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 /// How a sandbox boots.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "snake_case")]
 pub enum BootMode {
     /// Clone everything, run setup.
@@ -22,6 +23,7 @@ pub enum BootMode {
 
 /// One repository to put in the workspace, in position order (the first is primary).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct WorkspaceRepository {
     pub owner: String,
@@ -34,6 +36,7 @@ pub struct WorkspaceRepository {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct SpawnRequest {
     pub session_id: String,
@@ -63,6 +66,7 @@ pub struct SpawnRequest {
 
 /// A saved sandbox filesystem, and the runtime that made it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct SnapshotInfo {
     pub snapshot_id: String,
@@ -78,6 +82,7 @@ pub struct SnapshotInfo {
 
 /// `DELETE /sessions/:id` on the local sandbox host: what was removed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct SessionRemoved {
     pub sandboxes: usize,
@@ -86,6 +91,7 @@ pub struct SessionRemoved {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct SandboxInfo {
     pub sandbox_id: String,
@@ -100,6 +106,7 @@ pub struct SandboxInfo {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct SandboxList {
     pub sandboxes: Vec<SandboxInfo>,
@@ -107,6 +114,7 @@ pub struct SandboxList {
 
 /// What a provider can do; decisions about resume, restore and respawn read these.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct Capabilities {
     pub snapshots: bool,
@@ -119,6 +127,7 @@ pub struct Capabilities {
 /// `POST /repositories/check` on the local sandbox host: is this path a git repository a
 /// sandbox can clone?
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct RepositoryCheck {
     pub path: String,
@@ -126,6 +135,7 @@ pub struct RepositoryCheck {
 
 /// What the host found: the checked-out branch (when on one) and its head commit.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct RepositoryChecked {
     pub path: String,

@@ -19,6 +19,7 @@ pub const FINAL_CONNECT_STATUSES: [u16; 4] = [401, 403, 404, 410];
 
 /// One frame from the sandbox: an event with its envelope.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct SandboxFrame {
     pub sandbox_id: String,
@@ -32,6 +33,7 @@ pub struct SandboxFrame {
 
 /// A boot step's state, as clients show progress.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "snake_case")]
 pub enum StepStatus {
     Started,
@@ -41,6 +43,7 @@ pub enum StepStatus {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(
     tag = "type",
     rename_all = "snake_case",
@@ -214,6 +217,7 @@ impl SandboxEvent {
 
 /// Several frames in one, so a busy agent costs one frame per flush rather than per event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct SandboxBatch {
     #[serde(rename = "type")]
@@ -222,6 +226,7 @@ pub struct SandboxBatch {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "snake_case")]
 pub enum BatchTag {
     Batch,
@@ -229,6 +234,7 @@ pub enum BatchTag {
 
 /// The git identity commits for a prompt carry as author.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct GitIdentity {
     pub name: String,
@@ -236,6 +242,7 @@ pub struct GitIdentity {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct PromptAuthor {
     pub participant_id: String,
@@ -245,6 +252,7 @@ pub struct PromptAuthor {
 
 /// Session → sandbox.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(
     tag = "type",
     rename_all = "snake_case",

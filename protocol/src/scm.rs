@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 /// when the agent asks for a pull request. Without `repoOwner`/`repoName` every changed
 /// repository of the session gets one.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct PullRequestRequest {
     pub title: String,
@@ -26,6 +27,7 @@ pub struct PullRequestRequest {
 
 /// Whose credentials made the pull request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "snake_case")]
 pub enum AuthoredAs {
     /// The prompting person's own GitHub token: the PR is theirs.
@@ -38,6 +40,7 @@ pub enum AuthoredAs {
 
 /// One repository's outcome.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct PullRequestResult {
     pub repo_owner: String,
@@ -60,6 +63,7 @@ pub struct PullRequestResult {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct PullRequestResponse {
     pub pull_requests: Vec<PullRequestResult>,
@@ -69,6 +73,7 @@ pub struct PullRequestResponse {
 /// `HEAD`, after committing what is uncommitted, force-pushed to `branch`. The answer
 /// (`push_complete` / `push_error`) carries the same `requestId`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct PushSpec {
     pub request_id: String,
@@ -82,6 +87,7 @@ pub struct PushSpec {
 
 /// `GET|PUT /repos/:owner/:name/settings`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RepoSettings {
     /// The model sessions on this repository use when none is named.
@@ -110,6 +116,7 @@ pub struct RepoSettings {
 /// Where a prompt's outcome is reported when it completes. Set only by the control plane
 /// itself (the GitHub bot) or a signed service, never taken from a person's request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(
     tag = "source",
     rename_all = "snake_case",
@@ -129,6 +136,7 @@ pub enum CallbackContext {
 
 /// A prompt with a callback ended: the shell reports it where the context says.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct Completion {
     pub session_id: String,

@@ -5,6 +5,7 @@ use serde_json::{Map, Value};
 
 /// `created → active → archived` (archived sessions can be restored).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "snake_case")]
 pub enum SessionStatus {
     Created,
@@ -32,6 +33,7 @@ impl SessionStatus {
 
 /// A repository the session works on. The first of a session's list is the primary.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct RepositoryRef {
     pub owner: String,
@@ -48,6 +50,7 @@ pub struct RepositoryRef {
 /// `POST /sessions`. Either `repositories` (0–10, first is primary) or the single-repository
 /// shorthand `repoOwner` + `repoName` (+ `branch`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct CreateSessionRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -74,6 +77,7 @@ pub struct CreateSessionRequest {
 
 /// What a session asks of its sandbox.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct SandboxSettings {
     /// Ports inside the sandbox to expose; their URLs reach the sandbox (`.tunnels.env`)
@@ -84,12 +88,14 @@ pub struct SandboxSettings {
 
 /// `GET /sessions/:id/tunnel-urls` and the `tunnel_urls` message: port → URL.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct TunnelUrls {
     pub tunnel_urls: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct CreateSessionResponse {
     pub session_id: String,
@@ -98,6 +104,7 @@ pub struct CreateSessionResponse {
 
 /// Who is acting: a signed-in user, the local user, or a service acting for a user.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct Actor {
     pub user_id: String,
@@ -110,6 +117,7 @@ pub struct Actor {
 
 /// The state of one session, as `GET /sessions/:id` and `subscribed` carry it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct SessionState {
     pub id: String,
@@ -134,6 +142,7 @@ pub struct SessionState {
 
 /// One row of `GET /sessions` (from the D1 index).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct SessionSummary {
     pub id: String,
@@ -155,6 +164,7 @@ pub struct SessionSummary {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct SessionList {
     pub sessions: Vec<SessionSummary>,
@@ -164,6 +174,7 @@ pub struct SessionList {
 
 /// What the Durable Object tells the Worker so the D1 index follows it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct IndexUpdate {
     pub id: String,
@@ -181,6 +192,7 @@ pub struct IndexUpdate {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "snake_case")]
 pub enum MessageStatus {
     Pending,
@@ -214,6 +226,7 @@ impl MessageStatus {
 
 /// An attachment to a prompt (images, files, URLs).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct Attachment {
     #[serde(rename = "type")]
@@ -229,6 +242,7 @@ pub struct Attachment {
 
 /// A prompt, from the REST route or the `prompt` socket message.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct PromptRequest {
     pub content: String,
@@ -248,6 +262,7 @@ pub struct PromptRequest {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct PromptAccepted {
     pub message_id: String,
@@ -258,6 +273,7 @@ pub struct PromptAccepted {
 
 /// One prompt, as `GET /sessions/:id/messages` and the queue carry it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct Message {
     pub id: String,
@@ -275,6 +291,7 @@ pub struct Message {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct MessageList {
     pub messages: Vec<Message>,
@@ -282,6 +299,7 @@ pub struct MessageList {
 
 /// A prompt waiting or running, as the queue shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct QueuedPrompt {
     pub message_id: String,
@@ -294,6 +312,7 @@ pub struct QueuedPrompt {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct Participant {
     pub participant_id: String,
@@ -306,12 +325,14 @@ pub struct Participant {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct ParticipantList {
     pub participants: Vec<Participant>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct Artifact {
     pub id: String,
@@ -323,18 +344,21 @@ pub struct Artifact {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct ArtifactList {
     pub artifacts: Vec<Artifact>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct TitleRequest {
     pub title: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct WsTokenResponse {
     pub token: String,
@@ -345,6 +369,7 @@ pub struct WsTokenResponse {
 /// One entry of the session's timeline. `seq` strictly increases within a session.
 /// The payload's fields sit beside `type`, as the original system's events do.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct TimelineEvent {
     pub id: String,
@@ -360,6 +385,7 @@ pub struct TimelineEvent {
 
 /// A page of the timeline, oldest first. `cursor` is opaque; pass it back for the next page.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct EventPage {
     pub events: Vec<TimelineEvent>,
@@ -380,6 +406,7 @@ pub mod event_kind {
 
 /// `POST /repos`: registers a repository on the host (local mode).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct RegisterRepository {
     /// Defaults to `local`.
@@ -393,6 +420,7 @@ pub struct RegisterRepository {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct Repository {
     pub owner: String,
@@ -413,6 +441,7 @@ pub struct Repository {
 
 /// `GET /repos/:owner/:name/branches`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct BranchList {
     pub branches: Vec<String>,
@@ -420,6 +449,7 @@ pub struct BranchList {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct RepositoryList {
     pub repositories: Vec<Repository>,

@@ -710,8 +710,14 @@ async fn the_installations_repositories_are_listed_synced_and_branched() {
     github_repo(&gh, "acme", "public-docs");
     github_repo(&gh, "acme", "old");
     gh.archive("acme", "old");
+    // Local repositories are checked by the real supervisor (through a provider that
+    // starts no sandbox).
+    let provider = inspect_tests::capture_provider::CaptureProvider::start()
+        .await
+        .unwrap();
     let mut options = inspect_tests::StackOptions::local();
     options.vars = gh.worker_vars();
+    options.vars.extend(provider.worker_vars());
     let stack = inspect_tests::Stack::start_with(options).await.unwrap();
     let source = inspect_tests::repo::source_repo();
     stack_register(&stack, source.path()).await;

@@ -189,7 +189,7 @@ export class LiveSession {
         s.sandbox = { status: "spawning" };
         break;
       case "sandbox_status":
-        s.sandbox = { status: m.status, error: m.error };
+        s.sandbox = { status: m.status, error: m.error ?? undefined };
         break;
       case "sandbox_ready":
         s.sandbox = { status: "ready" };

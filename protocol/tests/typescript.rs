@@ -1,0 +1,121 @@
+//! `web/src/wire.ts` is generated from the wire types here, never written by hand. This
+//! test regenerates it and fails when the committed file differs; to update it:
+//!
+//!     INSPECT_WRITE_WIRE_TS=1 cargo test -p inspect-protocol --features ts --test typescript
+
+#![cfg(feature = "ts")]
+#![allow(clippy::unwrap_used)] // a test fails loudly by design
+
+use ts_rs::{Config, TS};
+
+fn decl<T: TS>(cfg: &Config) -> String {
+    format!("export {}", T::decl(cfg))
+}
+
+#[test]
+fn wire_ts_is_generated_from_the_protocol() {
+    // Integers travel as JSON numbers (ids and times stay below 2^53).
+    let cfg = Config::default().with_large_int("number");
+    let mut out = String::from(
+        "// Generated from protocol/ by `cargo test -p inspect-protocol --features ts --test typescript`\n\
+         // (INSPECT_WRITE_WIRE_TS=1 writes it). Do not edit: change the Rust types instead.\n\n",
+    );
+    let decls = [
+        decl::<serde_json::Value>(&cfg),
+        decl::<inspect_protocol::auth::Me>(&cfg),
+        decl::<inspect_protocol::auth::CreateApiToken>(&cfg),
+        decl::<inspect_protocol::auth::CreatedApiToken>(&cfg),
+        decl::<inspect_protocol::auth::ApiTokenSummary>(&cfg),
+        decl::<inspect_protocol::auth::ApiTokenList>(&cfg),
+        decl::<inspect_protocol::auth::SecretSummary>(&cfg),
+        decl::<inspect_protocol::auth::SecretList>(&cfg),
+        decl::<inspect_protocol::auth::SetSecrets>(&cfg),
+        decl::<inspect_protocol::auth::CreateEnvironment>(&cfg),
+        decl::<inspect_protocol::auth::Environment>(&cfg),
+        decl::<inspect_protocol::auth::EnvironmentList>(&cfg),
+        decl::<inspect_protocol::auth::ScmCredentials>(&cfg),
+        decl::<inspect_protocol::client::ClientMessage>(&cfg),
+        decl::<inspect_protocol::client::ServerMessage>(&cfg),
+        decl::<inspect_protocol::client::PresenceStatus>(&cfg),
+        decl::<inspect_protocol::client::Presence>(&cfg),
+        decl::<inspect_protocol::error::ErrorCode>(&cfg),
+        decl::<inspect_protocol::error::ApiError>(&cfg),
+        decl::<inspect_protocol::error::ErrorBody>(&cfg),
+        decl::<inspect_protocol::health::HealthReport>(&cfg),
+        decl::<inspect_protocol::health::CheckResult>(&cfg),
+        decl::<inspect_protocol::health::DurableProbe>(&cfg),
+        decl::<inspect_protocol::health::HostHealth>(&cfg),
+        decl::<inspect_protocol::health::DiskUse>(&cfg),
+        decl::<inspect_protocol::health::PartCheck>(&cfg),
+        decl::<inspect_protocol::provider::BootMode>(&cfg),
+        decl::<inspect_protocol::provider::WorkspaceRepository>(&cfg),
+        decl::<inspect_protocol::provider::SpawnRequest>(&cfg),
+        decl::<inspect_protocol::provider::SnapshotInfo>(&cfg),
+        decl::<inspect_protocol::provider::SessionRemoved>(&cfg),
+        decl::<inspect_protocol::provider::SandboxInfo>(&cfg),
+        decl::<inspect_protocol::provider::SandboxList>(&cfg),
+        decl::<inspect_protocol::provider::Capabilities>(&cfg),
+        decl::<inspect_protocol::provider::RepositoryCheck>(&cfg),
+        decl::<inspect_protocol::provider::RepositoryChecked>(&cfg),
+        decl::<inspect_protocol::sandbox::SandboxFrame>(&cfg),
+        decl::<inspect_protocol::sandbox::SandboxEvent>(&cfg),
+        decl::<inspect_protocol::sandbox::SandboxCommand>(&cfg),
+        decl::<inspect_protocol::sandbox::StepStatus>(&cfg),
+        decl::<inspect_protocol::sandbox::SandboxBatch>(&cfg),
+        decl::<inspect_protocol::sandbox::BatchTag>(&cfg),
+        decl::<inspect_protocol::sandbox::GitIdentity>(&cfg),
+        decl::<inspect_protocol::sandbox::PromptAuthor>(&cfg),
+        decl::<inspect_protocol::scm::PullRequestRequest>(&cfg),
+        decl::<inspect_protocol::scm::AuthoredAs>(&cfg),
+        decl::<inspect_protocol::scm::CallbackContext>(&cfg),
+        decl::<inspect_protocol::scm::PullRequestResult>(&cfg),
+        decl::<inspect_protocol::scm::PullRequestResponse>(&cfg),
+        decl::<inspect_protocol::scm::PushSpec>(&cfg),
+        decl::<inspect_protocol::scm::RepoSettings>(&cfg),
+        decl::<inspect_protocol::scm::Completion>(&cfg),
+        decl::<inspect_protocol::session::SessionStatus>(&cfg),
+        decl::<inspect_protocol::session::RepositoryRef>(&cfg),
+        decl::<inspect_protocol::session::CreateSessionRequest>(&cfg),
+        decl::<inspect_protocol::session::SandboxSettings>(&cfg),
+        decl::<inspect_protocol::session::TunnelUrls>(&cfg),
+        decl::<inspect_protocol::session::CreateSessionResponse>(&cfg),
+        decl::<inspect_protocol::session::Actor>(&cfg),
+        decl::<inspect_protocol::session::SessionState>(&cfg),
+        decl::<inspect_protocol::session::SessionSummary>(&cfg),
+        decl::<inspect_protocol::session::SessionList>(&cfg),
+        decl::<inspect_protocol::session::IndexUpdate>(&cfg),
+        decl::<inspect_protocol::session::MessageStatus>(&cfg),
+        decl::<inspect_protocol::session::Attachment>(&cfg),
+        decl::<inspect_protocol::session::PromptRequest>(&cfg),
+        decl::<inspect_protocol::session::PromptAccepted>(&cfg),
+        decl::<inspect_protocol::session::Message>(&cfg),
+        decl::<inspect_protocol::session::MessageList>(&cfg),
+        decl::<inspect_protocol::session::QueuedPrompt>(&cfg),
+        decl::<inspect_protocol::session::Participant>(&cfg),
+        decl::<inspect_protocol::session::ParticipantList>(&cfg),
+        decl::<inspect_protocol::session::Artifact>(&cfg),
+        decl::<inspect_protocol::session::ArtifactList>(&cfg),
+        decl::<inspect_protocol::session::TitleRequest>(&cfg),
+        decl::<inspect_protocol::session::WsTokenResponse>(&cfg),
+        decl::<inspect_protocol::session::TimelineEvent>(&cfg),
+        decl::<inspect_protocol::session::EventPage>(&cfg),
+        decl::<inspect_protocol::session::RegisterRepository>(&cfg),
+        decl::<inspect_protocol::session::Repository>(&cfg),
+        decl::<inspect_protocol::session::BranchList>(&cfg),
+        decl::<inspect_protocol::session::RepositoryList>(&cfg),
+    ];
+    for d in decls {
+        out.push_str(&d);
+        out.push_str("\n\n");
+    }
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../web/src/wire.ts");
+    if std::env::var_os("INSPECT_WRITE_WIRE_TS").is_some() {
+        std::fs::write(&path, &out).unwrap();
+        return;
+    }
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        committed == out,
+        "web/src/wire.ts is out of date with protocol/: run\n  INSPECT_WRITE_WIRE_TS=1 cargo test -p inspect-protocol --features ts --test typescript"
+    );
+}

@@ -1,0 +1,420 @@
+// Generated from protocol/ by `cargo test -p inspect-protocol --features ts --test typescript`
+// (INSPECT_WRITE_WIRE_TS=1 writes it). Do not edit: change the Rust types instead.
+
+export type JsonValue = number | string | boolean | Array<JsonValue> | { [key in string]: JsonValue } | null;
+
+export type Me = { user: Actor, 
+/**
+ * `local`, `browser`, `api_token` or `service`.
+ */
+via: string, };
+
+export type CreateApiToken = { name: string, };
+
+export type CreatedApiToken = { id: string, name: string, token: string, createdAt: number, };
+
+export type ApiTokenSummary = { id: string, name: string, createdAt: number, lastUsedAt: number | null, };
+
+export type ApiTokenList = { tokens: Array<ApiTokenSummary>, };
+
+export type SecretSummary = { key: string, createdAt: number, updatedAt: number, };
+
+export type SecretList = { secrets: Array<SecretSummary>, };
+
+export type SetSecrets = { secrets: { [key in string]: string }, };
+
+export type CreateEnvironment = { name: string, repositories: Array<RepositoryRef>, };
+
+export type Environment = { id: string, name: string, repositories: Array<RepositoryRef>, createdBy: string, createdAt: number, };
+
+export type EnvironmentList = { environments: Array<Environment>, };
+
+export type ScmCredentials = { username: string, password: string, expiresAtEpochMs: number, };
+
+export type ClientMessage = { "type": "ping" } | { "type": "subscribe", token: string, clientId: string, } | { "type": "prompt", content: string, model?: string | null, reasoningEffort?: string | null, attachments?: Array<Attachment> | null, clientRequestId?: string | null, } | { "type": "cancel_prompt", messageId: string, clientRequestId?: string | null, } | { "type": "stop" } | { "type": "typing" } | { "type": "presence", status: PresenceStatus, cursor?: JsonValue | null, } | { "type": "fetch_history", cursor?: string | null, limit?: number | null, };
+
+export type ServerMessage = { "type": "pong", timestamp?: number | null, } | { "type": "subscribed", session: SessionState, artifacts: Array<Artifact>, timeline: EventPage, promptQueue: Array<QueuedPrompt>, participantId: string, participant: Participant, } | { "type": "prompt_queued", messageId: string, position: number, clientRequestId?: string | null, } | { "type": "prompt_cancelled", messageId: string, clientRequestId?: string | null, } | { "type": "prompt_queue_updated", promptQueue: Array<QueuedPrompt>, } | { "type": "sandbox_event", event: TimelineEvent, } | { "type": "presence_sync", participants: Array<Presence>, } | { "type": "presence_update", participants: Array<Presence>, } | { "type": "presence_leave", participantId: string, userId: string, } | { "type": "sandbox_warming" } | { "type": "sandbox_spawning", sandboxId: string, } | { "type": "sandbox_status", status: string, error?: string | null, } | { "type": "sandbox_ready", sandboxId: string, } | { "type": "sandbox_error", error: string, } | { "type": "artifact_created", artifact: Artifact, } | { "type": "artifact_updated", artifact: Artifact, } | { "type": "snapshot_saved", snapshotId: string, } | { "type": "sandbox_restored", sandboxId: string, snapshotId: string, } | { "type": "tunnel_urls", tunnelUrls: { [key in string]: string }, } | { "type": "processing_status", isProcessing: boolean, messageId?: string | null, } | { "type": "history_page", events: Array<TimelineEvent>, cursor: string | null, hasMore: boolean, } | { "type": "session_status", status: SessionStatus, } | { "type": "session_title", title: string | null, } | { "type": "error", code: string, message: string, clientRequestId?: string | null, };
+
+export type PresenceStatus = "active" | "idle";
+
+export type Presence = { participantId: string, userId: string, name: string, avatar?: string | null, status: PresenceStatus, lastSeen: number, };
+
+export type ErrorCode = "bad_request" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "gone" | "payload_too_large" | "too_many_requests" | "internal" | "unavailable";
+
+export type ApiError = { code: ErrorCode, message: string, 
+/**
+ * For `too_many_requests`: seconds until trying again can work (also sent as the
+ * `Retry-After` header).
+ */
+retryAfter?: number | null, };
+
+export type ErrorBody = { error: ApiError, };
+
+export type HealthReport = { 
+/**
+ * `"ok"` when every check passed, `"degraded"` otherwise.
+ */
+status: string, 
+/**
+ * The crate version of the Worker build.
+ */
+version: string, d1: CheckResult, durableObject: CheckResult, 
+/**
+ * Where sandboxes come from (the local host in the embedded default).
+ */
+sandboxProvider: PartCheck, 
+/**
+ * The GitHub App (repositories, credentials, pull requests, the bot).
+ */
+githubApp: PartCheck, 
+/**
+ * Parts that are only set up or not: sign-in, the bot's webhook, the secrets key.
+ */
+signIn: PartCheck, githubBot: PartCheck, secretsKey: PartCheck, };
+
+export type CheckResult = { ok: boolean, latencyMs: number, detail?: string | null, };
+
+export type DurableProbe = { 
+/**
+ * How many probes this object has stored in its SQLite, this one included.
+ */
+probes: number, };
+
+export type HostHealth = { status: string, version: string, sandboxes: number, 
+/**
+ * What the host keeps on disk.
+ */
+disk?: DiskUse | null, };
+
+export type DiskUse = { 
+/**
+ * Sandbox directories (workspaces, agent state, logs).
+ */
+sandboxBytes: number, snapshotBytes: number, snapshots: number, 
+/**
+ * Snapshots past this are pruned, oldest first (never a live session's newest).
+ */
+snapshotBudgetBytes: number, };
+
+export type PartCheck = { configured: boolean, ok?: boolean | null, latencyMs?: number | null, detail?: string | null, 
+/**
+ * The local sandbox host's disk use, for the sandbox provider.
+ */
+disk?: DiskUse | null, };
+
+export type BootMode = "fresh" | "snapshot_restore" | "prebuilt" | "build";
+
+export type WorkspaceRepository = { owner: string, name: string, 
+/**
+ * Where to clone from: a local path or a git URL, set by the control plane only.
+ */
+source: string, 
+/**
+ * The base branch (the source's default when absent).
+ */
+baseBranch?: string | null, };
+
+export type SpawnRequest = { sessionId: string, sandboxId: string, 
+/**
+ * The sandbox's bearer token for the session socket. Never logged.
+ */
+sandboxToken: string, 
+/**
+ * Where the supervisor connects (`<url>/sessions/<id>/ws?type=sandbox`).
+ */
+controlPlaneUrl: string, repositories: Array<WorkspaceRepository>, 
+/**
+ * The branch the agent works on, in every repository.
+ */
+workBranch: string, bootMode: BootMode, 
+/**
+ * Secrets and settings for the sandbox's environment. Never logged.
+ */
+env: { [key in string]: string }, 
+/**
+ * Ports to expose; their URLs reach the sandbox through `.tunnels.env`.
+ */
+tunnelPorts: Array<number>, 
+/**
+ * The model the agent uses unless a prompt says otherwise (`provider/model`).
+ */
+defaultModel?: string | null, 
+/**
+ * Start from this snapshot (with `bootMode: snapshot_restore`).
+ */
+restoreFrom?: string | null, };
+
+export type SnapshotInfo = { snapshotId: string, sandboxId: string, 
+/**
+ * Snapshots restore only into the runtime version that made them.
+ */
+runtimeVersion: string, bytes: number, durationMs: number, 
+/**
+ * The session whose sandbox it is (what deleting the session removes).
+ */
+sessionId?: string | null, };
+
+export type SessionRemoved = { sandboxes: number, snapshots: number, bytes: number, };
+
+export type SandboxInfo = { sandboxId: string, sessionId: string, 
+/**
+ * `running`, `exited`, `stopped`.
+ */
+status: string, 
+/**
+ * The runtime the sandbox runs (what its snapshots will be tagged with).
+ */
+runtimeVersion: string, tunnelUrls: { [key in string]: string }, };
+
+export type SandboxList = { sandboxes: Array<SandboxInfo>, };
+
+export type Capabilities = { snapshots: boolean, restore: boolean, persistentResume: boolean, explicitStop: boolean, timeouts: boolean, };
+
+export type RepositoryCheck = { path: string, };
+
+export type RepositoryChecked = { path: string, branch?: string | null, head: string, };
+
+export type SandboxFrame = { sandboxId: string, timestamp: number, 
+/**
+ * Present on events that must be acknowledged.
+ */
+ackId?: string | null, } & ({ "type": "ready", opencodeSessionId?: string | null, } | { "type": "heartbeat" } | { "type": "boot_step", step: string, status: StepStatus, durationMs?: number | null, detail?: string | null, output?: string | null, } | { "type": "token", messageId: string, partId?: string | null, content: string, } | { "type": "tool_call", messageId: string, tool: string, callId: string, status: string, args: JsonValue, output?: string | null, 
+/**
+ * How long the tool ran, once it ended.
+ */
+durationMs?: number | null, } | { "type": "tool_result", messageId: string, callId: string, output?: string | null, error?: string | null, } | { "type": "step_start", messageId: string, } | { "type": "step_finish", messageId: string, cost: number, tokens: JsonValue, } | { "type": "git_sync", status: string, repo?: string | null, sha?: string | null, } | { "type": "error", messageId?: string | null, error: string, } | { "type": "execution_complete", messageId: string, success: boolean, error?: string | null, } | { "type": "artifact", artifactType: string, url?: string | null, metadata: JsonValue, } | { "type": "push_complete", branch?: string | null, repo?: string | null, 
+/**
+ * The `push` command this answers, when one asked.
+ */
+requestId?: string | null, sha?: string | null, 
+/**
+ * Whether the pushed head differs from the base branch.
+ */
+changed?: boolean | null, } | { "type": "push_error", error: string, repo?: string | null, requestId?: string | null, } | { "type": "warning", scope: string, message: string, } | { "type": "session_title", title: string, } | { "type": "snapshot_ready", snapshotId?: string | null, });
+
+export type SandboxEvent = { "type": "ready", opencodeSessionId?: string | null, } | { "type": "heartbeat" } | { "type": "boot_step", step: string, status: StepStatus, durationMs?: number | null, detail?: string | null, output?: string | null, } | { "type": "token", messageId: string, partId?: string | null, content: string, } | { "type": "tool_call", messageId: string, tool: string, callId: string, status: string, args: JsonValue, output?: string | null, 
+/**
+ * How long the tool ran, once it ended.
+ */
+durationMs?: number | null, } | { "type": "tool_result", messageId: string, callId: string, output?: string | null, error?: string | null, } | { "type": "step_start", messageId: string, } | { "type": "step_finish", messageId: string, cost: number, tokens: JsonValue, } | { "type": "git_sync", status: string, repo?: string | null, sha?: string | null, } | { "type": "error", messageId?: string | null, error: string, } | { "type": "execution_complete", messageId: string, success: boolean, error?: string | null, } | { "type": "artifact", artifactType: string, url?: string | null, metadata: JsonValue, } | { "type": "push_complete", branch?: string | null, repo?: string | null, 
+/**
+ * The `push` command this answers, when one asked.
+ */
+requestId?: string | null, sha?: string | null, 
+/**
+ * Whether the pushed head differs from the base branch.
+ */
+changed?: boolean | null, } | { "type": "push_error", error: string, repo?: string | null, requestId?: string | null, } | { "type": "warning", scope: string, message: string, } | { "type": "session_title", title: string, } | { "type": "snapshot_ready", snapshotId?: string | null, };
+
+export type SandboxCommand = { "type": "prompt", messageId: string, content: string, model?: string | null, reasoningEffort?: string | null, author: PromptAuthor, } | { "type": "stop", messageId?: string | null, } | { "type": "snapshot" } | { "type": "shutdown" } | { "type": "push", pushSpec: PushSpec, } | { "type": "ack", ackId: string, } | { "type": "error", code: string, message: string, };
+
+export type StepStatus = "started" | "succeeded" | "failed" | "skipped";
+
+export type SandboxBatch = { type: BatchTag, events: Array<JsonValue>, };
+
+export type BatchTag = "batch";
+
+export type GitIdentity = { name: string, email: string, };
+
+export type PromptAuthor = { participantId: string, name: string, gitIdentity: GitIdentity, };
+
+export type PullRequestRequest = { title: string, body: string, baseBranch?: string | null, headBranch?: string | null, repoOwner?: string | null, repoName?: string | null, draft?: boolean | null, };
+
+export type AuthoredAs = "user" | "app" | "none";
+
+export type CallbackContext = { "source": "github", owner: string, repo: string, number: number, 
+/**
+ * The review comment answered, when the prompt came from one.
+ */
+reviewCommentId?: number | null, };
+
+export type PullRequestResult = { repoOwner: string, repoName: string, headBranch: string, baseBranch?: string | null, prNumber?: number | null, prUrl?: string | null, 
+/**
+ * `open`, `draft`, `closed`, `merged`, or `pushed` where there is no PR host.
+ */
+state: string, 
+/**
+ * An open PR for the head branch was reused (the push updated it).
+ */
+updated: boolean, authoredAs: AuthoredAs, 
+/**
+ * What a person should know, in words (no host, authored by the App, …).
+ */
+message?: string | null, };
+
+export type PullRequestResponse = { pullRequests: Array<PullRequestResult>, };
+
+export type PushSpec = { requestId: string, 
+/**
+ * The repository's name in the workspace.
+ */
+repo: string, branch: string, 
+/**
+ * Compare `HEAD` with this branch of the source to say whether anything changed.
+ */
+baseBranch?: string | null, };
+
+export type RepoSettings = { 
+/**
+ * The model sessions on this repository use when none is named.
+ */
+defaultModel?: string | null, 
+/**
+ * Pull requests are always opened as drafts.
+ */
+alwaysDraft: boolean, 
+/**
+ * A label put on every pull request the agent opens.
+ */
+prLabel?: string | null, 
+/**
+ * The GitHub bot answers in this repository.
+ */
+botEnabled: boolean, 
+/**
+ * Review every non-draft pull request when it is opened.
+ */
+autoReviewOnOpen: boolean, 
+/**
+ * GitHub logins who may trigger the bot; empty = anyone with write permission.
+ */
+allowedTriggerUsers?: Array<string>, 
+/**
+ * The environment bot-started sessions use.
+ */
+defaultEnvironmentId?: string | null, };
+
+export type Completion = { sessionId: string, messageId: string, success: boolean, error?: string | null, 
+/**
+ * The agent's last text of the turn, if any.
+ */
+summary?: string | null, 
+/**
+ * Pull requests the session has, as `(url, state)`.
+ */
+pullRequests: Array<[string, string]>, context: CallbackContext, };
+
+export type SessionStatus = "created" | "active" | "archived";
+
+export type RepositoryRef = { owner: string, name: string, 
+/**
+ * The base branch; the repository's default when absent.
+ */
+branch?: string | null, 
+/**
+ * Where sandboxes clone it from. Set by the control plane from its registry, never
+ * taken from a client.
+ */
+source?: string | null, };
+
+export type CreateSessionRequest = { repositories?: Array<RepositoryRef> | null, repoOwner?: string | null, repoName?: string | null, branch?: string | null, title?: string | null, model?: string | null, reasoningEffort?: string | null, sandbox?: SandboxSettings | null, 
+/**
+ * Target an environment (its repositories, and its secrets over theirs) instead of
+ * naming repositories.
+ */
+environmentId?: string | null, };
+
+export type SandboxSettings = { 
+/**
+ * Ports inside the sandbox to expose; their URLs reach the sandbox (`.tunnels.env`)
+ * and the clients (`tunnel_urls`).
+ */
+tunnelPorts: Array<number>, };
+
+export type TunnelUrls = { tunnelUrls: { [key in string]: string }, };
+
+export type CreateSessionResponse = { sessionId: string, status: SessionStatus, };
+
+export type Actor = { userId: string, name: string, email?: string | null, avatar?: string | null, };
+
+export type SessionState = { id: string, title: string | null, status: SessionStatus, repositories: Array<RepositoryRef>, 
+/**
+ * The primary repository's owner and name (empty for a session without repositories).
+ */
+repoOwner: string | null, repoName: string | null, branchName: string | null, model: string | null, reasoningEffort: string | null, createdBy: string, sandboxStatus: string, messageCount: number, isProcessing: boolean, createdAt: number, updatedAt: number, environmentId?: string | null, };
+
+export type SessionSummary = { id: string, title: string | null, status: SessionStatus, repoOwner: string | null, repoName: string | null, repositories: Array<RepositoryRef>, createdBy: string, createdByName: string, messageCount: number, createdAt: number, updatedAt: number, 
+/**
+ * The session's newest pull request, when it has one.
+ */
+prUrl?: string | null, prState?: string | null, };
+
+export type SessionList = { sessions: Array<SessionSummary>, cursor: string | null, hasMore: boolean, };
+
+export type IndexUpdate = { id: string, title: string | null, status: SessionStatus, messageCount: number, updatedAt: number, 
+/**
+ * Participants' user ids, for "sessions I took part in".
+ */
+participants: Array<string>, 
+/**
+ * The newest pull request's URL and state.
+ */
+prUrl?: string | null, prState?: string | null, };
+
+export type MessageStatus = "pending" | "processing" | "completed" | "failed" | "cancelled";
+
+export type Attachment = { type: string, name: string, url?: string | null, content?: string | null, mimeType?: string | null, };
+
+export type PromptRequest = { content: string, model?: string | null, reasoningEffort?: string | null, attachments?: Array<Attachment> | null, 
+/**
+ * Makes the prompt idempotent: the same id with the same content is the same prompt.
+ */
+clientRequestId?: string | null, 
+/**
+ * Where the outcome is reported (honoured only from the control plane itself and
+ * signed services).
+ */
+callbackContext?: CallbackContext | null, };
+
+export type PromptAccepted = { messageId: string, 
+/**
+ * 1-based place among unfinished prompts (1 = processing or next).
+ */
+position: number, status: MessageStatus, };
+
+export type Message = { id: string, authorId: string, authorName: string, content: string, model: string | null, reasoningEffort: string | null, status: MessageStatus, clientRequestId: string | null, error: string | null, createdAt: number, startedAt: number | null, completedAt: number | null, };
+
+export type MessageList = { messages: Array<Message>, };
+
+export type QueuedPrompt = { messageId: string, authorId: string, authorName: string, content: string, status: MessageStatus, position: number, createdAt: number, };
+
+export type Participant = { participantId: string, userId: string, name: string, avatar?: string | null, role: string, joinedAt: number, };
+
+export type ParticipantList = { participants: Array<Participant>, };
+
+export type Artifact = { id: string, type: string, url: string | null, metadata: JsonValue | null, createdAt: number, };
+
+export type ArtifactList = { artifacts: Array<Artifact>, };
+
+export type TitleRequest = { title: string, };
+
+export type WsTokenResponse = { token: string, participantId: string, expiresAt: number, };
+
+export type TimelineEvent = { id: string, seq: number, type: string, timestamp: number, messageId?: string | null, } & ({ [key in string]: number | string | boolean | Array<JsonValue> | { [key in string]: JsonValue } | null });
+
+export type EventPage = { events: Array<TimelineEvent>, cursor: string | null, hasMore: boolean, };
+
+export type RegisterRepository = { 
+/**
+ * Defaults to `local`.
+ */
+owner?: string | null, name: string, 
+/**
+ * An absolute path to a git repository on the host.
+ */
+path: string, defaultBranch?: string | null, };
+
+export type Repository = { owner: string, name: string, 
+/**
+ * `local` (a path on the host) or `github`.
+ */
+kind: string, source: string, defaultBranch: string | null, createdAt: number, private: boolean, description?: string | null, 
+/**
+ * When GitHub last saw a change (ISO 8601), for GitHub repositories.
+ */
+updatedAt?: string | null, };
+
+export type BranchList = { branches: Array<string>, defaultBranch: string | null, };
+
+export type RepositoryList = { repositories: Array<Repository>, };
+
