@@ -75,8 +75,22 @@ impl Stack {
             state,
             child: None,
         };
-        stack.spawn().await?;
-        Ok(stack)
+        // A port free a moment ago can be taken before wrangler binds it (every sandbox,
+        // agent and test on this machine binds ports too): try another one.
+        let mut tries = 0;
+        loop {
+            match stack.spawn().await {
+                Ok(()) => return Ok(stack),
+                Err(e) if tries < 3 && e.to_string().contains("Address already in use") => {
+                    tries += 1;
+                    let port = free_port()?;
+                    stack.port = port;
+                    stack.base_url = format!("http://127.0.0.1:{port}");
+                    let _ = std::fs::remove_file(stack.state.path().join("wrangler.log"));
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// The state directory (wrangler's persisted D1, Durable Objects and so on).

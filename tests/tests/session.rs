@@ -484,7 +484,10 @@ async fn multiplayer_presence_prompts_in_order_and_catch_up() {
 
 #[tokio::test]
 async fn history_pages_back_over_the_socket_without_gaps() {
-    let stack = Stack::start().await.unwrap();
+    // 300 prompts from one person in seconds: past any sane rate, so unthrottled.
+    let stack = Stack::start_with(StackOptions::unthrottled())
+        .await
+        .unwrap();
     let (base, wsb) = (stack.base_url.clone(), stack.ws_url(""));
     let id = create_session(&base, "ann", json!({})).await.unwrap();
     // 10 unfinished prompts at most, so cancel as we go to build a long timeline:
