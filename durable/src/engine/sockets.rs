@@ -268,7 +268,7 @@ impl<S: Store> Session<'_, S> {
                 let codec = timeline::CursorCodec { session_id: &sid };
                 let before = match cursor {
                     Some(c) => codec.decode(&c)?,
-                    None => i64::MAX,
+                    None => timeline::NEWEST,
                 };
                 let page =
                     timeline::older_than(self.store, &codec, before, timeline::clamp_limit(limit))

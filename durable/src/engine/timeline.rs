@@ -133,8 +133,12 @@ pub fn latest(
     codec: &CursorCodec<'_>,
     window: usize,
 ) -> StoreResult<EventPage> {
-    older_than(store, codec, i64::MAX, window)
+    older_than(store, codec, NEWEST, window)
 }
+
+/// Above every sequence number, and still a safe JavaScript integer (a larger one makes
+/// workers-rs warn on the console at every subscribe).
+pub const NEWEST: i64 = (1 << 53) - 1;
 
 /// Up to `limit` events older than `before` (heartbeats excluded), oldest first.
 pub fn older_than(
