@@ -234,6 +234,25 @@ pub struct StoredSecret {
     pub sealed: String,
 }
 
+/// Which scopes' secrets reach a session's sandbox, as the seeds define it: a session on an
+/// environment gets the global secrets and the environment's (its repositories' own
+/// secrets do not flow in); any other session gets the global secrets and each of its
+/// repositories' (in order: the primary first, winning collisions).
+pub fn flowing_scopes(
+    environment_id: Option<&str>,
+    repositories: &[(String, String)],
+) -> Vec<Scope> {
+    let mut scopes = vec![Scope::Global];
+    match environment_id {
+        Some(id) => scopes.push(Scope::Environment { id: id.to_owned() }),
+        None => scopes.extend(repositories.iter().map(|(owner, name)| Scope::Repository {
+            owner: owner.clone(),
+            name: name.clone(),
+        })),
+    }
+    scopes
+}
+
 /// The environment a sandbox gets: every scope's secrets, opened, the narrower scope
 /// winning (environment over repository over global; among repositories the primary).
 pub fn layer(
@@ -260,6 +279,33 @@ mod tests {
 
     fn key() -> SealingKey {
         SealingKey::from_config(Some(&STANDARD.encode([7u8; 32]))).unwrap()
+    }
+
+    #[test]
+    fn environment_sessions_get_global_and_environment_secrets_only() {
+        let repos = vec![
+            ("acme".to_owned(), "web".to_owned()),
+            ("acme".to_owned(), "api".to_owned()),
+        ];
+        assert_eq!(
+            flowing_scopes(Some("env_1"), &repos),
+            vec![Scope::Global, Scope::Environment { id: "env_1".into() }]
+        );
+        assert_eq!(
+            flowing_scopes(None, &repos),
+            vec![
+                Scope::Global,
+                Scope::Repository {
+                    owner: "acme".into(),
+                    name: "web".into()
+                },
+                Scope::Repository {
+                    owner: "acme".into(),
+                    name: "api".into()
+                },
+            ]
+        );
+        assert_eq!(flowing_scopes(None, &[]), vec![Scope::Global]);
     }
 
     #[test]

@@ -736,7 +736,7 @@ fn tool_outputs(seen: &[Value]) -> String {
 }
 
 #[tokio::test]
-async fn secrets_at_three_scopes_reach_the_sandbox_layered() {
+async fn secrets_reach_the_sandbox_as_the_seeds_say() {
     // The agent prints a digest of what it sees, never the values themselves.
     let command = "printf '%s|%s|%s|%s' \"$SHARED_A\" \"$SHARED_B\" \"$SHARED_C\" \"$ONLY_GLOBAL\" | sha256sum | cut -c1-64; echo token-vars=$(env | grep -c '^INSPECT_SANDBOX_TOKEN=')";
     let AgentStack {
@@ -750,6 +750,11 @@ async fn secrets_at_three_scopes_reach_the_sandbox_layered() {
                 json!({"command": command, "description": "inspect env"}),
             ),
             Reply::text("Seen."),
+            Reply::tool(
+                "bash",
+                json!({"command": command, "description": "inspect env again"}),
+            ),
+            Reply::text("Seen again."),
         ],
         vec![],
     )
@@ -757,12 +762,22 @@ async fn secrets_at_three_scopes_reach_the_sandbox_layered() {
     .unwrap();
     let repo = tempfile::tempdir().unwrap();
     init_repo(repo.path());
+    let other = tempfile::tempdir().unwrap();
+    init_repo(other.path());
     let mut t = Transcript::default();
     let r = t
         .send(
             Method::POST,
             &stack.url("/repos"),
             Some(json!({"name": "demo", "path": repo.path().to_string_lossy()})),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let r = t
+        .send(
+            Method::POST,
+            &stack.url("/repos"),
+            Some(json!({"name": "other", "path": other.path().to_string_lossy()})),
         )
         .await;
     assert_eq!(r.status, 201, "{}", r.body);
@@ -784,6 +799,10 @@ async fn secrets_at_three_scopes_reach_the_sandbox_layered() {
         put(
             stack.url("/repos/local/demo/secrets"),
             json!({"SHARED_B": PLAINTEXTS[1], "SHARED_C": PLAINTEXTS[1]}),
+        ),
+        put(
+            stack.url("/repos/local/other/secrets"),
+            json!({"SHARED_B": PLAINTEXTS[3], "ONLY_GLOBAL": PLAINTEXTS[3]}),
         ),
         put(
             stack.url(&format!("/environments/{env_id}/secrets")),
@@ -809,23 +828,54 @@ async fn secrets_at_three_scopes_reach_the_sandbox_layered() {
         .await
         .unwrap();
     let seen = until_complete(&mut ws, &host).await;
+    // An environment session: global and the environment's secrets; its repository's own
+    // secrets do not flow in. A, B: global; C: the environment's over global.
     let expected = hex::encode(Sha256::digest(
-        // A: global only; B: the repository over global; C: the environment over both.
         format!(
             "{}|{}|{}|{}",
-            PLAINTEXTS[0], PLAINTEXTS[1], PLAINTEXTS[2], PLAINTEXTS[0]
+            PLAINTEXTS[0], PLAINTEXTS[0], PLAINTEXTS[2], PLAINTEXTS[0]
         )
         .as_bytes(),
     ));
     let output = tool_outputs(&seen);
-    assert!(output.contains(&expected), "layering: {output}");
+    assert!(output.contains(&expected), "environment session: {output}");
+
+    // An ad-hoc session on two repositories: global and each repository's, the primary
+    // winning collisions; no environment's.
+    let r = t
+        .send(
+            Method::POST,
+            &stack.url("/sessions"),
+            Some(json!({"repositories": [{"owner": "local", "name": "demo"}, {"owner": "local", "name": "other"}]})),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let adhoc = r.body["sessionId"].as_str().unwrap().to_owned();
+    let (mut ws2, _) = WsClient::join(&stack.base_url, &stack.ws_url(""), &adhoc, "ann")
+        .await
+        .unwrap();
+    ws2.send(json!({"type": "prompt", "content": "show me the environment"}))
+        .await
+        .unwrap();
+    let seen2 = until_complete(&mut ws2, &host).await;
+    // A: global; B: the primary's (demo) over other's and global; C: demo's;
+    // ONLY_GLOBAL: other's over global.
+    let expected = hex::encode(Sha256::digest(
+        format!(
+            "{}|{}|{}|{}",
+            PLAINTEXTS[0], PLAINTEXTS[1], PLAINTEXTS[1], PLAINTEXTS[3]
+        )
+        .as_bytes(),
+    ));
+    let output2 = tool_outputs(&seen2);
+    assert!(output2.contains(&expected), "ad-hoc session: {output2}");
     assert!(
         output.contains("token-vars=0"),
         "the agent never sees the sandbox token: {output}"
     );
 
     // No secret value in any response, socket message or log line.
-    let messages: Vec<String> = seen.iter().map(|m| m.to_string()).collect();
+    let messages: Vec<String> = seen.iter().chain(&seen2).map(|m| m.to_string()).collect();
     let mut logs = vec![stack.log(), host.log(), host.sandbox_logs()];
     logs.extend(messages);
     let events = t

@@ -249,9 +249,10 @@ impl SessionDO {
         self.schedule().await;
     }
 
-    /// The secrets the sandbox's environment gets: global, then each repository's (the
-    /// primary's winning), then the environment's, read and opened at spawn time so a
-    /// change applies to the next sandbox.
+    /// The secrets the sandbox's environment gets, as [`inspect_secrets::flowing_scopes`]
+    /// says (an environment session: global + the environment's; otherwise global + each
+    /// repository's, the primary winning), read and opened at spawn time so a change
+    /// applies to the next sandbox.
     async fn sandbox_secrets(
         &self,
     ) -> std::result::Result<std::collections::BTreeMap<String, String>, ApiError> {
@@ -261,36 +262,34 @@ impl SessionDO {
         };
         let key = inspect_secrets::SealingKey::from_config(Some(&key))?;
         let state = self.engine().state()?;
-        let repo_ids: Vec<String> = state
+        let repositories: Vec<(String, String)> = state
             .repositories
             .iter()
-            .map(|r| {
-                inspect_secrets::Scope::Repository {
-                    owner: r.owner.clone(),
-                    name: r.name.clone(),
-                }
-                .key()
-                .1
-            })
+            .map(|r| (r.owner.clone(), r.name.clone()))
+            .collect();
+        let scopes =
+            inspect_secrets::flowing_scopes(state.environment_id.as_deref(), &repositories);
+        let repo_ids: Vec<String> = scopes
+            .iter()
+            .filter(|s| matches!(s, inspect_secrets::Scope::Repository { .. }))
+            .map(|s| s.key().1)
             .collect();
         let mut sql = String::from(
             "SELECT scope, scope_id, name, sealed FROM secrets WHERE scope = 'global'",
         );
         let mut args: Vec<wasm_bindgen::JsValue> = Vec::new();
-        if !repo_ids.is_empty() {
-            let marks: Vec<String> = (1..=repo_ids.len()).map(|i| format!("?{i}")).collect();
+        for scope in &scopes {
+            let (kind, id) = scope.key();
+            if kind == "global" {
+                continue;
+            }
             sql.push_str(&format!(
-                " OR (scope = 'repository' AND scope_id IN ({}))",
-                marks.join(", ")
+                " OR (scope = ?{} AND scope_id = ?{})",
+                args.len() + 1,
+                args.len() + 2
             ));
-            args.extend(repo_ids.iter().map(|r| r.as_str().into()));
-        }
-        if let Some(environment) = &state.environment_id {
-            sql.push_str(&format!(
-                " OR (scope = 'environment' AND scope_id = ?{})",
-                args.len() + 1
-            ));
-            args.push(environment.as_str().into());
+            args.push(kind.into());
+            args.push(id.as_str().into());
         }
         #[derive(Deserialize)]
         struct Row {
