@@ -56,3 +56,6 @@ CREATE TABLE rate_events (
     at INTEGER NOT NULL
 );
 CREATE INDEX rate_events_by_key ON rate_events (key, at);
+
+-- Environments say what they are for.
+ALTER TABLE environments ADD COLUMN description TEXT;

@@ -159,6 +159,10 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE session ADD COLUMN prompts_per_minute INTEGER;
     CREATE INDEX messages_by_author ON messages (author_id, created_at);
     "#,
+    // 12: the environment's name, copied when the session was made.
+    r#"
+    ALTER TABLE session ADD COLUMN environment_name TEXT;
+    "#,
 ];
 
 pub fn current_version() -> i64 {

@@ -91,6 +91,8 @@ pub struct SetSecrets {
 pub struct CreateEnvironment {
     pub name: String,
     pub repositories: Vec<RepositoryRef>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -102,6 +104,10 @@ pub struct Environment {
     pub repositories: Vec<RepositoryRef>,
     pub created_by: String,
     pub created_at: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub updated_at: i64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

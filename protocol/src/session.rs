@@ -73,6 +73,9 @@ pub struct CreateSessionRequest {
     /// naming repositories.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub environment_id: Option<String>,
+    /// Set by the control plane from the environment (a client's value is replaced).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment_name: Option<String>,
 }
 
 /// What a session asks of its sandbox.
@@ -138,6 +141,10 @@ pub struct SessionState {
     pub updated_at: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub environment_id: Option<String>,
+    /// The environment's name when the session was made (it keeps its own copy: editing
+    /// or deleting the environment later changes nothing here).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment_name: Option<String>,
 }
 
 /// One row of `GET /sessions` (from the D1 index).

@@ -242,3 +242,48 @@ async fn a_person_signs_in_with_github_and_out_again() {
         .unwrap();
     assert!(out.join("signin.png").exists());
 }
+
+#[tokio::test]
+async fn environments_are_made_used_edited_and_deleted_in_the_browser() {
+    let agent = AgentStack::start(
+        vec![
+            Reply::tool(
+                "bash",
+                json!({"command": "ls .. && echo \"G=$GLOBAL_ONE R=${REPO_ONLY:-none} E=$ENV_ONLY\"", "description": "look around"}),
+            ),
+            Reply::text("Two repositories."),
+        ],
+        vec![],
+    )
+    .await
+    .unwrap();
+    let (demo, other) = (source_repo(), source_repo());
+    agent.register_repo("demo", demo.path()).await.unwrap();
+    agent.register_repo("other", other.path()).await.unwrap();
+    for (url, secrets) in [
+        ("/secrets", json!({"GLOBAL_ONE": "global-secret-11"})),
+        // A repository's own secret does not reach an environment's session.
+        (
+            "/repos/local/demo/secrets",
+            json!({"REPO_ONLY": "repo-secret-22"}),
+        ),
+    ] {
+        let r = send(
+            Method::PUT,
+            &agent.stack.url(url),
+            Some(json!({ "secrets": secrets })),
+        )
+        .await
+        .unwrap();
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    let out = artifacts("environments");
+    // The browser drives while the agent works: the script runs off this runtime's thread
+    // so the scripted model (served on it) keeps answering.
+    let base = agent.stack.base_url.clone();
+    let run =
+        tokio::task::spawn_blocking(move || run_script("environments.mjs", &base, &out, &[])).await;
+    if let Err(e) = run {
+        panic!("{e:?}\n{}", agent.host.sandbox_logs());
+    }
+}

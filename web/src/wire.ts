@@ -23,9 +23,9 @@ export type SecretList = { secrets: Array<SecretSummary>, };
 
 export type SetSecrets = { secrets: { [key in string]: string }, };
 
-export type CreateEnvironment = { name: string, repositories: Array<RepositoryRef>, };
+export type CreateEnvironment = { name: string, repositories: Array<RepositoryRef>, description?: string | null, };
 
-export type Environment = { id: string, name: string, repositories: Array<RepositoryRef>, createdBy: string, createdAt: number, };
+export type Environment = { id: string, name: string, repositories: Array<RepositoryRef>, createdBy: string, createdAt: number, description?: string | null, updatedAt: number, };
 
 export type EnvironmentList = { environments: Array<Environment>, };
 
@@ -312,7 +312,11 @@ export type CreateSessionRequest = { repositories?: Array<RepositoryRef> | null,
  * Target an environment (its repositories, and its secrets over theirs) instead of
  * naming repositories.
  */
-environmentId?: string | null, };
+environmentId?: string | null, 
+/**
+ * Set by the control plane from the environment (a client's value is replaced).
+ */
+environmentName?: string | null, };
 
 export type SandboxSettings = { 
 /**
@@ -331,7 +335,12 @@ export type SessionState = { id: string, title: string | null, status: SessionSt
 /**
  * The primary repository's owner and name (empty for a session without repositories).
  */
-repoOwner: string | null, repoName: string | null, branchName: string | null, model: string | null, reasoningEffort: string | null, createdBy: string, sandboxStatus: string, messageCount: number, isProcessing: boolean, createdAt: number, updatedAt: number, environmentId?: string | null, };
+repoOwner: string | null, repoName: string | null, branchName: string | null, model: string | null, reasoningEffort: string | null, createdBy: string, sandboxStatus: string, messageCount: number, isProcessing: boolean, createdAt: number, updatedAt: number, environmentId?: string | null, 
+/**
+ * The environment's name when the session was made (it keeps its own copy: editing
+ * or deleting the environment later changes nothing here).
+ */
+environmentName?: string | null, };
 
 export type SessionSummary = { id: string, title: string | null, status: SessionStatus, repoOwner: string | null, repoName: string | null, repositories: Array<RepositoryRef>, createdBy: string, createdByName: string, messageCount: number, createdAt: number, updatedAt: number, 
 /**

@@ -180,6 +180,10 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
             201,
         ),
         Route::GetEnvironment { id } => json(&settings::get_environment(env, &id).await?, 200),
+        Route::UpdateEnvironment { id } => json(
+            &settings::update_environment(env, &id, &body, now).await?,
+            200,
+        ),
         Route::DeleteEnvironment { id } => {
             settings::delete_environment(env, &id).await?;
             json(&serde_json::json!({ "deleted": true, "id": id }), 200)
@@ -421,6 +425,7 @@ pub(crate) async fn create_session(
     actor: &Actor,
     mut create: CreateSessionRequest,
 ) -> ApiResult<inspect_protocol::session::CreateSessionResponse> {
+    create.environment_name = None;
     let mut repositories = match &create.environment_id {
         Some(environment) => {
             if create.repositories.is_some() || create.repo_owner.is_some() {
@@ -428,9 +433,10 @@ pub(crate) async fn create_session(
                     "name an environment or repositories, not both",
                 ));
             }
-            settings::get_environment(env, environment)
-                .await?
-                .repositories
+            // The session keeps its own copy of the environment as it is now.
+            let found = settings::get_environment(env, environment).await?;
+            create.environment_name = Some(found.name);
+            found.repositories
         }
         None => inspect_durable::engine::state::repositories_of(&create)?,
     };

@@ -34,6 +34,9 @@ pub enum Route {
     DeleteEnvironment {
         id: String,
     },
+    UpdateEnvironment {
+        id: String,
+    },
     Secrets {
         scope: SecretScope,
         op: SecretOp,
@@ -185,7 +188,10 @@ pub fn match_route(method: &str, path: &str) -> Option<Result<Route, ApiError>> 
             "DELETE" => Ok(Route::DeleteEnvironment {
                 id: (*id).to_owned(),
             }),
-            _ => Err(not_allowed(method, &["GET", "DELETE"])),
+            "PUT" => Ok(Route::UpdateEnvironment {
+                id: (*id).to_owned(),
+            }),
+            _ => Err(not_allowed(method, &["GET", "PUT", "DELETE"])),
         },
         ["secrets", rest @ ..] => return secrets(method, SecretScope::Global, rest),
         ["repos", owner, name, "secrets", rest @ ..] => {

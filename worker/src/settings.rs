@@ -145,6 +145,8 @@ struct EnvironmentRow {
     repositories: String,
     created_by: String,
     created_at: f64,
+    description: Option<String>,
+    updated_at: f64,
 }
 
 impl From<EnvironmentRow> for Environment {
@@ -155,14 +157,19 @@ impl From<EnvironmentRow> for Environment {
             repositories: serde_json::from_str(&r.repositories).unwrap_or_default(),
             created_by: r.created_by,
             created_at: r.created_at as i64,
+            description: r.description,
+            updated_at: r.updated_at as i64,
         }
     }
 }
 
+const ENVIRONMENT_COLUMNS: &str =
+    "id, name, repositories, created_by, created_at, description, updated_at";
+
 pub async fn list_environments(env: &Env) -> Result<EnvironmentList, ApiError> {
     let rows: Vec<EnvironmentRow> = db::all(
         env,
-        "SELECT id, name, repositories, created_by, created_at FROM environments ORDER BY name",
+        &format!("SELECT {ENVIRONMENT_COLUMNS} FROM environments ORDER BY name"),
         &[],
     )
     .await?;
@@ -174,7 +181,7 @@ pub async fn list_environments(env: &Env) -> Result<EnvironmentList, ApiError> {
 pub async fn get_environment(env: &Env, id: &str) -> Result<Environment, ApiError> {
     let row: Option<EnvironmentRow> = db::first(
         env,
-        "SELECT id, name, repositories, created_by, created_at FROM environments WHERE id = ?1",
+        &format!("SELECT {ENVIRONMENT_COLUMNS} FROM environments WHERE id = ?1"),
         &[id.into()],
     )
     .await?;
@@ -182,18 +189,30 @@ pub async fn get_environment(env: &Env, id: &str) -> Result<Environment, ApiErro
         .ok_or_else(|| ApiError::not_found(format!("no environment {id}")))
 }
 
-pub async fn create_environment(
+/// An environment's name, description and repositories, checked; the repositories must
+/// be ones sessions can use (their clone sources are looked up again at each session).
+async fn checked_environment(
     env: &Env,
-    actor: &Actor,
     body: &[u8],
-    now: i64,
-) -> Result<Environment, ApiError> {
+) -> Result<(String, Option<String>, String), ApiError> {
     let req: CreateEnvironment = serde_json::from_slice(body)
         .map_err(|e| ApiError::bad_request(format!("malformed JSON body: {e}")))?;
-    let name = req.name.trim();
+    let name = req.name.trim().to_owned();
     if name.is_empty() || name.chars().count() > 100 || name.chars().any(char::is_control) {
         return Err(ApiError::bad_request(
             "an environment's name is 1-100 characters",
+        ));
+    }
+    let description = req
+        .description
+        .map(|d| d.trim().to_owned())
+        .filter(|d| !d.is_empty());
+    if description
+        .as_ref()
+        .is_some_and(|d| d.chars().count() > 1000)
+    {
+        return Err(ApiError::bad_request(
+            "an environment's description is at most 1000 characters",
         ));
     }
     let mut repositories: Vec<RepositoryRef> = req.repositories;
@@ -205,27 +224,77 @@ pub async fn create_environment(
             inspect_protocol::limits::MAX_SESSION_REPOSITORIES
         )));
     }
+    let mut seen = std::collections::HashSet::new();
+    for r in &repositories {
+        if !seen.insert(format!("{}/{}", r.owner, r.name).to_ascii_lowercase()) {
+            return Err(ApiError::bad_request(format!(
+                "{}/{} is in the environment twice",
+                r.owner, r.name
+            )));
+        }
+        if let Some(b) = &r.branch {
+            if b.is_empty() || b.len() > 250 || b.starts_with('-') || b.contains("..") {
+                return Err(ApiError::bad_request(format!("invalid branch {b:?}")));
+            }
+        }
+    }
     crate::repos::resolve(env, &mut repositories).await?;
     // Sources are looked up again when a session starts; keep only the names.
     for r in repositories.iter_mut() {
         r.source = None;
     }
-    let id = format!("env_{}", hex::encode(db::random::<8>()?));
     let json =
         serde_json::to_string(&repositories).map_err(|e| ApiError::internal(e.to_string()))?;
+    Ok((name, description, json))
+}
+
+pub async fn create_environment(
+    env: &Env,
+    actor: &Actor,
+    body: &[u8],
+    now: i64,
+) -> Result<Environment, ApiError> {
+    let (name, description, json) = checked_environment(env, body).await?;
+    let id = format!("env_{}", hex::encode(db::random::<8>()?));
     db::run(
         env,
-        "INSERT INTO environments (id, name, repositories, created_by, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
+        "INSERT INTO environments (id, name, repositories, created_by, created_at, updated_at, description) VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6)",
         &[
             id.as_str().into(),
-            name.into(),
+            name.as_str().into(),
             json.into(),
             actor.user_id.as_str().into(),
             num(now),
+            db::opt(description.as_deref()),
         ],
     )
     .await?;
     get_environment(env, &id).await
+}
+
+/// `PUT /environments/:id`: a new name, description and repositories. Sessions made from
+/// it before keep what they had.
+pub async fn update_environment(
+    env: &Env,
+    id: &str,
+    body: &[u8],
+    now: i64,
+) -> Result<Environment, ApiError> {
+    get_environment(env, id).await?;
+    let (name, description, json) = checked_environment(env, body).await?;
+    db::run(
+        env,
+        "UPDATE environments SET name = ?2, description = ?3, repositories = ?4, updated_at = ?5 WHERE id = ?1",
+        &[
+            id.into(),
+            name.as_str().into(),
+            db::opt(description.as_deref()),
+            json.into(),
+            num(now),
+        ],
+    )
+    .await?;
+    get_environment(env, id).await
 }
 
 pub async fn delete_environment(env: &Env, id: &str) -> Result<(), ApiError> {

@@ -165,8 +165,8 @@ impl<S: Store> Session<'_, S> {
         self.store
             .atomically(|| {
                 self.store.execute(
-                    "INSERT INTO session (id, session_id, title, status, repositories, branch_name, model, reasoning_effort, created_by, created_at, updated_at, sandbox_settings, environment_id)
-                     VALUES (1, ?, ?, 'created', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO session (id, session_id, title, status, repositories, branch_name, model, reasoning_effort, created_by, created_at, updated_at, sandbox_settings, environment_id, environment_name)
+                     VALUES (1, ?, ?, 'created', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     &[
                         session_id.into(),
                         title.clone().into(),
@@ -179,6 +179,7 @@ impl<S: Store> Session<'_, S> {
                         now.into(),
                         settings_json.clone().into(),
                         req.environment_id.clone().into(),
+                        req.environment_name.clone().into(),
                     ],
                 )?;
                 self.upsert_participant(actor, "owner", now)?;
@@ -211,7 +212,7 @@ impl<S: Store> Session<'_, S> {
         let row = self
             .store
             .query(
-                "SELECT session_id, title, status, repositories, branch_name, model, reasoning_effort, created_by, sandbox_status, created_at, updated_at, environment_id,
+                "SELECT session_id, title, status, repositories, branch_name, model, reasoning_effort, created_by, sandbox_status, created_at, updated_at, environment_id, environment_name,
                     (SELECT COUNT(*) FROM messages),
                     (SELECT COUNT(*) FROM messages WHERE status = 'processing')
                  FROM session WHERE id = 1",
@@ -236,6 +237,7 @@ impl<S: Store> Session<'_, S> {
             let created_at = c.i64()?;
             let updated_at = c.i64()?;
             let environment_id = c.opt_string()?;
+            let environment_name = c.opt_string()?;
             let message_count = c.i64()?;
             let is_processing = c.i64()? > 0;
             let primary = repositories.first().cloned();
@@ -256,6 +258,7 @@ impl<S: Store> Session<'_, S> {
                 created_at,
                 updated_at,
                 environment_id,
+                environment_name,
             })
         };
         read().map_err(internal)

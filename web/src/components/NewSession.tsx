@@ -2,11 +2,11 @@ import { useEffect, useRef, useState } from "preact/hooks";
 import { useLocation } from "preact-iso";
 import { del, errorText, get, post } from "../api";
 import { socketUrl } from "../live";
-import type { BranchList, Me, Repository, RepositoryRef } from "../types";
+import type { BranchList, Environment, Me, Repository, RepositoryRef } from "../types";
 import { ErrorNote } from "./bits";
 import { ModelPicker } from "./ModelPicker";
 
-type Mode = "one" | "several" | "none";
+type Mode = "environment" | "one" | "several" | "none";
 const MAX_REPOS = 10;
 
 /** Throttles `typing` so a sandbox warms while the first prompt is written. */
@@ -15,6 +15,9 @@ const TYPING_EVERY_MS = 3000;
 export function NewSession({ me }: { me: Me }) {
   const { route } = useLocation();
   const [repos, setRepos] = useState<Repository[]>([]);
+  const [environments, setEnvironments] = useState<Environment[]>([]);
+  const [environmentId, setEnvironmentId] = useState("");
+  const [saved, setSaved] = useState("");
   const [search, setSearch] = useState("");
   const [branches, setBranches] = useState<string[]>([]);
   const [mode, setMode] = useState<Mode>("one");
@@ -38,7 +41,30 @@ export function NewSession({ me }: { me: Me }) {
         if (r.repositories[0]) setOne(`${r.repositories[0].owner}/${r.repositories[0].name}`);
       })
       .catch((e) => setError(errorText(e)));
+    get<{ environments: Environment[] }>("/environments")
+      .then((r) => {
+        setEnvironments(r.environments);
+        // Environments come first: with any, the picker starts on them.
+        if (r.environments[0]) {
+          setEnvironmentId(r.environments[0].id);
+          setMode("environment");
+        }
+      })
+      .catch(() => undefined);
   }, []);
+
+  /** Saves the ad-hoc selection of several repositories as an environment. */
+  const saveAsEnvironment = async () => {
+    const name = window.prompt("Name the environment", several.map((s) => s.split("/")[1]).join(" + "));
+    if (!name?.trim()) return;
+    try {
+      const made = await post<Environment>("/environments", { name: name.trim(), repositories: target() });
+      setEnvironments([...environments, made].sort((a, b) => a.name.localeCompare(b.name)));
+      setSaved(`Saved as the environment “${made.name}”.`);
+    } catch (err) {
+      setError(errorText(err));
+    }
+  };
 
   const target = (): RepositoryRef[] => {
     const ref = (s: string, b?: string): RepositoryRef => {
@@ -49,7 +75,7 @@ export function NewSession({ me }: { me: Me }) {
     if (mode === "several") return several.map((s) => ref(s));
     return [];
   };
-  const targetKey = () => JSON.stringify([mode, target(), model]);
+  const targetKey = () => JSON.stringify([mode, target(), environmentId, model]);
 
   const ensureSession = async (): Promise<string> => {
     const key = targetKey();
@@ -62,8 +88,10 @@ export function NewSession({ me }: { me: Me }) {
     }
     if (draft.current) return draft.current.id;
     if (!creating.current) {
+      const body =
+        mode === "environment" ? { environmentId } : { repositories: target() };
       creating.current = post<{ sessionId: string }>("/sessions", {
-        repositories: target(),
+        ...body,
         ...(model ? { model } : {}),
       }).then((r) => {
         draft.current = { id: r.sessionId, target: key };
@@ -134,6 +162,12 @@ export function NewSession({ me }: { me: Me }) {
       <form onSubmit={start}>
         <fieldset>
           <legend>Target</legend>
+          {environments.length > 0 && (
+            <label class="check">
+              <input type="radio" name="mode" checked={mode === "environment"} onChange={() => setMode("environment")} /> An
+              environment
+            </label>
+          )}
           <label class="check">
             <input type="radio" name="mode" checked={mode === "one"} onChange={() => setMode("one")} /> One repository
           </label>
@@ -144,6 +178,27 @@ export function NewSession({ me }: { me: Me }) {
           <label class="check">
             <input type="radio" name="mode" checked={mode === "none"} onChange={() => setMode("none")} /> No repository
           </label>
+          {mode === "environment" && (
+            <div>
+              <label>
+                Environment
+                <select value={environmentId} onChange={(e) => setEnvironmentId(e.currentTarget.value)} aria-label="Environment">
+                  {environments.map((env) => (
+                    <option value={env.id}>{env.name}</option>
+                  ))}
+                </select>
+              </label>
+              {(() => {
+                const env = environments.find((x) => x.id === environmentId);
+                return env ? (
+                  <p class="muted small">
+                    {env.description ? `${env.description} · ` : ""}
+                    {env.repositories.map((r) => `${r.owner}/${r.name}${r.branch ? `@${r.branch}` : ""}`).join(", ")}
+                  </p>
+                ) : null;
+              })()}
+            </div>
+          )}
           {mode === "one" && (
             <div class="grid2">
               {names.length > 8 && (
@@ -238,9 +293,17 @@ export function NewSession({ me }: { me: Me }) {
                     <option value={n}>{label(n)}</option>
                   ))}
               </select>
+              {several.length > 1 && (
+                <p>
+                  <button type="button" class="small" onClick={() => void saveAsEnvironment()}>
+                    Save as an environment
+                  </button>{" "}
+                  {saved && <span class="muted small">{saved}</span>}
+                </p>
+              )}
             </div>
           )}
-          {repos.length === 0 && mode !== "none" && (
+          {repos.length === 0 && mode !== "none" && mode !== "environment" && (
             <p class="muted small">
               No repositories yet: {me.via === "local" ? <a href="/settings">register a local one</a> : "ask an admin to add one"}.
             </p>

@@ -1,5 +1,5 @@
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
-import { errorText, post } from "../api";
+import { errorText, get, post } from "../api";
 import { LiveSession, initialLiveState, type LiveState } from "../live";
 import { bootSteps, ordered } from "../timeline";
 import type { Me, QueuedPrompt } from "../types";
@@ -194,6 +194,23 @@ function PromptBox({ state, live }: { state: LiveState; live: LiveSession | null
   );
 }
 
+/** The session's environment as it was when the session started, and whether it still
+ * exists. */
+function EnvironmentLabel({ id, name }: { id: string; name?: string | null }) {
+  const [gone, setGone] = useState(false);
+  useEffect(() => {
+    get(`/environments/${id}`)
+      .then(() => setGone(false))
+      .catch(() => setGone(true));
+  }, [id]);
+  return (
+    <span data-testid="environment">
+      {" · "}environment {name ?? id}
+      {gone && <span class="badge"> Environment deleted</span>}
+    </span>
+  );
+}
+
 export function SessionPage({ id, me }: { id: string; me: Me }) {
   const [state, live] = useLive(id);
   const [error, setError] = useState("");
@@ -213,6 +230,7 @@ export function SessionPage({ id, me }: { id: string; me: Me }) {
           <h1>{s?.title || (s?.repositories[0] ? repoLabel(s.repositories[0]) : "Session")}</h1>
           <p class="muted small">
             {s?.repositories.map(repoLabel).join(", ") || "no repository"}
+            {s?.environmentId && <EnvironmentLabel id={s.environmentId} name={s.environmentName} />}
             {s?.branchName && ` · branch ${s.branchName}`}
             {s && ` · ${s.status}`}
           </p>

@@ -1,15 +1,19 @@
 import { useEffect, useState } from "preact/hooks";
 import { del, errorText, get, post, put } from "../api";
-import type { ApiTokenSummary, Me, RepoSettings, Repository, SecretSummary } from "../types";
+import type { ApiTokenSummary, Environment, Me, RepoSettings, Repository, RepositoryRef, SecretSummary } from "../types";
 import { ErrorNote, ago } from "./bits";
 
-function Secrets({ repos }: { repos: Repository[] }) {
+function Secrets({ repos, environments }: { repos: Repository[]; environments: Environment[] }) {
   const [scope, setScope] = useState("");
   const [secrets, setSecrets] = useState<SecretSummary[]>([]);
   const [name, setName] = useState("");
   const [value, setValue] = useState("");
   const [error, setError] = useState("");
-  const base = scope ? `/repos/${scope}/secrets` : "/secrets";
+  const base = scope.startsWith("env:")
+    ? `/environments/${scope.slice(4)}/secrets`
+    : scope
+      ? `/repos/${scope}/secrets`
+      : "/secrets";
   const load = () =>
     get<{ secrets: SecretSummary[] }>(base)
       .then((r) => {
@@ -50,6 +54,9 @@ function Secrets({ repos }: { repos: Repository[] }) {
         Scope{" "}
         <select value={scope} onChange={(e) => setScope(e.currentTarget.value)} aria-label="Secret scope">
           <option value="">Global</option>
+          {environments.map((env) => (
+            <option value={`env:${env.id}`}>{`Environment: ${env.name}`}</option>
+          ))}
           {repos.map((r) => (
             <option value={`${r.owner}/${r.name}`}>{`${r.owner}/${r.name}`}</option>
           ))}
@@ -213,6 +220,141 @@ function Tokens() {
   );
 }
 
+/** Settings › Environments: named, ordered sets of repositories (the first is primary). */
+function Environments({
+  repos,
+  environments,
+  reload,
+}: {
+  repos: Repository[];
+  environments: Environment[];
+  reload: () => void;
+}) {
+  const [editing, setEditing] = useState<string | null>(null);
+  const [name, setName] = useState("");
+  const [description, setDescription] = useState("");
+  const [members, setMembers] = useState<RepositoryRef[]>([]);
+  const [error, setError] = useState("");
+  const names = repos.map((r) => `${r.owner}/${r.name}`);
+  const open = (env?: Environment) => {
+    setEditing(env ? env.id : "new");
+    setName(env?.name ?? "");
+    setDescription(env?.description ?? "");
+    setMembers(env ? env.repositories.map((r) => ({ owner: r.owner, name: r.name, branch: r.branch })) : []);
+    setError("");
+  };
+  const save = async (e: Event) => {
+    e.preventDefault();
+    const body = {
+      name: name.trim(),
+      description: description.trim() || undefined,
+      repositories: members.map((m) => (m.branch?.trim() ? { ...m, branch: m.branch.trim() } : { owner: m.owner, name: m.name })),
+    };
+    try {
+      if (editing === "new") await post("/environments", body);
+      else await put(`/environments/${editing}`, body);
+      setEditing(null);
+      reload();
+    } catch (err) {
+      setError(errorText(err));
+    }
+  };
+  const remove = async (env: Environment) => {
+    try {
+      await del(`/environments/${env.id}`);
+      reload();
+    } catch (err) {
+      setError(errorText(err));
+    }
+  };
+  return (
+    <section class="panel" aria-labelledby="environments-h">
+      <h2 id="environments-h">Environments</h2>
+      <p class="muted small">
+        A named set of up to 10 repositories, the first primary, with secrets of its own. Sessions keep the environment as it
+        was when they started.
+      </p>
+      <ul class="plain" data-testid="environments">
+        {environments.map((env) => (
+          <li key={env.id}>
+            <strong>{env.name}</strong>{" "}
+            <span class="muted small">
+              {env.repositories.map((r) => `${r.owner}/${r.name}${r.branch ? `@${r.branch}` : ""}`).join(", ")}
+            </span>{" "}
+            <button type="button" class="small" onClick={() => open(env)} aria-label={`Edit ${env.name}`}>
+              Edit
+            </button>
+            <button type="button" class="small" onClick={() => void remove(env)} aria-label={`Delete ${env.name}`}>
+              Delete
+            </button>
+          </li>
+        ))}
+      </ul>
+      {editing === null ? (
+        <button type="button" onClick={() => open()} disabled={repos.length === 0}>
+          New environment
+        </button>
+      ) : (
+        <form onSubmit={save} aria-label="Environment">
+          <label>
+            Name
+            <input value={name} onInput={(e) => setName(e.currentTarget.value)} aria-label="Environment name" />
+          </label>
+          <label class="wide">
+            Description
+            <input value={description} onInput={(e) => setDescription(e.currentTarget.value)} aria-label="Environment description" />
+          </label>
+          <ol class="repo-order">
+            {members.map((m, i) => (
+              <li key={`${m.owner}/${m.name}`}>
+                <span>
+                  {m.owner}/{m.name}
+                  {i === 0 && <span class="badge">primary</span>}
+                </span>
+                <input
+                  value={m.branch ?? ""}
+                  placeholder="default branch"
+                  aria-label={`Branch of ${m.owner}/${m.name}`}
+                  onInput={(e) => {
+                    const v = e.currentTarget.value;
+                    setMembers(members.map((x, j) => (j === i ? { ...x, branch: v } : x)));
+                  }}
+                />
+                <button type="button" class="small" onClick={() => setMembers(members.filter((_, j) => j !== i))} aria-label={`Remove ${m.owner}/${m.name}`}>
+                  ✕
+                </button>
+              </li>
+            ))}
+          </ol>
+          <select
+            aria-label="Add a repository to the environment"
+            value=""
+            disabled={members.length >= 10}
+            onChange={(e) => {
+              const v = e.currentTarget.value;
+              if (!v) return;
+              const [owner, repo] = v.split("/");
+              setMembers([...members, { owner, name: repo }]);
+            }}
+          >
+            <option value="">{members.length >= 10 ? "At most 10" : "Add a repository…"}</option>
+            {names
+              .filter((n) => !members.some((m) => `${m.owner}/${m.name}` === n))
+              .map((n) => (
+                <option value={n}>{n}</option>
+              ))}
+          </select>{" "}
+          <button type="submit">Save environment</button>{" "}
+          <button type="button" class="small" onClick={() => setEditing(null)}>
+            Cancel
+          </button>
+        </form>
+      )}
+      <ErrorNote text={error} />
+    </section>
+  );
+}
+
 const NO_SETTINGS: RepoSettings = { alwaysDraft: false, botEnabled: false, autoReviewOnOpen: false };
 
 /** Per-repository settings: the bot, pull requests, the default model. */
@@ -314,17 +456,25 @@ function RepositorySettings({ repos }: { repos: Repository[] }) {
 
 export function Settings({ me }: { me: Me }) {
   const [repos, setRepos] = useState<Repository[]>([]);
-  const reload = () =>
-    get<{ repositories: Repository[] }>("/repos")
+  const [environments, setEnvironments] = useState<Environment[]>([]);
+  const reloadEnvironments = () =>
+    get<{ environments: Environment[] }>("/environments")
+      .then((r) => setEnvironments(r.environments))
+      .catch(() => undefined);
+  const reload = () => {
+    void reloadEnvironments();
+    return get<{ repositories: Repository[] }>("/repos")
       .then((r) => setRepos(r.repositories))
       .catch(() => undefined);
+  };
   useEffect(() => {
     void reload();
   }, []);
   return (
     <section class="narrow">
       <h1>Settings</h1>
-      <Secrets repos={repos} />
+      <Environments repos={repos} environments={environments} reload={() => void reloadEnvironments()} />
+      <Secrets repos={repos} environments={environments} />
       <RepositorySettings repos={repos} />
       {me.via === "local" && <LocalRepos repos={repos.filter((r) => r.kind === "local")} reload={reload} />}
       <Tokens />
