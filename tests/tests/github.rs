@@ -161,10 +161,22 @@ async fn the_bot_answers_a_mention_with_a_pull_request_and_a_comment() {
     // expiring one (30 s), so it must be refreshed by the time the PR is made.
     gh.expire_user_tokens_after(30);
     sign_in(&base, &gh, "alice").await;
+    // acme/web works with acme/api: its default environment holds both, so the bot's
+    // session gets both (acme/web on the PR's branch).
+    github_repo(&gh, "acme", "api");
+    gh.set_permission("acme", "api", "alice", "write");
+    let e = send(
+        Method::POST,
+        &stack.url("/environments"),
+        Some(json!({"name": "web-stack", "repositories": [{"owner": "acme", "name": "web"}, {"owner": "acme", "name": "api"}]})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(e.status, 201, "{}", e.body);
     let r = send(
         Method::PUT,
         &stack.url("/repos/acme/web/settings"),
-        Some(json!({"botEnabled": true, "prLabel": "open-inspect"})),
+        Some(json!({"botEnabled": true, "prLabel": "open-inspect", "defaultEnvironmentId": e.body["id"]})),
     )
     .await
     .unwrap();
@@ -282,6 +294,15 @@ async fn the_bot_answers_a_mention_with_a_pull_request_and_a_comment() {
     let id = session["id"].as_str().unwrap().to_owned();
     assert_eq!(session["createdBy"], "github:1001");
     assert_eq!(session["repositories"][0]["branch"], "feat/login");
+    assert_eq!(session["repositories"][1]["name"], "api", "{session}");
+    let state = send(
+        Method::GET,
+        &stack.url(&format!("/sessions/{}", session["id"].as_str().unwrap())),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(state.body["environmentName"], "web-stack", "{}", state.body);
 
     // The agent's PR, authored with alice's own token, onto the PR's branch.
     let head = format!("open-inspect/{id}");
@@ -377,7 +398,11 @@ async fn the_bot_answers_a_mention_with_a_pull_request_and_a_comment() {
     );
     // Still one session, one agent PR; every reply consumed.
     assert_eq!(sessions(&base).await.len(), 1);
-    assert_eq!(gh.pulls().len(), 2);
+    assert_eq!(
+        gh.pulls().len(),
+        2,
+        "one PR, on the changed repository only"
+    );
     assert_eq!(model.remaining(), 0);
     // No token in anything the Worker wrote.
     let log = stack.log();

@@ -423,7 +423,20 @@ pub(crate) async fn create_session(
     env: &Env,
     origin: &str,
     actor: &Actor,
+    create: CreateSessionRequest,
+) -> ApiResult<inspect_protocol::session::CreateSessionResponse> {
+    create_session_with(env, origin, actor, create, &[]).await
+}
+
+/// [`create_session`], with branches that replace an environment's for some of its
+/// repositories (the GitHub bot works on a pull request's branch inside the repository's
+/// default environment).
+pub(crate) async fn create_session_with(
+    env: &Env,
+    origin: &str,
+    actor: &Actor,
     mut create: CreateSessionRequest,
+    branch_overrides: &[inspect_protocol::session::RepositoryRef],
 ) -> ApiResult<inspect_protocol::session::CreateSessionResponse> {
     create.environment_name = None;
     let mut repositories = match &create.environment_id {
@@ -436,7 +449,15 @@ pub(crate) async fn create_session(
             // The session keeps its own copy of the environment as it is now.
             let found = settings::get_environment(env, environment).await?;
             create.environment_name = Some(found.name);
-            found.repositories
+            let mut repositories = found.repositories;
+            for r in repositories.iter_mut() {
+                if let Some(o) = branch_overrides.iter().find(|o| {
+                    o.owner.eq_ignore_ascii_case(&r.owner) && o.name.eq_ignore_ascii_case(&r.name)
+                }) {
+                    r.branch = o.branch.clone();
+                }
+            }
+            repositories
         }
         None => inspect_durable::engine::state::repositories_of(&create)?,
     };

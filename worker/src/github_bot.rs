@@ -4,7 +4,7 @@
 //! decided by [`inspect_scm::webhook`]; this only moves bytes.
 
 use crate::db::{self, num, setting};
-use crate::entry::{create_session, internal};
+use crate::entry::internal;
 use inspect_protocol::scm::CallbackContext;
 use inspect_protocol::session::{Actor, CreateSessionRequest, PromptRequest, RepositoryRef};
 use inspect_protocol::{ApiError, ErrorCode};
@@ -205,18 +205,27 @@ async fn act(env: &Env, origin: &str, t: &Trigger) -> Result<Acted, ApiError> {
         email: None,
         avatar: None,
     };
+    let on_branch = RepositoryRef {
+        owner: t.owner.clone(),
+        name: t.repo.clone(),
+        branch: Some(pull.head.branch.clone()),
+        source: None,
+    };
+    // The repository's default environment, when it holds the repository and the sender
+    // may write to every repository in it; else the repository alone.
+    let environment = match &settings.default_environment_id {
+        Some(id) => usable_environment(env, &token, id, t, &settings).await?,
+        None => None,
+    };
     let create = CreateSessionRequest {
-        repositories: Some(vec![RepositoryRef {
-            owner: t.owner.clone(),
-            name: t.repo.clone(),
-            branch: Some(pull.head.branch.clone()),
-            source: None,
-        }]),
+        repositories: environment.is_none().then(|| vec![on_branch.clone()]),
+        environment_id: environment,
         title: Some(t.title()),
         model: settings.default_model.clone(),
         ..Default::default()
     };
-    let created = create_session(env, origin, &actor, create).await?;
+    let created =
+        crate::entry::create_session_with(env, origin, &actor, create, &[on_branch]).await?;
     let mut content = webhook::prompt(t, &pull);
     content.push_str(&format!(
         "\n\nTo update this pull request, run `open-inspect pr --head {} --base {} --title \"…\"` after committing.",
@@ -253,4 +262,40 @@ async fn act(env: &Env, origin: &str, t: &Trigger) -> Result<Acted, ApiError> {
         )));
     }
     Ok(Acted::Session(created.session_id))
+}
+
+/// The environment a bot session uses: the repository's default, if it still exists, holds
+/// the repository, and the sender may trigger the bot on every repository in it.
+async fn usable_environment(
+    env: &Env,
+    token: &str,
+    id: &str,
+    t: &Trigger,
+    settings: &inspect_protocol::scm::RepoSettings,
+) -> Result<Option<String>, ApiError> {
+    let Ok(found) = crate::settings::get_environment(env, id).await else {
+        return Ok(None);
+    };
+    let holds = found
+        .repositories
+        .iter()
+        .any(|r| r.owner.eq_ignore_ascii_case(&t.owner) && r.name.eq_ignore_ascii_case(&t.repo));
+    if !holds {
+        return Ok(None);
+    }
+    for r in &found.repositories {
+        let permission = if settings.allowed_trigger_users.is_empty() {
+            api::permission(env, token, &r.owner, &r.name, &t.sender_login).await?
+        } else {
+            None
+        };
+        if !webhook::may_trigger(
+            &settings.allowed_trigger_users,
+            &t.sender_login,
+            permission.as_deref(),
+        ) {
+            return Ok(None);
+        }
+    }
+    Ok(Some(found.id))
 }

@@ -130,6 +130,10 @@ impl SessionDO {
         let tag = ws.deserialize_attachment::<SocketTag>().ok().flatten();
         if let Some(tag) = tag.filter(|t| t.kind == KIND_SANDBOX) {
             self.with_registry(|r| r.sockets.remove(&tag.id));
+            // A push asked of this sandbox will not be answered now: say so at once.
+            for (_, waiter) in self.pushes.borrow_mut().drain() {
+                let _ = waiter.send(Err("the sandbox disconnected during the push".into()));
+            }
             let engine = self.engine();
             match engine.socket_closed(&tag.id) {
                 Ok(fx) => self.apply(fx),
