@@ -163,6 +163,16 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE session ADD COLUMN environment_name TEXT;
     "#,
+    // 13: child sessions: the parent of this one, how deep it is, the children it made.
+    r#"
+    ALTER TABLE session ADD COLUMN parent_session_id TEXT;
+    ALTER TABLE session ADD COLUMN depth INTEGER NOT NULL DEFAULT 0;
+    CREATE TABLE children (
+        session_id TEXT PRIMARY KEY,
+        title TEXT,
+        created_at INTEGER NOT NULL
+    );
+    "#,
 ];
 
 pub fn current_version() -> i64 {

@@ -76,6 +76,11 @@ pub struct CreateSessionRequest {
     /// Set by the control plane from the environment (a client's value is replaced).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub environment_name: Option<String>,
+    /// Set by the control plane for a child session: its parent and how deep it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_session_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub depth: Option<i64>,
 }
 
 /// What a session asks of its sandbox.
@@ -145,6 +150,12 @@ pub struct SessionState {
     /// or deleting the environment later changes nothing here).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub environment_name: Option<String>,
+    /// The session that spawned this one, for a child session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_session_id: Option<String>,
+    /// 0 for a session people started; a child is one deeper than its parent.
+    #[serde(default)]
+    pub depth: i64,
 }
 
 /// One row of `GET /sessions` (from the D1 index).
@@ -460,4 +471,81 @@ pub struct BranchList {
 #[serde(rename_all = "camelCase")]
 pub struct RepositoryList {
     pub repositories: Vec<Repository>,
+}
+
+/// Child sessions: how deep they may nest and how many one parent may have.
+pub const MAX_CHILD_DEPTH: i64 = 2;
+pub const MAX_RUNNING_CHILDREN: usize = 5;
+pub const MAX_CHILDREN: usize = 15;
+
+/// `POST /sessions/:id/children`, from the parent's sandbox (the agent's
+/// `open-inspect child spawn`). Without a repository the child works on the parent's.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct SpawnChildRequest {
+    pub prompt: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repo_owner: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repo_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+}
+
+/// `POST /sessions/:id/children/:child/prompt`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct ChildPrompt {
+    pub prompt: String,
+}
+
+/// What the parent's object decides before a child is made: who it acts for (the
+/// parent's prompter), where it works, how deep it is.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct ChildPlan {
+    pub actor: Actor,
+    pub repositories: Vec<RepositoryRef>,
+    pub depth: i64,
+    pub title: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The children it already has.
+    pub children: Vec<String>,
+}
+
+/// A child session as its parent (and the parent's page) sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct ChildSummary {
+    pub session_id: String,
+    pub title: Option<String>,
+    pub status: SessionStatus,
+    pub sandbox_status: String,
+    /// `running` while a prompt waits or runs, else the last prompt's `completed` or
+    /// `failed` (`idle` before any).
+    pub state: String,
+    /// The child's last words (its newest text).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_output: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Its pull requests as `(url, state)`.
+    #[serde(default)]
+    pub pull_requests: Vec<(String, String)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct ChildList {
+    pub children: Vec<ChildSummary>,
 }

@@ -17,7 +17,47 @@ pub struct AgentTool {
 }
 
 #[derive(Subcommand)]
+enum ChildCommand {
+    /// Start a child session; prints its id.
+    Spawn {
+        #[arg(long)]
+        prompt: String,
+        #[arg(long)]
+        title: Option<String>,
+        /// OWNER/NAME; the parent's repositories when absent.
+        #[arg(long)]
+        repo: Option<String>,
+        #[arg(long)]
+        branch: Option<String>,
+        #[arg(long)]
+        model: Option<String>,
+    },
+    /// A child's status, last words and pull requests.
+    Status { id: String },
+    /// Another prompt for a child.
+    Prompt {
+        id: String,
+        #[arg(long)]
+        prompt: String,
+    },
+    /// Stop a child's running prompt.
+    Cancel { id: String },
+    /// Wait until the children finish; prints each one's outcome.
+    Wait {
+        ids: Vec<String>,
+        /// Give up after this many seconds.
+        #[arg(long, default_value_t = 1800)]
+        timeout: u64,
+    },
+}
+
+#[derive(Subcommand)]
 enum ToolCommand {
+    /// Child sessions: spawn, status, prompt, cancel, wait.
+    Child {
+        #[command(subcommand)]
+        command: ChildCommand,
+    },
     /// Push the work and open (or update) a pull request.
     Pr {
         #[arg(long)]
@@ -41,6 +81,10 @@ enum ToolCommand {
 
 pub async fn run(args: Vec<String>) -> Result<()> {
     let tool = AgentTool::parse_from(std::iter::once("open-inspect".to_owned()).chain(args));
+    let command = match tool.command {
+        ToolCommand::Child { command } => return child(command).await,
+        pr => pr,
+    };
     let ToolCommand::Pr {
         title,
         body,
@@ -49,7 +93,10 @@ pub async fn run(args: Vec<String>) -> Result<()> {
         head,
         repo,
         draft,
-    } = tool.command;
+    } = command
+    else {
+        bail!("unknown command");
+    };
     let body = match body_file {
         Some(f) => {
             std::fs::read_to_string(&f).with_context(|| format!("reading {}", f.display()))?
@@ -106,6 +153,157 @@ pub async fn run(args: Vec<String>) -> Result<()> {
             pr.state,
             pr.message.map(|m| format!(" — {m}")).unwrap_or_default()
         );
+    }
+    Ok(())
+}
+
+/// The agent API's address and key, from the agent's environment.
+fn api() -> Result<(String, String)> {
+    let url =
+        std::env::var(URL_VAR).context("not inside an Open-Inspect sandbox (no agent API)")?;
+    let key =
+        std::env::var(KEY_VAR).context("not inside an Open-Inspect sandbox (no agent key)")?;
+    Ok((url, key))
+}
+
+/// One call to the agent API: the JSON answer, or the error it gave in words.
+async fn call(
+    method: reqwest::Method,
+    path: &str,
+    body: Option<serde_json::Value>,
+) -> Result<serde_json::Value> {
+    let (url, key) = api()?;
+    let mut req = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(120))
+        .build()?
+        .request(method, format!("{url}{path}"))
+        .bearer_auth(key);
+    if let Some(b) = body {
+        req = req.json(&b);
+    }
+    let resp = req
+        .send()
+        .await
+        .context("reaching the sandbox's supervisor")?;
+    let status = resp.status();
+    let text = resp.text().await.unwrap_or_default();
+    if !status.is_success() {
+        let message = serde_json::from_str::<serde_json::Value>(&text)
+            .ok()
+            .and_then(|v| v["error"]["message"].as_str().map(str::to_owned))
+            .unwrap_or(text);
+        bail!("{status}: {message}");
+    }
+    Ok(serde_json::from_str(&text).unwrap_or(serde_json::Value::Null))
+}
+
+fn describe(c: &inspect_protocol::session::ChildSummary) -> String {
+    let mut out = format!(
+        "{} ({}): {}",
+        c.session_id,
+        c.title.as_deref().unwrap_or("untitled"),
+        c.state
+    );
+    if let Some(e) = &c.error {
+        out.push_str(&format!(" — {e}"));
+    }
+    for (url, state) in &c.pull_requests {
+        out.push_str(&format!("\n  pull request ({state}): {url}"));
+    }
+    if let Some(o) = &c.last_output {
+        out.push_str(&format!("\n  last output: {}", o.trim()));
+    }
+    out
+}
+
+async fn child(command: ChildCommand) -> Result<()> {
+    use inspect_protocol::session::ChildSummary;
+    match command {
+        ChildCommand::Spawn {
+            prompt,
+            title,
+            repo,
+            branch,
+            model,
+        } => {
+            let (repo_owner, repo_name) = match repo.as_deref().map(|r| r.split_once('/')) {
+                None => (None, None),
+                Some(Some((o, n))) => (Some(o.to_owned()), Some(n.to_owned())),
+                Some(None) => bail!("--repo is OWNER/NAME"),
+            };
+            let req = inspect_protocol::session::SpawnChildRequest {
+                prompt,
+                title,
+                repo_owner,
+                repo_name,
+                branch,
+                model,
+            };
+            let made = call(
+                reqwest::Method::POST,
+                "/children",
+                Some(serde_json::to_value(&req)?),
+            )
+            .await
+            .context("no child session")?;
+            println!("{}", made["sessionId"].as_str().unwrap_or_default());
+        }
+        ChildCommand::Status { id } => {
+            let s: ChildSummary = serde_json::from_value(
+                call(reqwest::Method::GET, &format!("/children/{id}"), None).await?,
+            )?;
+            println!("{}", describe(&s));
+        }
+        ChildCommand::Prompt { id, prompt } => {
+            let s: ChildSummary = serde_json::from_value(
+                call(
+                    reqwest::Method::POST,
+                    &format!("/children/{id}/prompt"),
+                    Some(serde_json::json!({"prompt": prompt})),
+                )
+                .await?,
+            )?;
+            println!("{}", describe(&s));
+        }
+        ChildCommand::Cancel { id } => {
+            let s: ChildSummary = serde_json::from_value(
+                call(
+                    reqwest::Method::POST,
+                    &format!("/children/{id}/cancel"),
+                    Some(serde_json::json!({})),
+                )
+                .await?,
+            )?;
+            println!("{}", describe(&s));
+        }
+        ChildCommand::Wait { ids, timeout } => {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(timeout);
+            let mut done: std::collections::BTreeMap<String, ChildSummary> = Default::default();
+            while done.len() < ids.len() {
+                for id in &ids {
+                    if done.contains_key(id) {
+                        continue;
+                    }
+                    let s: ChildSummary = serde_json::from_value(
+                        call(reqwest::Method::GET, &format!("/children/{id}"), None).await?,
+                    )?;
+                    if s.state == "completed" || s.state == "failed" {
+                        done.insert(id.clone(), s);
+                    }
+                }
+                if done.len() < ids.len() {
+                    if std::time::Instant::now() > deadline {
+                        bail!("children still running after {timeout} s");
+                    }
+                    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+                }
+            }
+            for id in &ids {
+                if let Some(s) = done.get(id) {
+                    println!("{}", describe(s));
+                }
+            }
+        }
     }
     Ok(())
 }

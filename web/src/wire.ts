@@ -316,7 +316,11 @@ environmentId?: string | null,
 /**
  * Set by the control plane from the environment (a client's value is replaced).
  */
-environmentName?: string | null, };
+environmentName?: string | null, 
+/**
+ * Set by the control plane for a child session: its parent and how deep it is.
+ */
+parentSessionId?: string | null, depth?: number | null, };
 
 export type SandboxSettings = { 
 /**
@@ -340,7 +344,15 @@ repoOwner: string | null, repoName: string | null, branchName: string | null, mo
  * The environment's name when the session was made (it keeps its own copy: editing
  * or deleting the environment later changes nothing here).
  */
-environmentName?: string | null, };
+environmentName?: string | null, 
+/**
+ * The session that spawned this one, for a child session.
+ */
+parentSessionId?: string | null, 
+/**
+ * 0 for a session people started; a child is one deeper than its parent.
+ */
+depth: number, };
 
 export type SessionSummary = { id: string, title: string | null, status: SessionStatus, repoOwner: string | null, repoName: string | null, repositories: Array<RepositoryRef>, createdBy: string, createdByName: string, messageCount: number, createdAt: number, updatedAt: number, 
 /**

@@ -113,6 +113,23 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
             id,
             action: SessionAction::PullRequests,
         } => return pull_requests(env, id, req).await,
+        // The parent's sandbox makes and acts on its children with its own credentials.
+        Route::Children { id, op } => {
+            use crate::routes::ChildOp;
+            match op {
+                ChildOp::Spawn => return crate::children::spawn(env, id, req).await,
+                ChildOp::Status { child } => {
+                    return crate::children::act(env, id, child, "status", req).await
+                }
+                ChildOp::Prompt { child } => {
+                    return crate::children::act(env, id, child, "prompt", req).await
+                }
+                ChildOp::Cancel { child } => {
+                    return crate::children::act(env, id, child, "cancel", req).await
+                }
+                ChildOp::List => {}
+            }
+        }
         _ => {}
     }
     let body = if matches!(req.method(), Method::Post | Method::Put | Method::Patch) {
@@ -128,9 +145,12 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
         Route::SignOut => signin::sign_out(&req, env, &caller).await,
         Route::CreateSession => {
             crate::ratelimit::sessions(env, &actor.user_id, now).await?;
-            let create: CreateSessionRequest =
+            let mut create: CreateSessionRequest =
                 serde_json::from_slice(if body.is_empty() { b"{}" } else { &body })
                     .map_err(|e| ApiError::bad_request(format!("malformed JSON body: {e}")))?;
+            // Only the control plane makes child sessions.
+            create.parent_session_id = None;
+            create.depth = None;
             let created = create_session(env, &origin_of(&req), actor, create).await?;
             json(&created, 201)
         }
@@ -196,6 +216,7 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
                 json(&serde_json::json!({ "status": "deleted", "key": key }), 200)
             }
         },
+        Route::Children { id, .. } => crate::children::list(env, &id).await,
         Route::RepoSettings { owner, name, write } => {
             if write {
                 json(
@@ -319,7 +340,7 @@ fn new_session_id() -> ApiResult<String> {
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
-async fn read_body(req: &mut Request) -> ApiResult<Vec<u8>> {
+pub(crate) async fn read_body(req: &mut Request) -> ApiResult<Vec<u8>> {
     let declared = req
         .headers()
         .get("Content-Length")

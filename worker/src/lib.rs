@@ -13,6 +13,8 @@ mod api_tokens;
 #[cfg(target_arch = "wasm32")]
 mod caller;
 #[cfg(target_arch = "wasm32")]
+mod children;
+#[cfg(target_arch = "wasm32")]
 mod db;
 #[cfg(target_arch = "wasm32")]
 mod entry;

@@ -54,11 +54,25 @@ pub enum Route {
     },
     /// `POST /webhooks/github`: GitHub's deliveries to the bot (signed, no caller).
     GitHubWebhook,
+    /// Child sessions: made and acted on by the parent's sandbox; listed for people.
+    Children {
+        id: String,
+        op: ChildOp,
+    },
     /// A route served by the session's Durable Object; `action` is the object's path.
     Session {
         id: String,
         action: SessionAction,
     },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChildOp {
+    Spawn,
+    List,
+    Status { child: String },
+    Prompt { child: String },
+    Cancel { child: String },
 }
 
 /// Which secrets a `…/secrets` route is about.
@@ -226,6 +240,32 @@ pub fn match_route(method: &str, path: &str) -> Option<Result<Route, ApiError>> 
             "GET" => Ok(Route::ListSessions),
             _ => Err(not_allowed(method, &["GET", "POST"])),
         },
+        ["sessions", id, "children", rest @ ..] => {
+            if !valid_session_id(id) {
+                return Some(Err(ApiError::not_found("session not found")));
+            }
+            let op = match (rest, method) {
+                ([], "POST") => Ok(ChildOp::Spawn),
+                ([], "GET") => Ok(ChildOp::List),
+                ([], _) => Err(not_allowed(method, &["GET", "POST"])),
+                ([child], "GET") => Ok(ChildOp::Status {
+                    child: (*child).to_owned(),
+                }),
+                ([_], _) => Err(not_allowed(method, &["GET"])),
+                ([child, "prompt"], "POST") => Ok(ChildOp::Prompt {
+                    child: (*child).to_owned(),
+                }),
+                ([child, "cancel"], "POST") => Ok(ChildOp::Cancel {
+                    child: (*child).to_owned(),
+                }),
+                ([_, "prompt" | "cancel"], _) => Err(not_allowed(method, &["POST"])),
+                _ => return None,
+            };
+            op.map(|op| Route::Children {
+                id: (*id).to_owned(),
+                op,
+            })
+        }
         ["sessions", id, rest @ ..] => {
             if !valid_session_id(id) {
                 return Some(Err(ApiError::not_found("session not found")));

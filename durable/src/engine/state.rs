@@ -165,8 +165,8 @@ impl<S: Store> Session<'_, S> {
         self.store
             .atomically(|| {
                 self.store.execute(
-                    "INSERT INTO session (id, session_id, title, status, repositories, branch_name, model, reasoning_effort, created_by, created_at, updated_at, sandbox_settings, environment_id, environment_name)
-                     VALUES (1, ?, ?, 'created', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO session (id, session_id, title, status, repositories, branch_name, model, reasoning_effort, created_by, created_at, updated_at, sandbox_settings, environment_id, environment_name, parent_session_id, depth)
+                     VALUES (1, ?, ?, 'created', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     &[
                         session_id.into(),
                         title.clone().into(),
@@ -180,6 +180,8 @@ impl<S: Store> Session<'_, S> {
                         settings_json.clone().into(),
                         req.environment_id.clone().into(),
                         req.environment_name.clone().into(),
+                        req.parent_session_id.clone().into(),
+                        req.depth.unwrap_or(0).into(),
                     ],
                 )?;
                 self.upsert_participant(actor, "owner", now)?;
@@ -212,7 +214,7 @@ impl<S: Store> Session<'_, S> {
         let row = self
             .store
             .query(
-                "SELECT session_id, title, status, repositories, branch_name, model, reasoning_effort, created_by, sandbox_status, created_at, updated_at, environment_id, environment_name,
+                "SELECT session_id, title, status, repositories, branch_name, model, reasoning_effort, created_by, sandbox_status, created_at, updated_at, environment_id, environment_name, parent_session_id, depth,
                     (SELECT COUNT(*) FROM messages),
                     (SELECT COUNT(*) FROM messages WHERE status = 'processing')
                  FROM session WHERE id = 1",
@@ -238,6 +240,8 @@ impl<S: Store> Session<'_, S> {
             let updated_at = c.i64()?;
             let environment_id = c.opt_string()?;
             let environment_name = c.opt_string()?;
+            let parent_session_id = c.opt_string()?;
+            let depth = c.i64()?;
             let message_count = c.i64()?;
             let is_processing = c.i64()? > 0;
             let primary = repositories.first().cloned();
@@ -259,6 +263,8 @@ impl<S: Store> Session<'_, S> {
                 updated_at,
                 environment_id,
                 environment_name,
+                parent_session_id,
+                depth,
             })
         };
         read().map_err(internal)

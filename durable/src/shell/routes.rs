@@ -89,6 +89,73 @@ impl SessionDO {
                 .await;
                 reply(result)
             }
+            // Child sessions: the Worker asks the parent before and after making one.
+            (Method::Post, "children/plan") => {
+                if let Some(refusal) = self.refuse_sandbox(&req) {
+                    return refusal;
+                }
+                let result = async {
+                    let body: inspect_protocol::session::SpawnChildRequest =
+                        body_json(&mut req).await?;
+                    engine.child_plan(&body)
+                }
+                .await;
+                reply(result)
+            }
+            (Method::Post, "children/record") => {
+                #[derive(Deserialize)]
+                #[serde(rename_all = "camelCase")]
+                struct Record {
+                    session_id: String,
+                    title: String,
+                }
+                let result = async {
+                    let body: Record = body_json(&mut req).await?;
+                    engine.record_child(&body.session_id, &body.title, now)?;
+                    Ok::<_, ApiError>(serde_json::json!({ "recorded": true }))
+                }
+                .await;
+                reply(result)
+            }
+            // The parent's sandbox asks about one of its children: whose is it, and as whom
+            // to act on it.
+            (Method::Post, "children/check") => {
+                if let Some(refusal) = self.refuse_sandbox(&req) {
+                    return refusal;
+                }
+                let child = query_param(&req, "child").unwrap_or_default();
+                let result = engine.children().and_then(|children| {
+                    if !children.contains(&child) {
+                        return Err(ApiError::not_found(format!(
+                            "{child} is not a child of this session"
+                        )));
+                    }
+                    engine
+                        .child_plan(&inspect_protocol::session::SpawnChildRequest {
+                            prompt: "check".into(),
+                            ..Default::default()
+                        })
+                        .or_else(|_| {
+                            // Past the limits a child may still be asked about.
+                            let user = engine.pr_user()?;
+                            Ok(inspect_protocol::session::ChildPlan {
+                                actor: Actor {
+                                    user_id: user.clone(),
+                                    name: user,
+                                    email: None,
+                                    avatar: None,
+                                },
+                                repositories: vec![],
+                                depth: 0,
+                                title: String::new(),
+                                model: None,
+                                children: children.clone(),
+                            })
+                        })
+                });
+                reply(result)
+            }
+            (Method::Get, "children") => reply(engine.children()),
             (Method::Post, "init") => {
                 let result = async {
                     let actor = actor_of(&req)?;
@@ -190,6 +257,7 @@ impl SessionDO {
                 match result {
                     Ok((stopped, fx)) => {
                         self.carry_out(fx).await;
+                        self.stop_children(&req, "stop");
                         json_ok(&serde_json::json!({ "stopped": stopped }))
                     }
                     Err(e) => json_error(&e),
@@ -211,6 +279,9 @@ impl SessionDO {
                 match result {
                     Ok(fx) => {
                         self.carry_out(fx).await;
+                        if target == SessionStatus::Archived {
+                            self.stop_children(&req, "stop");
+                        }
                         reply(engine.state())
                     }
                     Err(e) => json_error(&e),
@@ -270,6 +341,40 @@ impl SessionDO {
             ),
             _ => json_error(&ApiError::not_found(format!("no session route {path}"))),
         }
+    }
+
+    /// Stopping or archiving a parent stops its children's running prompts (after the
+    /// response; a child's own children follow the same way).
+    pub(super) fn stop_children(&self, req: &Request, action: &str) {
+        let Ok(children) = self.engine().children() else {
+            return;
+        };
+        if children.is_empty() {
+            return;
+        }
+        let actor = req.headers().get(ACTOR_HEADER).ok().flatten();
+        let env = self.env.clone();
+        let path = format!("https://session/{action}");
+        self.state.wait_until(async move {
+            for child in children {
+                let headers = worker::Headers::new();
+                if let Some(a) = &actor {
+                    let _ = headers.set(ACTOR_HEADER, a);
+                }
+                let _ = headers.set(SESSION_HEADER, &child);
+                let mut init = worker::RequestInit::new();
+                init.with_method(Method::Post).with_headers(headers);
+                let Ok(inner) = Request::new_with_init(&path, &init) else {
+                    continue;
+                };
+                let stub = env
+                    .durable_object("SESSION")
+                    .and_then(|ns| ns.get_by_name(&child));
+                if let Ok(stub) = stub {
+                    let _ = stub.fetch_with_request(inner).await;
+                }
+            }
+        });
     }
 
     /// The participant acting for `actor`, joining them on first contact.

@@ -54,6 +54,9 @@ pub async fn start(
     });
     let app = Router::new()
         .route("/pull-requests", post(pull_requests))
+        .route("/children", post(spawn_child))
+        .route("/children/{id}", axum::routing::get(child_status))
+        .route("/children/{id}/{op}", post(child_op))
         .with_state(forward);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}", listener.local_addr()?);
@@ -74,24 +77,71 @@ fn authorized(headers: &HeaderMap, key: &str) -> bool {
 }
 
 async fn pull_requests(State(f): State<Arc<Forward>>, headers: HeaderMap, body: Bytes) -> Response {
-    if !authorized(&headers, &f.key) {
+    tracing::info!("the agent asks for a pull request");
+    relay(&f, &headers, reqwest::Method::POST, "pull-requests", body).await
+}
+
+async fn spawn_child(State(f): State<Arc<Forward>>, headers: HeaderMap, body: Bytes) -> Response {
+    tracing::info!("the agent spawns a child session");
+    relay(&f, &headers, reqwest::Method::POST, "children", body).await
+}
+
+async fn child_status(
+    State(f): State<Arc<Forward>>,
+    axum::extract::Path(id): axum::extract::Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    relay(
+        &f,
+        &headers,
+        reqwest::Method::GET,
+        &format!("children/{id}"),
+        Bytes::new(),
+    )
+    .await
+}
+
+async fn child_op(
+    State(f): State<Arc<Forward>>,
+    axum::extract::Path((id, op)): axum::extract::Path<(String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if op != "prompt" && op != "cancel" {
+        return (StatusCode::NOT_FOUND, "no such child operation").into_response();
+    }
+    relay(
+        &f,
+        &headers,
+        reqwest::Method::POST,
+        &format!("children/{id}/{op}"),
+        body,
+    )
+    .await
+}
+
+/// Checks the agent's key, then sends the request on to the session's route `path` with
+/// the sandbox's own credentials, and hands the answer back as it came.
+async fn relay(
+    f: &Forward,
+    headers: &HeaderMap,
+    method: reqwest::Method,
+    path: &str,
+    body: Bytes,
+) -> Response {
+    if !authorized(headers, &f.key) {
         return (StatusCode::UNAUTHORIZED, "bad agent key").into_response();
     }
-    tracing::info!("the agent asks for a pull request");
-    let url = format!(
-        "{}/sessions/{}/pull-requests",
-        f.control_plane_url, f.session_id
-    );
-    let sent = f
+    let url = format!("{}/sessions/{}/{path}", f.control_plane_url, f.session_id);
+    let mut req = f
         .http
-        .post(&url)
+        .request(method, &url)
         .bearer_auth(&f.token)
-        .header(inspect_protocol::auth::SANDBOX_ID_HEADER, &f.sandbox_id)
-        .header("content-type", "application/json")
-        .body(body)
-        .send()
-        .await;
-    match sent {
+        .header(inspect_protocol::auth::SANDBOX_ID_HEADER, &f.sandbox_id);
+    if !body.is_empty() {
+        req = req.header("content-type", "application/json").body(body);
+    }
+    match req.send().await {
         Ok(resp) => {
             let status =
                 StatusCode::from_u16(resp.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
@@ -141,4 +191,10 @@ You work on your own in a sandbox; the people who asked will read the result lat
   Options: `--base BRANCH`, `--head BRANCH`, `--repo OWNER/NAME` (in a session with
   several repositories), `--draft`, `--body-file FILE`. It pushes your work first and
   prints the pull request's URL. Open one when the work is ready for review or when asked.
+- To hand a part of the work to a child session (its own sandbox and agent), run
+  `open-inspect child spawn --prompt \"…\" [--title T] [--repo OWNER/NAME] [--branch B]`
+  (prints the child's id), then `open-inspect child wait ID…` (waits until they finish and
+  prints each one's outcome and last words), `open-inspect child status ID`,
+  `open-inspect child prompt ID --prompt \"…\"`, `open-inspect child cancel ID`. At most 5
+  run at once and 15 in all.
 ";

@@ -1,0 +1,122 @@
+//! Child sessions from the parent's side: whether one more may be made and as whom, and
+//! which children this session has. The Worker makes the child; the parent keeps the list.
+
+use super::{internal, EngineResult, Session};
+use crate::store::{Cols, Store};
+use inspect_protocol::session::{
+    Actor, ChildPlan, RepositoryRef, SpawnChildRequest, MAX_CHILDREN, MAX_CHILD_DEPTH,
+};
+use inspect_protocol::{ApiError, ErrorCode};
+
+impl<S: Store> Session<'_, S> {
+    /// Checks a spawn request and says how the child is made: as the parent's running
+    /// prompt's author, on the repository asked for (one of the parent's) or the parent's
+    /// repositories, one level deeper.
+    pub fn child_plan(&self, req: &SpawnChildRequest) -> EngineResult<ChildPlan> {
+        let state = self.state()?;
+        if req.prompt.trim().is_empty()
+            || req.prompt.len() > inspect_protocol::limits::MAX_PROMPT_BYTES
+        {
+            return Err(ApiError::bad_request(
+                "a child needs a prompt (at most 64 KiB)",
+            ));
+        }
+        let depth = state.depth + 1;
+        if depth > MAX_CHILD_DEPTH {
+            return Err(ApiError::new(
+                ErrorCode::Conflict,
+                format!("child sessions nest at most {MAX_CHILD_DEPTH} deep; this session is at depth {}", state.depth),
+            ));
+        }
+        let children = self.children()?;
+        if children.len() >= MAX_CHILDREN {
+            return Err(ApiError::new(
+                ErrorCode::Conflict,
+                format!("a session may make at most {MAX_CHILDREN} children"),
+            ));
+        }
+        let repositories = match (&req.repo_owner, &req.repo_name) {
+            (Some(o), Some(n)) => vec![RepositoryRef {
+                owner: o.clone(),
+                name: n.clone(),
+                branch: req.branch.clone(),
+                source: None,
+            }],
+            (None, None) => state
+                .repositories
+                .iter()
+                .map(|r| RepositoryRef {
+                    source: None,
+                    branch: req.branch.clone().or(r.branch.clone()),
+                    ..r.clone()
+                })
+                .collect(),
+            _ => {
+                return Err(ApiError::bad_request(
+                    "name both repoOwner and repoName, or neither",
+                ))
+            }
+        };
+        // The child acts for whoever is prompting the parent now (else its creator).
+        let user = self.pr_user()?;
+        let actor = match self.participant_by_user(&user)? {
+            Some(p) => Actor {
+                user_id: p.user_id,
+                name: p.name,
+                email: None,
+                avatar: p.avatar,
+            },
+            None => Actor {
+                user_id: user.clone(),
+                name: user,
+                email: None,
+                avatar: None,
+            },
+        };
+        let title = req
+            .title
+            .clone()
+            .filter(|t| !t.trim().is_empty())
+            .unwrap_or_else(|| {
+                req.prompt
+                    .lines()
+                    .next()
+                    .unwrap_or("child")
+                    .chars()
+                    .take(60)
+                    .collect()
+            });
+        Ok(ChildPlan {
+            actor,
+            repositories,
+            depth,
+            title,
+            model: req.model.clone().or(state.model),
+            children,
+        })
+    }
+
+    /// Records a child this session made.
+    pub fn record_child(&self, session_id: &str, title: &str, now: i64) -> EngineResult<()> {
+        self.store
+            .execute(
+                "INSERT OR IGNORE INTO children (session_id, title, created_at) VALUES (?, ?, ?)",
+                &[session_id.into(), title.into(), now.into()],
+            )
+            .map_err(internal)
+    }
+
+    /// The children this session made, oldest first.
+    pub fn children(&self) -> EngineResult<Vec<String>> {
+        let rows = self
+            .store
+            .query(
+                "SELECT session_id FROM children ORDER BY created_at, session_id",
+                &[],
+            )
+            .map_err(internal)?;
+        rows.into_iter()
+            .map(|r| Cols::new(r).string().map_err(internal))
+            .collect()
+    }
+}

@@ -1,0 +1,150 @@
+//! Child sessions through the whole stack: a scripted parent agent spawns two children with
+//! `open-inspect child`, waits for both, and reports their results; each child is a full
+//! session with its own sandbox, acting for the parent's prompter; the parent's page lists
+//! them; stopping the parent reaches them.
+
+#![allow(clippy::unwrap_used)] // a test fails loudly by design
+
+use inspect_tests::agent::AgentStack;
+use inspect_tests::client::{get, send};
+use inspect_tests::fake_model::Reply;
+use inspect_tests::repo::source_repo;
+use reqwest::Method;
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+#[tokio::test]
+async fn a_parent_spawns_two_children_waits_for_them_and_reports() {
+    let spawn_and_wait = "a=$(open-inspect child spawn --title 'Child A' --prompt 'Do part A') && \
+        b=$(open-inspect child spawn --title 'Child B' --prompt 'Do part B') && \
+        open-inspect child wait --timeout 240 $a $b";
+    let AgentStack { model, host, stack } = AgentStack::start(
+        vec![
+            // The parent: spawn both and wait (its bash runs while the children work).
+            Reply::tool(
+                "bash",
+                json!({"command": spawn_and_wait, "description": "fan out"}),
+            ),
+            // The two children, whichever asks first.
+            Reply::text("Child part done."),
+            Reply::text("Child part done."),
+            // The parent again, after the wait.
+            Reply::text("Both children finished."),
+        ],
+        vec![],
+    )
+    .await
+    .unwrap();
+    let source = source_repo();
+    let r = send(
+        Method::POST,
+        &stack.url("/repos"),
+        Some(json!({"name": "demo", "path": source.path().to_string_lossy()})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 201, "{}", r.body);
+    let r = inspect_tests::client::send_as(
+        "ann",
+        Method::POST,
+        &stack.url("/sessions"),
+        Some(json!({"repoOwner": "local", "repoName": "demo", "title": "Parent"})),
+    )
+    .await
+    .unwrap();
+    let parent = r.body["sessionId"].as_str().unwrap().to_owned();
+    inspect_tests::client::send_as(
+        "ann",
+        Method::POST,
+        &stack.url(&format!("/sessions/{parent}/prompt")),
+        Some(json!({"content": "split the work in two"})),
+    )
+    .await
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let events = loop {
+        let page = get(&stack.url(&format!(
+            "/sessions/{parent}/events?type=execution_complete,tool_call"
+        )))
+        .await
+        .unwrap();
+        let list = page.body["events"].as_array().cloned().unwrap_or_default();
+        if list.iter().any(|e| e["type"] == "execution_complete") {
+            break list;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the parent never finished\n{}",
+            host.sandbox_logs()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let done = events
+        .iter()
+        .find(|e| e["type"] == "execution_complete")
+        .unwrap();
+    assert_eq!(done["success"], true, "{events:?}\n{}", host.sandbox_logs());
+    let output = events
+        .iter()
+        .filter(|e| e["type"] == "tool_call")
+        .filter_map(|e| e["output"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert_eq!(output.matches(": completed").count(), 2, "{output}");
+    assert_eq!(
+        output.matches("last output: Child part done.").count(),
+        2,
+        "{output}"
+    );
+    assert_eq!(model.remaining(), 0);
+
+    // The parent's page lists both, done; each child is its own session, for ann, one
+    // level deep, linked to its parent.
+    let children = get(&stack.url(&format!("/sessions/{parent}/children")))
+        .await
+        .unwrap();
+    assert_eq!(children.status, 200, "{}", children.body);
+    let list: Vec<Value> = children.body["children"].as_array().cloned().unwrap();
+    assert_eq!(list.len(), 2, "{}", children.body);
+    let titles: Vec<&str> = list.iter().map(|c| c["title"].as_str().unwrap()).collect();
+    assert_eq!(titles, vec!["Child A", "Child B"]);
+    for c in &list {
+        assert_eq!(c["state"], "completed", "{c}");
+        let id = c["sessionId"].as_str().unwrap();
+        let s = get(&stack.url(&format!("/sessions/{id}"))).await.unwrap();
+        assert_eq!(s.body["parentSessionId"], parent.as_str(), "{}", s.body);
+        assert_eq!(s.body["depth"], 1);
+        assert_eq!(
+            s.body["createdBy"], "local:ann",
+            "a child acts for the parent's prompter"
+        );
+        assert_eq!(s.body["repositories"][0]["name"], "demo");
+    }
+    // A person cannot make a child session through the public route.
+    let r = send(
+        Method::POST,
+        &stack.url("/sessions"),
+        Some(json!({"parentSessionId": parent, "depth": 5})),
+    )
+    .await
+    .unwrap();
+    let s = get(&stack.url(&format!(
+        "/sessions/{}",
+        r.body["sessionId"].as_str().unwrap()
+    )))
+    .await
+    .unwrap();
+    assert!(
+        s.body["parentSessionId"].is_null() && s.body["depth"] == 0,
+        "{}",
+        s.body
+    );
+    // Without the parent sandbox's credentials nothing is made.
+    let r = reqwest::Client::new()
+        .post(stack.url(&format!("/sessions/{parent}/children")))
+        .json(&json!({"prompt": "x"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+}
