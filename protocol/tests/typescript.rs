@@ -103,10 +103,39 @@ fn wire_ts_is_generated_from_the_protocol() {
         decl::<inspect_protocol::session::Repository>(&cfg),
         decl::<inspect_protocol::session::BranchList>(&cfg),
         decl::<inspect_protocol::session::RepositoryList>(&cfg),
+        decl::<inspect_protocol::session::SpawnChildRequest>(&cfg),
+        decl::<inspect_protocol::session::ChildPrompt>(&cfg),
+        decl::<inspect_protocol::session::ChildPlan>(&cfg),
+        decl::<inspect_protocol::session::ChildSummary>(&cfg),
+        decl::<inspect_protocol::session::ChildList>(&cfg),
     ];
     for d in decls {
         out.push_str(&d);
         out.push_str("\n\n");
+    }
+    // Every wire type is in the file: a new one cannot be forgotten in the list above.
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    for entry in std::fs::read_dir(src).unwrap() {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        let mut wanted = false;
+        for line in text.lines().map(str::trim) {
+            if line.contains("derive(ts_rs::TS)") {
+                wanted = true;
+            } else if wanted && (line.starts_with("pub struct ") || line.starts_with("pub enum ")) {
+                let name: String = line
+                    .split_whitespace()
+                    .nth(2)
+                    .unwrap()
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                assert!(
+                    out.contains(&format!("export type {name} ")),
+                    "{name} is a wire type missing from the list in this test"
+                );
+                wanted = false;
+            }
+        }
     }
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../web/src/wire.ts");
     if std::env::var_os("INSPECT_WRITE_WIRE_TS").is_some() {

@@ -30,6 +30,12 @@ async fn a_parent_spawns_two_children_waits_for_them_and_reports() {
             Reply::text("Child part done."),
             // The parent again, after the wait.
             Reply::text("Both children finished."),
+            // The second prompt: a child that works long, stopped with its parent.
+            Reply::tool(
+                "bash",
+                json!({"command": "c=$(open-inspect child spawn --title 'Child C' --prompt 'Work long') && open-inspect child wait --timeout 240 $c", "description": "fan out again"}),
+            ),
+            Reply::tool("bash", json!({"command": "sleep 120", "description": "work long"})),
         ],
         vec![],
     )
@@ -96,7 +102,6 @@ async fn a_parent_spawns_two_children_waits_for_them_and_reports() {
         2,
         "{output}"
     );
-    assert_eq!(model.remaining(), 0);
 
     // The parent's page lists both, done; each child is its own session, for ann, one
     // level deep, linked to its parent.
@@ -120,6 +125,79 @@ async fn a_parent_spawns_two_children_waits_for_them_and_reports() {
         );
         assert_eq!(s.body["repositories"][0]["name"], "demo");
     }
+    // What a person sees: the parent's page lists them, a child's page links its parent.
+    inspect_tests::browser::run_script(
+        "children.mjs",
+        &stack.base_url,
+        &inspect_tests::browser::artifacts("children"),
+        &[("PARENT_ID", parent.clone())],
+    );
+
+    // Stopping the parent stops its running children.
+    inspect_tests::client::send_as(
+        "ann",
+        Method::POST,
+        &stack.url(&format!("/sessions/{parent}/prompt")),
+        Some(json!({"content": "one more, long"})),
+    )
+    .await
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let child_c = loop {
+        let list = get(&stack.url(&format!("/sessions/{parent}/children")))
+            .await
+            .unwrap();
+        let c = list.body["children"]
+            .as_array()
+            .and_then(|l| l.iter().find(|c| c["title"] == "Child C").cloned());
+        if let Some(c) = c {
+            let id = c["sessionId"].as_str().unwrap().to_owned();
+            let tools = get(&stack.url(&format!("/sessions/{id}/events?type=tool_call")))
+                .await
+                .unwrap();
+            if tools.body["events"]
+                .as_array()
+                .is_some_and(|e| !e.is_empty())
+            {
+                break id;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "child C never started working\n{}",
+            host.sandbox_logs()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    inspect_tests::client::send_as(
+        "ann",
+        Method::POST,
+        &stack.url(&format!("/sessions/{parent}/stop")),
+        None,
+    )
+    .await
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let list = get(&stack.url(&format!("/sessions/{parent}/children")))
+            .await
+            .unwrap();
+        let c = list.body["children"]
+            .as_array()
+            .and_then(|l| {
+                l.iter()
+                    .find(|c| c["sessionId"] == child_c.as_str())
+                    .cloned()
+            })
+            .unwrap();
+        if c["state"] == "failed" {
+            assert_eq!(c["error"], "stopped", "{c}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the child kept running: {c}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+
     // A person cannot make a child session through the public route.
     let r = send(
         Method::POST,
@@ -147,4 +225,5 @@ async fn a_parent_spawns_two_children_waits_for_them_and_reports() {
         .await
         .unwrap();
     assert_eq!(r.status(), 401);
+    assert_eq!(model.remaining(), 0);
 }

@@ -7,6 +7,7 @@ export type {
   ApiTokenSummary,
   Artifact,
   BranchList,
+  ChildSummary,
   Environment,
   EventPage,
   JsonValue,

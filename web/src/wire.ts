@@ -439,3 +439,30 @@ export type BranchList = { branches: Array<string>, defaultBranch: string | null
 
 export type RepositoryList = { repositories: Array<Repository>, };
 
+export type SpawnChildRequest = { prompt: string, title?: string | null, repoOwner?: string | null, repoName?: string | null, branch?: string | null, model?: string | null, };
+
+export type ChildPrompt = { prompt: string, };
+
+export type ChildPlan = { actor: Actor, repositories: Array<RepositoryRef>, depth: number, title: string, model?: string | null, 
+/**
+ * The children it already has.
+ */
+children: Array<string>, };
+
+export type ChildSummary = { sessionId: string, title: string | null, status: SessionStatus, sandboxStatus: string, 
+/**
+ * `running` while a prompt waits or runs, else the last prompt's `completed` or
+ * `failed` (`idle` before any).
+ */
+state: string, 
+/**
+ * The child's last words (its newest text).
+ */
+lastOutput?: string | null, error?: string | null, 
+/**
+ * Its pull requests as `(url, state)`.
+ */
+pullRequests: Array<[string, string]>, };
+
+export type ChildList = { children: Array<ChildSummary>, };
+

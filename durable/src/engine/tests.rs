@@ -1056,3 +1056,48 @@ fn prompts_past_the_rate_wait_and_say_when() {
     // A minute on, ann may again.
     s.enqueue(&ann, &prompt("later", None), 61_001).unwrap();
 }
+
+#[test]
+fn children_nest_two_deep_and_fifteen_in_all() {
+    use inspect_protocol::session::SpawnChildRequest;
+    let st = store();
+    let s = created(&st);
+    let ask = SpawnChildRequest {
+        prompt: "do part A".into(),
+        ..Default::default()
+    };
+    let plan = s.child_plan(&ask).unwrap();
+    assert_eq!(plan.depth, 1);
+    assert_eq!(
+        plan.actor.user_id, "u-ann",
+        "as the session's prompter (its creator here)"
+    );
+    assert_eq!(plan.title, "do part A");
+    assert!(
+        s.child_plan(&SpawnChildRequest::default()).is_err(),
+        "a prompt is needed"
+    );
+    for i in 0..inspect_protocol::session::MAX_CHILDREN {
+        s.record_child(&format!("child{i:02}"), "t", i as i64)
+            .unwrap();
+    }
+    let err = s.child_plan(&ask).unwrap_err();
+    assert!(err.message.contains("at most 15"), "{}", err.message);
+    assert_eq!(s.children().unwrap().len(), 15);
+
+    // A session two deep makes none.
+    let st2 = store();
+    let deep = Session::new(&st2);
+    let req = CreateSessionRequest {
+        parent_session_id: Some("p".into()),
+        depth: Some(2),
+        ..Default::default()
+    };
+    deep.create("deep", &req, &actor("ann"), 1).unwrap();
+    let err = deep.child_plan(&ask).unwrap_err();
+    assert!(err.message.contains("at most 2 deep"), "{}", err.message);
+    assert_eq!(
+        deep.state().unwrap().parent_session_id.as_deref(),
+        Some("p")
+    );
+}

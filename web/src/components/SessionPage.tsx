@@ -2,7 +2,7 @@ import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { errorText, get, post } from "../api";
 import { LiveSession, initialLiveState, type LiveState } from "../live";
 import { bootSteps, ordered } from "../timeline";
-import type { Me, QueuedPrompt } from "../types";
+import type { ChildSummary, Me, QueuedPrompt } from "../types";
 import { Avatar, ErrorNote, duration, repoLabel } from "./bits";
 import { ModelPicker } from "./ModelPicker";
 import { Timeline } from "./Timeline";
@@ -194,6 +194,44 @@ function PromptBox({ state, live }: { state: LiveState; live: LiveSession | null
   );
 }
 
+/** The sessions this one's agent started, polled while the page is open. */
+function ChildrenPanel({ id }: { id: string }) {
+  const [children, setChildren] = useState<ChildSummary[]>([]);
+  useEffect(() => {
+    let stop = false;
+    const load = () =>
+      get<{ children: ChildSummary[] }>(`/sessions/${id}/children`)
+        .then((r) => !stop && setChildren(r.children))
+        .catch(() => undefined);
+    void load();
+    const timer = setInterval(load, 5000);
+    return () => {
+      stop = true;
+      clearInterval(timer);
+    };
+  }, [id]);
+  if (children.length === 0) return null;
+  return (
+    <section class="panel" aria-label="Child sessions">
+      <h2>Child sessions</h2>
+      <ul class="plain" data-testid="children">
+        {children.map((c) => (
+          <li key={c.sessionId}>
+            <a href={`/sessions/${c.sessionId}`}>{c.title || c.sessionId}</a>{" "}
+            <span class={`badge status-${c.state}`}>{c.state}</span>
+            {c.pullRequests.map(([url, state]) => (
+              <a href={url} target="_blank" rel="noreferrer" class="small">
+                {" "}
+                PR ({state})
+              </a>
+            ))}
+          </li>
+        ))}
+      </ul>
+    </section>
+  );
+}
+
 /** The session's environment as it was when the session started, and whether it still
  * exists. */
 function EnvironmentLabel({ id, name }: { id: string; name?: string | null }) {
@@ -231,6 +269,12 @@ export function SessionPage({ id, me }: { id: string; me: Me }) {
           <p class="muted small">
             {s?.repositories.map(repoLabel).join(", ") || "no repository"}
             {s?.environmentId && <EnvironmentLabel id={s.environmentId} name={s.environmentName} />}
+            {s?.parentSessionId && (
+              <span data-testid="parent">
+                {" · child of "}
+                <a href={`/sessions/${s.parentSessionId}`}>the parent session</a>
+              </span>
+            )}
             {s?.branchName && ` · branch ${s.branchName}`}
             {s && ` · ${s.status}`}
           </p>
@@ -268,6 +312,7 @@ export function SessionPage({ id, me }: { id: string; me: Me }) {
           <PresencePanel state={state} />
           <BootPanel state={state} />
           <ArtifactsPanel state={state} />
+          <ChildrenPanel id={id} />
         </aside>
       </div>
     </div>
