@@ -1057,11 +1057,24 @@ async fn create_comment(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let who = match gate(&s, &headers, "POST", &uri, &owner, &repo) {
+    post_comment(&s, &headers, &uri, (owner, repo, number), None, &body)
+}
+
+/// A comment on a pull request's conversation, or (`in_reply_to`) a reply in a review
+/// comment's thread, by whoever the token is.
+fn post_comment(
+    s: &Shared,
+    headers: &HeaderMap,
+    uri: &Uri,
+    (owner, repo, number): (String, String, i64),
+    in_reply_to: Option<i64>,
+    body: &[u8],
+) -> Response {
+    let who = match gate(s, headers, "POST", uri, &owner, &repo) {
         Ok(w) => w,
         Err(r) => return r,
     };
-    let Some(text) = serde_json::from_slice::<CommentBody>(&body)
+    let Some(text) = serde_json::from_slice::<CommentBody>(body)
         .ok()
         .and_then(|c| c.body)
     else {
@@ -1083,7 +1096,7 @@ async fn create_comment(
         number,
         author: who,
         body: text,
-        in_reply_to: None,
+        in_reply_to,
     };
     let json = comment_json(&c, &w);
     w.comments.push(c);
@@ -1116,30 +1129,7 @@ async fn reply_review_comment(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let who = match gate(&s, &headers, "POST", &uri, &owner, &repo) {
-        Ok(w) => w,
-        Err(r) => return r,
-    };
-    let Some(text) = serde_json::from_slice::<CommentBody>(&body)
-        .ok()
-        .and_then(|c| c.body)
-    else {
-        return validation_failed("body is required");
-    };
-    let mut w = s.world.lock().unwrap_or_else(|e| e.into_inner());
-    w.next_id += 1;
-    let c = Comment {
-        id: 9000 + w.next_id,
-        owner,
-        repo,
-        number,
-        author: who,
-        body: text,
-        in_reply_to: Some(id),
-    };
-    let json = comment_json(&c, &w);
-    w.comments.push(c);
-    (StatusCode::CREATED, Json(json)).into_response()
+    post_comment(&s, &headers, &uri, (owner, repo, number), Some(id), &body)
 }
 
 async fn request_reviewers(

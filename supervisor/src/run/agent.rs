@@ -248,46 +248,50 @@ impl Agent {
         let directory = self.directory.to_string_lossy().into_owned();
         let http = reqwest::Client::new();
         let password = self.password.clone();
-        tokio::spawn(async move {
-            loop {
-                let resp = http
-                    .get(&url)
-                    .query(&[("directory", directory.as_str())])
-                    .basic_auth("opencode", Some(&password))
-                    .send()
-                    .await;
-                match resp {
-                    Ok(r) if r.status().is_success() => {
-                        let mut stream = r.bytes_stream().eventsource();
-                        while let Some(item) = stream.next().await {
-                            match item {
-                                Ok(ev) => {
-                                    if let Ok(v) = serde_json::from_str::<Value>(&ev.data) {
-                                        if tx.send(v).is_err() {
-                                            return;
+        let span = tracing::Span::current();
+        tokio::spawn(tracing::Instrument::instrument(
+            async move {
+                loop {
+                    let resp = http
+                        .get(&url)
+                        .query(&[("directory", directory.as_str())])
+                        .basic_auth("opencode", Some(&password))
+                        .send()
+                        .await;
+                    match resp {
+                        Ok(r) if r.status().is_success() => {
+                            let mut stream = r.bytes_stream().eventsource();
+                            while let Some(item) = stream.next().await {
+                                match item {
+                                    Ok(ev) => {
+                                        if let Ok(v) = serde_json::from_str::<Value>(&ev.data) {
+                                            if tx.send(v).is_err() {
+                                                return;
+                                            }
                                         }
                                     }
-                                }
-                                Err(e) => {
-                                    tracing::warn!("agent event stream broke: {e}");
-                                    break;
+                                    Err(e) => {
+                                        tracing::warn!("agent event stream broke: {e}");
+                                        break;
+                                    }
                                 }
                             }
+                            // Tell the turn logic the stream was lost, so it can recover.
+                            if tx.send(json!({"type": "inspect.stream_lost"})).is_err() {
+                                return;
+                            }
                         }
-                        // Tell the turn logic the stream was lost, so it can recover.
-                        if tx.send(json!({"type": "inspect.stream_lost"})).is_err() {
-                            return;
-                        }
+                        Ok(r) => tracing::warn!("agent event stream answered {}", r.status()),
+                        Err(e) => tracing::warn!("agent event stream: {e}"),
                     }
-                    Ok(r) => tracing::warn!("agent event stream answered {}", r.status()),
-                    Err(e) => tracing::warn!("agent event stream: {e}"),
+                    if tx.is_closed() {
+                        return;
+                    }
+                    tokio::time::sleep(Duration::from_millis(500)).await;
                 }
-                if tx.is_closed() {
-                    return;
-                }
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            }
-        })
+            },
+            span,
+        ))
     }
 }
 

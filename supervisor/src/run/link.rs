@@ -57,7 +57,11 @@ pub fn start(
 ) {
     let (tx, rx) = mpsc::unbounded_channel();
     let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
-    let handle = tokio::spawn(run(config, rx, cmd_tx));
+    // The link's lines carry the sandbox's span (session and sandbox ids) too.
+    let handle = tokio::spawn(tracing::Instrument::instrument(
+        run(config, rx, cmd_tx),
+        tracing::Span::current(),
+    ));
     (Events { tx }, cmd_rx, handle)
 }
 
