@@ -76,12 +76,17 @@ impl Stack {
             child: None,
         };
         // A port free a moment ago can be taken before wrangler binds it (every sandbox,
-        // agent and test on this machine binds ports too): try another one.
+        // agent and test on this machine binds ports too), and wrangler's bundler has been
+        // seen to crash when many start at once: try again, on another port.
         let mut tries = 0;
         loop {
             match stack.spawn().await {
                 Ok(()) => return Ok(stack),
-                Err(e) if tries < 3 && e.to_string().contains("Address already in use") => {
+                Err(e)
+                    if tries < 3
+                        && (e.to_string().contains("Address already in use")
+                            || e.to_string().contains("wrangler dev exited")) =>
+                {
                     tries += 1;
                     let port = free_port()?;
                     stack.port = port;
