@@ -138,13 +138,7 @@ impl SandboxProvider for LocalProvider {
     }
 
     async fn runtime_version(&self) -> Result<String, ProviderError> {
-        let (status, text) = self.call(Method::Get, "/health", None).await?;
-        if !(200..300).contains(&status) {
-            return Err(ProviderError::from_status(status, &text));
-        }
-        serde_json::from_str::<HostHealth>(&text)
-            .map(|h| h.version)
-            .map_err(|e| ProviderError::Permanent(format!("unreadable health answer: {e}")))
+        Ok(self.health().await?.version)
     }
 
     async fn delete_session(&self, session_id: &str) -> Result<(), ProviderError> {

@@ -10,7 +10,7 @@ use inspect_protocol::session::{
     MAX_RUNNING_CHILDREN,
 };
 use inspect_protocol::{ApiError, ErrorBody, ErrorCode};
-use worker::{Env, Headers, Method, Request, RequestInit, Response};
+use worker::{Env, Method, Request, Response};
 
 type ApiResult<T> = std::result::Result<T, ApiError>;
 
@@ -22,28 +22,7 @@ async fn ask_parent(
     req: &Request,
     body: &[u8],
 ) -> ApiResult<ChildPlan> {
-    let headers = Headers::new();
-    for name in ["Authorization", inspect_protocol::auth::SANDBOX_ID_HEADER] {
-        if let Some(v) = req.headers().get(name).ok().flatten() {
-            headers.set(name, &v).map_err(internal)?;
-        }
-    }
-    headers
-        .set("Content-Type", "application/json")
-        .map_err(internal)?;
-    let mut init = RequestInit::new();
-    init.with_method(Method::Post)
-        .with_headers(headers)
-        .with_body(Some(worker::js_sys::Uint8Array::from(body).into()));
-    let inner =
-        Request::new_with_init(&format!("https://session{path}"), &init).map_err(internal)?;
-    let mut resp = env
-        .durable_object("SESSION")
-        .and_then(|ns| ns.get_by_name(parent))
-        .map_err(internal)?
-        .fetch_with_request(inner)
-        .await
-        .map_err(|e| ApiError::new(ErrorCode::Unavailable, e.to_string()))?;
+    let mut resp = crate::entry::forward_as_sandbox(env, parent, path, req, Some(body)).await?;
     if resp.status_code() != 200 {
         let err: ErrorBody = resp.json().await.map_err(internal)?;
         return Err(err.error);

@@ -254,7 +254,15 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
 
 /// `POST /sessions/:id/scm-credentials`: the session's object vouches for the sandbox's
 /// token, then the Worker hands out an installation token.
-async fn scm_credentials(env: &Env, id: &str, req: Request) -> ApiResult<Response> {
+/// Sends a sandbox's request on to its session's object at `path`, with the sandbox's own
+/// credentials (bearer token and `X-Sandbox-ID`) for the object to check.
+pub(crate) async fn forward_as_sandbox(
+    env: &Env,
+    id: &str,
+    path: &str,
+    req: &Request,
+    body: Option<&[u8]>,
+) -> ApiResult<Response> {
     let headers = Headers::new();
     for name in ["Authorization", inspect_protocol::auth::SANDBOX_ID_HEADER] {
         if let Some(v) = req.headers().get(name).ok().flatten() {
@@ -262,19 +270,31 @@ async fn scm_credentials(env: &Env, id: &str, req: Request) -> ApiResult<Respons
         }
     }
     let mut init = RequestInit::new();
-    init.with_method(Method::Post).with_headers(headers);
-    let inner = Request::new_with_init(
-        &format!(
-            "https://session{}",
-            SessionAction::ScmCredentials.object_path()
-        ),
-        &init,
-    )
-    .map_err(internal)?;
-    let resp = session_stub(env, id)?
+    init.with_method(Method::Post);
+    if let Some(body) = body {
+        headers
+            .set("Content-Type", "application/json")
+            .map_err(internal)?;
+        init.with_body(Some(js_sys_bytes(body)));
+    }
+    init.with_headers(headers);
+    let inner =
+        Request::new_with_init(&format!("https://session{path}"), &init).map_err(internal)?;
+    session_stub(env, id)?
         .fetch_with_request(inner)
         .await
-        .map_err(|e| ApiError::new(ErrorCode::Unavailable, e.to_string()))?;
+        .map_err(|e| ApiError::new(ErrorCode::Unavailable, e.to_string()))
+}
+
+async fn scm_credentials(env: &Env, id: &str, req: Request) -> ApiResult<Response> {
+    let resp = forward_as_sandbox(
+        env,
+        id,
+        SessionAction::ScmCredentials.object_path(),
+        &req,
+        None,
+    )
+    .await?;
     if resp.status_code() != 200 {
         return Ok(resp);
     }
@@ -288,31 +308,14 @@ async fn scm_credentials(env: &Env, id: &str, req: Request) -> ApiResult<Respons
 /// object checks them and does the rest.
 async fn pull_requests(env: &Env, id: &str, mut req: Request) -> ApiResult<Response> {
     let body = read_body(&mut req).await?;
-    let headers = Headers::new();
-    for name in ["Authorization", inspect_protocol::auth::SANDBOX_ID_HEADER] {
-        if let Some(v) = req.headers().get(name).ok().flatten() {
-            headers.set(name, &v).map_err(internal)?;
-        }
-    }
-    headers
-        .set("Content-Type", "application/json")
-        .map_err(internal)?;
-    let mut init = RequestInit::new();
-    init.with_method(Method::Post)
-        .with_headers(headers)
-        .with_body(Some(js_sys_bytes(&body)));
-    let inner = Request::new_with_init(
-        &format!(
-            "https://session{}",
-            SessionAction::PullRequests.object_path()
-        ),
-        &init,
+    forward_as_sandbox(
+        env,
+        id,
+        SessionAction::PullRequests.object_path(),
+        &req,
+        Some(&body),
     )
-    .map_err(internal)?;
-    session_stub(env, id)?
-        .fetch_with_request(inner)
-        .await
-        .map_err(|e| ApiError::new(ErrorCode::Unavailable, e.to_string()))
+    .await
 }
 
 /// A prompt's body without `callbackContext` (left as it was when it is not JSON: the

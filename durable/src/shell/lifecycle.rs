@@ -331,14 +331,8 @@ impl SessionDO {
         inspect_secrets::layer(&key, &stored)
     }
 
-    /// A Worker secret or, failing that, a plain variable; empty counts as unset.
     fn setting(&self, name: &str) -> Option<String> {
-        self.env
-            .secret(name)
-            .map(|s| s.to_string())
-            .or_else(|_| self.env.var(name).map(|v| v.to_string()))
-            .ok()
-            .filter(|v| !v.is_empty())
+        inspect_scm::setting(&self.env, name)
     }
 
     pub(super) fn provider(&self) -> Option<LocalProvider> {
