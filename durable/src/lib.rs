@@ -10,9 +10,13 @@ pub mod schema;
 pub mod store;
 
 #[cfg(target_arch = "wasm32")]
+pub mod images;
+#[cfg(target_arch = "wasm32")]
 pub mod local_provider;
 #[cfg(target_arch = "wasm32")]
 pub mod log;
+#[cfg(target_arch = "wasm32")]
+pub mod sealed;
 #[cfg(target_arch = "wasm32")]
 pub mod shell;
 #[cfg(target_arch = "wasm32")]

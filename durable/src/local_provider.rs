@@ -2,6 +2,7 @@
 
 use crate::provider::{ProviderError, SandboxProvider};
 use inspect_protocol::health::HostHealth;
+use inspect_protocol::images::{BuildImageRequest, BuildStarted};
 use inspect_protocol::provider::{Capabilities, SandboxInfo, SnapshotInfo, SpawnRequest};
 use worker::{Fetch, Headers, Method, Request, RequestInit};
 
@@ -146,6 +147,28 @@ impl SandboxProvider for LocalProvider {
             .call(Method::Delete, &format!("/sessions/{session_id}"), None)
             .await?;
         if (200..300).contains(&status) {
+            Ok(())
+        } else {
+            Err(ProviderError::from_status(status, &text))
+        }
+    }
+
+    async fn build_image(&self, req: &BuildImageRequest) -> Result<BuildStarted, ProviderError> {
+        let body =
+            serde_json::to_string(req).map_err(|e| ProviderError::Permanent(e.to_string()))?;
+        let (status, text) = self.call(Method::Post, "/images", Some(body)).await?;
+        if !(200..300).contains(&status) {
+            return Err(ProviderError::from_status(status, &text));
+        }
+        serde_json::from_str(&text)
+            .map_err(|e| ProviderError::Permanent(format!("unreadable build answer: {e}")))
+    }
+
+    async fn delete_image(&self, image_id: &str) -> Result<(), ProviderError> {
+        let (status, text) = self
+            .call(Method::Delete, &format!("/images/{image_id}"), None)
+            .await?;
+        if (200..300).contains(&status) || status == 404 {
             Ok(())
         } else {
             Err(ProviderError::from_status(status, &text))

@@ -2,6 +2,7 @@
 //! (try again later) or permanent (do not retry unchanged). The local provider talks to
 //! `inspect-supervisor host` over HTTP on loopback.
 
+use inspect_protocol::images::{BuildImageRequest, BuildStarted};
 use inspect_protocol::provider::{Capabilities, SandboxInfo, SnapshotInfo, SpawnRequest};
 use std::fmt;
 
@@ -64,6 +65,11 @@ pub trait SandboxProvider {
     async fn runtime_version(&self) -> Result<String, ProviderError>;
     /// Removes everything kept for a session: its sandboxes, their files, its snapshots.
     async fn delete_session(&self, session_id: &str) -> Result<(), ProviderError>;
+    /// Starts building a prebuilt image; the provider reports how it ended to the request's
+    /// callback URL. Providers without image builds answer `Permanent`.
+    async fn build_image(&self, req: &BuildImageRequest) -> Result<BuildStarted, ProviderError>;
+    /// Deletes an image (a newer one replaced it). An unknown image is not an error.
+    async fn delete_image(&self, image_id: &str) -> Result<(), ProviderError>;
 }
 
 #[cfg(test)]

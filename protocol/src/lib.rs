@@ -10,6 +10,7 @@ pub mod auth;
 pub mod client;
 pub mod error;
 pub mod health;
+pub mod images;
 pub mod limits;
 pub mod log;
 pub mod provider;

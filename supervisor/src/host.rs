@@ -64,9 +64,9 @@ impl Drop for Sandbox {
     }
 }
 
-struct HostState {
+pub(crate) struct HostState {
     secret: String,
-    data_dir: PathBuf,
+    pub(crate) data_dir: PathBuf,
     /// Snapshots past this many bytes are pruned (`INSPECT_SNAPSHOT_BUDGET_BYTES`).
     snapshot_budget: u64,
     /// At most this many sandboxes run at once (`INSPECT_MAX_SANDBOXES`); more wait.
@@ -136,6 +136,11 @@ fn router(state: Arc<HostState>) -> Router {
         )
         .route("/repositories/check", axum::routing::post(check_repository))
         .route("/sessions/{id}", axum::routing::delete(delete_session))
+        .route("/images", axum::routing::post(crate::images::start_build))
+        .route(
+            "/images/{id}",
+            axum::routing::delete(crate::images::delete_image),
+        )
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             require_secret,
@@ -378,7 +383,7 @@ async fn stop_sandbox(State(state): State<Arc<HostState>>, Path(id): Path<String
     }
 }
 
-fn valid_id(id: &str) -> bool {
+pub(crate) fn valid_id(id: &str) -> bool {
     !id.is_empty()
         && id.len() <= 80
         && id
@@ -451,48 +456,8 @@ async fn spawn(state: &HostState, req: &SpawnRequest) -> anyhow::Result<Spawned>
     }
     let (tunnel_urls, forwarders) = expose_ports(&req.tunnel_ports).await?;
     write_tunnels_file(&workspace, &req.sandbox_id, &tunnel_urls)?;
-    let exe = std::env::current_exe().context("finding the supervisor binary")?;
-    // The spawn description without the token; the token travels in its own variable.
-    let mut described = req.clone();
-    described.sandbox_token = String::new();
-    described.env.clear();
-    let tmp = root.join("tmp");
-    std::fs::create_dir_all(&tmp)?;
-    let mut cmd = match &state.bwrap {
-        Some(bwrap) => {
-            let mut c = Command::new(bwrap);
-            c.args(confinement(&root, req)).arg("--").arg(&exe);
-            c
-        }
-        None => Command::new(&exe),
-    };
-    cmd.arg("run")
-        .current_dir(&workspace)
-        .env_clear()
-        .envs(
-            PASSED_THROUGH
-                .iter()
-                .filter_map(|k| std::env::var(k).ok().map(|v| (*k, v))),
-        )
-        .envs(&req.env)
-        .env("HOME", root.join("home"))
-        .env("TMPDIR", &tmp)
-        .env("INSPECT_SANDBOX_ROOT", &root)
-        .env("INSPECT_WORKSPACE", &workspace)
-        .env("INSPECT_SESSION_ID", &req.session_id)
-        .env("INSPECT_SANDBOX_ID", &req.sandbox_id)
-        .env("INSPECT_SANDBOX_TOKEN", &req.sandbox_token)
-        .env("INSPECT_CONTROL_PLANE_URL", &req.control_plane_url)
-        .env("INSPECT_SPAWN", serde_json::to_string(&described)?)
-        .env(
-            "RUST_LOG",
-            std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),
-        )
-        .stdin(std::process::Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log)
-        .process_group(0)
-        .kill_on_drop(true);
+    let mut cmd = sandbox_command(state, &root, req, "run")?;
+    cmd.stdout(log.try_clone()?).stderr(log);
     std::fs::create_dir_all(root.join("home"))?;
     let child = cmd.spawn().context("starting the sandbox supervisor")?;
     tracing::info!(sandbox = %req.sandbox_id, session = %req.session_id, pid = ?child.id(), "sandbox started");
@@ -507,9 +472,63 @@ async fn spawn(state: &HostState, req: &SpawnRequest) -> anyhow::Result<Spawned>
     Ok(Spawned::Started(out))
 }
 
+/// The supervisor as a sandbox runs it (`run`, or `build` for an image): confined where
+/// bubblewrap is, in its own process group, with a cleared environment holding what the
+/// request gives it. Output goes where the caller points it.
+pub(crate) fn sandbox_command(
+    state: &HostState,
+    root: &std::path::Path,
+    req: &SpawnRequest,
+    subcommand: &str,
+) -> anyhow::Result<Command> {
+    let workspace = root.join("workspace");
+    let exe = std::env::current_exe().context("finding the supervisor binary")?;
+    // The spawn description without the token; the token travels in its own variable.
+    let mut described = req.clone();
+    described.sandbox_token = String::new();
+    described.env.clear();
+    let tmp = root.join("tmp");
+    std::fs::create_dir_all(&tmp)?;
+    std::fs::create_dir_all(root.join("home"))?;
+    let mut cmd = match &state.bwrap {
+        Some(bwrap) => {
+            let mut c = Command::new(bwrap);
+            c.args(confinement(root, req)).arg("--").arg(&exe);
+            c
+        }
+        None => Command::new(&exe),
+    };
+    cmd.arg(subcommand)
+        .current_dir(&workspace)
+        .env_clear()
+        .envs(
+            PASSED_THROUGH
+                .iter()
+                .filter_map(|k| std::env::var(k).ok().map(|v| (*k, v))),
+        )
+        .envs(&req.env)
+        .env("HOME", root.join("home"))
+        .env("TMPDIR", &tmp)
+        .env("INSPECT_SANDBOX_ROOT", root)
+        .env("INSPECT_WORKSPACE", &workspace)
+        .env("INSPECT_SESSION_ID", &req.session_id)
+        .env("INSPECT_SANDBOX_ID", &req.sandbox_id)
+        .env("INSPECT_SANDBOX_TOKEN", &req.sandbox_token)
+        .env("INSPECT_CONTROL_PLANE_URL", &req.control_plane_url)
+        .env("INSPECT_SPAWN", serde_json::to_string(&described)?)
+        .env(
+            "RUST_LOG",
+            std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),
+        )
+        .stdin(std::process::Stdio::null())
+        .process_group(0)
+        .kill_on_drop(true);
+    Ok(cmd)
+}
+
 /// The runtime sandboxes get from this host: its version, or `INSPECT_RUNTIME_VERSION`.
 /// A snapshot restores only into the runtime that made it.
-fn runtime_version() -> String {
+pub(crate) fn runtime_version() -> String {
     std::env::var("INSPECT_RUNTIME_VERSION")
         .unwrap_or_else(|_| env!("CARGO_PKG_VERSION").to_owned())
 }
@@ -584,7 +603,11 @@ async fn restore_snapshot(
     root: &std::path::Path,
 ) -> anyhow::Result<()> {
     anyhow::ensure!(valid_id(snapshot_id), "invalid snapshot id");
-    let (tar, meta) = snapshot_paths(data_dir, snapshot_id);
+    let (tar, meta) = if crate::images::is_image(snapshot_id) {
+        crate::images::image_paths(data_dir, snapshot_id)
+    } else {
+        snapshot_paths(data_dir, snapshot_id)
+    };
     let info: SnapshotInfo = serde_json::from_slice(
         &std::fs::read(&meta).with_context(|| format!("no snapshot {snapshot_id}"))?,
     )?;
@@ -788,7 +811,7 @@ pub async fn check_path(raw: &str) -> Result<RepositoryChecked, ApiError> {
     })
 }
 
-fn error(e: ApiError) -> Response {
+pub(crate) fn error(e: ApiError) -> Response {
     let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     (status, Json(e.body())).into_response()
 }

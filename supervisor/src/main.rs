@@ -4,11 +4,13 @@
 //!   loopback and runs sandboxes as local process trees under a data directory.
 //! - `run`: inside a sandbox, prepares the workspace, runs the agent and bridges it to the
 //!   session.
+//! - `build`: inside an image build's sandbox, clones and sets up the workspace.
 //! - `credential-helper`: git's credential-helper protocol, answered by the control plane.
 
 mod agent_tool;
 mod credential;
 mod host;
+mod images;
 mod run;
 
 use clap::{Parser, Subcommand};
@@ -38,6 +40,8 @@ enum Command {
     },
     /// Run inside a sandbox: boot the workspace, start the agent, connect to the session.
     Run,
+    /// Run inside an image build's sandbox: clone, run setup, write the report.
+    Build,
     /// Git credential helper (`git config credential.helper`); reads the request on stdin.
     CredentialHelper {
         /// The operation git asks for: get, store or erase.
@@ -107,6 +111,14 @@ async fn main() -> anyhow::Result<()> {
                 sandbox = %var("INSPECT_SANDBOX_ID")
             );
             run::run().instrument(span).await
+        }
+        Command::Build => {
+            use tracing::Instrument;
+            let span = tracing::info_span!(
+                "image_build",
+                build = %std::env::var("INSPECT_SANDBOX_ID").unwrap_or_default()
+            );
+            run::build::build().instrument(span).await
         }
         Command::CredentialHelper { operation } => credential::run(&operation).await,
         Command::AgentTool { args } => agent_tool::run(args).await,

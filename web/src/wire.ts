@@ -102,6 +102,70 @@ export type PartCheck = { configured: boolean, ok?: boolean | null, latencyMs?: 
  */
 disk?: DiskUse | null, };
 
+export type ImageScope = { "kind": "repository", owner: string, name: string, } | { "kind": "environment", environmentId: string, };
+
+export type BuildStatus = "building" | "ready" | "failed" | "deleted";
+
+export type ImageRepository = { owner: string, name: string, commit: string, };
+
+export type ImageBuild = { id: string, scope: ImageScope, status: BuildStatus, 
+/**
+ * `manual` or `schedule`.
+ */
+trigger: string, startedAt: number, finishedAt?: number | null, 
+/**
+ * The provider's image (on the local provider, a snapshot).
+ */
+imageId?: string | null, runtimeVersion?: string | null, repositories: Array<ImageRepository>, 
+/**
+ * Why it failed.
+ */
+error?: string | null, 
+/**
+ * The setup hook's output (its tail).
+ */
+output?: string | null, bytes?: number | null, };
+
+export type ImageSchedule = { 
+/**
+ * Rebuild when the newest build is this old; `None`: by hand only.
+ */
+intervalMinutes: number | null, keep: number, };
+
+export type ImageList = { scope: ImageScope, builds: Array<ImageBuild>, schedule: ImageSchedule, };
+
+export type ImageRequest = { scope: ImageScope, 
+/**
+ * With `PUT /images/schedule`.
+ */
+schedule?: ImageSchedule | null, };
+
+export type BuildImageRequest = { buildId: string, repositories: Array<WorkspaceRepository>, 
+/**
+ * Secrets the setup hook may use. Never logged.
+ */
+env: { [key in string]: string }, 
+/**
+ * Where the report goes: `POST <url>` with `Authorization: Bearer <callbackToken>`.
+ */
+callbackUrl: string, 
+/**
+ * Single use. Never logged.
+ */
+callbackToken: string, 
+/**
+ * A token git may use for the repositories' remotes (GitHub), when they need one.
+ */
+gitToken?: string | null, 
+/**
+ * The build is given up after this long.
+ */
+timeoutSeconds: number, };
+
+export type BuildStarted = { buildId: string, };
+
+export type BuildReport = { success: boolean, imageId?: string | null, runtimeVersion: string, repositories: Array<ImageRepository>, error?: string | null, output?: string | null, bytes?: number | null, durationMs: number, };
+
 export type BootMode = "fresh" | "snapshot_restore" | "prebuilt" | "build";
 
 export type WorkspaceRepository = { owner: string, name: string, 

@@ -24,14 +24,27 @@ fn start() {
     console_error_panic_hook::set_once();
 }
 
-/// The cron trigger: the installation's repositories are synced from GitHub.
+/// The cron trigger: stuck image builds time out, scheduled ones start, and the
+/// installation's repositories are synced from GitHub.
 #[event(scheduled)]
 async fn scheduled(event: worker::ScheduledEvent, env: Env, _ctx: worker::ScheduleContext) {
+    let now = event.schedule() as i64;
+    use inspect_durable::log::{emit, LogLine};
+    match crate::images::tick(&env, now).await {
+        Ok(n) => emit(
+            LogLine::info("cron", "images_checked")
+                .with("cron", event.cron())
+                .with("started", n),
+        ),
+        Err(e) => emit(
+            LogLine::error("cron", "images_check_failed")
+                .with("cron", event.cron())
+                .detail(e.message),
+        ),
+    }
     if crate::db::setting(&env, "GITHUB_APP_ID").is_none() {
         return;
     }
-    let now = event.schedule() as i64;
-    use inspect_durable::log::{emit, LogLine};
     match crate::installation::sync(&env, now).await {
         Ok(n) => emit(
             LogLine::info("cron", "repositories_synced")
@@ -96,6 +109,18 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
     match &route {
         Route::Health => return health(env).await,
         Route::GitHubWebhook => return crate::github_bot::webhook(req, env, ctx).await,
+        Route::ImageBuildReport { id } => {
+            let bearer = req
+                .headers()
+                .get("Authorization")
+                .ok()
+                .flatten()
+                .and_then(|a| a.strip_prefix("Bearer ").map(str::to_owned));
+            let body = read_body(&mut req).await?;
+            let build =
+                crate::images::complete(env, id, bearer.as_deref(), &body, now_ms() as i64).await?;
+            return json(&build, 200);
+        }
         Route::SignIn => return signin::start(&req, env).await,
         Route::SignInCallback => return signin::finish(&req, env).await,
         Route::Session {
@@ -217,6 +242,25 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
             }
         },
         Route::Children { id, .. } => crate::children::list(env, &id).await,
+        Route::ListImages => {
+            let url = req
+                .url()
+                .map_err(|e| ApiError::bad_request(e.to_string()))?;
+            let pairs: Vec<(String, String)> = url
+                .query_pairs()
+                .map(|(k, v)| (k.into_owned(), v.into_owned()))
+                .collect();
+            let scope = crate::images::scope_from_query(&pairs)?;
+            json(&crate::images::list(env, scope).await?, 200)
+        }
+        Route::BuildImage => json(
+            &crate::images::start_by_hand(env, &body, &origin_of(&req), now).await?,
+            202,
+        ),
+        Route::ImageSchedule => json(
+            &crate::images::set_schedule(env, &body, &origin_of(&req), now).await?,
+            200,
+        ),
         Route::RepoSettings { owner, name, write } => {
             if write {
                 json(
@@ -246,9 +290,11 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
             }
             Ok(resp)
         }
-        Route::Health | Route::SignIn | Route::SignInCallback | Route::GitHubWebhook => {
-            Err(ApiError::internal("route served above"))
-        }
+        Route::Health
+        | Route::SignIn
+        | Route::SignInCallback
+        | Route::GitHubWebhook
+        | Route::ImageBuildReport { .. } => Err(ApiError::internal("route served above")),
     }
 }
 

@@ -21,6 +21,8 @@ mod entry;
 #[cfg(target_arch = "wasm32")]
 mod github_bot;
 #[cfg(target_arch = "wasm32")]
+mod images;
+#[cfg(target_arch = "wasm32")]
 mod index;
 #[cfg(target_arch = "wasm32")]
 mod installation;

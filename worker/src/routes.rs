@@ -54,6 +54,16 @@ pub enum Route {
     },
     /// `POST /webhooks/github`: GitHub's deliveries to the bot (signed, no caller).
     GitHubWebhook,
+    /// `GET /images?repository=|environmentId=`: a scope's prebuilt images.
+    ListImages,
+    /// `POST /images/builds`: build one now.
+    BuildImage,
+    /// `PUT /images/schedule`.
+    ImageSchedule,
+    /// `POST /images/builds/:id/complete`: the provider's report (its own token).
+    ImageBuildReport {
+        id: String,
+    },
     /// Child sessions: made and acted on by the parent's sandbox; listed for people.
     Children {
         id: String,
@@ -159,6 +169,16 @@ pub fn match_route(method: &str, path: &str) -> Option<Result<Route, ApiError>> 
         },
         ["auth", "me"] => only(method, &["GET"], Route::Me),
         ["webhooks", "github"] => only(method, &["POST"], Route::GitHubWebhook),
+        ["images"] => only(method, &["GET"], Route::ListImages),
+        ["images", "builds"] => only(method, &["POST"], Route::BuildImage),
+        ["images", "schedule"] => only(method, &["PUT"], Route::ImageSchedule),
+        ["images", "builds", id, "complete"] => only(
+            method,
+            &["POST"],
+            Route::ImageBuildReport {
+                id: (*id).to_owned(),
+            },
+        ),
         ["repos", owner, name, "branches"] => only(
             method,
             &["GET"],

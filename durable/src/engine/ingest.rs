@@ -13,6 +13,24 @@ use inspect_protocol::session::{Actor, Artifact};
 use serde_json::{Map, Value};
 
 impl<S: Store> Session<'_, S> {
+    /// A warning of the control plane's own about the sandbox (an image it could not use),
+    /// on the timeline like a sandbox's warning.
+    pub fn sandbox_warning(&self, scope: &str, message: &str, now: i64) -> EngineResult<Effects> {
+        let mut fx = Effects::none();
+        let event = SandboxEvent::Warning {
+            scope: scope.to_owned(),
+            message: message.to_owned(),
+        };
+        let mut data = match serde_json::to_value(&event) {
+            Ok(Value::Object(m)) => m,
+            _ => Map::new(),
+        };
+        data.remove("type");
+        let ev = timeline::append(self.store, event.kind(), None, data, now).map_err(internal)?;
+        fx.broadcast(ServerMessage::SandboxEvent { event: ev });
+        Ok(fx)
+    }
+
     /// Handles one frame from the sandbox. Never fails: bad frames are answered with an
     /// `error` command and change nothing.
     pub fn on_sandbox_frame(&self, text: &str, now: i64) -> Effects {

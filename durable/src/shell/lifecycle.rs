@@ -163,9 +163,10 @@ impl SessionDO {
         let engine = self.engine();
         let provider = self.provider();
         // Decide before begin_spawn replaces the record of the last sandbox.
+        let mut runtime = String::new();
         let plan = match &provider {
             Some(p) => {
-                let runtime = p.runtime_version().await.unwrap_or_default();
+                runtime = p.runtime_version().await.unwrap_or_default();
                 engine.spawn_plan(p.capabilities(), &runtime).ok()
             }
             None => None,
@@ -174,10 +175,18 @@ impl SessionDO {
             return;
         };
         self.apply(fx);
-        let restore = match &plan {
+        let mut restore = match &plan {
             Some(SpawnPlan::Restore { snapshot_id }) => Some(snapshot_id.clone()),
             _ => None,
         };
+        // Nothing of its own to start from: the newest compatible prebuilt image, if any.
+        let mut prebuilt = None;
+        if matches!(plan, Some(SpawnPlan::Fresh { .. })) && !runtime.is_empty() {
+            prebuilt = self.prebuilt_image(&runtime).await;
+            if prebuilt.is_some() {
+                restore = prebuilt.clone();
+            }
+        }
         if let Some(SpawnPlan::Fresh { warning: Some(w) }) = &plan {
             let mut fx = Effects::none();
             fx.broadcast(ServerMessage::SandboxStatus {
@@ -186,7 +195,12 @@ impl SessionDO {
             });
             self.apply(fx);
         }
-        let request = match self.spawn_request(&ticket, restore.clone()) {
+        let boot_mode = match (&prebuilt, &restore) {
+            (Some(_), _) => inspect_protocol::provider::BootMode::Prebuilt,
+            (None, Some(_)) => inspect_protocol::provider::BootMode::SnapshotRestore,
+            (None, None) => inspect_protocol::provider::BootMode::Fresh,
+        };
+        let request = match self.spawn_request(&ticket, restore.clone(), boot_mode) {
             Ok(mut req) => self.sandbox_secrets().await.map(|env| {
                 req.env = env;
                 req
@@ -230,7 +244,7 @@ impl SessionDO {
                 .spawn_accepted(&ticket.sandbox_id, now_ms())
                 .and_then(|mut fx| {
                     fx.merge(engine.set_tunnel_urls(&ticket.sandbox_id, &info.tunnel_urls)?);
-                    if let Some(snapshot_id) = &restore {
+                    if let (Some(snapshot_id), None) = (&restore, &prebuilt) {
                         fx.broadcast(ServerMessage::SandboxRestored {
                             sandbox_id: ticket.sandbox_id.clone(),
                             snapshot_id: snapshot_id.clone(),
@@ -249,86 +263,65 @@ impl SessionDO {
         self.schedule().await;
     }
 
-    /// The secrets the sandbox's environment gets, as [`inspect_secrets::flowing_scopes`]
-    /// says (an environment session: global + the environment's; otherwise global + each
-    /// repository's, the primary winning), read and opened at spawn time so a change
-    /// applies to the next sandbox.
+    /// The image a sandbox with nothing of its own starts from: the newest ready one of the
+    /// session's environment (or its only repository) made by `runtime` for the session's
+    /// repositories. Images skipped are said on the timeline.
+    async fn prebuilt_image(&self, runtime: &str) -> Option<String> {
+        use inspect_protocol::images::{choose_image, BuildStatus, ImageScope};
+        let state = self.engine().state().ok()?;
+        let scope = match (&state.environment_id, state.repositories.as_slice()) {
+            (Some(id), _) => ImageScope::Environment {
+                environment_id: id.clone(),
+            },
+            (None, [only]) => ImageScope::Repository {
+                owner: only.owner.clone(),
+                name: only.name.clone(),
+            },
+            _ => return None,
+        };
+        let ready =
+            match crate::images::builds(&self.env, &scope, Some(BuildStatus::Ready), 10).await {
+                Ok(r) => r,
+                Err(e) => {
+                    self.log(LogLine::warn("sandbox", "images_unreadable").detail(e.message));
+                    return None;
+                }
+            };
+        let repositories: Vec<(String, String)> = state
+            .repositories
+            .iter()
+            .map(|r| (r.owner.clone(), r.name.clone()))
+            .collect();
+        let (chosen, warnings) = choose_image(&ready, runtime, &repositories);
+        for w in warnings {
+            if let Ok(fx) = self
+                .engine()
+                .sandbox_warning("prebuilt_image", &w, now_ms())
+            {
+                self.apply(fx);
+            }
+        }
+        let chosen = chosen?;
+        self.log(
+            LogLine::info("sandbox", "prebuilt_image_chosen")
+                .with("image", chosen.image_id.clone())
+                .with("build", chosen.id.as_str()),
+        );
+        chosen.image_id.clone()
+    }
+
+    /// The secrets the sandbox's environment gets, read and opened at spawn time so a
+    /// change applies to the next sandbox.
     async fn sandbox_secrets(
         &self,
     ) -> std::result::Result<std::collections::BTreeMap<String, String>, ApiError> {
-        // Without a key nothing can have been stored.
-        let Some(key) = self.setting(inspect_secrets::KEY_VAR) else {
-            return Ok(Default::default());
-        };
-        let key = inspect_secrets::SealingKey::from_config(Some(&key))?;
         let state = self.engine().state()?;
         let repositories: Vec<(String, String)> = state
             .repositories
             .iter()
             .map(|r| (r.owner.clone(), r.name.clone()))
             .collect();
-        let scopes =
-            inspect_secrets::flowing_scopes(state.environment_id.as_deref(), &repositories);
-        let repo_ids: Vec<String> = scopes
-            .iter()
-            .filter(|s| matches!(s, inspect_secrets::Scope::Repository { .. }))
-            .map(|s| s.key().1)
-            .collect();
-        let mut sql = String::from(
-            "SELECT scope, scope_id, name, sealed FROM secrets WHERE scope = 'global'",
-        );
-        let mut args: Vec<wasm_bindgen::JsValue> = Vec::new();
-        for scope in &scopes {
-            let (kind, id) = scope.key();
-            if kind == "global" {
-                continue;
-            }
-            sql.push_str(&format!(
-                " OR (scope = ?{} AND scope_id = ?{})",
-                args.len() + 1,
-                args.len() + 2
-            ));
-            args.push(kind.into());
-            args.push(id.as_str().into());
-        }
-        #[derive(Deserialize)]
-        struct Row {
-            scope: String,
-            scope_id: String,
-            name: String,
-            sealed: String,
-        }
-        let unavailable = |e: worker::Error| {
-            ApiError::new(
-                inspect_protocol::ErrorCode::Unavailable,
-                format!("reading secrets: {e}"),
-            )
-        };
-        let rows: Vec<Row> = self
-            .env
-            .d1("DB")
-            .map_err(unavailable)?
-            .prepare(&sql)
-            .bind(&args)
-            .map_err(unavailable)?
-            .all()
-            .await
-            .map_err(unavailable)?
-            .results()
-            .map_err(unavailable)?;
-        let stored: Vec<inspect_secrets::StoredSecret> = rows
-            .into_iter()
-            .map(|r| inspect_secrets::StoredSecret {
-                order: repo_ids
-                    .iter()
-                    .position(|id| *id == r.scope_id)
-                    .unwrap_or(0),
-                scope: r.scope,
-                name: r.name,
-                sealed: r.sealed,
-            })
-            .collect();
-        inspect_secrets::layer(&key, &stored)
+        crate::sealed::open_secrets(&self.env, state.environment_id.as_deref(), &repositories).await
     }
 
     fn setting(&self, name: &str) -> Option<String> {
@@ -346,6 +339,7 @@ impl SessionDO {
         &self,
         ticket: &crate::engine::sandbox::SpawnTicket,
         restore_from: Option<String>,
+        boot_mode: inspect_protocol::provider::BootMode,
     ) -> std::result::Result<inspect_protocol::provider::SpawnRequest, ApiError> {
         let state = self.engine().state()?;
         let origin = self
@@ -386,11 +380,7 @@ impl SessionDO {
                 .branch_name
                 .clone()
                 .unwrap_or_else(|| format!("open-inspect/{}", state.id)),
-            boot_mode: if restore_from.is_some() {
-                inspect_protocol::provider::BootMode::SnapshotRestore
-            } else {
-                Default::default()
-            },
+            boot_mode,
             restore_from,
             env: Default::default(),
             tunnel_ports: self.engine().sandbox_settings()?.tunnel_ports,

@@ -17,6 +17,9 @@ pub const START_TIMEOUT: Duration = Duration::from_secs(120);
 pub const HOOK_OUTPUT_TAIL: usize = 8 * 1024;
 pub const TUNNEL_POLL: Duration = Duration::from_millis(200);
 pub const TUNNELS_FILE: &str = ".tunnels.env";
+/// An image build's token for the repositories' remotes (git's credential helper answers
+/// with it); hooks never see it.
+pub const GIT_TOKEN_VAR: &str = "INSPECT_GIT_TOKEN";
 
 /// The bot that commits; prompts' authors are set per commit.
 pub const BOT_NAME: &str = "open-inspect[bot]";
@@ -158,6 +161,7 @@ pub async fn run_hook(script: &Path, dir: &Path, timeout: Duration) -> Result<Ho
         .arg(script)
         .current_dir(dir)
         .env_remove("INSPECT_SANDBOX_TOKEN")
+        .env_remove(GIT_TOKEN_VAR)
         .stdin(std::process::Stdio::null())
         .stdout(out.try_clone()?)
         .stderr(out)
@@ -312,6 +316,33 @@ pub async fn sync_repository(
         } else {
             git(&dir, &["checkout", "--quiet", "-B", work_branch]).await?;
         }
+    } else if mode == BootMode::Prebuilt {
+        // From an image: the clone is there, set up at the image's commit. Fetch what is
+        // newer and put the work branch where it belongs: where an earlier sandbox of this
+        // session pushed it, else at the base branch's newest commit.
+        git(&dir, &["remote", "set-url", "origin", repo.source.as_str()]).await?;
+        git(&dir, &["fetch", "--quiet", "origin"]).await?;
+        let remote_work = format!("refs/remotes/origin/{work_branch}");
+        let target = if git(&dir, &["rev-parse", "--verify", "--quiet", &remote_work])
+            .await
+            .is_ok()
+        {
+            remote_work
+        } else if let Some(b) = &repo.base_branch {
+            format!("refs/remotes/origin/{b}")
+        } else {
+            git(
+                &dir,
+                &["symbolic-ref", "--quiet", "refs/remotes/origin/HEAD"],
+            )
+            .await
+            .unwrap_or_else(|_| "HEAD".into())
+        };
+        git(
+            &dir,
+            &["checkout", "--quiet", "--force", "-B", work_branch, &target],
+        )
+        .await?;
     } else {
         // Restored: bring the branch up to what was pushed, keeping uncommitted work the
         // snapshot carried (a fast-forward never touches it).

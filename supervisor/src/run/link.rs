@@ -34,6 +34,12 @@ pub struct Events {
 }
 
 impl Events {
+    /// Events that go to the returned receiver instead of a session (an image build).
+    pub fn local() -> (Events, mpsc::UnboundedReceiver<SandboxEvent>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (Events { tx }, rx)
+    }
+
     pub fn send(&self, event: SandboxEvent) {
         let _ = self.tx.send(event);
     }

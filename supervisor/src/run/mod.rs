@@ -5,6 +5,7 @@
 pub mod agent;
 pub mod agent_api;
 pub mod boot;
+pub mod build;
 pub mod link;
 pub mod mapping;
 
@@ -491,6 +492,13 @@ async fn boot(cfg: &RunConfig, events: &Events) -> Result<Vec<(PathBuf, String)>
     let mut repos = Vec::new();
     for repo in &cfg.spawn.repositories {
         let step = Step::begin(events, format!("git_sync:{}", repo.name));
+        let from_image = if mode == BootMode::Prebuilt {
+            boot::git(&ws.join(&repo.name), &["rev-parse", "HEAD"])
+                .await
+                .ok()
+        } else {
+            None
+        };
         match boot::sync_repository(ws, repo, &cfg.spawn.work_branch, mode).await {
             Ok((dir, sha)) => {
                 events.send(SandboxEvent::GitSync {
@@ -498,7 +506,12 @@ async fn boot(cfg: &RunConfig, events: &Events) -> Result<Vec<(PathBuf, String)>
                     repo: Some(repo.name.clone()),
                     sha: Some(sha.clone()),
                 });
-                step.end(StepStatus::Succeeded, Some(sha), None);
+                let detail = match from_image {
+                    Some(old) if old == sha => format!("{sha} (as in the prebuilt image)"),
+                    Some(old) => format!("{sha} (synced from the prebuilt image's {old})"),
+                    None => sha,
+                };
+                step.end(StepStatus::Succeeded, Some(detail), None);
                 repos.push((dir, repo.name.clone()));
             }
             Err(e) => {
@@ -532,8 +545,21 @@ async fn boot(cfg: &RunConfig, events: &Events) -> Result<Vec<(PathBuf, String)>
                 message: detail,
             });
         }
+    } else if mode == BootMode::Prebuilt {
+        step.end(
+            StepStatus::Skipped,
+            Some(format!(
+                "done when the prebuilt image {} was built",
+                cfg.spawn.restore_from.as_deref().unwrap_or("")
+            )),
+            None,
+        );
     } else {
         step.end(StepStatus::Skipped, Some("not a fresh boot".into()), None);
+    }
+    // An image holds the workspace as setup left it: no tunnels, no start hook.
+    if mode == BootMode::Build {
+        return Ok(repos);
     }
 
     if !cfg.spawn.tunnel_ports.is_empty() {

@@ -1,0 +1,79 @@
+//! Secrets as they flow into a sandbox (a session's, or an image build's): read from D1
+//! and opened with the secrets key, by [`inspect_secrets::flowing_scopes`]'s rule (an
+//! environment: global + the environment's; otherwise global + each repository's, the
+//! primary winning).
+
+use inspect_protocol::ApiError;
+use serde::Deserialize;
+use worker::Env;
+
+pub async fn open_secrets(
+    env: &Env,
+    environment_id: Option<&str>,
+    repositories: &[(String, String)],
+) -> Result<std::collections::BTreeMap<String, String>, ApiError> {
+    // Without a key nothing can have been stored.
+    let Some(key) = inspect_scm::setting(env, inspect_secrets::KEY_VAR) else {
+        return Ok(Default::default());
+    };
+    let key = inspect_secrets::SealingKey::from_config(Some(&key))?;
+    let scopes = inspect_secrets::flowing_scopes(environment_id, repositories);
+    let repo_ids: Vec<String> = scopes
+        .iter()
+        .filter(|s| matches!(s, inspect_secrets::Scope::Repository { .. }))
+        .map(|s| s.key().1)
+        .collect();
+    let mut sql =
+        String::from("SELECT scope, scope_id, name, sealed FROM secrets WHERE scope = 'global'");
+    let mut args: Vec<wasm_bindgen::JsValue> = Vec::new();
+    for scope in &scopes {
+        let (kind, id) = scope.key();
+        if kind == "global" {
+            continue;
+        }
+        sql.push_str(&format!(
+            " OR (scope = ?{} AND scope_id = ?{})",
+            args.len() + 1,
+            args.len() + 2
+        ));
+        args.push(kind.into());
+        args.push(id.as_str().into());
+    }
+    #[derive(Deserialize)]
+    struct Row {
+        scope: String,
+        scope_id: String,
+        name: String,
+        sealed: String,
+    }
+    let unavailable = |e: worker::Error| {
+        ApiError::new(
+            inspect_protocol::ErrorCode::Unavailable,
+            format!("reading secrets: {e}"),
+        )
+    };
+    let rows: Vec<Row> = env
+        .d1("DB")
+        .map_err(unavailable)?
+        .prepare(&sql)
+        .bind(&args)
+        .map_err(unavailable)?
+        .all()
+        .await
+        .map_err(unavailable)?
+        .results()
+        .map_err(unavailable)?;
+    let stored: Vec<inspect_secrets::StoredSecret> = rows
+        .into_iter()
+        .map(|r| inspect_secrets::StoredSecret {
+            order: repo_ids
+                .iter()
+                .position(|id| *id == r.scope_id)
+                .unwrap_or(0),
+            scope: r.scope,
+            name: r.name,
+            sealed: r.sealed,
+        })
+        .collect();
+    inspect_secrets::layer(&key, &stored)
+}
