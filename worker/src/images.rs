@@ -43,6 +43,12 @@ fn build_timeout_seconds(env: &Env) -> u64 {
         .unwrap_or(DEFAULT_BUILD_TIMEOUT_SECONDS)
 }
 
+/// How long the provider gives a build: a little less than the control plane waits, so
+/// its report of a build it gave up on still arrives in time.
+fn provider_limit(control_plane_limit: u64) -> u64 {
+    (control_plane_limit - (control_plane_limit / 5).min(60)).max(1)
+}
+
 /// The scope a query names: `repository=owner/name` or `environmentId=…`.
 pub fn scope_from_query(pairs: &[(String, String)]) -> Result<ImageScope, ApiError> {
     let get = |k: &str| pairs.iter().find(|(key, _)| key == k).map(|(_, v)| v);
@@ -254,11 +260,14 @@ async fn start(
             env: secrets,
             callback_url: format!(
                 "{}/images/builds/{id}/complete",
-                origin.trim_end_matches('/')
+                db::setting(env, "PUBLIC_URL")
+                    .as_deref()
+                    .unwrap_or(origin)
+                    .trim_end_matches('/')
             ),
             callback_token: token,
             git_token,
-            timeout_seconds: build_timeout_seconds(env),
+            timeout_seconds: provider_limit(build_timeout_seconds(env)),
         })
     }
     .await;
