@@ -222,6 +222,14 @@ async fn a_scheduled_image_is_built_and_the_next_session_starts_from_it() {
         .find(|e| e["type"] == "execution_complete")
         .unwrap();
     assert_eq!(done["success"], true, "{done}");
+
+    // What a person sees in Settings.
+    inspect_tests::browser::run_script(
+        "images.mjs",
+        &stack.base_url,
+        &inspect_tests::browser::artifacts("images"),
+        &[("HEAD_SHORT", head[..8].to_owned())],
+    );
     drop(model);
 }
 

@@ -1,6 +1,17 @@
 import { useEffect, useState } from "preact/hooks";
 import { del, errorText, get, post, put } from "../api";
-import type { ApiTokenSummary, Environment, Me, RepoSettings, Repository, RepositoryRef, SecretSummary } from "../types";
+import type {
+  ApiTokenSummary,
+  Environment,
+  ImageBuild,
+  ImageList,
+  ImageScope,
+  Me,
+  RepoSettings,
+  Repository,
+  RepositoryRef,
+  SecretSummary,
+} from "../types";
 import { ErrorNote, ago } from "./bits";
 
 function Secrets({ repos, environments }: { repos: Repository[]; environments: Environment[] }) {
@@ -355,6 +366,146 @@ function Environments({
   );
 }
 
+/** The scope a picker value names: `env:<id>` or `owner/name`. */
+function imageScope(value: string): ImageScope {
+  if (value.startsWith("env:")) return { kind: "environment", environmentId: value.slice(4) };
+  const [owner, name] = value.split("/");
+  return { kind: "repository", owner, name };
+}
+
+function imageQuery(value: string): string {
+  return value.startsWith("env:")
+    ? `environmentId=${encodeURIComponent(value.slice(4))}`
+    : `repository=${encodeURIComponent(value)}`;
+}
+
+function BuildRow({ build }: { build: ImageBuild }) {
+  const commits = build.repositories.map((r) => `${r.name}@${r.commit.slice(0, 8)}`).join(", ");
+  return (
+    <li data-testid="image-build" data-status={build.status}>
+      <span class={`badge image-${build.status}`}>{build.status}</span>{" "}
+      <span class="muted small">
+        {build.trigger === "schedule" ? "scheduled" : "by hand"}, started {ago(build.startedAt)}
+        {build.finishedAt ? `, finished ${ago(build.finishedAt)}` : ""}
+      </span>
+      {build.status === "ready" && (
+        <div class="small">
+          {commits} <span class="muted">runtime {build.runtimeVersion}</span>
+        </div>
+      )}
+      {build.error && <div class="small error">{build.error}</div>}
+      {build.status === "failed" && build.output && (
+        <details>
+          <summary class="small">Setup output</summary>
+          <pre class="hook-output">{build.output}</pre>
+        </details>
+      )}
+    </li>
+  );
+}
+
+/** Settings › Prebuilt images: a repository's or environment's workspace set up ahead. */
+function Images({ repos, environments }: { repos: Repository[]; environments: Environment[] }) {
+  const [scope, setScope] = useState("");
+  const [list, setList] = useState<ImageList | null>(null);
+  const [interval, setIntervalText] = useState("");
+  const [keep, setKeep] = useState("2");
+  const [error, setError] = useState("");
+  useEffect(() => {
+    if (!scope && repos[0]) setScope(`${repos[0].owner}/${repos[0].name}`);
+  }, [repos]);
+  const load = () =>
+    scope
+      ? get<ImageList>(`/images?${imageQuery(scope)}`)
+          .then((r) => {
+            setList(r);
+            setError("");
+            return r;
+          })
+          .catch((e) => {
+            setError(errorText(e));
+            return null;
+          })
+      : Promise.resolve(null);
+  useEffect(() => {
+    void load().then((r) => {
+      setIntervalText(r?.schedule.intervalMinutes ? String(r.schedule.intervalMinutes) : "");
+      setKeep(String(r?.schedule.keep ?? 2));
+    });
+  }, [scope]);
+  const building = list?.builds.some((b) => b.status === "building") ?? false;
+  useEffect(() => {
+    if (!building) return;
+    const t = setInterval(() => void load(), 2000);
+    return () => clearInterval(t);
+  }, [building, scope]);
+  const buildNow = async () => {
+    try {
+      await post("/images/builds", { scope: imageScope(scope) });
+      await load();
+    } catch (err) {
+      setError(errorText(err));
+    }
+  };
+  const saveSchedule = async (e: Event) => {
+    e.preventDefault();
+    const minutes = interval.trim() ? Number(interval.trim()) : null;
+    try {
+      setList(
+        await put<ImageList>("/images/schedule", {
+          scope: imageScope(scope),
+          schedule: { intervalMinutes: minutes, keep: Number(keep) || 2 },
+        }),
+      );
+      setError("");
+    } catch (err) {
+      setError(errorText(err));
+    }
+  };
+  if (repos.length === 0) return null;
+  return (
+    <section class="panel" aria-labelledby="images-h">
+      <h2 id="images-h">Prebuilt images</h2>
+      <p class="muted small">
+        The workspace cloned and <code>.openinspect/setup.sh</code> run ahead of time: a new session starts from the newest
+        image and only syncs newer commits.
+      </p>
+      <label>
+        For{" "}
+        <select value={scope} onChange={(e) => setScope(e.currentTarget.value)} aria-label="Image scope">
+          {repos.map((r) => (
+            <option value={`${r.owner}/${r.name}`}>{`${r.owner}/${r.name}`}</option>
+          ))}
+          {environments.map((env) => (
+            <option value={`env:${env.id}`}>{`Environment: ${env.name}`}</option>
+          ))}
+        </select>
+      </label>{" "}
+      <button type="button" onClick={() => void buildNow()} disabled={building || !scope}>
+        {building ? "Building…" : "Build now"}
+      </button>
+      <form onSubmit={saveSchedule} aria-label="Image schedule">
+        <label>
+          Rebuild every (minutes, empty: by hand only)
+          <input value={interval} inputMode="numeric" placeholder="e.g. 360" onInput={(e) => setIntervalText(e.currentTarget.value)} aria-label="Rebuild interval in minutes" />
+        </label>
+        <label>
+          Images kept
+          <input value={keep} inputMode="numeric" onInput={(e) => setKeep(e.currentTarget.value)} aria-label="Images kept" />
+        </label>
+        <button type="submit">Save schedule</button>
+      </form>
+      <ul class="plain" data-testid="image-builds">
+        {list?.builds.length === 0 && <li class="muted small">No images yet.</li>}
+        {list?.builds.map((b) => (
+          <BuildRow key={b.id} build={b} />
+        ))}
+      </ul>
+      <ErrorNote text={error} />
+    </section>
+  );
+}
+
 const NO_SETTINGS: RepoSettings = { alwaysDraft: false, botEnabled: false, autoReviewOnOpen: false };
 
 /** Per-repository settings: the bot, pull requests, the default model. */
@@ -476,6 +627,7 @@ export function Settings({ me }: { me: Me }) {
       <Environments repos={repos} environments={environments} reload={() => void reloadEnvironments()} />
       <Secrets repos={repos} environments={environments} />
       <RepositorySettings repos={repos} />
+      <Images repos={repos} environments={environments} />
       {me.via === "local" && <LocalRepos repos={repos.filter((r) => r.kind === "local")} reload={reload} />}
       <Tokens />
     </section>
