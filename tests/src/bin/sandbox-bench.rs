@@ -170,6 +170,121 @@ async fn snapshot_restore(
     Ok(())
 }
 
+/// A repository whose setup takes 20 s: fresh sessions without an image, then with one
+/// (built once by hand): prompt -> `sandbox_ready`.
+async fn prebuilt_image(stack: &Stack, model: &FakeModel, runs: usize) -> Result<()> {
+    let repo = tempfile::tempdir()?;
+    git(repo.path(), &["init", "--quiet", "-b", "main"])?;
+    std::fs::create_dir_all(repo.path().join(".openinspect"))?;
+    std::fs::write(
+        repo.path().join(".openinspect/setup.sh"),
+        "echo installing; sleep 20; echo done > .deps\n",
+    )?;
+    std::fs::write(repo.path().join(".gitignore"), ".deps\n")?;
+    git(repo.path(), &["add", "."])?;
+    git(
+        repo.path(),
+        &[
+            "-c",
+            "user.name=b",
+            "-c",
+            "user.email=b@b",
+            "commit",
+            "--quiet",
+            "-m",
+            "init",
+        ],
+    )?;
+    let client = reqwest::Client::new();
+    client
+        .post(stack.url("/repos"))
+        .json(&json!({"name": "slow-setup", "path": repo.path().to_string_lossy()}))
+        .send()
+        .await?;
+    let ready_ms = |stack: &Stack| {
+        let base = stack.base_url.clone();
+        let ws_url = stack.ws_url("");
+        async move {
+            model.push(vec![Reply::text("ok")]);
+            let id = create_session(
+                &base,
+                "bench",
+                json!({"repoOwner": "local", "repoName": "slow-setup"}),
+            )
+            .await?;
+            let (mut ws, _) = WsClient::join(&base, &ws_url, &id, "bench").await?;
+            let t0 = Instant::now();
+            ws.send(json!({"type": "prompt", "content": "go"})).await?;
+            let mut setup = String::new();
+            loop {
+                let m = ws.recv_within(300).await?;
+                if m["type"] == "sandbox_event"
+                    && m["event"]["type"] == "boot_step"
+                    && m["event"]["step"] == "setup"
+                    && m["event"]["status"] != "started"
+                {
+                    setup = m["event"]["status"].as_str().unwrap_or_default().to_owned();
+                }
+                if m["type"] == "sandbox_ready" {
+                    break;
+                }
+            }
+            let ms = t0.elapsed().as_secs_f64() * 1000.0;
+            loop {
+                let m = ws.recv_within(120).await?;
+                if m["type"] == "sandbox_event" && m["event"]["type"] == "execution_complete" {
+                    break;
+                }
+            }
+            Ok::<_, anyhow::Error>((ms, setup))
+        }
+    };
+    let mut without = vec![];
+    for _ in 0..runs {
+        let (ms, setup) = ready_ms(stack).await?;
+        anyhow::ensure!(setup == "succeeded", "setup {setup} without an image");
+        without.push(ms);
+    }
+    let t = Instant::now();
+    let built: serde_json::Value = client
+        .post(stack.url("/images/builds"))
+        .json(&json!({"scope": {"kind": "repository", "owner": "local", "name": "slow-setup"}}))
+        .send()
+        .await?
+        .json()
+        .await?;
+    anyhow::ensure!(built["status"] == "building", "{built}");
+    loop {
+        let list: serde_json::Value = client
+            .get(stack.url("/images?repository=local/slow-setup"))
+            .send()
+            .await?
+            .json()
+            .await?;
+        match list["builds"][0]["status"].as_str() {
+            Some("ready") => break,
+            Some("building") => tokio::time::sleep(std::time::Duration::from_millis(250)).await,
+            _ => anyhow::bail!("the image build failed: {list}"),
+        }
+    }
+    let build_ms = t.elapsed().as_secs_f64() * 1000.0;
+    let mut with = vec![];
+    for _ in 0..runs {
+        let (ms, setup) = ready_ms(stack).await?;
+        anyhow::ensure!(setup == "skipped", "setup {setup} with an image");
+        with.push(ms);
+    }
+    let (a, b) = (median(without), median(with));
+    println!("# prebuilt images (setup.sh takes 20 s; {runs} fresh sessions each way)");
+    println!("image build (by hand -> ready): {build_ms:.0} ms");
+    println!("fresh -> ready without an image: median {a:.0} ms");
+    println!(
+        "fresh -> ready from the image:   median {b:.0} ms ({:.1}x faster)",
+        a / b
+    );
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> Result<()> {
     let runs = 5;
@@ -180,6 +295,10 @@ async fn main() -> Result<()> {
     let stack = Stack::start_with(options)
         .await
         .context("starting the stack")?;
+    // `INSPECT_BENCH=prebuilt` runs only the prebuilt-image benchmark.
+    if std::env::var("INSPECT_BENCH").as_deref() == Ok("prebuilt") {
+        return prebuilt_image(&stack, &model, 3).await;
+    }
     let repo = tempfile::tempdir()?;
     git(repo.path(), &["init", "--quiet", "-b", "main"])?;
     for i in 0..50 {
@@ -293,5 +412,6 @@ async fn main() -> Result<()> {
     );
     println!("supervisor RSS after a turn: median {:.1} MiB", median(rss));
     snapshot_restore(&stack, &host, &model, 3).await?;
+    prebuilt_image(&stack, &model, 3).await?;
     Ok(())
 }
