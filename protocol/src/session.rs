@@ -517,9 +517,17 @@ pub struct ChildPlan {
     pub title: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
-    /// The children it already has.
+    /// The children it already has (and slots others are being made in, `reserved:…`).
     pub children: Vec<String>,
+    /// The slot this child is made in: recorded with its session id, or released.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservation: Option<String>,
 }
+
+/// A slot reserved for a child being made; it counts against the limits until recorded
+/// or released, and lapses after [`CHILD_RESERVATION_MS`].
+pub const CHILD_RESERVATION_PREFIX: &str = "reserved:";
+pub const CHILD_RESERVATION_MS: i64 = 120_000;
 
 /// A child session as its parent (and the parent's page) sees it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -509,9 +509,13 @@ export type ChildPrompt = { prompt: string, };
 
 export type ChildPlan = { actor: Actor, repositories: Array<RepositoryRef>, depth: number, title: string, model?: string | null, 
 /**
- * The children it already has.
+ * The children it already has (and slots others are being made in, `reserved:…`).
  */
-children: Array<string>, };
+children: Array<string>, 
+/**
+ * The slot this child is made in: recorded with its session id, or released.
+ */
+reservation?: string | null, };
 
 export type ChildSummary = { sessionId: string, title: string | null, status: SessionStatus, sandboxStatus: string, 
 /**

@@ -7,7 +7,7 @@ use crate::entry::{call_object, create_session, internal, origin_of, read_body};
 use inspect_protocol::session::{
     Actor, ArtifactList, ChildList, ChildPlan, ChildPrompt, ChildSummary, CreateSessionRequest,
     EventPage, MessageList, MessageStatus, PromptRequest, SessionState, SpawnChildRequest,
-    MAX_RUNNING_CHILDREN,
+    CHILD_RESERVATION_PREFIX, MAX_RUNNING_CHILDREN,
 };
 use inspect_protocol::{ApiError, ErrorBody, ErrorCode};
 use worker::{Env, Method, Request, Response};
@@ -104,11 +104,32 @@ pub async fn spawn(env: &Env, parent: &str, mut req: Request) -> ApiResult<Respo
     let spawn: SpawnChildRequest = serde_json::from_slice(&body)
         .map_err(|e| ApiError::bad_request(format!("malformed JSON body: {e}")))?;
     let plan = ask_parent(env, parent, "/children/plan", &req, &body).await?;
+    let slot = plan.reservation.clone().unwrap_or_default();
+    match make_child(env, parent, &req, &spawn, &plan).await {
+        Ok(resp) => Ok(resp),
+        Err(e) => {
+            // The slot goes back: a refused or failed spawn holds no place.
+            let path = format!("/children/release?reservation={slot}");
+            let _ = call_object(env, parent, Method::Post, &path, "", None, b"{}").await;
+            Err(e)
+        }
+    }
+}
+
+async fn make_child(
+    env: &Env,
+    parent: &str,
+    req: &Request,
+    spawn: &SpawnChildRequest,
+    plan: &ChildPlan,
+) -> ApiResult<Response> {
     let mut running = 0;
     for child in &plan.children {
-        if summary(env, child)
-            .await
-            .is_ok_and(|s| s.state == "running")
+        // Another child being made at this moment counts as running.
+        if child.starts_with(CHILD_RESERVATION_PREFIX)
+            || summary(env, child)
+                .await
+                .is_ok_and(|s| s.state == "running")
         {
             running += 1;
         }
@@ -127,10 +148,13 @@ pub async fn spawn(env: &Env, parent: &str, mut req: Request) -> ApiResult<Respo
         depth: Some(plan.depth),
         ..Default::default()
     };
-    let origin = origin_of(&req);
+    let origin = origin_of(req);
     let created = create_session(env, &origin, &plan.actor, create).await?;
-    prompt_child(env, &created.session_id, &plan.actor, &spawn.prompt).await?;
-    let record = serde_json::json!({"sessionId": created.session_id, "title": plan.title});
+    let record = serde_json::json!({
+        "sessionId": created.session_id,
+        "title": plan.title,
+        "reservation": plan.reservation,
+    });
     call_object(
         env,
         parent,
@@ -141,6 +165,7 @@ pub async fn spawn(env: &Env, parent: &str, mut req: Request) -> ApiResult<Respo
         record.to_string().as_bytes(),
     )
     .await?;
+    prompt_child(env, &created.session_id, &plan.actor, &spawn.prompt).await?;
     json(
         &serde_json::json!({"sessionId": created.session_id, "title": plan.title, "depth": plan.depth}),
         201,

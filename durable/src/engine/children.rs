@@ -4,7 +4,8 @@
 use super::{internal, EngineResult, Session};
 use crate::store::{Cols, Store};
 use inspect_protocol::session::{
-    Actor, ChildPlan, RepositoryRef, SpawnChildRequest, MAX_CHILDREN, MAX_CHILD_DEPTH,
+    Actor, ChildPlan, RepositoryRef, SpawnChildRequest, CHILD_RESERVATION_MS,
+    CHILD_RESERVATION_PREFIX, MAX_CHILDREN, MAX_CHILD_DEPTH,
 };
 use inspect_protocol::{ApiError, ErrorCode};
 
@@ -93,15 +94,69 @@ impl<S: Store> Session<'_, S> {
             title,
             model: req.model.clone().or(state.model),
             children,
+            reservation: None,
         })
     }
 
-    /// Records a child this session made.
-    pub fn record_child(&self, session_id: &str, title: &str, now: i64) -> EngineResult<()> {
+    /// [`Self::child_plan`], holding a slot for the child while the Worker makes it: two
+    /// spawns at once cannot both take the last one. Slots left by a Worker that never came
+    /// back lapse after two minutes.
+    pub fn reserve_child(&self, req: &SpawnChildRequest, now: i64) -> EngineResult<ChildPlan> {
+        self.store
+            .execute(
+                "DELETE FROM children WHERE session_id LIKE 'reserved:%' AND created_at < ?",
+                &[(now - CHILD_RESERVATION_MS).into()],
+            )
+            .map_err(internal)?;
+        let mut plan = self.child_plan(req)?;
+        let slot = format!("{CHILD_RESERVATION_PREFIX}{}", super::ids::new_id("child"));
+        self.store
+            .execute(
+                "INSERT INTO children (session_id, title, created_at) VALUES (?, ?, ?)",
+                &[slot.as_str().into(), plan.title.as_str().into(), now.into()],
+            )
+            .map_err(internal)?;
+        plan.reservation = Some(slot);
+        Ok(plan)
+    }
+
+    /// Records a child this session made, in its reserved slot when it had one.
+    pub fn record_child(
+        &self,
+        session_id: &str,
+        title: &str,
+        reservation: Option<&str>,
+        now: i64,
+    ) -> EngineResult<()> {
+        if let Some(slot) = reservation.filter(|r| r.starts_with(CHILD_RESERVATION_PREFIX)) {
+            let moved = self
+                .store
+                .query(
+                    "UPDATE children SET session_id = ?, title = ? WHERE session_id = ? RETURNING session_id",
+                    &[session_id.into(), title.into(), slot.into()],
+                )
+                .map_err(internal)?;
+            if !moved.is_empty() {
+                return Ok(());
+            }
+        }
         self.store
             .execute(
                 "INSERT OR IGNORE INTO children (session_id, title, created_at) VALUES (?, ?, ?)",
                 &[session_id.into(), title.into(), now.into()],
+            )
+            .map_err(internal)
+    }
+
+    /// Gives back a slot whose child was not made.
+    pub fn release_child(&self, reservation: &str) -> EngineResult<()> {
+        if !reservation.starts_with(CHILD_RESERVATION_PREFIX) {
+            return Ok(());
+        }
+        self.store
+            .execute(
+                "DELETE FROM children WHERE session_id = ?",
+                &[reservation.into()],
             )
             .map_err(internal)
     }

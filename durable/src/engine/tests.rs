@@ -1077,12 +1077,31 @@ fn children_nest_two_deep_and_fifteen_in_all() {
         s.child_plan(&SpawnChildRequest::default()).is_err(),
         "a prompt is needed"
     );
-    for i in 0..inspect_protocol::session::MAX_CHILDREN {
-        s.record_child(&format!("child{i:02}"), "t", i as i64)
+    // Slots are held while children are made: the last ones cannot be taken twice.
+    let held = s.reserve_child(&ask, 10).unwrap();
+    let slot = held.reservation.clone().unwrap();
+    assert!(slot.starts_with("reserved:"));
+    for i in 1..inspect_protocol::session::MAX_CHILDREN - 1 {
+        s.record_child(&format!("child{i:02}"), "t", None, i as i64)
             .unwrap();
     }
-    let err = s.child_plan(&ask).unwrap_err();
+    let last = s.reserve_child(&ask, 20).unwrap();
+    assert_eq!(last.children.len(), 14, "13 made and one slot held");
+    let err = s.reserve_child(&ask, 21).unwrap_err();
     assert!(err.message.contains("at most 15"), "{}", err.message);
+    // A slot given back frees its place; a recorded one becomes the child.
+    s.release_child(last.reservation.as_deref().unwrap())
+        .unwrap();
+    s.record_child("child00", "A", Some(&slot), 30).unwrap();
+    assert!(s.children().unwrap().contains(&"child00".to_string()));
+    assert!(!s.children().unwrap().contains(&slot));
+    let again = s.reserve_child(&ask, 40).unwrap();
+    assert!(s.reserve_child(&ask, 41).is_err());
+    // A slot never recorded lapses after two minutes.
+    let later = 41 + inspect_protocol::session::CHILD_RESERVATION_MS + 1;
+    let _ = again;
+    let taken = s.reserve_child(&ask, later).unwrap();
+    assert!(taken.reservation.is_some());
     assert_eq!(s.children().unwrap().len(), 15);
 
     // A session two deep makes none.

@@ -97,7 +97,7 @@ impl SessionDO {
                 let result = async {
                     let body: inspect_protocol::session::SpawnChildRequest =
                         body_json(&mut req).await?;
-                    engine.child_plan(&body)
+                    engine.reserve_child(&body, now)
                 }
                 .await;
                 reply(result)
@@ -108,14 +108,29 @@ impl SessionDO {
                 struct Record {
                     session_id: String,
                     title: String,
+                    #[serde(default)]
+                    reservation: Option<String>,
                 }
                 let result = async {
                     let body: Record = body_json(&mut req).await?;
-                    engine.record_child(&body.session_id, &body.title, now)?;
+                    engine.record_child(
+                        &body.session_id,
+                        &body.title,
+                        body.reservation.as_deref(),
+                        now,
+                    )?;
                     Ok::<_, ApiError>(serde_json::json!({ "recorded": true }))
                 }
                 .await;
                 reply(result)
+            }
+            (Method::Post, "children/release") => {
+                let slot = query_param(&req, "reservation").unwrap_or_default();
+                reply(
+                    engine
+                        .release_child(&slot)
+                        .map(|_| serde_json::json!({ "released": true })),
+                )
             }
             // The parent's sandbox asks about one of its children: whose is it, and as whom
             // to act on it.
@@ -150,6 +165,7 @@ impl SessionDO {
                                 title: String::new(),
                                 model: None,
                                 children: children.clone(),
+                                reservation: None,
                             })
                         })
                 });
