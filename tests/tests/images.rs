@@ -191,8 +191,8 @@ async fn a_scheduled_image_is_built_and_the_next_session_starts_from_it() {
     let step = |name: &str| {
         events
             .iter()
-            .filter(|e| e["type"] == "boot_step" && e["step"] == name)
-            .last()
+            .rev()
+            .find(|e| e["type"] == "boot_step" && e["step"] == name)
             .cloned()
             .unwrap_or_else(|| panic!("no {name} step in {events:?}"))
     };
