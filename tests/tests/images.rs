@@ -2,7 +2,8 @@
 //! its schedule (the real supervisor clones and runs `setup.sh` in build mode, the host
 //! saves it, the report comes back once with its token), a build by hand replaces it (keep
 //! N deletes the old one), and the next session starts from the newest image with setup
-//! skipped and only newer commits synced. Failing, concurrent and stuck builds say why.
+//! skipped and only newer commits synced. An environment's image holds every repository and
+//! gets the environment's secrets. Failing, concurrent and stuck builds say why.
 
 #![allow(clippy::unwrap_used)] // a test fails loudly by design
 
@@ -320,6 +321,89 @@ async fn failing_concurrent_and_stuck_builds_say_why() {
         .await
         .unwrap();
     assert_eq!(late.status(), 409);
+
+    // An environment's image: every repository, the primary's setup, and the secrets an
+    // environment session gets (global + the environment's, not its repositories').
+    let other = source_repo();
+    add_setup(
+        other.path(),
+        "echo \"E=${ENV_ONLY:-none} R=${REPO_ONLY:-none} G=${GLOBAL_ONE:-none}\"\nls ..\n",
+    );
+    let r = send(
+        Method::POST,
+        &stack.url("/repos"),
+        Some(json!({"name": "other", "path": other.path().to_string_lossy()})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 201, "{}", r.body);
+    for (path, name, value) in [
+        ("/secrets", "GLOBAL_ONE", "g1"),
+        ("/repos/local/other/secrets", "REPO_ONLY", "r1"),
+    ] {
+        let r = send(
+            Method::PUT,
+            &stack.url(path),
+            Some(json!({"secrets": {name: value}})),
+        )
+        .await
+        .unwrap();
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    let r = send(
+        Method::POST,
+        &stack.url("/environments"),
+        Some(json!({"name": "pair", "repositories": [
+            {"owner": "local", "name": "other"},
+            {"owner": "local", "name": "demo"}
+        ]})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 201, "{}", r.body);
+    let env_id = r.body["id"].as_str().unwrap().to_owned();
+    let r = send(
+        Method::PUT,
+        &stack.url(&format!("/environments/{env_id}/secrets")),
+        Some(json!({"secrets": {"ENV_ONLY": "e1"}})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = send(
+        Method::POST,
+        &stack.url("/images/builds"),
+        Some(json!({"scope": {"kind": "environment", "environmentId": env_id}})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 202, "{}", r.body);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let built = loop {
+        let list = get(&stack.url(&format!("/images?environmentId={env_id}")))
+            .await
+            .unwrap();
+        let newest = list.body["builds"][0].clone();
+        if newest["status"] != "building" {
+            break newest;
+        }
+        assert!(Instant::now() < deadline, "{}", list.body);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    assert_eq!(built["status"], "ready", "{built}");
+    let names: Vec<&str> = built["repositories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, vec!["other", "demo"]);
+    let output = built["output"].as_str().unwrap();
+    assert!(output.contains("E=e1 R=none G=g1"), "{output}");
+    assert!(
+        output.contains("demo") && output.contains("other"),
+        "{output}"
+    );
 
     // A build whose provider goes away never reports: the cron trigger times it out.
     add_setup(source.path(), "sleep 60\n");
