@@ -17,5 +17,6 @@ pub mod provider;
 pub mod sandbox;
 pub mod scm;
 pub mod session;
+pub mod slack;
 
 pub use error::{ApiError, ErrorBody, ErrorCode};

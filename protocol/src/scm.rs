@@ -132,6 +132,8 @@ pub enum CallbackContext {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         review_comment_id: Option<i64>,
     },
+    /// A Slack thread: progress and the outcome are posted there.
+    Slack(crate::slack::SlackThread),
 }
 
 /// A prompt with a callback ended: the shell reports it where the context says.

@@ -166,6 +166,30 @@ export type BuildStarted = { buildId: string, };
 
 export type BuildReport = { success: boolean, imageId?: string | null, runtimeVersion: string, repositories: Array<ImageRepository>, error?: string | null, output?: string | null, bytes?: number | null, durationMs: number, };
 
+export type RoutingRule = { keyword: string, target: string, };
+
+export type ChannelAssociation = { channel: string, target: string, };
+
+export type SlackSettings = { routingRules: Array<RoutingRule>, channelAssociations: Array<ChannelAssociation>, };
+
+export type SlackThread = { channel: string, threadTs: string, 
+/**
+ * The bot's message in the thread that shows this prompt's progress.
+ */
+progressTs?: string | null, 
+/**
+ * The person's message the bot reacted to.
+ */
+reactionTs?: string | null, 
+/**
+ * What the session works on, as shown (`owner/name` or an environment's name).
+ */
+target: string, 
+/**
+ * When the prompt was taken (ms), for the elapsed time shown.
+ */
+startedAt: number, };
+
 export type BootMode = "fresh" | "snapshot_restore" | "prebuilt" | "build";
 
 export type WorkspaceRepository = { owner: string, name: string, 
@@ -290,7 +314,7 @@ export type CallbackContext = { "source": "github", owner: string, repo: string,
 /**
  * The review comment answered, when the prompt came from one.
  */
-reviewCommentId?: number | null, };
+reviewCommentId?: number | null, } | { "source": "slack" } & SlackThread;
 
 export type PullRequestResult = { repoOwner: string, repoName: string, headBranch: string, baseBranch?: string | null, prNumber?: number | null, prUrl?: string | null, 
 /**

@@ -1,0 +1,345 @@
+//! The messages and views the bot shows, in Block Kit: the picker, the progress message
+//! updated as the session runs, the final message, and the App Home.
+
+use crate::routing::Target;
+use serde_json::{json, Value};
+
+/// Block Kit's limit on a select's options.
+pub const MAX_OPTIONS: usize = 100;
+pub const MAX_QUICK_PICKS: usize = 5;
+/// What a section's text may hold.
+const SECTION_LIMIT: usize = 2900;
+
+/// Escapes what Slack's mrkdwn reads as markup.
+pub fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+fn clip(text: &str, limit: usize) -> String {
+    if text.chars().count() <= limit {
+        return text.to_owned();
+    }
+    let mut out: String = text.chars().take(limit).collect();
+    out.push('…');
+    out
+}
+
+fn section(text: &str) -> Value {
+    json!({"type": "section", "text": {"type": "mrkdwn", "text": clip(text, SECTION_LIMIT)}})
+}
+
+fn view_button(session_url: &str) -> Value {
+    json!({"type": "actions", "elements": [{"type": "button", "action_id": "view_session", "text": {"type": "plain_text", "text": "View session"}, "url": session_url}]})
+}
+
+/// A message: the notification text and its blocks.
+pub fn message(text: &str, blocks: Vec<Value>) -> Value {
+    json!({"text": clip(text, SECTION_LIMIT), "blocks": blocks})
+}
+
+fn elapsed(secs: i64) -> String {
+    if secs < 60 {
+        format!("{secs}s")
+    } else {
+        format!("{}m {}s", secs / 60, secs % 60)
+    }
+}
+
+/// The progress message: what the session is doing now.
+pub fn progress(
+    target: &str,
+    status: &str,
+    tool: Option<&str>,
+    secs: i64,
+    session_url: &str,
+) -> Value {
+    let doing = match tool {
+        Some(t) => format!(" · running `{}`", escape(t)),
+        None => String::new(),
+    };
+    let line = format!(
+        ":hourglass_flowing_sand: *{}* — {}{} · {}",
+        escape(target),
+        escape(status),
+        doing,
+        elapsed(secs)
+    );
+    message(
+        &format!("Working on {target}: {status}"),
+        vec![section(&line), view_button(session_url)],
+    )
+}
+
+/// What the final message says.
+pub struct Outcome<'a> {
+    pub success: bool,
+    pub error: Option<&'a str>,
+    pub summary: Option<&'a str>,
+    pub pull_requests: &'a [(String, String)],
+    pub changed_files: &'a [String],
+    pub target: &'a str,
+    pub secs: i64,
+}
+
+/// The final message: the outcome, the agent's summary, changed files, the PR link.
+pub fn finished(o: &Outcome<'_>, session_url: &str) -> Value {
+    let head = if o.success {
+        format!(
+            ":white_check_mark: *Done* on *{}* in {}",
+            escape(o.target),
+            elapsed(o.secs)
+        )
+    } else {
+        format!(
+            ":warning: *Not finished* on *{}*: {}",
+            escape(o.target),
+            escape(o.error.unwrap_or("the agent stopped"))
+        )
+    };
+    let mut blocks = vec![section(&head)];
+    if let Some(s) = o.summary.filter(|s| !s.trim().is_empty()) {
+        blocks.push(section(&escape(s.trim())));
+    }
+    if !o.changed_files.is_empty() {
+        let shown: Vec<String> = o
+            .changed_files
+            .iter()
+            .take(15)
+            .map(|f| format!("`{}`", escape(f)))
+            .collect();
+        let more = o.changed_files.len().saturating_sub(15);
+        let tail = if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        };
+        blocks.push(section(&format!("*Changed:* {}{tail}", shown.join(", "))));
+    }
+    for (url, state) in o.pull_requests {
+        blocks.push(section(&format!(
+            "*Pull request* ({}): <{url}>",
+            escape(state)
+        )));
+    }
+    blocks.push(view_button(session_url));
+    let text = if o.success {
+        format!("Done on {}", o.target)
+    } else {
+        format!("Not finished on {}", o.target)
+    };
+    message(&text, blocks)
+}
+
+fn option(t: &Target) -> Value {
+    json!({"text": {"type": "plain_text", "text": clip(&t.label, 70)}, "value": t.id})
+}
+
+/// Options grouped as Environments, then Repositories, those matching `query` (by label or
+/// id), at most [`MAX_OPTIONS`]: the answer to a `block_suggestion`, and a static select's.
+pub fn option_groups(all: &[Target], query: &str) -> Value {
+    let q = query.trim().to_lowercase();
+    let matching: Vec<&Target> = all
+        .iter()
+        .filter(|t| q.is_empty() || t.label.to_lowercase().contains(&q) || t.id.contains(&q))
+        .take(MAX_OPTIONS)
+        .collect();
+    let mut groups = Vec::new();
+    for (label, envs) in [("Environments", true), ("Repositories", false)] {
+        let options: Vec<Value> = matching
+            .iter()
+            .filter(|t| t.is_environment() == envs)
+            .map(|t| option(t))
+            .collect();
+        if !options.is_empty() {
+            groups
+                .push(json!({"label": {"type": "plain_text", "text": label}, "options": options}));
+        }
+    }
+    json!(groups)
+}
+
+/// The picker: the question, up to five quick picks (the likeliest), and a select of
+/// everything (static up to 100 targets, else loaded as the person types).
+pub fn picker(question: &str, likeliest: &[&Target], all: &[Target]) -> Value {
+    let mut blocks = vec![section(question)];
+    if !likeliest.is_empty() {
+        let buttons: Vec<Value> = likeliest
+            .iter()
+            .take(MAX_QUICK_PICKS)
+            .enumerate()
+            .map(|(i, t)| {
+                json!({"type": "button", "action_id": format!("select_repo_quick_pick:{i}"), "text": {"type": "plain_text", "text": clip(&t.label, 70)}, "value": t.id})
+            })
+            .collect();
+        blocks.push(json!({"type": "actions", "block_id": "quick_picks", "elements": buttons}));
+    }
+    let placeholder = json!({"type": "plain_text", "text": "Pick a repository or environment"});
+    let select = if all.len() <= MAX_OPTIONS {
+        json!({"type": "static_select", "action_id": "select_repo", "placeholder": placeholder, "option_groups": option_groups(all, "")})
+    } else {
+        json!({"type": "external_select", "action_id": "select_repo", "placeholder": placeholder, "min_query_length": 0})
+    };
+    blocks.push(json!({"type": "actions", "block_id": "picker", "elements": [select]}));
+    message(question, blocks)
+}
+
+/// A person's preferences for the sessions they start from Slack.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Preferences {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+}
+
+pub const EFFORTS: &[&str] = &["low", "medium", "high"];
+
+/// The App Home: the person's model, reasoning effort and branch.
+pub fn home(prefs: &Preferences, models: &[String]) -> Value {
+    let choice = |v: &str| json!({"text": {"type": "plain_text", "text": v}, "value": v});
+    let mut model = json!({"type": "static_select", "action_id": "select_model", "placeholder": {"type": "plain_text", "text": "The default model"}, "options": models.iter().map(|m| choice(m)).collect::<Vec<_>>()});
+    if let Some(m) = prefs
+        .model
+        .as_deref()
+        .filter(|m| models.iter().any(|x| x == m))
+    {
+        model["initial_option"] = choice(m);
+    }
+    let mut effort = json!({"type": "static_select", "action_id": "select_reasoning_effort", "placeholder": {"type": "plain_text", "text": "The model's default"}, "options": EFFORTS.iter().map(|e| choice(e)).collect::<Vec<_>>()});
+    if let Some(e) = prefs
+        .reasoning_effort
+        .as_deref()
+        .filter(|e| EFFORTS.contains(e))
+    {
+        effort["initial_option"] = choice(e);
+    }
+    let mut branch = json!({"type": "plain_text_input", "action_id": "set_branch", "dispatch_action_config": {"trigger_actions_on": ["on_enter_pressed"]}, "placeholder": {"type": "plain_text", "text": "the repository's default"}});
+    if let Some(b) = &prefs.branch {
+        branch["initial_value"] = json!(b);
+    }
+    let mut blocks = vec![
+        json!({"type": "header", "text": {"type": "plain_text", "text": "Your agent settings"}}),
+        section("Sessions you start from Slack use these."),
+        json!({"type": "section", "block_id": "model", "text": {"type": "mrkdwn", "text": "*Model*"}, "accessory": model}),
+        json!({"type": "section", "block_id": "effort", "text": {"type": "mrkdwn", "text": "*Reasoning effort*"}, "accessory": effort}),
+        json!({"type": "input", "block_id": "branch", "dispatch_action": true, "label": {"type": "plain_text", "text": "Base branch (Enter to save)"}, "element": branch, "optional": true}),
+    ];
+    if prefs.branch.is_some() {
+        blocks.push(json!({"type": "actions", "elements": [{"type": "button", "action_id": "clear_branch_preference", "text": {"type": "plain_text", "text": "Clear the branch"}}]}));
+    }
+    json!({"type": "home", "blocks": blocks})
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn picker_static_then_external() {
+        let few = vec![
+            Target::repository("acme", "web", None),
+            Target::environment("env_1", "staging", None),
+        ];
+        let p = picker("Which one?", &[&few[0]], &few);
+        let blocks = p["blocks"].as_array().unwrap();
+        assert_eq!(
+            blocks[1]["elements"][0]["action_id"],
+            "select_repo_quick_pick:0"
+        );
+        assert_eq!(blocks[1]["elements"][0]["value"], "acme/web");
+        let select = &blocks[2]["elements"][0];
+        assert_eq!(select["type"], "static_select");
+        assert_eq!(select["option_groups"][0]["label"]["text"], "Environments");
+        assert_eq!(
+            select["option_groups"][1]["options"][0]["value"],
+            "acme/web"
+        );
+        let many: Vec<Target> = (0..150)
+            .map(|i| Target::repository("acme", &format!("r{i}"), None))
+            .collect();
+        let p = picker("Which?", &[], &many);
+        assert_eq!(p["blocks"][1]["elements"][0]["type"], "external_select");
+        let groups = option_groups(&many, "r1");
+        let n = groups[0]["options"].as_array().unwrap().len();
+        assert_eq!(n, 61, "r1, r10-r19, r100-r149");
+        assert_eq!(
+            option_groups(&many, "")[0]["options"]
+                .as_array()
+                .unwrap()
+                .len(),
+            100
+        );
+    }
+
+    #[test]
+    fn progress_and_outcome() {
+        let p = progress(
+            "acme/web",
+            "running",
+            Some("bash"),
+            75,
+            "http://x/sessions/s",
+        );
+        let text = p["blocks"][0]["text"]["text"].as_str().unwrap();
+        assert!(text.contains("`bash`") && text.contains("1m 15s"), "{text}");
+        let prs = vec![(
+            "https://github.com/acme/web/pull/3".to_string(),
+            "open".to_string(),
+        )];
+        let files = vec!["src/a.rs".to_string()];
+        let f = finished(
+            &Outcome {
+                success: true,
+                error: None,
+                summary: Some("Fixed <it> & more"),
+                pull_requests: &prs,
+                changed_files: &files,
+                target: "acme/web",
+                secs: 5,
+            },
+            "http://x/sessions/s",
+        );
+        let all = f.to_string();
+        assert!(all.contains("Fixed &lt;it&gt; &amp; more"));
+        assert!(all.contains("pull/3"));
+        assert!(all.contains("`src/a.rs`"));
+        let failed = finished(
+            &Outcome {
+                success: false,
+                error: Some("the sandbox failed to boot"),
+                summary: None,
+                pull_requests: &[],
+                changed_files: &[],
+                target: "acme/web",
+                secs: 5,
+            },
+            "u",
+        );
+        assert!(failed["text"].as_str().unwrap().starts_with("Not finished"));
+        assert!(failed.to_string().contains("failed to boot"));
+    }
+
+    #[test]
+    fn home_shows_preferences() {
+        let prefs = Preferences {
+            model: Some("anthropic/claude".into()),
+            reasoning_effort: Some("high".into()),
+            branch: Some("develop".into()),
+        };
+        let v = home(&prefs, &["anthropic/claude".into(), "openai/gpt".into()]);
+        let s = v.to_string();
+        assert_eq!(v["type"], "home");
+        assert!(s.contains("\"initial_value\":\"develop\""));
+        assert!(s.contains("clear_branch_preference"));
+        assert_eq!(
+            v["blocks"][2]["accessory"]["initial_option"]["value"],
+            "anthropic/claude"
+        );
+    }
+}
