@@ -173,6 +173,23 @@ const MIGRATIONS: &[&str] = &[
         created_at INTEGER NOT NULL
     );
     "#,
+    // 14: prompt attachments (images from Slack, files from the API), kept in 1 MiB chunks
+    // (a value in the object's SQLite holds at most 2 MB).
+    r#"
+    CREATE TABLE attachments (
+        id TEXT PRIMARY KEY,
+        name TEXT NOT NULL,
+        mime_type TEXT NOT NULL,
+        bytes INTEGER NOT NULL,
+        created_at INTEGER NOT NULL
+    );
+    CREATE TABLE attachment_chunks (
+        attachment_id TEXT NOT NULL,
+        idx INTEGER NOT NULL,
+        data BLOB NOT NULL,
+        PRIMARY KEY (attachment_id, idx)
+    );
+    "#,
 ];
 
 pub fn current_version() -> i64 {

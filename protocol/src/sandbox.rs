@@ -267,6 +267,10 @@ pub enum SandboxCommand {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reasoning_effort: Option<String>,
         author: PromptAuthor,
+        /// Files sent with the prompt; kept ones (`attachmentId`) are fetched from
+        /// `GET /sessions/:id/attachments/:attachmentId` with the sandbox's token.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        attachments: Vec<crate::session::Attachment>,
     },
     Stop {
         #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -152,5 +152,8 @@ pub struct Completion {
     /// Pull requests the session has, as `(url, state)`.
     #[serde(default)]
     pub pull_requests: Vec<(String, String)>,
+    /// Files the turn's tools wrote, relative to the workspace.
+    #[serde(default)]
+    pub changed_files: Vec<String>,
     pub context: CallbackContext,
 }

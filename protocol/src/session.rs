@@ -256,6 +256,10 @@ pub struct Attachment {
     pub content: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mime_type: Option<String>,
+    /// A file kept by the session (`POST /sessions/:id/attachments`); the sandbox fetches
+    /// it and the agent gets its path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attachment_id: Option<String>,
 }
 
 /// A prompt, from the REST route or the `prompt` socket message.

@@ -579,6 +579,7 @@ mod completion_tests {
             error: None,
             summary: Some("Fixed it.".into()),
             pull_requests: vec![("http://gh/acme/web/pull/2".into(), "open".into())],
+            changed_files: vec![],
             context: CallbackContext::Github {
                 owner: "acme".into(),
                 repo: "web".into(),

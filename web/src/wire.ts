@@ -294,7 +294,12 @@ requestId?: string | null, sha?: string | null,
  */
 changed?: boolean | null, } | { "type": "push_error", error: string, repo?: string | null, requestId?: string | null, } | { "type": "warning", scope: string, message: string, } | { "type": "session_title", title: string, } | { "type": "snapshot_ready", snapshotId?: string | null, };
 
-export type SandboxCommand = { "type": "prompt", messageId: string, content: string, model?: string | null, reasoningEffort?: string | null, author: PromptAuthor, } | { "type": "stop", messageId?: string | null, } | { "type": "snapshot" } | { "type": "shutdown" } | { "type": "push", pushSpec: PushSpec, } | { "type": "ack", ackId: string, } | { "type": "error", code: string, message: string, };
+export type SandboxCommand = { "type": "prompt", messageId: string, content: string, model?: string | null, reasoningEffort?: string | null, author: PromptAuthor, 
+/**
+ * Files sent with the prompt; kept ones (`attachmentId`) are fetched from
+ * `GET /sessions/:id/attachments/:attachmentId` with the sandbox's token.
+ */
+attachments?: Array<Attachment>, } | { "type": "stop", messageId?: string | null, } | { "type": "snapshot" } | { "type": "shutdown" } | { "type": "push", pushSpec: PushSpec, } | { "type": "ack", ackId: string, } | { "type": "error", code: string, message: string, };
 
 export type StepStatus = "started" | "succeeded" | "failed" | "skipped";
 
@@ -380,7 +385,11 @@ summary?: string | null,
 /**
  * Pull requests the session has, as `(url, state)`.
  */
-pullRequests: Array<[string, string]>, context: CallbackContext, };
+pullRequests: Array<[string, string]>, 
+/**
+ * Files the turn's tools wrote, relative to the workspace.
+ */
+changedFiles: Array<string>, context: CallbackContext, };
 
 export type SessionStatus = "created" | "active" | "archived";
 
@@ -462,7 +471,12 @@ prUrl?: string | null, prState?: string | null, };
 
 export type MessageStatus = "pending" | "processing" | "completed" | "failed" | "cancelled";
 
-export type Attachment = { type: string, name: string, url?: string | null, content?: string | null, mimeType?: string | null, };
+export type Attachment = { type: string, name: string, url?: string | null, content?: string | null, mimeType?: string | null, 
+/**
+ * A file kept by the session (`POST /sessions/:id/attachments`); the sandbox fetches
+ * it and the agent gets its path.
+ */
+attachmentId?: string | null, };
 
 export type PromptRequest = { content: string, model?: string | null, reasoningEffort?: string | null, attachments?: Array<Attachment> | null, 
 /**

@@ -16,6 +16,8 @@ use worker::{event, Context, Env, Headers, Method, Request, RequestInit, Respons
 
 /// Largest REST body accepted (a 64 KiB prompt plus attachments fits).
 const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
+/// An attachment's body: the file (at most 10 MiB) and room to spare.
+const MAX_ATTACHMENT_UPLOAD_BYTES: usize = 10 * 1024 * 1024 + 64 * 1024;
 
 type ApiResult<T> = std::result::Result<T, ApiError>;
 
@@ -134,6 +136,11 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
             id,
             action: SessionAction::ScmCredentials,
         } => return scm_credentials(env, id, req).await,
+        Route::AttachmentDownload { id, attachment } => {
+            return attachment_for_sandbox(env, id, attachment, &req).await
+        }
+        Route::SlackEvents => return crate::slack_bot::events(req, env, ctx).await,
+        Route::SlackInteractions => return crate::slack_bot::interactions(req, env, ctx).await,
         Route::Session {
             id,
             action: SessionAction::PullRequests,
@@ -157,7 +164,9 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
         }
         _ => {}
     }
-    let body = if matches!(req.method(), Method::Post | Method::Put | Method::Patch) {
+    let body = if matches!(route, Route::AttachmentUpload { .. }) {
+        read_body_up_to(&mut req, MAX_ATTACHMENT_UPLOAD_BYTES).await?
+    } else if matches!(req.method(), Method::Post | Method::Put | Method::Patch) {
         read_body(&mut req).await?
     } else {
         Vec::new()
@@ -242,6 +251,30 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
             }
         },
         Route::Children { id, .. } => crate::children::list(env, &id).await,
+        Route::AttachmentUpload { id } => {
+            let url = req
+                .url()
+                .map_err(|e| ApiError::bad_request(e.to_string()))?;
+            let name = url
+                .query_pairs()
+                .find(|(k, _)| k == "name")
+                .map(|(_, v)| v.into_owned())
+                .unwrap_or_else(|| "attachment".into());
+            let mime = req
+                .headers()
+                .get("Content-Type")
+                .ok()
+                .flatten()
+                .unwrap_or_default();
+            json(&store_attachment(env, &id, &name, &mime, &body).await?, 201)
+        }
+        Route::SlackSettings { write } => {
+            if write {
+                json(&crate::slack_bot::put_settings(env, &body, now).await?, 200)
+            } else {
+                json(&crate::slack_bot::settings(env).await?, 200)
+            }
+        }
         Route::ListImages => {
             let url = req
                 .url()
@@ -294,7 +327,10 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
         | Route::SignIn
         | Route::SignInCallback
         | Route::GitHubWebhook
-        | Route::ImageBuildReport { .. } => Err(ApiError::internal("route served above")),
+        | Route::ImageBuildReport { .. }
+        | Route::AttachmentDownload { .. }
+        | Route::SlackEvents
+        | Route::SlackInteractions => Err(ApiError::internal("route served above")),
     }
 }
 
@@ -390,6 +426,17 @@ fn new_session_id() -> ApiResult<String> {
 }
 
 pub(crate) async fn read_body(req: &mut Request) -> ApiResult<Vec<u8>> {
+    read_body_up_to(req, MAX_BODY_BYTES).await
+}
+
+/// A body of at most `limit` bytes (declared and read).
+pub(crate) async fn read_body_up_to(req: &mut Request, limit: usize) -> ApiResult<Vec<u8>> {
+    let too_large = || {
+        ApiError::new(
+            ErrorCode::PayloadTooLarge,
+            format!("a body is at most {limit} bytes"),
+        )
+    };
     let declared = req
         .headers()
         .get("Content-Length")
@@ -397,23 +444,82 @@ pub(crate) async fn read_body(req: &mut Request) -> ApiResult<Vec<u8>> {
         .flatten()
         .and_then(|l| l.parse::<usize>().ok())
         .unwrap_or(0);
-    if declared > MAX_BODY_BYTES {
-        return Err(ApiError::new(
-            ErrorCode::PayloadTooLarge,
-            format!("a body is at most {MAX_BODY_BYTES} bytes"),
-        ));
+    if declared > limit {
+        return Err(too_large());
     }
     let body = req
         .bytes()
         .await
         .map_err(|e| ApiError::bad_request(format!("unreadable body: {e}")))?;
-    if body.len() > MAX_BODY_BYTES {
-        return Err(ApiError::new(
-            ErrorCode::PayloadTooLarge,
-            format!("a body is at most {MAX_BODY_BYTES} bytes"),
-        ));
+    if body.len() > limit {
+        return Err(too_large());
     }
     Ok(body)
+}
+
+/// Keeps a file in a session for its prompts (`POST /sessions/:id/attachments`, and the
+/// Slack bot's images): what a prompt lists to carry it.
+pub(crate) async fn store_attachment(
+    env: &Env,
+    id: &str,
+    name: &str,
+    mime_type: &str,
+    bytes: &[u8],
+) -> ApiResult<inspect_protocol::session::Attachment> {
+    let headers = Headers::new();
+    headers.set("Content-Type", mime_type).map_err(internal)?;
+    headers.set(SESSION_HEADER, id).map_err(internal)?;
+    let service = Actor {
+        user_id: "system:attachments".into(),
+        name: "attachments".into(),
+        email: None,
+        avatar: None,
+    };
+    headers
+        .set(
+            ACTOR_HEADER,
+            &serde_json::to_string(&service).map_err(|e| ApiError::internal(e.to_string()))?,
+        )
+        .map_err(internal)?;
+    let mut init = RequestInit::new();
+    init.with_method(Method::Post)
+        .with_headers(headers)
+        .with_body(Some(js_sys_bytes(bytes)));
+    let url = worker::Url::parse_with_params("https://session/attachments", &[("name", name)])
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    let inner = Request::new_with_init(url.as_str(), &init).map_err(internal)?;
+    let mut resp = session_stub(env, id)?
+        .fetch_with_request(inner)
+        .await
+        .map_err(|e| ApiError::new(ErrorCode::Unavailable, e.to_string()))?;
+    if resp.status_code() != 201 {
+        let err: inspect_protocol::ErrorBody = resp.json().await.map_err(internal)?;
+        return Err(err.error);
+    }
+    resp.json().await.map_err(internal)
+}
+
+/// `GET /sessions/:id/attachments/:attachment`: the session's sandbox fetches a file.
+async fn attachment_for_sandbox(
+    env: &Env,
+    id: &str,
+    attachment: &str,
+    req: &Request,
+) -> ApiResult<Response> {
+    let headers = Headers::new();
+    for name in ["Authorization", inspect_protocol::auth::SANDBOX_ID_HEADER] {
+        if let Some(v) = req.headers().get(name).ok().flatten() {
+            headers.set(name, &v).map_err(internal)?;
+        }
+    }
+    let mut init = RequestInit::new();
+    init.with_method(Method::Get).with_headers(headers);
+    let inner = Request::new_with_init(&format!("https://session/attachments/{attachment}"), &init)
+        .map_err(internal)?;
+    session_stub(env, id)?
+        .fetch_with_request(inner)
+        .await
+        .map_err(|e| ApiError::new(ErrorCode::Unavailable, e.to_string()))
 }
 
 /// Sends a request to the session's Durable Object, with the caller attached.

@@ -35,6 +35,8 @@ mod settings;
 #[cfg(target_arch = "wasm32")]
 mod signin;
 #[cfg(target_arch = "wasm32")]
+mod slack_bot;
+#[cfg(target_arch = "wasm32")]
 pub use inspect_durable::SessionDO;
 
 /// The version reported by `/health`.

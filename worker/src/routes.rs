@@ -64,6 +64,23 @@ pub enum Route {
     ImageBuildReport {
         id: String,
     },
+    /// `POST /sessions/:id/attachments`: a file for the session's prompts.
+    AttachmentUpload {
+        id: String,
+    },
+    /// `GET /sessions/:id/attachments/:attachment`: the session's sandbox fetches one.
+    AttachmentDownload {
+        id: String,
+        attachment: String,
+    },
+    /// `POST /webhooks/slack/events` (Slack-signed, no caller).
+    SlackEvents,
+    /// `POST /webhooks/slack/interactions` (and the options-load URL).
+    SlackInteractions,
+    /// `GET|PUT /integrations/slack/settings`.
+    SlackSettings {
+        write: bool,
+    },
     /// Child sessions: made and acted on by the parent's sandbox; listed for people.
     Children {
         id: String,
@@ -260,6 +277,29 @@ pub fn match_route(method: &str, path: &str) -> Option<Result<Route, ApiError>> 
             "GET" => Ok(Route::ListSessions),
             _ => Err(not_allowed(method, &["GET", "POST"])),
         },
+        ["webhooks", "slack", "events"] => only(method, &["POST"], Route::SlackEvents),
+        ["webhooks", "slack", "interactions"] => only(method, &["POST"], Route::SlackInteractions),
+        ["integrations", "slack", "settings"] => match method {
+            "GET" | "PUT" => Ok(Route::SlackSettings {
+                write: method == "PUT",
+            }),
+            _ => Err(not_allowed(method, &["GET", "PUT"])),
+        },
+        ["sessions", id, "attachments"] if valid_session_id(id) => only(
+            method,
+            &["POST"],
+            Route::AttachmentUpload {
+                id: (*id).to_owned(),
+            },
+        ),
+        ["sessions", id, "attachments", attachment] if valid_session_id(id) => only(
+            method,
+            &["GET"],
+            Route::AttachmentDownload {
+                id: (*id).to_owned(),
+                attachment: (*attachment).to_owned(),
+            },
+        ),
         ["sessions", id, "children", rest @ ..] => {
             if !valid_session_id(id) {
                 return Some(Err(ApiError::not_found("session not found")));

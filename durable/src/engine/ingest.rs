@@ -365,11 +365,22 @@ impl<S: Store> Session<'_, S> {
             Some(m) => Some(m.clone()),
             None => self.state()?.model,
         };
+        let attachments = self
+            .store
+            .scalar(
+                "SELECT attachments FROM messages WHERE id = ?",
+                &[message.id.as_str().into()],
+            )
+            .map_err(internal)?
+            .and_then(|v| v.into_string())
+            .and_then(|a| serde_json::from_str(&a).ok())
+            .unwrap_or_default();
         fx.to_sandbox.push(SandboxCommand::Prompt {
             message_id: message.id.clone(),
             content: message.content.clone(),
             model,
             reasoning_effort: message.reasoning_effort.clone(),
+            attachments,
             author: PromptAuthor {
                 participant_id: author.participant_id.clone(),
                 name: author.name.clone(),

@@ -3,6 +3,7 @@
 //! Each public operation is one synchronous unit of storage work (atomic in both the DO
 //! and the native store) that returns [`Effects`] for the shell to carry out.
 
+pub mod attachments;
 pub mod children;
 pub mod deadlines;
 pub mod effects;

@@ -264,8 +264,47 @@ impl<S: Store> Session<'_, S> {
             error,
             summary,
             pull_requests: self.pull_requests()?,
+            changed_files: self.changed_files(message_id)?,
             context,
         }))
+    }
+
+    /// The files a prompt's tools wrote (`edit`, `write`, `patch`…), workspace-relative, in
+    /// the order first written.
+    pub fn changed_files(&self, message_id: &str) -> EngineResult<Vec<String>> {
+        let rows = self
+            .store
+            .query(
+                "SELECT data FROM events WHERE message_id = ? AND kind = 'tool_call' ORDER BY seq",
+                &[message_id.into()],
+            )
+            .map_err(internal)?;
+        let mut files: Vec<String> = Vec::new();
+        for row in rows {
+            let Some(data) = row.into_iter().next().and_then(|v| v.into_string()) else {
+                continue;
+            };
+            let Ok(d) = serde_json::from_str::<Value>(&data) else {
+                continue;
+            };
+            let writes = matches!(
+                d["tool"].as_str(),
+                Some("edit" | "write" | "patch" | "multiedit")
+            );
+            let path = d["args"]["filePath"]
+                .as_str()
+                .or(d["args"]["path"].as_str());
+            if let (true, Some(path)) = (writes, path) {
+                let shown = match path.find("/workspace/") {
+                    Some(at) => &path[at + "/workspace/".len()..],
+                    None => path,
+                };
+                if !files.iter().any(|f| f == shown) {
+                    files.push(shown.to_owned());
+                }
+            }
+        }
+        Ok(files)
     }
 }
 

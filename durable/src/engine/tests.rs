@@ -1120,3 +1120,31 @@ fn children_nest_two_deep_and_fifteen_in_all() {
         Some("p")
     );
 }
+
+#[test]
+fn attachments_are_kept_in_chunks_and_read_back() {
+    let st = store();
+    let s = created(&st);
+    let big: Vec<u8> = (0..(2 * 1024 * 1024 + 17))
+        .map(|i| (i % 251) as u8)
+        .collect();
+    let a = s
+        .store_attachment("../../etc/shot one.png", "image/png", &big, 5)
+        .unwrap();
+    assert_eq!(a.kind, "image");
+    assert_eq!(a.name, "shot_one.png", "no path, no spaces");
+    let id = a.attachment_id.unwrap();
+    let (name, mime, bytes) = s.attachment(&id).unwrap().unwrap();
+    assert_eq!(
+        (name.as_str(), mime.as_str()),
+        ("shot_one.png", "image/png")
+    );
+    assert_eq!(bytes, big);
+    assert!(s.attachment("att_nope").unwrap().is_none());
+    assert!(s.store_attachment("x", "image/png", &[], 5).is_err());
+    assert!(s.store_attachment("x", "nonsense", b"x", 5).is_err());
+    assert!(s
+        .store_attachment("x", "image/png", &vec![0u8; 10 * 1024 * 1024 + 1], 5)
+        .is_err());
+    assert_eq!(crate::engine::attachments::safe_name("..."), "attachment");
+}

@@ -116,6 +116,11 @@ impl SessionDO {
     /// Carries out what the engine decided: sends, closes, index refresh.
     pub(super) fn apply(&self, mut fx: Effects) {
         let completions = std::mem::take(&mut fx.completions);
+        for out in &fx.outbound {
+            if let ServerMessage::SandboxEvent { event } = &out.message {
+                self.slack_progress(event);
+            }
+        }
         self.log_prompts(&fx);
         let membership_changed = !fx.closes.is_empty()
             || fx.outbound.iter().any(|o| {

@@ -36,6 +36,7 @@ mod index;
 mod lifecycle;
 mod pulls;
 mod routes;
+mod slack;
 mod store;
 
 pub use store::DoStore;
@@ -81,6 +82,8 @@ pub struct SessionDO {
     pushes: RefCell<HashMap<String, futures::channel::oneshot::Sender<pulls::PushAnswer>>>,
     /// Repositories a pull request is being made for right now.
     pr_claims: RefCell<HashSet<String>>,
+    /// When a Slack progress message was last updated (ms): at most one per 3 s.
+    slack_progress_at: std::cell::Cell<i64>,
 }
 
 fn now_ms() -> i64 {
@@ -192,6 +195,7 @@ impl DurableObject for SessionDO {
             index_sync: Rc::default(),
             pushes: RefCell::default(),
             pr_claims: RefCell::default(),
+            slack_progress_at: std::cell::Cell::new(0),
         };
         // Sockets recorded in SQLite but no longer held by the runtime (lost in a restart)
         // are forgotten, and their owners leave.

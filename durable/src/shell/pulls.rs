@@ -107,7 +107,7 @@ impl SessionDO {
         }
     }
 
-    fn session_url(&self, session_id: &str) -> String {
+    pub(super) fn session_url(&self, session_id: &str) -> String {
         let origin = self
             .store
             .scalar("SELECT origin FROM session WHERE id = 1", &[])
@@ -399,12 +399,17 @@ impl SessionDO {
 }
 
 async fn report(env: &Env, c: &Completion, session_url: &str) -> ApiResultT<()> {
-    let inspect_protocol::scm::CallbackContext::Github {
-        owner,
-        repo,
-        number,
-        review_comment_id,
-    } = &c.context;
+    let (owner, repo, number, review_comment_id) = match &c.context {
+        inspect_protocol::scm::CallbackContext::Github {
+            owner,
+            repo,
+            number,
+            review_comment_id,
+        } => (owner, repo, number, review_comment_id),
+        inspect_protocol::scm::CallbackContext::Slack(thread) => {
+            return super::slack::report(env, c, thread, session_url).await
+        }
+    };
     let token = api::app_token(env, now_ms()).await?;
     let body = inspect_scm::webhook::completion_comment(c, session_url);
     match review_comment_id {

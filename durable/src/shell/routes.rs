@@ -172,6 +172,45 @@ impl SessionDO {
                 reply(result)
             }
             (Method::Get, "children") => reply(engine.children()),
+            // A file for the session's prompts; the body is the file.
+            (Method::Post, "attachments") => {
+                let result = async {
+                    actor_of(&req)?;
+                    let name = query_param(&req, "name").unwrap_or_else(|| "attachment".into());
+                    let mime = req
+                        .headers()
+                        .get("Content-Type")
+                        .ok()
+                        .flatten()
+                        .unwrap_or_default();
+                    let bytes = req
+                        .bytes()
+                        .await
+                        .map_err(|e| ApiError::bad_request(format!("unreadable body: {e}")))?;
+                    engine.store_attachment(&name, &mime, &bytes, now)
+                }
+                .await;
+                match result {
+                    Ok(a) => json_ok(&a).map(|r| r.with_status(201)),
+                    Err(e) => json_error(&e),
+                }
+            }
+            // The sandbox fetches a prompt's file.
+            (Method::Get, a) if a.starts_with("attachments/") => {
+                if let Some(refusal) = self.refuse_sandbox(&req) {
+                    return refusal;
+                }
+                let id = a.trim_start_matches("attachments/");
+                match engine.attachment(id) {
+                    Ok(Some((_, mime, bytes))) => {
+                        let resp = Response::from_bytes(bytes)?;
+                        let _ = resp.headers().set("Content-Type", &mime);
+                        Ok(resp)
+                    }
+                    Ok(None) => json_error(&ApiError::not_found(format!("no attachment {id}"))),
+                    Err(e) => json_error(&e),
+                }
+            }
             (Method::Post, "init") => {
                 let result = async {
                     let actor = actor_of(&req)?;

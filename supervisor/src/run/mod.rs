@@ -4,6 +4,7 @@
 
 pub mod agent;
 pub mod agent_api;
+pub mod attachments;
 pub mod boot;
 pub mod build;
 pub mod link;
@@ -115,7 +116,7 @@ pub async fn run() -> Result<()> {
         .unwrap_or_else(|| cfg.workspace.clone());
     let agent_cfg = agent::AgentConfig {
         binary: cfg.opencode.clone(),
-        directory,
+        directory: directory.clone(),
         state_dir: cfg.root.join("agent"),
         default_model: cfg.spawn.default_model.clone(),
         base_url: cfg.base_url.clone(),
@@ -165,12 +166,20 @@ pub async fn run() -> Result<()> {
             }
             cmd = commands.recv() => match cmd {
                 None => return Ok(()),
-                Some(SandboxCommand::Prompt { message_id, content, model, author, .. }) => {
+                Some(SandboxCommand::Prompt { message_id, content, model, author, attachments, .. }) => {
                     if turn.is_some() {
                         events.send(SandboxEvent::Warning { scope: "sandbox".into(), message: format!("prompt {message_id} arrived during another turn; ignored") });
                         continue;
                     }
-                    tracing::info!(%message_id, "prompt");
+                    tracing::info!(%message_id, attachments = attachments.len(), "prompt");
+                    let saved = match attachments::fetch(&directory, &cfg.spawn.control_plane_url, &cfg.spawn.session_id, &cfg.spawn.sandbox_id, &cfg.spawn.sandbox_token, &attachments).await {
+                        Ok(saved) => saved,
+                        Err(e) => {
+                            events.send(SandboxEvent::Warning { scope: "attachments".into(), message: format!("{e:#}") });
+                            Vec::new()
+                        }
+                    };
+                    let content = attachments::with_paths(&content, &saved);
                     match agent.prompt(&content, model.as_deref()).await {
                         Ok(()) => turn = Some(Turn::new(&message_id, &agent.session_id, author, &content)),
                         Err(e) => events.send(SandboxEvent::ExecutionComplete { message_id, success: false, error: Some(format!("the agent refused the prompt: {e:#}")) }),

@@ -1,0 +1,1073 @@
+//! The Slack bot, inside the Worker: `POST /webhooks/slack/events` and
+//! `POST /webhooks/slack/interactions` (also the options-load URL). Deliveries are checked
+//! (v0 signature, 5-minute window, event id seen once) and answered at once; the work — the
+//! thread's session or a new one, the picker, 👀, the prompt with the thread's context and
+//! images — continues with `waitUntil`. What to do is decided by [`inspect_slack`]; this
+//! moves bytes and keeps the thread ↔ session map in D1.
+
+use crate::db::{self, num, setting};
+use crate::entry::internal;
+use inspect_durable::log::{emit, LogLine};
+use inspect_protocol::scm::CallbackContext;
+use inspect_protocol::session::{
+    Actor, Attachment, CreateSessionRequest, PromptRequest, RepositoryRef,
+};
+use inspect_protocol::slack::{SlackSettings, SlackThread};
+use inspect_protocol::{ApiError, ErrorCode};
+use inspect_slack::blocks::{self, Preferences};
+use inspect_slack::events::{self, Decision, SlackFile};
+use inspect_slack::routing::{self, Routed, Target};
+use inspect_slack::{api, classifier, files, verify};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use worker::{Context, Env, Method, Request, Response};
+
+/// Deliveries larger than this are refused.
+const MAX_DELIVERY_BYTES: usize = 1024 * 1024;
+/// A thread's session is remembered this long after its last prompt.
+const THREAD_TTL_MS: i64 = 7 * 24 * 3600 * 1000;
+/// A request waiting for a pick expires after an hour.
+const PENDING_TTL_MS: i64 = 3600 * 1000;
+/// Messages of the thread given as context to a new session.
+const CONTEXT_MESSAGES: usize = 10;
+
+fn json_err(e: serde_json::Error) -> ApiError {
+    ApiError::internal(e.to_string())
+}
+
+fn now_ms() -> i64 {
+    worker::Date::now().as_millis() as i64
+}
+
+fn log(outcome: &str, detail: &str) -> LogLine {
+    let line = match outcome {
+        "failed" => LogLine::error("slack_bot", outcome),
+        "refused" => LogLine::warn("slack_bot", outcome),
+        _ => LogLine::info("slack_bot", outcome),
+    };
+    line.detail(detail)
+}
+
+fn answer(status: u16, body: Value) -> Result<Response, ApiError> {
+    Ok(Response::from_json(&body)
+        .map_err(internal)?
+        .with_status(status))
+}
+
+/// The body, after the signature and the window were checked.
+async fn signed_body(req: &mut Request, env: &Env) -> Result<Vec<u8>, ApiError> {
+    let Some(secret) = setting(env, "SLACK_SIGNING_SECRET") else {
+        return Err(ApiError::new(
+            ErrorCode::Unavailable,
+            "the Slack bot is not configured: set SLACK_SIGNING_SECRET and SLACK_BOT_TOKEN",
+        ));
+    };
+    let header = |name: &str| req.headers().get(name).ok().flatten();
+    let timestamp = header("X-Slack-Request-Timestamp");
+    let signature = header("X-Slack-Signature");
+    if header("Content-Length")
+        .and_then(|l| l.parse::<usize>().ok())
+        .is_some_and(|n| n > MAX_DELIVERY_BYTES)
+    {
+        return Err(ApiError::new(
+            ErrorCode::PayloadTooLarge,
+            "delivery too large",
+        ));
+    }
+    let body = req
+        .bytes()
+        .await
+        .map_err(|e| ApiError::bad_request(format!("unreadable body: {e}")))?;
+    if body.len() > MAX_DELIVERY_BYTES {
+        return Err(ApiError::new(
+            ErrorCode::PayloadTooLarge,
+            "delivery too large",
+        ));
+    }
+    if let Err(refusal) = verify::check(
+        &secret,
+        timestamp.as_deref(),
+        signature.as_deref(),
+        &body,
+        now_ms() / 1000,
+    ) {
+        emit(log("refused", refusal.reason()));
+        return Err(ApiError::unauthorized(refusal.reason()));
+    }
+    Ok(body)
+}
+
+/// `POST /webhooks/slack/events`.
+pub async fn events(mut req: Request, env: &Env, ctx: Context) -> Result<Response, ApiError> {
+    let body = signed_body(&mut req, env).await?;
+    let retry = req
+        .headers()
+        .get("X-Slack-Retry-Num")
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    let decision = events::decide(&body, None).map_err(ApiError::bad_request)?;
+    let event_id = match &decision {
+        Decision::Challenge(c) => return answer(200, json!({ "challenge": c })),
+        Decision::Ignore(why) => {
+            emit(log("ignored", why));
+            return answer(200, json!({ "ok": true, "ignored": why }));
+        }
+        Decision::Request(r) => r.event_id.clone(),
+        Decision::HomeOpened { .. } => serde_json::from_slice::<Value>(&body)
+            .ok()
+            .and_then(|v| v["event_id"].as_str().map(str::to_owned))
+            .unwrap_or_default(),
+    };
+    // Each event is acted on once, whatever Slack retries.
+    if !event_id.is_empty() {
+        let claimed = db::run(
+            env,
+            "INSERT INTO slack_events (event_id, received_at) VALUES (?1, ?2) ON CONFLICT(event_id) DO NOTHING",
+            &[event_id.as_str().into(), num(now_ms())],
+        )
+        .await?;
+        if claimed == 0 {
+            emit(
+                log("duplicate", "event already taken")
+                    .with("event", event_id.as_str())
+                    .with("retry", retry),
+            );
+            return answer(200, json!({ "ok": true, "duplicate": true }));
+        }
+    }
+    let origin = crate::entry::origin_of(&req);
+    let env2 = env.clone();
+    ctx.wait_until(async move {
+        let outcome = match decision {
+            Decision::Request(r) => take_request(&env2, &origin, r).await,
+            Decision::HomeOpened { user } => publish_home(&env2, &user).await,
+            _ => Ok("nothing".into()),
+        };
+        let (line, detail) = match &outcome {
+            Ok(what) => (log("handled", what), what.clone()),
+            Err(e) => (log("failed", &e.message), e.message.clone()),
+        };
+        emit(line.with("event", event_id.as_str()));
+        let _ = db::run(
+            &env2,
+            "UPDATE slack_events SET outcome = ?2 WHERE event_id = ?1",
+            &[
+                event_id.as_str().into(),
+                detail.chars().take(300).collect::<String>().into(),
+            ],
+        )
+        .await;
+    });
+    answer(200, json!({ "ok": true }))
+}
+
+/// The bot's own user id: `SLACK_BOT_USER_ID`, else `auth.test`.
+async fn bot_user(env: &Env) -> Option<String> {
+    if let Some(id) = setting(env, "SLACK_BOT_USER_ID") {
+        return Some(id);
+    }
+    api::get(env, "auth.test", &[])
+        .await
+        .ok()
+        .and_then(|v| v["user_id"].as_str().map(str::to_owned))
+}
+
+/// A request the bot keeps while the person picks (and re-reads after).
+#[derive(Serialize, Deserialize, Clone)]
+struct Pending {
+    channel: String,
+    user: String,
+    text: String,
+    ts: String,
+    thread_ts: String,
+    #[serde(default)]
+    files: Vec<PendingFile>,
+}
+
+#[derive(Serialize, Deserialize, Clone)]
+struct PendingFile {
+    id: String,
+    name: String,
+    mimetype: String,
+    size: u64,
+    url: Option<String>,
+    mode: Option<String>,
+}
+
+impl Pending {
+    fn from_request(r: &events::Request) -> Pending {
+        Pending {
+            channel: r.channel.clone(),
+            user: r.user.clone(),
+            text: r.text.clone(),
+            ts: r.ts.clone(),
+            thread_ts: r.thread().to_owned(),
+            files: r
+                .files
+                .iter()
+                .map(|f| PendingFile {
+                    id: f.id.clone(),
+                    name: f.name.clone(),
+                    mimetype: f.mimetype.clone(),
+                    size: f.size,
+                    url: f.url_private_download.clone().or(f.url_private.clone()),
+                    mode: f.mode.clone(),
+                })
+                .collect(),
+        }
+    }
+
+    fn files(&self) -> Vec<SlackFile> {
+        self.files
+            .iter()
+            .map(|f| SlackFile {
+                id: f.id.clone(),
+                name: f.name.clone(),
+                mimetype: f.mimetype.clone(),
+                size: f.size,
+                url_private_download: f.url.clone(),
+                url_private: None,
+                mode: f.mode.clone(),
+            })
+            .collect()
+    }
+}
+
+#[derive(Deserialize)]
+struct ThreadRow {
+    session_id: String,
+    target: String,
+    target_label: String,
+    last_prompt_ts: Option<String>,
+}
+
+/// A mention or DM: the thread's session gets a follow-up, or a new one starts (after a
+/// pick when the request is ambiguous).
+async fn take_request(env: &Env, origin: &str, r: events::Request) -> Result<String, ApiError> {
+    let bot = bot_user(env).await;
+    let text = events::without_mention(&r.text, bot.as_deref());
+    let request = events::Request { text, ..r };
+    let pending = Pending::from_request(&request);
+    let now = now_ms();
+    let thread: Option<ThreadRow> = db::first(
+        env,
+        "SELECT session_id, target, target_label, last_prompt_ts FROM slack_threads WHERE channel = ?1 AND thread_ts = ?2 AND expires_at > ?3",
+        &[pending.channel.as_str().into(), pending.thread_ts.as_str().into(), num(now)],
+    )
+    .await?;
+    if let Some(t) = thread {
+        match follow_up(env, &pending, &t, bot.as_deref()).await {
+            Ok(done) => return Ok(done),
+            // The session is gone: forget the thread and start anew.
+            Err(e) if e.code == ErrorCode::NotFound => {
+                db::run(
+                    env,
+                    "DELETE FROM slack_threads WHERE channel = ?1 AND thread_ts = ?2",
+                    &[
+                        pending.channel.as_str().into(),
+                        pending.thread_ts.as_str().into(),
+                    ],
+                )
+                .await?;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    let catalog = catalog(env).await?;
+    let settings = settings(env).await?;
+    let routed = routing::route(&pending.text, &pending.channel, &catalog, &settings);
+    let (target, why) = match routed {
+        Routed::Chosen { target, reason } => (target, reason),
+        Routed::Nothing => {
+            say(
+                env,
+                &pending,
+                "There is nothing to work on yet: no repository is registered.",
+            )
+            .await?;
+            return Ok("nothing registered".into());
+        }
+        Routed::Ask { candidates, reason } => {
+            ask(env, &pending, &catalog, &candidates, &reason).await?;
+            return Ok(format!("asked to pick: {reason}"));
+        }
+        Routed::Classify => match classify(env, &pending, &catalog).await {
+            Ok(c) if !c.needs_clarification(&catalog) => (
+                c.target_id.unwrap_or_default(),
+                format!("the classifier: {}", c.reasoning),
+            ),
+            Ok(c) => {
+                let mut likely: Vec<String> = c.target_id.into_iter().collect();
+                likely.extend(c.alternatives);
+                ask(
+                    env,
+                    &pending,
+                    &catalog,
+                    &likely,
+                    "the request could fit several",
+                )
+                .await?;
+                return Ok("asked to pick after classifying".into());
+            }
+            Err(e) => {
+                emit(log("classifier_failed", &e.message));
+                ask(
+                    env,
+                    &pending,
+                    &catalog,
+                    &[],
+                    "the classifier could not decide",
+                )
+                .await?;
+                return Ok("asked to pick: classifier failed".into());
+            }
+        },
+    };
+    let Some(target) = catalog
+        .iter()
+        .find(|t| t.id.eq_ignore_ascii_case(&target))
+        .cloned()
+    else {
+        ask(env, &pending, &catalog, &[], "the chosen target is unknown").await?;
+        return Ok("asked to pick: unknown target".into());
+    };
+    let session = start(env, origin, &pending, &target, bot.as_deref()).await?;
+    Ok(format!("session {session} on {} ({why})", target.id))
+}
+
+/// Every repository and environment a session can be started on.
+async fn catalog(env: &Env) -> Result<Vec<Target>, ApiError> {
+    let repos = crate::repos::list(env, false, now_ms()).await?;
+    let environments = crate::settings::list_environments(env).await?;
+    let mut out: Vec<Target> = environments
+        .environments
+        .into_iter()
+        .map(|e| Target::environment(&e.id, &e.name, e.description))
+        .collect();
+    out.extend(
+        repos
+            .repositories
+            .into_iter()
+            .map(|r| Target::repository(&r.owner, &r.name, r.description)),
+    );
+    Ok(out)
+}
+
+pub async fn settings(env: &Env) -> Result<SlackSettings, ApiError> {
+    #[derive(Deserialize)]
+    struct Row {
+        settings: String,
+    }
+    let row: Option<Row> =
+        db::first(env, "SELECT settings FROM slack_settings WHERE id = 1", &[]).await?;
+    Ok(row
+        .and_then(|r| serde_json::from_str(&r.settings).ok())
+        .unwrap_or_default())
+}
+
+/// `PUT /integrations/slack/settings`.
+pub async fn put_settings(env: &Env, body: &[u8], now: i64) -> Result<SlackSettings, ApiError> {
+    let s: SlackSettings = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("malformed settings: {e}")))?;
+    s.validate().map_err(ApiError::bad_request)?;
+    db::run(
+        env,
+        "INSERT INTO slack_settings (id, settings, updated_at) VALUES (1, ?1, ?2)
+         ON CONFLICT(id) DO UPDATE SET settings = ?1, updated_at = ?2",
+        &[
+            serde_json::to_string(&s).map_err(json_err)?.into(),
+            num(now),
+        ],
+    )
+    .await?;
+    Ok(s)
+}
+
+/// Asks the configured model (`SLACK_CLASSIFIER_BASE_URL`, OpenAI-compatible unless
+/// `SLACK_CLASSIFIER_API=anthropic`).
+async fn classify(
+    env: &Env,
+    p: &Pending,
+    catalog: &[Target],
+) -> Result<classifier::Classification, ApiError> {
+    let Some(base) = setting(env, "SLACK_CLASSIFIER_BASE_URL") else {
+        return Err(ApiError::new(
+            ErrorCode::Unavailable,
+            "no classifier is configured",
+        ));
+    };
+    let model = setting(env, "SLACK_CLASSIFIER_MODEL").unwrap_or_else(|| "claude-haiku-4-5".into());
+    let channel = api::get(
+        env,
+        "conversations.info",
+        &[("channel", p.channel.as_str())],
+    )
+    .await
+    .ok()
+    .and_then(|v| v["channel"]["name"].as_str().map(str::to_owned));
+    let prompt = classifier::prompt(catalog, channel.as_deref(), p.thread_ts != p.ts, &p.text);
+    let anthropic = setting(env, "SLACK_CLASSIFIER_API").as_deref() == Some("anthropic");
+    let (url, body) = if anthropic {
+        (
+            format!("{}/messages", base.trim_end_matches('/')),
+            classifier::anthropic_request(&model, &prompt),
+        )
+    } else {
+        (
+            format!("{}/chat/completions", base.trim_end_matches('/')),
+            classifier::openai_request(&model, &prompt),
+        )
+    };
+    let headers = worker::Headers::new();
+    let _ = headers.set("Content-Type", "application/json");
+    if let Some(key) = setting(env, "SLACK_CLASSIFIER_API_KEY") {
+        if anthropic {
+            let _ = headers.set("x-api-key", &key);
+            let _ = headers.set("anthropic-version", "2023-06-01");
+        } else {
+            let _ = headers.set("Authorization", &format!("Bearer {key}"));
+        }
+    }
+    let mut init = worker::RequestInit::new();
+    init.with_method(Method::Post)
+        .with_headers(headers)
+        .with_body(Some(wasm_bindgen::JsValue::from_str(&body.to_string())));
+    let unavailable =
+        |e: worker::Error| ApiError::new(ErrorCode::Unavailable, format!("classifier: {e}"));
+    let req = Request::new_with_init(&url, &init).map_err(unavailable)?;
+    let mut resp = worker::Fetch::Request(req)
+        .send()
+        .await
+        .map_err(unavailable)?;
+    let status = resp.status_code();
+    let answer: Value = resp.json().await.unwrap_or(Value::Null);
+    if status != 200 {
+        return Err(ApiError::new(
+            ErrorCode::Unavailable,
+            format!("classifier answered {status}"),
+        ));
+    }
+    let parsed = if anthropic {
+        classifier::parse_anthropic(&answer)
+    } else {
+        classifier::parse_openai(&answer)
+    };
+    parsed.map_err(|e| ApiError::new(ErrorCode::Unavailable, e))
+}
+
+/// A plain reply in the request's thread.
+async fn say(env: &Env, p: &Pending, text: &str) -> Result<Value, ApiError> {
+    api::post(
+        env,
+        "chat.postMessage",
+        &json!({"channel": p.channel, "thread_ts": p.thread_ts, "text": text}),
+    )
+    .await
+}
+
+/// The picker, with the request kept for an hour.
+async fn ask(
+    env: &Env,
+    p: &Pending,
+    catalog: &[Target],
+    likely: &[String],
+    reason: &str,
+) -> Result<(), ApiError> {
+    let now = now_ms();
+    db::run(
+        env,
+        "INSERT INTO slack_pending (channel, thread_ts, request, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT(channel, thread_ts) DO UPDATE SET request = ?3, created_at = ?4, expires_at = ?5",
+        &[
+            p.channel.as_str().into(),
+            p.thread_ts.as_str().into(),
+            serde_json::to_string(p).map_err(json_err)?.into(),
+            num(now),
+            num(now + PENDING_TTL_MS),
+        ],
+    )
+    .await?;
+    let likeliest: Vec<&Target> = likely
+        .iter()
+        .filter_map(|id| catalog.iter().find(|t| t.id.eq_ignore_ascii_case(id)))
+        .collect();
+    let mut message = blocks::picker(
+        &format!("Which repository or environment should I work in? ({reason})"),
+        &likeliest,
+        catalog,
+    );
+    message["channel"] = json!(p.channel);
+    message["thread_ts"] = json!(p.thread_ts);
+    api::post(env, "chat.postMessage", &message).await?;
+    Ok(())
+}
+
+/// A person's display name and email (`users.info`); their id when Slack says nothing.
+async fn person(env: &Env, user: &str) -> Actor {
+    let info = api::get(env, "users.info", &[("user", user)]).await.ok();
+    let profile = info.as_ref().map(|v| &v["user"]);
+    let name = profile
+        .and_then(|u| {
+            u["profile"]["display_name"]
+                .as_str()
+                .filter(|s| !s.is_empty())
+                .or(u["real_name"].as_str())
+                .or(u["name"].as_str())
+        })
+        .unwrap_or(user)
+        .to_owned();
+    Actor {
+        user_id: format!("slack:{user}"),
+        name,
+        email: profile.and_then(|u| u["profile"]["email"].as_str().map(str::to_owned)),
+        avatar: profile.and_then(|u| u["profile"]["image_72"].as_str().map(str::to_owned)),
+    }
+}
+
+/// The thread's messages (after `after`, when given), without the bot's and without the
+/// request itself, as untrusted content with each author's name.
+async fn thread_context(
+    env: &Env,
+    p: &Pending,
+    after: Option<&str>,
+    bot: Option<&str>,
+    limit: usize,
+) -> String {
+    let mut params = vec![
+        ("channel", p.channel.as_str()),
+        ("ts", p.thread_ts.as_str()),
+        ("limit", "200"),
+    ];
+    if let Some(a) = after {
+        params.push(("oldest", a));
+    }
+    let Ok(replies) = api::get(env, "conversations.replies", &params).await else {
+        return String::new();
+    };
+    let messages: Vec<&Value> = replies["messages"]
+        .as_array()
+        .map(|m| {
+            m.iter()
+                .filter(|m| m["bot_id"].is_null() && m["user"].as_str() != bot)
+                .filter(|m| m["ts"].as_str() != Some(p.ts.as_str()))
+                .filter(|m| after.is_none_or(|a| m["ts"].as_str() != Some(a)))
+                .collect()
+        })
+        .unwrap_or_default();
+    let skip = messages.len().saturating_sub(limit);
+    let mut names: Vec<(String, String)> = Vec::new();
+    let mut out = String::new();
+    for m in &messages[skip..] {
+        let user = m["user"].as_str().unwrap_or("someone").to_owned();
+        let name = match names.iter().find(|(u, _)| *u == user) {
+            Some((_, n)) => n.clone(),
+            None => {
+                let n = person(env, &user).await.name;
+                names.push((user.clone(), n.clone()));
+                n
+            }
+        };
+        let text = events::without_mention(m["text"].as_str().unwrap_or(""), bot);
+        out.push_str(&inspect_scm::untrusted::wrap("slack_thread", &name, &text));
+        out.push('\n');
+    }
+    out
+}
+
+/// The channel's name and topic, as untrusted content.
+async fn channel_context(env: &Env, channel: &str) -> String {
+    let Ok(info) = api::get(env, "conversations.info", &[("channel", channel)]).await else {
+        return String::new();
+    };
+    let c = &info["channel"];
+    if c["is_im"] == true {
+        return String::new();
+    }
+    let name = c["name"].as_str().unwrap_or(channel);
+    let topic = c["topic"]["value"].as_str().unwrap_or("");
+    inspect_scm::untrusted::wrap(
+        "slack_channel",
+        "channel",
+        &format!(
+            "#{name}{}",
+            if topic.is_empty() {
+                String::new()
+            } else {
+                format!(" — topic: {topic}")
+            }
+        ),
+    )
+}
+
+/// The prompt's text: the request, and what was said around it.
+fn prompt_text(
+    request: &str,
+    sender: &str,
+    context: &str,
+    channel: &str,
+    images_only: bool,
+) -> String {
+    let request = if images_only {
+        "Look at the attached image(s) and do what they show is needed.".to_owned()
+    } else {
+        request.to_owned()
+    };
+    if context.is_empty() && channel.is_empty() {
+        return request;
+    }
+    format!(
+        "{request}\n\n(Asked in Slack by {sender}.) {}\n\n{channel}\n{context}",
+        inspect_scm::untrusted::PREAMBLE
+    )
+}
+
+/// Downloads the message's images and stores each as an attachment of the session.
+async fn attach_images(env: &Env, session: &str, p: &Pending) -> (Vec<Attachment>, Vec<String>) {
+    let files_origin = setting(env, "SLACK_FILES_ORIGIN");
+    let (wanted, mut left) = files::images(&p.files(), files_origin.as_deref());
+    let mut attached = Vec::new();
+    for w in wanted {
+        let stored = async {
+            let bytes = api::download(env, &w.url, files::MAX_IMAGE_BYTES).await?;
+            crate::entry::store_attachment(env, session, &w.name, &w.mime_type, &bytes).await
+        }
+        .await;
+        match stored {
+            Ok(a) => attached.push(a),
+            Err(e) => left.push(format!("{}: {}", w.name, e.message)),
+        }
+    }
+    (attached, left)
+}
+
+/// Starts a session on `target` for the request, with its progress message and 👀.
+async fn start(
+    env: &Env,
+    origin: &str,
+    p: &Pending,
+    target: &Target,
+    bot: Option<&str>,
+) -> Result<String, ApiError> {
+    let now = now_ms();
+    let actor = person(env, &p.user).await;
+    let prefs = preferences(env, &p.user).await;
+    react(env, p).await;
+    let posted = api::post(
+        env,
+        "chat.postMessage",
+        &json!({"channel": p.channel, "thread_ts": p.thread_ts, "text": format!("Working on *{}*…", blocks::escape(&target.label))}),
+    )
+    .await?;
+    let progress_ts = posted["ts"].as_str().map(str::to_owned);
+    let mut create = CreateSessionRequest {
+        title: Some(p.text.chars().take(60).collect::<String>()).filter(|t| !t.is_empty()),
+        model: prefs.model.clone(),
+        reasoning_effort: prefs.reasoning_effort.clone(),
+        ..Default::default()
+    };
+    match target.id.strip_prefix("env:") {
+        Some(id) => create.environment_id = Some(id.to_owned()),
+        None => {
+            let (owner, name) = target.label.split_once('/').unwrap_or(("", ""));
+            create.repositories = Some(vec![RepositoryRef {
+                owner: owner.to_owned(),
+                name: name.to_owned(),
+                branch: prefs.branch.clone(),
+                source: None,
+            }]);
+        }
+    }
+    let created = match crate::entry::create_session(env, origin, &actor, create).await {
+        Ok(c) => c,
+        Err(e) => {
+            if let Some(ts) = &progress_ts {
+                let _ = api::post(env, "chat.update", &json!({"channel": p.channel, "ts": ts, "text": format!(":warning: The session could not start: {}", blocks::escape(&e.message))})).await;
+            }
+            return Err(e);
+        }
+    };
+    let session = created.session_id;
+    let context = if p.thread_ts != p.ts {
+        thread_context(env, p, None, bot, CONTEXT_MESSAGES).await
+    } else {
+        String::new()
+    };
+    let channel = channel_context(env, &p.channel).await;
+    prompt_session(
+        env,
+        &session,
+        &actor,
+        p,
+        target,
+        progress_ts,
+        &context,
+        &channel,
+        now,
+    )
+    .await?;
+    db::run(
+        env,
+        "INSERT INTO slack_threads (channel, thread_ts, session_id, target, target_label, last_prompt_ts, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+         ON CONFLICT(channel, thread_ts) DO UPDATE SET session_id = ?3, target = ?4, target_label = ?5, last_prompt_ts = ?6, expires_at = ?8",
+        &[
+            p.channel.as_str().into(),
+            p.thread_ts.as_str().into(),
+            session.as_str().into(),
+            target.id.as_str().into(),
+            target.label.as_str().into(),
+            p.ts.as_str().into(),
+            num(now),
+            num(now + THREAD_TTL_MS),
+        ],
+    )
+    .await?;
+    Ok(session)
+}
+
+/// 👀 on the message that was taken (already there is fine).
+async fn react(env: &Env, p: &Pending) {
+    if let Err(e) = api::post(
+        env,
+        "reactions.add",
+        &json!({"channel": p.channel, "timestamp": p.ts, "name": "eyes"}),
+    )
+    .await
+    {
+        if !e.message.contains("already_reacted") {
+            emit(log("reaction_failed", &e.message));
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn prompt_session(
+    env: &Env,
+    session: &str,
+    actor: &Actor,
+    p: &Pending,
+    target: &Target,
+    progress_ts: Option<String>,
+    context: &str,
+    channel: &str,
+    now: i64,
+) -> Result<(), ApiError> {
+    let (attachments, left) = attach_images(env, session, p).await;
+    if !left.is_empty() {
+        let _ = say(env, p, &format!("Left out: {}", left.join("; "))).await;
+    }
+    if p.text.is_empty() && attachments.is_empty() {
+        let _ = say(env, p, "No text and no image I could take: nothing to do.").await;
+        return Err(ApiError::bad_request("an empty request"));
+    }
+    let prompt = PromptRequest {
+        content: prompt_text(&p.text, &actor.name, context, channel, p.text.is_empty()),
+        attachments: (!attachments.is_empty()).then_some(attachments),
+        callback_context: Some(CallbackContext::Slack(SlackThread {
+            channel: p.channel.clone(),
+            thread_ts: p.thread_ts.clone(),
+            progress_ts,
+            reaction_ts: Some(p.ts.clone()),
+            target: target.label.clone(),
+            started_at: now,
+        })),
+        client_request_id: Some(format!("slack-{}-{}", p.channel, p.ts)),
+        ..Default::default()
+    };
+    let body = serde_json::to_vec(&prompt).map_err(json_err)?;
+    let mut resp = crate::entry::call_object(
+        env,
+        session,
+        Method::Post,
+        "/prompt",
+        "",
+        Some(actor),
+        &body,
+    )
+    .await?;
+    if resp.status_code() != 200 {
+        let err: inspect_protocol::ErrorBody = resp.json().await.map_err(internal)?;
+        return Err(err.error);
+    }
+    Ok(())
+}
+
+/// A message in a thread that has a session: the next prompt to it, with the messages
+/// posted since the last one as context.
+async fn follow_up(
+    env: &Env,
+    p: &Pending,
+    t: &ThreadRow,
+    bot: Option<&str>,
+) -> Result<String, ApiError> {
+    let now = now_ms();
+    let mut resp =
+        crate::entry::call_object(env, &t.session_id, Method::Get, "/", "", None, &[]).await?;
+    if resp.status_code() == 404 {
+        return Err(ApiError::not_found("the thread's session is gone"));
+    }
+    let state: Value = resp.json().await.map_err(internal)?;
+    if state["status"] == "archived" {
+        return Err(ApiError::not_found("the thread's session is archived"));
+    }
+    let actor = person(env, &p.user).await;
+    react(env, p).await;
+    let posted = api::post(
+        env,
+        "chat.postMessage",
+        &json!({"channel": p.channel, "thread_ts": p.thread_ts, "text": format!("On it (*{}*)…", blocks::escape(&t.target_label))}),
+    )
+    .await?;
+    let target = Target {
+        id: t.target.clone(),
+        label: t.target_label.clone(),
+        description: None,
+    };
+    let context = thread_context(env, p, t.last_prompt_ts.as_deref(), bot, 50).await;
+    prompt_session(
+        env,
+        &t.session_id,
+        &actor,
+        p,
+        &target,
+        posted["ts"].as_str().map(str::to_owned),
+        &context,
+        "",
+        now,
+    )
+    .await?;
+    db::run(
+        env,
+        "UPDATE slack_threads SET last_prompt_ts = ?3, expires_at = ?4 WHERE channel = ?1 AND thread_ts = ?2",
+        &[
+            p.channel.as_str().into(),
+            p.thread_ts.as_str().into(),
+            p.ts.as_str().into(),
+            num(now + THREAD_TTL_MS),
+        ],
+    )
+    .await?;
+    Ok(format!("follow-up to {}", t.session_id))
+}
+
+async fn preferences(env: &Env, user: &str) -> Preferences {
+    #[derive(Deserialize)]
+    struct Row {
+        preferences: String,
+    }
+    db::first::<Row>(
+        env,
+        "SELECT preferences FROM slack_preferences WHERE user_id = ?1",
+        &[user.into()],
+    )
+    .await
+    .ok()
+    .flatten()
+    .and_then(|r| serde_json::from_str(&r.preferences).ok())
+    .unwrap_or_default()
+}
+
+async fn save_preferences(env: &Env, user: &str, prefs: &Preferences) -> Result<(), ApiError> {
+    db::run(
+        env,
+        "INSERT INTO slack_preferences (user_id, preferences, updated_at) VALUES (?1, ?2, ?3)
+         ON CONFLICT(user_id) DO UPDATE SET preferences = ?2, updated_at = ?3",
+        &[
+            user.into(),
+            serde_json::to_string(prefs).map_err(json_err)?.into(),
+            num(now_ms()),
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// The models offered in App Home: `SLACK_MODELS` (comma-separated), else the default.
+fn models(env: &Env) -> Vec<String> {
+    setting(env, "SLACK_MODELS")
+        .or_else(|| setting(env, "DEFAULT_MODEL"))
+        .map(|m| {
+            m.split(',')
+                .map(|s| s.trim().to_owned())
+                .filter(|s| !s.is_empty())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+async fn publish_home(env: &Env, user: &str) -> Result<String, ApiError> {
+    let prefs = preferences(env, user).await;
+    api::post(
+        env,
+        "views.publish",
+        &json!({"user_id": user, "view": blocks::home(&prefs, &models(env))}),
+    )
+    .await?;
+    Ok("home published".into())
+}
+
+/// `POST /webhooks/slack/interactions`: picks, App Home settings, and the options a picker
+/// loads as the person types.
+pub async fn interactions(mut req: Request, env: &Env, ctx: Context) -> Result<Response, ApiError> {
+    let body = signed_body(&mut req, env).await?;
+    let payload: Value =
+        worker::Url::parse(&format!("http://x/?{}", String::from_utf8_lossy(&body)))
+            .ok()
+            .and_then(|u| {
+                u.query_pairs()
+                    .find(|(k, _)| k == "payload")
+                    .map(|(_, v)| v.into_owned())
+            })
+            .and_then(|p| serde_json::from_str(&p).ok())
+            .ok_or_else(|| ApiError::bad_request("an interaction needs its payload"))?;
+    match payload["type"].as_str() {
+        Some("block_suggestion") => {
+            let catalog = catalog(env).await?;
+            let query = payload["value"].as_str().unwrap_or("");
+            return answer(
+                200,
+                json!({ "option_groups": blocks::option_groups(&catalog, query) }),
+            );
+        }
+        Some("block_actions") => {}
+        other => {
+            emit(log(
+                "ignored",
+                &format!("interaction {}", other.unwrap_or("without a type")),
+            ));
+            return answer(200, json!({}));
+        }
+    }
+    let action = &payload["actions"][0];
+    let action_id = action["action_id"].as_str().unwrap_or("").to_owned();
+    let user = payload["user"]["id"].as_str().unwrap_or("").to_owned();
+    let origin = crate::entry::origin_of(&req);
+    let env2 = env.clone();
+    let payload2 = payload.clone();
+    ctx.wait_until(async move {
+        let outcome = act(&env2, &origin, &action_id, &user, &payload2).await;
+        match outcome {
+            Ok(what) => emit(log("handled", &what).with("action", action_id.as_str())),
+            Err(e) => emit(log("failed", &e.message).with("action", action_id.as_str())),
+        }
+    });
+    answer(200, json!({}))
+}
+
+async fn act(
+    env: &Env,
+    origin: &str,
+    action_id: &str,
+    user: &str,
+    payload: &Value,
+) -> Result<String, ApiError> {
+    let action = &payload["actions"][0];
+    if action_id == "select_repo" || action_id.starts_with("select_repo_quick_pick:") {
+        let picked = action["selected_option"]["value"]
+            .as_str()
+            .or(action["value"].as_str())
+            .unwrap_or("")
+            .to_owned();
+        let channel = payload["channel"]["id"]
+            .as_str()
+            .or(payload["container"]["channel_id"].as_str())
+            .unwrap_or("")
+            .to_owned();
+        let message = &payload["message"];
+        let thread = message["thread_ts"]
+            .as_str()
+            .or(payload["container"]["thread_ts"].as_str())
+            .or(message["ts"].as_str())
+            .unwrap_or("")
+            .to_owned();
+        return pick(
+            env,
+            origin,
+            &channel,
+            &thread,
+            message["ts"].as_str(),
+            &picked,
+            user,
+        )
+        .await;
+    }
+    let mut prefs = preferences(env, user).await;
+    match action_id {
+        "select_model" => {
+            prefs.model = action["selected_option"]["value"]
+                .as_str()
+                .map(str::to_owned)
+        }
+        "select_reasoning_effort" => {
+            prefs.reasoning_effort = action["selected_option"]["value"]
+                .as_str()
+                .map(str::to_owned)
+        }
+        "set_branch" => {
+            let b = action["value"].as_str().unwrap_or("").trim();
+            if b.len() > 250 || b.starts_with('-') || b.contains("..") {
+                return Err(ApiError::bad_request("not a branch name"));
+            }
+            prefs.branch = (!b.is_empty()).then(|| b.to_owned());
+        }
+        "clear_branch_preference" => prefs.branch = None,
+        "view_session" => return Ok("link opened".into()),
+        other => return Ok(format!("action {other} ignored")),
+    }
+    save_preferences(env, user, &prefs).await?;
+    publish_home(env, user).await
+}
+
+/// The person picked a target for a waiting request: it starts there.
+async fn pick(
+    env: &Env,
+    origin: &str,
+    channel: &str,
+    thread: &str,
+    picker_ts: Option<&str>,
+    picked: &str,
+    user: &str,
+) -> Result<String, ApiError> {
+    #[derive(Deserialize)]
+    struct Row {
+        request: String,
+    }
+    // Taken once: the row goes as it is read.
+    let row: Option<Row> = db::first(
+        env,
+        "DELETE FROM slack_pending WHERE channel = ?1 AND thread_ts = ?2 AND expires_at > ?3 RETURNING request",
+        &[channel.into(), thread.into(), num(now_ms())],
+    )
+    .await?;
+    let Some(row) = row else {
+        let _ = api::post(
+            env,
+            "chat.postEphemeral",
+            &json!({"channel": channel, "user": user, "thread_ts": thread, "text": "That request has expired or was already answered; ask again."}),
+        )
+        .await;
+        return Ok("pick for an expired request".into());
+    };
+    let pending: Pending = serde_json::from_str(&row.request).map_err(json_err)?;
+    let catalog = catalog(env).await?;
+    let Some(target) = catalog
+        .iter()
+        .find(|t| t.id.eq_ignore_ascii_case(picked))
+        .cloned()
+    else {
+        return Err(ApiError::bad_request(format!(
+            "{picked} is not something to work on"
+        )));
+    };
+    if let Some(ts) = picker_ts {
+        let _ = api::post(
+            env,
+            "chat.update",
+            &json!({"channel": channel, "ts": ts, "text": format!("<@{user}> picked *{}*.", blocks::escape(&target.label)), "blocks": []}),
+        )
+        .await;
+    }
+    let bot = bot_user(env).await;
+    let session = start(env, origin, &pending, &target, bot.as_deref()).await?;
+    Ok(format!("session {session} on {} (picked)", target.id))
+}
