@@ -1,4 +1,5 @@
-//! A scripted model server speaking the OpenAI-compatible streaming chat API, the only
+//! A scripted model server speaking the OpenAI-compatible chat API (streamed, or one object
+//! when a request says `"stream": false`), the only
 //! fake in the end-to-end tests. Each chat request that offers tools takes the next
 //! scripted reply; requests without tools (OpenCode's title and summary calls) get fixed
 //! text and consume nothing.
@@ -129,6 +130,27 @@ async fn chat(State(script): State<Arc<Mutex<Script>>>, Json(req): Json<Value>) 
             (Reply::text("Scripted session"), n)
         }
     };
+    // `"stream": false` (the Slack classifier): one `chat.completion` object.
+    if req.get("stream").and_then(Value::as_bool) == Some(false) {
+        let message = match &reply {
+            Reply::Text(text) => json!({"role": "assistant", "content": text}),
+            Reply::Tool { name, args } => {
+                json!({"role": "assistant", "content": null, "tool_calls": [
+                    {"id": format!("call_{n}"), "type": "function", "function": {"name": name, "arguments": args.to_string()}}
+                ]})
+            }
+        };
+        let finish = match reply {
+            Reply::Text(_) => "stop",
+            Reply::Tool { .. } => "tool_calls",
+        };
+        return Json(json!({
+            "id": format!("chatcmpl-{n}"), "object": "chat.completion", "created": 0, "model": "fake-model",
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": {"prompt_tokens": 12, "completion_tokens": 7, "total_tokens": 19}
+        }))
+        .into_response();
+    }
     let mut events = vec![chunk(n, json!({"role": "assistant"}), None)];
     match reply {
         Reply::Text(text) => {

@@ -14,6 +14,7 @@ pub mod capture_provider;
 pub mod client;
 pub mod fake_github;
 pub mod fake_model;
+pub mod fake_slack;
 pub mod flaky;
 pub mod host;
 pub mod repo;

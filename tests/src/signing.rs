@@ -1,6 +1,6 @@
 //! Request signatures as the services that send them compute them, written here from each
 //! scheme's description (not from the control plane's code): `sig1` for service clients,
-//! `X-Hub-Signature-256` for GitHub's webhook deliveries.
+//! `X-Hub-Signature-256` for GitHub's webhook deliveries, `X-Slack-Signature` for Slack's.
 
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
@@ -29,6 +29,14 @@ pub fn sig1(
         "sig1\n{service}\n{at_ms}\n{nonce}\n{method}\n{path}\n{canonical_query}\n{body_hash}\n{actor}"
     );
     format!("sig1.{at_ms}.{nonce}.{}", hmac_hex(secret, text.as_bytes()))
+}
+
+/// Slack's `X-Slack-Signature` for a body sent at `timestamp` (seconds): `v0=` and the hex
+/// HMAC of `v0:<timestamp>:<body>`.
+pub fn slack(secret: &str, timestamp: u64, body: &[u8]) -> String {
+    let mut data = format!("v0:{timestamp}:").into_bytes();
+    data.extend_from_slice(body);
+    format!("v0={}", hmac_hex(secret, &data))
 }
 
 /// GitHub's `X-Hub-Signature-256`: `sha256=` and the hex HMAC of the raw body.

@@ -106,7 +106,8 @@ pub async fn events(mut req: Request, env: &Env, ctx: Context) -> Result<Respons
         .ok()
         .flatten()
         .unwrap_or_default();
-    let decision = events::decide(&body, None).map_err(ApiError::bad_request)?;
+    let bot = bot_user(env).await;
+    let decision = events::decide(&body, bot.as_deref()).map_err(ApiError::bad_request)?;
     let event_id = match &decision {
         Decision::Challenge(c) => return answer(200, json!({ "challenge": c })),
         Decision::Ignore(why) => {
@@ -162,15 +163,25 @@ pub async fn events(mut req: Request, env: &Env, ctx: Context) -> Result<Respons
     answer(200, json!({ "ok": true }))
 }
 
-/// The bot's own user id: `SLACK_BOT_USER_ID`, else `auth.test`.
+thread_local! {
+    /// The bot's user id, once `auth.test` said it (per isolate).
+    static BOT_USER: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The bot's own user id: `SLACK_BOT_USER_ID`, else `auth.test` (asked once).
 async fn bot_user(env: &Env) -> Option<String> {
     if let Some(id) = setting(env, "SLACK_BOT_USER_ID") {
         return Some(id);
     }
-    api::get(env, "auth.test", &[])
+    if let Some(id) = BOT_USER.with(|b| b.borrow().clone()) {
+        return Some(id);
+    }
+    let id = api::get(env, "auth.test", &[])
         .await
         .ok()
-        .and_then(|v| v["user_id"].as_str().map(str::to_owned))
+        .and_then(|v| v["user_id"].as_str().map(str::to_owned))?;
+    BOT_USER.with(|b| *b.borrow_mut() = Some(id.clone()));
+    Some(id)
 }
 
 /// A request the bot keeps while the person picks (and re-reads after).

@@ -1,0 +1,387 @@
+//! A fake Slack following the Web API's documented methods and errors, for the bot's
+//! end-to-end tests: `auth.test`, `chat.postMessage`, `chat.update`, `chat.postEphemeral`,
+//! `reactions.add`/`remove` (`already_reacted`, `no_reaction`), `conversations.replies`
+//! (`oldest` exclusive), `conversations.info`, `users.info`, `views.publish`; every method
+//! wants the bot token (`not_authed`, `invalid_auth`); one method can be made to answer
+//! `ratelimited` with `Retry-After`. Private files are served with bearer auth. The test
+//! side signs and sends deliveries exactly as Slack does.
+
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+pub const BOT_TOKEN: &str = "xoxb-fake-bot-token";
+pub const BOT_USER: &str = "UBOT";
+pub const SIGNING_SECRET: &str = "fake-slack-signing-secret";
+
+/// A message in a channel, as the fake keeps it.
+#[derive(Debug, Clone)]
+pub struct Posted {
+    pub channel: String,
+    pub ts: String,
+    pub thread_ts: Option<String>,
+    pub user: String,
+    pub text: String,
+    pub blocks: Value,
+    /// Every version `chat.update` gave it, oldest first.
+    pub updates: Vec<Value>,
+}
+
+#[derive(Default)]
+struct World {
+    messages: Vec<Posted>,
+    reactions: Vec<(String, String, String)>,
+    removed_reactions: Vec<(String, String, String)>,
+    ephemeral: Vec<Value>,
+    views: Vec<Value>,
+    files: HashMap<String, Vec<u8>>,
+    users: HashMap<String, (String, String)>,
+    channels: HashMap<String, (String, String)>,
+    /// The next call of this method answers `ratelimited`.
+    limit_next: Option<String>,
+    calls: Vec<String>,
+    clock: u64,
+}
+
+pub struct FakeSlack {
+    pub base_url: String,
+    world: Arc<Mutex<World>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+type Shared = Arc<Mutex<World>>;
+
+impl FakeSlack {
+    pub async fn start() -> anyhow::Result<FakeSlack> {
+        let world: Shared = Arc::default();
+        let app = Router::new()
+            .route("/api/{method}", get(method).post(method))
+            .route("/files/{name}", get(file))
+            .with_state(world.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Ok(FakeSlack {
+            base_url: format!("http://{addr}"),
+            world,
+            task,
+        })
+    }
+
+    /// The Worker's settings that point the bot here.
+    pub fn worker_vars(&self) -> Vec<(String, String)> {
+        vec![
+            ("SLACK_SIGNING_SECRET".into(), SIGNING_SECRET.into()),
+            ("SLACK_BOT_TOKEN".into(), BOT_TOKEN.into()),
+            (
+                "SLACK_API_BASE_URL".into(),
+                format!("{}/api", self.base_url),
+            ),
+            ("SLACK_FILES_ORIGIN".into(), self.base_url.clone()),
+        ]
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut World) -> T) -> T {
+        let mut w = self.world.lock().unwrap_or_else(|e| e.into_inner());
+        f(&mut w)
+    }
+
+    pub fn add_user(&self, id: &str, name: &str, email: &str) {
+        self.with(|w| w.users.insert(id.into(), (name.into(), email.into())));
+    }
+
+    pub fn add_channel(&self, id: &str, name: &str, topic: &str) {
+        self.with(|w| w.channels.insert(id.into(), (name.into(), topic.into())));
+    }
+
+    pub fn add_file(&self, name: &str, bytes: Vec<u8>) -> String {
+        self.with(|w| w.files.insert(name.into(), bytes));
+        format!("{}/files/{name}", self.base_url)
+    }
+
+    /// A person's message, as Slack would store it (the test sends its event too).
+    pub fn human_message(
+        &self,
+        channel: &str,
+        user: &str,
+        text: &str,
+        thread_ts: Option<&str>,
+    ) -> String {
+        self.with(|w| {
+            let ts = next_ts(w);
+            w.messages.push(Posted {
+                channel: channel.into(),
+                ts: ts.clone(),
+                thread_ts: thread_ts.map(str::to_owned),
+                user: user.into(),
+                text: text.into(),
+                blocks: Value::Null,
+                updates: Vec::new(),
+            });
+            ts
+        })
+    }
+
+    pub fn limit_next(&self, method: &str) {
+        self.with(|w| w.limit_next = Some(method.into()));
+    }
+
+    /// The bot's messages in a thread, oldest first.
+    pub fn bot_messages(&self, channel: &str, thread_ts: &str) -> Vec<Posted> {
+        self.with(|w| {
+            w.messages
+                .iter()
+                .filter(|m| m.user == BOT_USER && m.channel == channel)
+                .filter(|m| m.thread_ts.as_deref() == Some(thread_ts) || m.ts == thread_ts)
+                .cloned()
+                .collect()
+        })
+    }
+
+    pub fn reactions(&self) -> Vec<(String, String, String)> {
+        self.with(|w| w.reactions.clone())
+    }
+
+    pub fn removed_reactions(&self) -> Vec<(String, String, String)> {
+        self.with(|w| w.removed_reactions.clone())
+    }
+
+    pub fn ephemeral(&self) -> Vec<Value> {
+        self.with(|w| w.ephemeral.clone())
+    }
+
+    pub fn views(&self) -> Vec<Value> {
+        self.with(|w| w.views.clone())
+    }
+
+    pub fn calls(&self) -> Vec<String> {
+        self.with(|w| w.calls.clone())
+    }
+}
+
+impl Drop for FakeSlack {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn next_ts(w: &mut World) -> String {
+    w.clock += 1;
+    format!("1700000000.{:06}", w.clock)
+}
+
+fn ok(v: Value) -> Response {
+    let mut body = json!({"ok": true});
+    if let (Some(b), Some(extra)) = (body.as_object_mut(), v.as_object()) {
+        for (k, x) in extra {
+            b.insert(k.clone(), x.clone());
+        }
+    }
+    Json(body).into_response()
+}
+
+fn fail(error: &str) -> Response {
+    Json(json!({"ok": false, "error": error})).into_response()
+}
+
+/// Arguments from the query string, a form body or a JSON body.
+fn arguments(query: &HashMap<String, String>, headers: &HeaderMap, body: &Bytes) -> Value {
+    let mut args = json!({});
+    for (k, v) in query {
+        args[k] = json!(v);
+    }
+    let ct = headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    if ct.starts_with("application/json") {
+        if let Ok(Value::Object(m)) = serde_json::from_slice::<Value>(body) {
+            for (k, v) in m {
+                args[k] = v;
+            }
+        }
+    } else if ct.starts_with("application/x-www-form-urlencoded") {
+        for (k, v) in url::form_urlencoded::parse(body) {
+            args[k.as_ref()] = json!(v);
+        }
+    }
+    args
+}
+
+async fn method(
+    State(world): State<Shared>,
+    Path(name): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    match headers.get("authorization").and_then(|v| v.to_str().ok()) {
+        None => return fail("not_authed"),
+        Some(a) if a != format!("Bearer {BOT_TOKEN}") => return fail("invalid_auth"),
+        _ => {}
+    }
+    let args = arguments(&query, &headers, &body);
+    let mut w = world.lock().unwrap_or_else(|e| e.into_inner());
+    w.calls.push(name.clone());
+    if w.limit_next.as_deref() == Some(name.as_str()) {
+        w.limit_next = None;
+        return (
+            StatusCode::TOO_MANY_REQUESTS,
+            [("Retry-After", "1")],
+            Json(json!({"ok": false, "error": "ratelimited"})),
+        )
+            .into_response();
+    }
+    let s = |k: &str| args[k].as_str().unwrap_or_default().to_owned();
+    match name.as_str() {
+        "auth.test" => ok(json!({"user_id": BOT_USER, "bot_id": "BBOT", "team_id": "T1"})),
+        "chat.postMessage" => {
+            if s("channel").is_empty() {
+                return fail("channel_not_found");
+            }
+            if s("text").is_empty() && !args["blocks"].is_array() {
+                return fail("no_text");
+            }
+            let ts = next_ts(&mut w);
+            let thread = s("thread_ts");
+            w.messages.push(Posted {
+                channel: s("channel"),
+                ts: ts.clone(),
+                thread_ts: (!thread.is_empty()).then_some(thread),
+                user: BOT_USER.into(),
+                text: s("text"),
+                blocks: args["blocks"].clone(),
+                updates: Vec::new(),
+            });
+            ok(json!({"channel": s("channel"), "ts": ts}))
+        }
+        "chat.update" => {
+            let (channel, ts) = (s("channel"), s("ts"));
+            let Some(m) = w
+                .messages
+                .iter_mut()
+                .find(|m| m.channel == channel && m.ts == ts)
+            else {
+                return fail("message_not_found");
+            };
+            if m.user != BOT_USER {
+                return fail("cant_update_message");
+            }
+            m.text = s("text");
+            m.blocks = args["blocks"].clone();
+            m.updates.push(args.clone());
+            ok(json!({"channel": channel, "ts": ts}))
+        }
+        "chat.postEphemeral" => {
+            w.ephemeral.push(args.clone());
+            ok(json!({"message_ts": "1700000000.999999"}))
+        }
+        "reactions.add" | "reactions.remove" => {
+            let key = (s("channel"), s("timestamp"), s("name"));
+            let exists = w.reactions.contains(&key);
+            if name == "reactions.add" {
+                if exists {
+                    return fail("already_reacted");
+                }
+                w.reactions.push(key);
+            } else {
+                if !exists {
+                    return fail("no_reaction");
+                }
+                w.reactions.retain(|r| *r != key);
+                w.removed_reactions.push(key);
+            }
+            ok(json!({}))
+        }
+        "conversations.replies" => {
+            let (channel, ts) = (s("channel"), s("ts"));
+            let oldest = s("oldest");
+            if !w.channels.contains_key(&channel) {
+                return fail("channel_not_found");
+            }
+            let messages: Vec<Value> = w
+                .messages
+                .iter()
+                .filter(|m| m.channel == channel)
+                .filter(|m| m.ts == ts || m.thread_ts.as_deref() == Some(ts.as_str()))
+                .filter(|m| oldest.is_empty() || m.ts.as_str() > oldest.as_str())
+                .map(|m| {
+                    let mut v =
+                        json!({"type": "message", "user": m.user, "text": m.text, "ts": m.ts});
+                    if m.user == BOT_USER {
+                        v["bot_id"] = json!("BBOT");
+                    }
+                    if let Some(t) = &m.thread_ts {
+                        v["thread_ts"] = json!(t);
+                    }
+                    v
+                })
+                .collect();
+            if messages.is_empty() && oldest.is_empty() {
+                return fail("thread_not_found");
+            }
+            ok(json!({"messages": messages, "has_more": false}))
+        }
+        "conversations.info" => match w.channels.get(&s("channel")) {
+            Some((n, topic)) => ok(
+                json!({"channel": {"id": s("channel"), "name": n, "is_im": false, "topic": {"value": topic}}}),
+            ),
+            None => fail("channel_not_found"),
+        },
+        "users.info" => match w.users.get(&s("user")) {
+            Some((n, email)) => ok(
+                json!({"user": {"id": s("user"), "name": n.to_lowercase(), "real_name": n, "profile": {"display_name": n, "email": email, "image_72": "https://avatars.slack-edge.com/x.png"}}}),
+            ),
+            None => fail("user_not_found"),
+        },
+        "views.publish" => {
+            if s("user_id").is_empty() {
+                return fail("invalid_arguments");
+            }
+            w.views.push(args.clone());
+            ok(json!({"view": {"id": "V1"}}))
+        }
+        _ => fail("unknown_method"),
+    }
+}
+
+async fn file(
+    State(world): State<Shared>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    if headers.get("authorization").and_then(|v| v.to_str().ok())
+        != Some(&format!("Bearer {BOT_TOKEN}"))
+    {
+        return (StatusCode::FORBIDDEN, "no access").into_response();
+    }
+    let w = world.lock().unwrap_or_else(|e| e.into_inner());
+    match w.files.get(&name) {
+        Some(b) => ([("Content-Type", "image/png")], b.clone()).into_response(),
+        None => StatusCode::NOT_FOUND.into_response(),
+    }
+}
+
+/// Slack's delivery of an event, signed as Slack signs it: `(timestamp, signature, body)`.
+pub fn signed(body: &Value, secret: &str) -> (u64, String, Vec<u8>) {
+    let ts = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let bytes = body.to_string().into_bytes();
+    let sig = crate::signing::slack(secret, ts, &bytes);
+    (ts, sig, bytes)
+}
+
+/// An Events API envelope around `event`.
+pub fn envelope(event_id: &str, event: Value) -> Value {
+    json!({"token": "x", "team_id": "T1", "api_app_id": "A1", "type": "event_callback", "event_id": event_id, "event_time": 1, "authorizations": [{"user_id": BOT_USER, "is_bot": true}], "event": event})
+}

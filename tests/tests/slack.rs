@@ -1,0 +1,418 @@
+//! Slack end to end, through the real Worker (wrangler dev), the local sandbox host, the
+//! real supervisor and OpenCode, against a fake Slack that follows the Web API, with
+//! deliveries signed as Slack signs them and the classifier on the scripted model server:
+//! a mention starts one session (its retry none) with an image that reaches the sandbox as
+//! a file; the thread gets the link, live progress and the outcome; a reply continues the
+//! same session with the messages since as context; an ambiguous request gets the picker
+//! and the pick starts the session there. Bad deliveries are refused.
+
+#![allow(clippy::unwrap_used)] // a test fails loudly by design
+
+use inspect_tests::client::{get, send};
+use inspect_tests::fake_model::{FakeModel, Reply};
+use inspect_tests::fake_slack::{envelope, signed, FakeSlack, BOT_USER, SIGNING_SECRET};
+use inspect_tests::host::SandboxHost;
+use inspect_tests::repo::source_repo;
+use inspect_tests::{Stack, StackOptions};
+use reqwest::Method;
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+const CHANNEL: &str = "CENG";
+
+async fn deliver(
+    stack: &Stack,
+    path: &str,
+    body: &Value,
+    retry: Option<&str>,
+) -> reqwest::Response {
+    let (ts, sig, bytes) = signed(body, SIGNING_SECRET);
+    let mut req = reqwest::Client::new()
+        .post(stack.url(path))
+        .header("X-Slack-Request-Timestamp", ts.to_string())
+        .header("X-Slack-Signature", sig)
+        .header("Content-Type", "application/json")
+        .body(bytes);
+    if let Some(n) = retry {
+        req = req
+            .header("X-Slack-Retry-Num", n)
+            .header("X-Slack-Retry-Reason", "http_timeout");
+    }
+    req.send().await.unwrap()
+}
+
+/// An interaction, form-encoded and signed as Slack sends them.
+async fn interact(stack: &Stack, payload: &Value) -> reqwest::Response {
+    let body = url::form_urlencoded::Serializer::new(String::new())
+        .append_pair("payload", &payload.to_string())
+        .finish();
+    let ts = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let sig = inspect_tests::signing::slack(SIGNING_SECRET, ts, body.as_bytes());
+    reqwest::Client::new()
+        .post(stack.url("/webhooks/slack/interactions"))
+        .header("X-Slack-Request-Timestamp", ts.to_string())
+        .header("X-Slack-Signature", sig)
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .body(body)
+        .send()
+        .await
+        .unwrap()
+}
+
+async fn eventually<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// The session a thread's bot messages link to.
+fn session_of(slack: &FakeSlack, thread: &str) -> Option<String> {
+    slack.bot_messages(CHANNEL, thread).iter().find_map(|m| {
+        let all = m.blocks.to_string();
+        let at = all.find("/sessions/")?;
+        Some(
+            all[at + 10..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric())
+                .collect(),
+        )
+    })
+}
+
+fn final_text(slack: &FakeSlack, thread: &str) -> Option<String> {
+    slack
+        .bot_messages(CHANNEL, thread)
+        .iter()
+        .map(|m| m.blocks.to_string())
+        .find(|b| b.contains("*Done*") || b.contains("Not finished"))
+}
+
+#[tokio::test]
+async fn a_thread_starts_follows_and_finishes_a_session() {
+    let model = FakeModel::start(vec![
+        // The classifier, for the first request.
+        Reply::tool(
+            "classify_target",
+            json!({"targetId": "local/demo", "confidence": "high", "reasoning": "it names the storefront", "alternatives": []}),
+        ),
+        // The agent's first turn: look at the image it was given.
+        Reply::tool(
+            "bash",
+            json!({"command": "ls .inspect-attachments && wc -c .inspect-attachments/*", "description": "look at the attachment"}),
+        ),
+        Reply::text("The screenshot shows the login bug; fixed."),
+        // The follow-up.
+        Reply::text("Also checked the footer."),
+        // The classifier, unsure, for the second thread.
+        Reply::tool(
+            "classify_target",
+            json!({"targetId": "local/demo", "confidence": "low", "reasoning": "could be either", "alternatives": ["local/other"]}),
+        ),
+        // The picked session's turn.
+        Reply::text("Worked in the other repository."),
+    ])
+    .await
+    .unwrap();
+    let host = SandboxHost::start(&model.base_url, "inspect/fake-model")
+        .await
+        .unwrap();
+    let slack = FakeSlack::start().await.unwrap();
+    slack.add_user("U1", "Ann", "ann@example.com");
+    slack.add_user("U2", "Bob", "bob@example.com");
+    slack.add_channel(CHANNEL, "eng", "shipping the storefront");
+    let mut options = StackOptions::local();
+    options.vars = host.worker_vars();
+    options.vars.extend(slack.worker_vars());
+    options.vars.extend([
+        (
+            "SLACK_CLASSIFIER_BASE_URL".to_string(),
+            model.base_url.clone(),
+        ),
+        (
+            "SLACK_CLASSIFIER_MODEL".to_string(),
+            "fake-model".to_string(),
+        ),
+        ("SLACK_MODELS".to_string(), "inspect/fake-model".to_string()),
+    ]);
+    let stack = Stack::start_with(options).await.unwrap();
+    let (demo, other) = (source_repo(), source_repo());
+    for (name, repo) in [("demo", &demo), ("other", &other)] {
+        let r = send(
+            Method::POST,
+            &stack.url("/repos"),
+            Some(json!({"name": name, "path": repo.path().to_string_lossy()})),
+        )
+        .await
+        .unwrap();
+        assert_eq!(r.status, 201, "{}", r.body);
+    }
+
+    // Slack's URL check, and deliveries that are not Slack's.
+    let challenge = deliver(
+        &stack,
+        "/webhooks/slack/events",
+        &json!({"type": "url_verification", "challenge": "ch-123", "token": "x"}),
+        None,
+    )
+    .await;
+    assert_eq!(challenge.status(), 200);
+    assert_eq!(
+        challenge.json::<Value>().await.unwrap()["challenge"],
+        "ch-123"
+    );
+    let forged = reqwest::Client::new()
+        .post(stack.url("/webhooks/slack/events"))
+        .header("X-Slack-Request-Timestamp", "1700000000")
+        .header("X-Slack-Signature", "v0=00")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), 401);
+    let body = json!({"type": "url_verification", "challenge": "x"}).to_string();
+    let stale_ts = 1_600_000_000u64;
+    let stale = reqwest::Client::new()
+        .post(stack.url("/webhooks/slack/events"))
+        .header("X-Slack-Request-Timestamp", stale_ts.to_string())
+        .header(
+            "X-Slack-Signature",
+            inspect_tests::signing::slack(SIGNING_SECRET, stale_ts, body.as_bytes()),
+        )
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stale.status(), 401, "a replayed delivery is stale");
+    // The bot's own message is no request.
+    let own = deliver(
+        &stack,
+        "/webhooks/slack/events",
+        &envelope("EvBot", json!({"type": "app_mention", "user": BOT_USER, "text": "hi", "ts": "1.0", "channel": CHANNEL})),
+        None,
+    )
+    .await;
+    assert_eq!(
+        own.json::<Value>().await.unwrap()["ignored"],
+        "a bot's own message"
+    );
+
+    // A mention with a screenshot starts one session; Slack's retry starts none.
+    let png: Vec<u8> = b"\x89PNG\r\n\x1a\nfake-image-bytes-for-the-test".to_vec();
+    let png_len = png.len();
+    let url = slack.add_file("login-bug.png", png);
+    slack.limit_next("chat.postMessage");
+    let text = format!("<@{BOT_USER}> fix the login bug on the storefront");
+    let ts = slack.human_message(CHANNEL, "U1", &text, None);
+    let mention = envelope(
+        "Ev1",
+        json!({"type": "app_mention", "user": "U1", "text": text, "ts": ts, "channel": CHANNEL,
+               "files": [{"id": "F1", "name": "login-bug.png", "mimetype": "image/png", "size": png_len,
+                          "url_private_download": url, "mode": "hosted"},
+                         {"id": "F2", "name": "notes.pdf", "mimetype": "application/pdf", "size": 10,
+                          "url_private_download": url, "mode": "hosted"}]}),
+    );
+    let t0 = Instant::now();
+    let first = deliver(&stack, "/webhooks/slack/events", &mention, None).await;
+    assert_eq!(first.status(), 200);
+    assert!(
+        t0.elapsed() < Duration::from_secs(3),
+        "acknowledged within Slack's 3 s"
+    );
+    let retry = deliver(&stack, "/webhooks/slack/events", &mention, Some("1")).await;
+    assert_eq!(retry.json::<Value>().await.unwrap()["duplicate"], true);
+
+    let session = eventually(60, "the session's link in the thread", || {
+        session_of(&slack, &ts)
+    })
+    .await;
+    let done = eventually(180, "the final message", || final_text(&slack, &ts)).await;
+    assert!(done.contains("fixed."), "{done}");
+    assert!(done.contains(&format!("/sessions/{session}")), "{done}");
+    // Live progress: the same message was updated with the running tool before the end.
+    let updates: Vec<String> = slack
+        .bot_messages(CHANNEL, &ts)
+        .iter()
+        .flat_map(|m| m.updates.iter().map(|u| u.to_string()))
+        .collect();
+    assert!(updates.iter().any(|u| u.contains("`bash`")), "{updates:?}");
+    // 👀 on the request, taken off at the end; the PDF was left out, with a word.
+    assert!(slack.reactions().is_empty() || !slack.reactions().iter().any(|r| r.1 == ts));
+    assert!(slack
+        .removed_reactions()
+        .iter()
+        .any(|r| r.1 == ts && r.2 == "eyes"));
+    let said: Vec<String> = slack
+        .bot_messages(CHANNEL, &ts)
+        .iter()
+        .map(|m| m.text.clone())
+        .collect();
+    assert!(said.iter().any(|t| t.contains("notes.pdf")), "{said:?}");
+    // The session: one, for Ann (slack:U1), on the classified repository; the image was
+    // a file in the sandbox.
+    let state = get(&stack.url(&format!("/sessions/{session}")))
+        .await
+        .unwrap();
+    assert_eq!(state.body["createdBy"], "slack:U1", "{}", state.body);
+    assert_eq!(state.body["repositories"][0]["name"], "demo");
+    let tools = get(&stack.url(&format!("/sessions/{session}/events?type=tool_call")))
+        .await
+        .unwrap();
+    let output: String = tools.body["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["output"].as_str())
+        .collect();
+    assert!(output.contains("login-bug.png"), "{output}");
+    assert!(output.contains(&png_len.to_string()), "{output}");
+    let listed = get(&stack.url("/sessions?limit=50")).await.unwrap();
+    let count = listed.body["sessions"].as_array().unwrap().len();
+
+    // Bob says something in the thread without the bot, then Ann asks again: the same
+    // session, with Bob's message as context.
+    let aside = slack.human_message(CHANNEL, "U2", "the footer looks off too", Some(&ts));
+    assert!(aside > ts);
+    let again_text = format!("<@{BOT_USER}> please check that as well");
+    let again_ts = slack.human_message(CHANNEL, "U1", &again_text, Some(&ts));
+    let r = deliver(
+        &stack,
+        "/webhooks/slack/events",
+        &envelope("Ev2", json!({"type": "app_mention", "user": "U1", "text": again_text, "ts": again_ts, "thread_ts": ts, "channel": CHANNEL})),
+        None,
+    )
+    .await;
+    assert_eq!(r.status(), 200);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let follow = loop {
+        let m = get(&stack.url(&format!("/sessions/{session}/messages")))
+            .await
+            .unwrap();
+        let list = m.body["messages"].as_array().cloned().unwrap_or_default();
+        if list.len() == 2 && list[1]["status"] == "completed" {
+            break list;
+        }
+        assert!(Instant::now() < deadline, "{}", m.body);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    let content = follow[1]["content"].as_str().unwrap();
+    assert!(
+        content.starts_with("please check that as well"),
+        "{content}"
+    );
+    assert!(
+        content.contains("the footer looks off too") && content.contains("author=\"Bob\""),
+        "{content}"
+    );
+    assert!(
+        !content.contains("fix the login bug"),
+        "only what came after the last prompt: {content}"
+    );
+    let listed = get(&stack.url("/sessions?limit=50")).await.unwrap();
+    assert_eq!(
+        listed.body["sessions"].as_array().unwrap().len(),
+        count,
+        "no second session"
+    );
+    eventually(60, "the follow-up's outcome in the thread", || {
+        slack
+            .bot_messages(CHANNEL, &ts)
+            .iter()
+            .any(|m| m.blocks.to_string().contains("footer"))
+            .then_some(())
+    })
+    .await;
+
+    // An ambiguous request: the classifier is unsure, the picker asks, the pick starts it.
+    let q = format!("<@{BOT_USER}> tidy up the docs");
+    let q_ts = slack.human_message(CHANNEL, "U2", &q, None);
+    deliver(
+        &stack,
+        "/webhooks/slack/events",
+        &envelope(
+            "Ev3",
+            json!({"type": "app_mention", "user": "U2", "text": q, "ts": q_ts, "channel": CHANNEL}),
+        ),
+        None,
+    )
+    .await;
+    let picker = eventually(60, "the picker", || {
+        slack
+            .bot_messages(CHANNEL, &q_ts)
+            .into_iter()
+            .find(|m| m.blocks.to_string().contains("select_repo"))
+    })
+    .await;
+    let blocks = picker.blocks.to_string();
+    assert!(
+        blocks.contains("select_repo_quick_pick:1") && blocks.contains("local/other"),
+        "{blocks}"
+    );
+    // Options load as the person types.
+    let options = interact(&stack, &json!({"type": "block_suggestion", "action_id": "select_repo", "value": "oth", "user": {"id": "U2"}})).await;
+    let options: Value = options.json().await.unwrap();
+    assert_eq!(
+        options["option_groups"][0]["options"][0]["value"], "local/other",
+        "{options}"
+    );
+    let pick = json!({"type": "block_actions", "user": {"id": "U2"}, "channel": {"id": CHANNEL},
+        "container": {"channel_id": CHANNEL, "message_ts": picker.ts, "thread_ts": q_ts},
+        "message": {"ts": picker.ts, "thread_ts": q_ts},
+        "actions": [{"action_id": "select_repo_quick_pick:1", "value": "local/other", "type": "button"}]});
+    assert_eq!(interact(&stack, &pick).await.status(), 200);
+    let picked = eventually(60, "the picked session", || session_of(&slack, &q_ts)).await;
+    eventually(180, "the picked session's outcome", || {
+        final_text(&slack, &q_ts)
+    })
+    .await;
+    let state = get(&stack.url(&format!("/sessions/{picked}")))
+        .await
+        .unwrap();
+    assert_eq!(
+        state.body["repositories"][0]["name"], "other",
+        "{}",
+        state.body
+    );
+    assert_eq!(state.body["createdBy"], "slack:U2");
+    // Picking again: the request was taken; the person is told, nothing starts.
+    interact(&stack, &pick).await;
+    eventually(30, "the expired pick's answer", || {
+        (!slack.ephemeral().is_empty()).then_some(())
+    })
+    .await;
+
+    // App Home: opening it shows the preferences; choosing a model keeps it.
+    deliver(
+        &stack,
+        "/webhooks/slack/events",
+        &envelope(
+            "Ev4",
+            json!({"type": "app_home_opened", "user": "U1", "tab": "home"}),
+        ),
+        None,
+    )
+    .await;
+    eventually(30, "the App Home", || {
+        (!slack.views().is_empty()).then_some(())
+    })
+    .await;
+    interact(&stack, &json!({"type": "block_actions", "user": {"id": "U1"}, "actions": [{"action_id": "select_model", "selected_option": {"value": "inspect/fake-model"}}]})).await;
+    eventually(30, "the App Home with the model", || {
+        slack
+            .views()
+            .iter()
+            .any(|v| {
+                v["view"]["blocks"][2]["accessory"]["initial_option"]["value"]
+                    == "inspect/fake-model"
+            })
+            .then_some(())
+    })
+    .await;
+}
