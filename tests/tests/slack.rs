@@ -388,6 +388,62 @@ async fn a_thread_starts_follows_and_finishes_a_session() {
     })
     .await;
 
+    // Routing rules from Settings: a keyword sends a request straight to its repository,
+    // without the classifier.
+    inspect_tests::browser::run_script(
+        "slack-settings.mjs",
+        &stack.base_url,
+        &inspect_tests::browser::artifacts("slack"),
+        &[],
+    );
+    let rules = get(&stack.url("/integrations/slack/settings"))
+        .await
+        .unwrap();
+    assert_eq!(
+        rules.body["routingRules"][0]["target"], "local/other",
+        "{}",
+        rules.body
+    );
+    let bad = send(
+        Method::PUT,
+        &stack.url("/integrations/slack/settings"),
+        Some(json!({"routingRules": [{"keyword": "", "target": "local/other"}]})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(bad.status, 400);
+    model.push(vec![Reply::text("Billing fixed.")]);
+    let b = format!("<@{BOT_USER}> the billing page is broken");
+    let b_ts = slack.human_message(CHANNEL, "U1", &b, None);
+    deliver(
+        &stack,
+        "/webhooks/slack/events",
+        &envelope(
+            "Ev5",
+            json!({"type": "app_mention", "user": "U1", "text": b, "ts": b_ts, "channel": CHANNEL}),
+        ),
+        None,
+    )
+    .await;
+    let routed = eventually(60, "the routed session", || session_of(&slack, &b_ts)).await;
+    eventually(180, "the routed session's outcome", || {
+        final_text(&slack, &b_ts)
+    })
+    .await;
+    let state = get(&stack.url(&format!("/sessions/{routed}")))
+        .await
+        .unwrap();
+    assert_eq!(
+        state.body["repositories"][0]["name"], "other",
+        "{}",
+        state.body
+    );
+    assert_eq!(
+        model.remaining(),
+        0,
+        "no classifier call for a routed request"
+    );
+
     // App Home: opening it shows the preferences; choosing a model keeps it.
     deliver(
         &stack,

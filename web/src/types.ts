@@ -27,5 +27,6 @@ export type {
   SessionState,
   SessionStatus,
   SessionSummary,
+  SlackSettings,
   TimelineEvent,
 } from "./wire";

@@ -11,6 +11,7 @@ import type {
   Repository,
   RepositoryRef,
   SecretSummary,
+  SlackSettings,
 } from "../types";
 import { ErrorNote, ago } from "./bits";
 
@@ -506,6 +507,116 @@ function Images({ repos, environments }: { repos: Repository[]; environments: En
   );
 }
 
+/** Settings › Slack: which repository or environment a Slack request goes to. */
+function Slack({ repos, environments }: { repos: Repository[]; environments: Environment[] }) {
+  const [settings, setSettings] = useState<SlackSettings>({ routingRules: [], channelAssociations: [] });
+  const [keyword, setKeyword] = useState("");
+  const [channel, setChannel] = useState("");
+  const [ruleTarget, setRuleTarget] = useState("");
+  const [channelTarget, setChannelTarget] = useState("");
+  const [note, setNote] = useState("");
+  const [error, setError] = useState("");
+  const targets = [
+    ...repos.map((r) => ({ value: `${r.owner}/${r.name}`, label: `${r.owner}/${r.name}` })),
+    ...environments.map((e) => ({ value: `env:${e.id}`, label: `Environment: ${e.name}` })),
+  ];
+  const label = (t: string) => targets.find((x) => x.value.toLowerCase() === t.toLowerCase())?.label ?? t;
+  useEffect(() => {
+    get<SlackSettings>("/integrations/slack/settings")
+      .then(setSettings)
+      .catch((e) => setError(errorText(e)));
+  }, []);
+  const save = async (next: SlackSettings) => {
+    try {
+      setSettings(await put<SlackSettings>("/integrations/slack/settings", next));
+      setNote("Saved.");
+      setError("");
+    } catch (err) {
+      setError(errorText(err));
+    }
+  };
+  const pick = (value: string, set: (v: string) => void, name: string) => (
+    <select value={value} onChange={(e) => set(e.currentTarget.value)} aria-label={name}>
+      <option value="">Choose…</option>
+      {targets.map((t) => (
+        <option value={t.value}>{t.label}</option>
+      ))}
+    </select>
+  );
+  return (
+    <section class="panel" aria-labelledby="slack-h">
+      <h2 id="slack-h">Slack</h2>
+      <p class="muted small">
+        Where <code>@inspect</code> requests go: a keyword in the message (a whole word), then the channel&apos;s association,
+        then the only repository; otherwise the model classifies and, when unsure, the person picks.
+      </p>
+      <h3 class="small">Routing rules</h3>
+      <ul class="plain" data-testid="slack-rules">
+        {settings.routingRules.map((r, i) => (
+          <li key={`${r.keyword}-${i}`}>
+            <code>{r.keyword}</code> → {label(r.target)}{" "}
+            <button
+              type="button"
+              class="small"
+              aria-label={`Remove the rule ${r.keyword}`}
+              onClick={() => void save({ ...settings, routingRules: settings.routingRules.filter((_, j) => j !== i) })}
+            >
+              ✕
+            </button>
+          </li>
+        ))}
+      </ul>
+      <form
+        onSubmit={(e) => {
+          e.preventDefault();
+          if (!keyword.trim() || !ruleTarget) return;
+          void save({ ...settings, routingRules: [...settings.routingRules, { keyword: keyword.trim(), target: ruleTarget }] });
+          setKeyword("");
+        }}
+        aria-label="Routing rule"
+      >
+        <input value={keyword} placeholder="keyword" onInput={(e) => setKeyword(e.currentTarget.value)} aria-label="Keyword" />
+        {pick(ruleTarget, setRuleTarget, "Rule target")} <button type="submit">Add rule</button>
+      </form>
+      <h3 class="small">Channels</h3>
+      <ul class="plain" data-testid="slack-channels">
+        {settings.channelAssociations.map((a, i) => (
+          <li key={`${a.channel}-${i}`}>
+            <code>{a.channel}</code> → {label(a.target)}{" "}
+            <button
+              type="button"
+              class="small"
+              aria-label={`Remove the channel ${a.channel}`}
+              onClick={() =>
+                void save({ ...settings, channelAssociations: settings.channelAssociations.filter((_, j) => j !== i) })
+              }
+            >
+              ✕
+            </button>
+          </li>
+        ))}
+      </ul>
+      <form
+        onSubmit={(e) => {
+          e.preventDefault();
+          if (!channel.trim() || !channelTarget) return;
+          void save({
+            ...settings,
+            channelAssociations: [...settings.channelAssociations, { channel: channel.trim(), target: channelTarget }],
+          });
+          setChannel("");
+        }}
+        aria-label="Channel association"
+      >
+        <input value={channel} placeholder="channel id (C…)" onInput={(e) => setChannel(e.currentTarget.value)} aria-label="Channel id" />
+        {pick(channelTarget, setChannelTarget, "Channel target")} <button type="submit">Add channel</button>
+      </form>
+      {note && <span class="muted small">{note}</span>}
+      <ErrorNote text={error} />
+    </section>
+  );
+}
+
 const NO_SETTINGS: RepoSettings = { alwaysDraft: false, botEnabled: false, autoReviewOnOpen: false };
 
 /** Per-repository settings: the bot, pull requests, the default model. */
@@ -628,6 +739,7 @@ export function Settings({ me }: { me: Me }) {
       <Secrets repos={repos} environments={environments} />
       <RepositorySettings repos={repos} />
       <Images repos={repos} environments={environments} />
+      <Slack repos={repos} environments={environments} />
       {me.via === "local" && <LocalRepos repos={repos.filter((r) => r.kind === "local")} reload={reload} />}
       <Tokens />
     </section>
