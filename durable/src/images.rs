@@ -2,7 +2,7 @@
 //! API, the cron trigger) and by a SessionDO choosing what its first sandbox starts from.
 
 use inspect_protocol::images::{BuildStatus, ImageBuild, ImageRepository, ImageScope};
-use inspect_protocol::{ApiError, ErrorCode};
+use inspect_protocol::ApiError;
 use serde::Deserialize;
 use worker::Env;
 
@@ -62,10 +62,6 @@ impl From<BuildRow> for ImageBuild {
     }
 }
 
-fn unavailable(e: worker::Error) -> ApiError {
-    ApiError::new(ErrorCode::Unavailable, format!("reading images: {e}"))
-}
-
 /// A scope's builds in `status` (any when `None`), newest first, at most `limit`.
 pub async fn builds(
     env: &Env,
@@ -74,23 +70,18 @@ pub async fn builds(
     limit: u32,
 ) -> Result<Vec<ImageBuild>, ApiError> {
     let (kind, key) = scope.key();
-    let rows: Vec<BuildRow> = env
-        .d1("DB")
-        .map_err(unavailable)?
-        .prepare(format!(
+    let rows: Vec<BuildRow> = crate::d1::all(
+        env,
+        &format!(
             "SELECT {BUILD_COLUMNS} FROM image_builds WHERE scope_kind = ?1 AND scope_key = ?2 AND (?3 IS NULL OR status = ?3) ORDER BY started_at DESC LIMIT ?4"
-        ))
-        .bind(&[
+        ),
+        &[
             kind.into(),
             key.into(),
             status.map_or(wasm_bindgen::JsValue::NULL, |s| s.as_str().into()),
             (limit as f64).into(),
-        ])
-        .map_err(unavailable)?
-        .all()
-        .await
-        .map_err(unavailable)?
-        .results()
-        .map_err(unavailable)?;
+        ],
+    )
+    .await?;
     Ok(rows.into_iter().map(Into::into).collect())
 }

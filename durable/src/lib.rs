@@ -10,6 +10,8 @@ pub mod schema;
 pub mod store;
 
 #[cfg(target_arch = "wasm32")]
+pub mod d1;
+#[cfg(target_arch = "wasm32")]
 pub mod images;
 #[cfg(target_arch = "wasm32")]
 pub mod local_provider;

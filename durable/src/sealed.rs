@@ -46,23 +46,9 @@ pub async fn open_secrets(
         name: String,
         sealed: String,
     }
-    let unavailable = |e: worker::Error| {
-        ApiError::new(
-            inspect_protocol::ErrorCode::Unavailable,
-            format!("reading secrets: {e}"),
-        )
-    };
-    let rows: Vec<Row> = env
-        .d1("DB")
-        .map_err(unavailable)?
-        .prepare(&sql)
-        .bind(&args)
-        .map_err(unavailable)?
-        .all()
+    let rows: Vec<Row> = crate::d1::all(env, &sql, &args)
         .await
-        .map_err(unavailable)?
-        .results()
-        .map_err(unavailable)?;
+        .map_err(|e| ApiError::new(e.code, format!("reading secrets: {}", e.message)))?;
     let stored: Vec<inspect_secrets::StoredSecret> = rows
         .into_iter()
         .map(|r| inspect_secrets::StoredSecret {

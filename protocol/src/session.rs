@@ -262,6 +262,31 @@ pub struct Attachment {
     pub attachment_id: Option<String>,
 }
 
+/// A file name safe to write anywhere: its last path part, letters, digits and `._-`
+/// (others become `_`), no leading dots, at most 100 characters.
+pub fn safe_file_name(name: &str) -> String {
+    let cleaned: String = name
+        .rsplit(['/', '\\'])
+        .next()
+        .unwrap_or_default()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(100)
+        .collect();
+    let cleaned = cleaned.trim_start_matches('.');
+    if cleaned.is_empty() {
+        "attachment".into()
+    } else {
+        cleaned.to_owned()
+    }
+}
+
 /// A prompt, from the REST route or the `prompt` socket message.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]

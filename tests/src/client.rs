@@ -50,6 +50,33 @@ pub async fn send_as(
     reply(req.send().await?).await
 }
 
+/// Polls `GET /sessions/:id/events?type=<types>` until one event of type `until` is there
+/// (at most `secs`); the events of those types. `Err` says what was seen.
+pub async fn events_until(
+    base: &str,
+    session: &str,
+    types: &str,
+    until: &str,
+    secs: u64,
+) -> Result<Vec<Value>> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        let page = get(&format!("{base}/sessions/{session}/events?type={types}")).await?;
+        let list = page.body["events"].as_array().cloned().unwrap_or_default();
+        if list.iter().any(|e| e["type"] == until) {
+            return Ok(list);
+        }
+        if std::time::Instant::now() > deadline {
+            anyhow::bail!(
+                "no {until} within {secs} s; saw {} events: {}",
+                list.len(),
+                page.body
+            );
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    }
+}
+
 /// Creates a session as `actor` and returns its id.
 pub async fn create_session(base: &str, actor: &str, body: Value) -> Result<String> {
     let r = send_as(

@@ -67,24 +67,15 @@ async fn a_parent_spawns_two_children_waits_for_them_and_reports() {
     )
     .await
     .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(300);
-    let events = loop {
-        let page = get(&stack.url(&format!(
-            "/sessions/{parent}/events?type=execution_complete,tool_call"
-        )))
-        .await
-        .unwrap();
-        let list = page.body["events"].as_array().cloned().unwrap_or_default();
-        if list.iter().any(|e| e["type"] == "execution_complete") {
-            break list;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the parent never finished\n{}",
-            host.sandbox_logs()
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    };
+    let events = inspect_tests::client::events_until(
+        &stack.base_url,
+        &parent,
+        "execution_complete,tool_call",
+        "execution_complete",
+        300,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("the parent never finished: {e}\n{}", host.sandbox_logs()));
     let done = events
         .iter()
         .find(|e| e["type"] == "execution_complete")

@@ -37,11 +37,11 @@ async fn cron(stack: &inspect_tests::Stack) {
     assert!(r.status().is_success(), "{}", r.status());
 }
 
-/// Waits until the scope's newest build is no longer building; returns the list.
-async fn settled(stack: &inspect_tests::Stack, logs: impl Fn() -> String) -> Value {
+/// Waits until the newest build `query` lists is no longer building; returns the list.
+async fn settled(stack: &inspect_tests::Stack, query: &str, logs: impl Fn() -> String) -> Value {
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
-        let list = get(&stack.url(SCOPE)).await.unwrap();
+        let list = get(&stack.url(query)).await.unwrap();
         assert_eq!(list.status, 200, "{}", list.body);
         let newest = &list.body["builds"][0];
         if newest.is_object() && newest["status"] != "building" {
@@ -113,7 +113,7 @@ async fn a_scheduled_image_is_built_and_the_next_session_starts_from_it() {
 
     // The cron trigger finds the schedule due and builds.
     cron(&stack).await;
-    let list = settled(&stack, || host.log()).await;
+    let list = settled(&stack, SCOPE, || host.log()).await;
     let first = list["builds"][0].clone();
     assert_eq!(first["status"], "ready", "{list}\n{}", host.log());
     assert_eq!(first["trigger"], "schedule");
@@ -142,7 +142,7 @@ async fn a_scheduled_image_is_built_and_the_next_session_starts_from_it() {
     assert_eq!(r.status, 202, "{}", r.body);
     assert_eq!(r.body["status"], "building");
     assert_eq!(r.body["trigger"], "manual");
-    let list = settled(&stack, || host.log()).await;
+    let list = settled(&stack, SCOPE, || host.log()).await;
     let second = list["builds"][0].clone();
     assert_eq!(second["status"], "ready", "{list}");
     assert_eq!(list["builds"][1]["status"], "deleted", "{list}");
@@ -171,24 +171,15 @@ async fn a_scheduled_image_is_built_and_the_next_session_starts_from_it() {
     .await
     .unwrap();
     assert_eq!(r.status, 200, "{}", r.body);
-    let deadline = Instant::now() + Duration::from_secs(180);
-    let events = loop {
-        let page = get(&stack.url(&format!(
-            "/sessions/{session}/events?type=boot_step,tool_call,execution_complete"
-        )))
-        .await
-        .unwrap();
-        let list = page.body["events"].as_array().cloned().unwrap_or_default();
-        if list.iter().any(|e| e["type"] == "execution_complete") {
-            break list;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the session never finished\n{}",
-            host.sandbox_logs()
-        );
-        tokio::time::sleep(Duration::from_millis(400)).await;
-    };
+    let events = inspect_tests::client::events_until(
+        &stack.base_url,
+        &session,
+        "boot_step,tool_call,execution_complete",
+        "execution_complete",
+        180,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", host.sandbox_logs()));
     let step = |name: &str| {
         events
             .iter()
@@ -294,7 +285,7 @@ async fn failing_concurrent_and_stuck_builds_say_why() {
     assert_eq!(forged.status(), 401);
 
     // The hook's failure is the build's, with its output.
-    let list = settled(&stack, || host.log()).await;
+    let list = settled(&stack, SCOPE, || host.log()).await;
     let failed = &list["builds"][0];
     assert_eq!(failed["status"], "failed", "{list}");
     assert!(
@@ -378,18 +369,11 @@ async fn failing_concurrent_and_stuck_builds_say_why() {
     .await
     .unwrap();
     assert_eq!(r.status, 202, "{}", r.body);
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let built = loop {
-        let list = get(&stack.url(&format!("/images?environmentId={env_id}")))
-            .await
-            .unwrap();
-        let newest = list.body["builds"][0].clone();
-        if newest["status"] != "building" {
-            break newest;
-        }
-        assert!(Instant::now() < deadline, "{}", list.body);
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    };
+    let built = settled(&stack, &format!("/images?environmentId={env_id}"), || {
+        host.log()
+    })
+    .await["builds"][0]
+        .clone();
     assert_eq!(built["status"], "ready", "{built}");
     let names: Vec<&str> = built["repositories"]
         .as_array()

@@ -444,6 +444,43 @@ async fn a_thread_starts_follows_and_finishes_a_session() {
         "no classifier call for a routed request"
     );
 
+    // The first thread's session is deleted: a new mention there starts anew.
+    let r = send(
+        Method::DELETE,
+        &stack.url(&format!("/sessions/{session}")),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    model.push(vec![
+        Reply::tool(
+            "classify_target",
+            json!({"targetId": "local/demo", "confidence": "high", "reasoning": "as before", "alternatives": []}),
+        ),
+        Reply::text("Started over."),
+    ]);
+    let anew = format!("<@{BOT_USER}> one more thing");
+    let anew_ts = slack.human_message(CHANNEL, "U1", &anew, Some(&ts));
+    deliver(
+        &stack,
+        "/webhooks/slack/events",
+        &envelope("Ev6", json!({"type": "app_mention", "user": "U1", "text": anew, "ts": anew_ts, "thread_ts": ts, "channel": CHANNEL})),
+        None,
+    )
+    .await;
+    let started_over = eventually(120, "a new session in the old thread", || {
+        slack.bot_messages(CHANNEL, &ts).iter().find_map(|m| {
+            let all = m.blocks.to_string();
+            all.contains("Started over").then(|| all)
+        })
+    })
+    .await;
+    assert!(
+        !started_over.contains(&format!("/sessions/{session}")),
+        "{started_over}"
+    );
+
     // App Home: opening it shows the preferences; choosing a model keeps it.
     deliver(
         &stack,

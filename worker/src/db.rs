@@ -1,13 +1,10 @@
 //! Small helpers over the D1 binding: one error shape, one way to run a statement.
 
-use inspect_protocol::{ApiError, ErrorCode};
-use serde::de::DeserializeOwned;
+use inspect_protocol::ApiError;
 use wasm_bindgen::JsValue;
 use worker::{D1Database, Env};
 
-pub fn unavailable(e: worker::Error) -> ApiError {
-    ApiError::new(ErrorCode::Unavailable, format!("database: {e}"))
-}
+pub use inspect_durable::d1::{all, first, unavailable};
 
 pub fn database(env: &Env) -> Result<D1Database, ApiError> {
     env.d1("DB").map_err(unavailable)
@@ -19,36 +16,6 @@ pub fn opt(v: Option<&str>) -> JsValue {
 
 pub fn num(v: i64) -> JsValue {
     JsValue::from_f64(v as f64)
-}
-
-pub async fn first<T: DeserializeOwned>(
-    env: &Env,
-    sql: &str,
-    args: &[JsValue],
-) -> Result<Option<T>, ApiError> {
-    database(env)?
-        .prepare(sql)
-        .bind(args)
-        .map_err(unavailable)?
-        .first(None)
-        .await
-        .map_err(unavailable)
-}
-
-pub async fn all<T: DeserializeOwned>(
-    env: &Env,
-    sql: &str,
-    args: &[JsValue],
-) -> Result<Vec<T>, ApiError> {
-    database(env)?
-        .prepare(sql)
-        .bind(args)
-        .map_err(unavailable)?
-        .all()
-        .await
-        .map_err(unavailable)?
-        .results()
-        .map_err(unavailable)
 }
 
 /// Runs a statement; the number of rows it changed.

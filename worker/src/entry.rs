@@ -26,8 +26,9 @@ fn start() {
     console_error_panic_hook::set_once();
 }
 
-/// The cron trigger: stuck image builds time out, scheduled ones start, and the
-/// installation's repositories are synced from GitHub.
+/// The cron trigger: stuck image builds time out, scheduled ones start, Slack's old
+/// threads and picks are forgotten, and the installation's repositories are synced from
+/// GitHub.
 #[event(scheduled)]
 async fn scheduled(event: worker::ScheduledEvent, env: Env, _ctx: worker::ScheduleContext) {
     let now = event.schedule() as i64;
@@ -43,6 +44,11 @@ async fn scheduled(event: worker::ScheduledEvent, env: Env, _ctx: worker::Schedu
                 .with("cron", event.cron())
                 .detail(e.message),
         ),
+    }
+    match crate::slack_bot::prune(&env, now).await {
+        Ok(n) if n > 0 => emit(LogLine::info("cron", "slack_pruned").with("rows", n)),
+        Ok(_) => {}
+        Err(e) => emit(LogLine::error("cron", "slack_prune_failed").detail(e.message)),
     }
     if crate::db::setting(&env, "GITHUB_APP_ID").is_none() {
         return;

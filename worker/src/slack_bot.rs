@@ -1082,3 +1082,20 @@ async fn pick(
     let session = start(env, origin, &pending, &target, bot.as_deref()).await?;
     Ok(format!("session {session} on {} (picked)", target.id))
 }
+
+/// The cron trigger's part: threads past their 7 days, picks past their hour, and event ids
+/// older than a day (Slack retries for minutes) are forgotten. How many rows went.
+pub async fn prune(env: &Env, now: i64) -> Result<usize, ApiError> {
+    let mut gone = 0;
+    for (sql, at) in [
+        ("DELETE FROM slack_threads WHERE expires_at <= ?1", now),
+        ("DELETE FROM slack_pending WHERE expires_at <= ?1", now),
+        (
+            "DELETE FROM slack_events WHERE received_at <= ?1",
+            now - 24 * 3600 * 1000,
+        ),
+    ] {
+        gone += db::run(env, sql, &[num(at)]).await?;
+    }
+    Ok(gone)
+}

@@ -12,29 +12,7 @@ pub const MAX_ATTACHMENT_BYTES: usize = 10 * 1024 * 1024;
 pub const MAX_ATTACHMENTS: i64 = 60;
 const CHUNK: usize = 1024 * 1024;
 
-/// A name safe to write as a file: letters, digits, `.-_`, at most 100 characters.
-pub fn safe_name(name: &str) -> String {
-    let cleaned: String = name
-        .rsplit(['/', '\\'])
-        .next()
-        .unwrap_or_default()
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || "._-".contains(c) {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(100)
-        .collect();
-    let cleaned = cleaned.trim_start_matches('.').to_owned();
-    if cleaned.is_empty() {
-        "attachment".into()
-    } else {
-        cleaned
-    }
-}
+pub use inspect_protocol::session::safe_file_name as safe_name;
 
 impl<S: Store> Session<'_, S> {
     /// Keeps a file for the session's prompts; what a prompt lists to carry it.

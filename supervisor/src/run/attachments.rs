@@ -11,18 +11,7 @@ pub const DIR: &str = ".inspect-attachments";
 
 /// The file name an attachment is saved under.
 pub fn file_name(id: &str, name: &str) -> String {
-    let clean: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || "._-".contains(c) {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(100)
-        .collect();
-    format!("{id}-{}", clean.trim_start_matches('.'))
+    format!("{id}-{}", inspect_protocol::session::safe_file_name(name))
 }
 
 /// The prompt with a line naming where each saved file is.
@@ -112,7 +101,7 @@ mod tests {
 
     #[test]
     fn names_and_prompt() {
-        assert_eq!(file_name("att_1", "../a b.png"), "att_1-_a_b.png");
+        assert_eq!(file_name("att_1", "../a b.png"), "att_1-a_b.png");
         let p = with_paths(
             "look",
             &[(

@@ -27,6 +27,34 @@ fn git(dir: &std::path::Path, args: &[&str]) -> Result<()> {
     Ok(())
 }
 
+/// A repository on `main` with `files` committed.
+fn committed_repo(files: &[(&str, String)]) -> Result<tempfile::TempDir> {
+    let repo = tempfile::tempdir()?;
+    git(repo.path(), &["init", "--quiet", "-b", "main"])?;
+    for (path, content) in files {
+        let path = repo.path().join(path);
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        std::fs::write(path, content)?;
+    }
+    git(repo.path(), &["add", "."])?;
+    git(
+        repo.path(),
+        &[
+            "-c",
+            "user.name=b",
+            "-c",
+            "user.email=b@b",
+            "commit",
+            "--quiet",
+            "-m",
+            "init",
+        ],
+    )?;
+    Ok(repo)
+}
+
 /// The resident memory of the supervisor serving `sandbox_id`, in KiB.
 fn supervisor_rss_kib(sandbox_id: &str) -> Option<u64> {
     for entry in std::fs::read_dir("/proc").ok()?.flatten() {
@@ -60,28 +88,11 @@ async fn snapshot_restore(
     model: &FakeModel,
     runs: usize,
 ) -> Result<()> {
-    let repo = tempfile::tempdir()?;
-    git(repo.path(), &["init", "--quiet", "-b", "main"])?;
-    std::fs::create_dir_all(repo.path().join(".openinspect"))?;
-    std::fs::write(
-        repo.path().join(".openinspect/setup.sh"),
-        "python3 -c \"import os\nos.makedirs('gen', exist_ok=True)\nfor i in range(20000):\n    d = f'gen/{i // 1000}'\n    os.makedirs(d, exist_ok=True)\n    open(f'{d}/{i}.bin', 'wb').write(os.urandom(10240))\"\n",
-    )?;
-    std::fs::write(repo.path().join(".gitignore"), "gen/\n")?;
-    git(repo.path(), &["add", "."])?;
-    git(
-        repo.path(),
-        &[
-            "-c",
-            "user.name=b",
-            "-c",
-            "user.email=b@b",
-            "commit",
-            "--quiet",
-            "-m",
-            "init",
-        ],
-    )?;
+    let setup = "python3 -c \"import os\nos.makedirs('gen', exist_ok=True)\nfor i in range(20000):\n    d = f'gen/{i // 1000}'\n    os.makedirs(d, exist_ok=True)\n    open(f'{d}/{i}.bin', 'wb').write(os.urandom(10240))\"\n";
+    let repo = committed_repo(&[
+        (".openinspect/setup.sh", setup.to_owned()),
+        (".gitignore", "gen/\n".to_owned()),
+    ])?;
     reqwest::Client::new()
         .post(stack.url("/repos"))
         .json(&json!({"name": "big", "path": repo.path().to_string_lossy()}))
@@ -173,28 +184,13 @@ async fn snapshot_restore(
 /// A repository whose setup takes 20 s: fresh sessions without an image, then with one
 /// (built once by hand): prompt -> `sandbox_ready`.
 async fn prebuilt_image(stack: &Stack, model: &FakeModel, runs: usize) -> Result<()> {
-    let repo = tempfile::tempdir()?;
-    git(repo.path(), &["init", "--quiet", "-b", "main"])?;
-    std::fs::create_dir_all(repo.path().join(".openinspect"))?;
-    std::fs::write(
-        repo.path().join(".openinspect/setup.sh"),
-        "echo installing; sleep 20; echo done > .deps\n",
-    )?;
-    std::fs::write(repo.path().join(".gitignore"), ".deps\n")?;
-    git(repo.path(), &["add", "."])?;
-    git(
-        repo.path(),
-        &[
-            "-c",
-            "user.name=b",
-            "-c",
-            "user.email=b@b",
-            "commit",
-            "--quiet",
-            "-m",
-            "init",
-        ],
-    )?;
+    let repo = committed_repo(&[
+        (
+            ".openinspect/setup.sh",
+            "echo installing; sleep 20; echo done > .deps\n".to_owned(),
+        ),
+        (".gitignore", ".deps\n".to_owned()),
+    ])?;
     let client = reqwest::Client::new();
     client
         .post(stack.url("/repos"))
@@ -299,28 +295,11 @@ async fn main() -> Result<()> {
     if std::env::var("INSPECT_BENCH").as_deref() == Ok("prebuilt") {
         return prebuilt_image(&stack, &model, 3).await;
     }
-    let repo = tempfile::tempdir()?;
-    git(repo.path(), &["init", "--quiet", "-b", "main"])?;
-    for i in 0..50 {
-        std::fs::write(
-            repo.path().join(format!("file{i}.txt")),
-            format!("content {i}\n"),
-        )?;
-    }
-    git(repo.path(), &["add", "."])?;
-    git(
-        repo.path(),
-        &[
-            "-c",
-            "user.name=b",
-            "-c",
-            "user.email=b@b",
-            "commit",
-            "--quiet",
-            "-m",
-            "init",
-        ],
-    )?;
+    let files: Vec<(String, String)> = (0..50)
+        .map(|i| (format!("file{i}.txt"), format!("content {i}\n")))
+        .collect();
+    let files: Vec<(&str, String)> = files.iter().map(|(p, c)| (p.as_str(), c.clone())).collect();
+    let repo = committed_repo(&files)?;
     reqwest::Client::new()
         .post(stack.url("/repos"))
         .json(&json!({"name": "small", "path": repo.path().to_string_lossy()}))
