@@ -472,7 +472,7 @@ async fn a_thread_starts_follows_and_finishes_a_session() {
     let started_over = eventually(120, "a new session in the old thread", || {
         slack.bot_messages(CHANNEL, &ts).iter().find_map(|m| {
             let all = m.blocks.to_string();
-            all.contains("Started over").then(|| all)
+            all.contains("Started over").then_some(all)
         })
     })
     .await;
