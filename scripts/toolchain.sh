@@ -110,6 +110,13 @@ build_worker() {
   local profile="${1:---release}"
   log "building the Worker (worker-build $profile)"
   (cd "$ROOT/worker" && worker-build "$profile")
+  # The release wasm without its function names: 11 % less to upload gzipped. Panics then
+  # show wasm offsets instead of names; INSPECT_KEEP_WASM_NAMES=1 keeps them.
+  if [ "$profile" = "--release" ] && [ "${INSPECT_KEEP_WASM_NAMES:-0}" != "1" ]; then
+    "$WASM_OPT_BIN" --strip-debug --strip-producers --enable-bulk-memory \
+      --enable-nontrapping-float-to-int --enable-sign-ext --enable-mutable-globals \
+      "$ROOT/worker/build/index_bg.wasm" -o "$ROOT/worker/build/index_bg.wasm"
+  fi
 }
 
 # Worker settings files (`.dev.vars`, the deploy secrets file): KEY=value lines in dotenv
