@@ -80,7 +80,18 @@ pub fn opencode_config(cfg: &AgentConfig) -> Value {
 }
 
 impl Agent {
+    /// Starts the agent and waits until it has a session.
     pub async fn start(cfg: &AgentConfig) -> Result<Agent> {
+        let mut agent = Agent::spawn(cfg)?;
+        agent.ready().await?;
+        Ok(agent)
+    }
+
+    /// Starts the agent's process only (it takes about 2 s to answer), so the workspace
+    /// can be prepared meanwhile; [`Agent::ready`] waits for it. `cfg.directory` need not
+    /// exist yet: the process then starts in its own state directory (never above the
+    /// workspace, which it would watch whole), and every call names the directory.
+    pub fn spawn(cfg: &AgentConfig) -> Result<Agent> {
         let port = free_port()?;
         let mut pw = [0u8; 24];
         let _ = getrandom::fill(&mut pw);
@@ -98,7 +109,11 @@ impl Agent {
             "--hostname",
             "127.0.0.1",
         ])
-        .current_dir(&cfg.directory)
+        .current_dir(if cfg.directory.is_dir() {
+            &cfg.directory
+        } else {
+            st
+        })
         .env("HOME", st.join("home"))
         .env("XDG_CONFIG_HOME", st.join("config"))
         .env("XDG_DATA_HOME", st.join("data"))
@@ -132,7 +147,7 @@ impl Agent {
             .timeout(Duration::from_secs(30))
             .build()?;
         let base = format!("http://127.0.0.1:{port}");
-        let mut agent = Agent {
+        Ok(Agent {
             base,
             password,
             session_id: String::new(),
@@ -140,18 +155,22 @@ impl Agent {
             http,
             child,
             default_model: cfg.default_model.clone(),
-        };
-        agent.wait_healthy(Duration::from_secs(60)).await?;
-        let session: Value = agent
+        })
+    }
+
+    /// Waits until the spawned agent answers, then opens its session in the directory.
+    pub async fn ready(&mut self) -> Result<()> {
+        self.wait_healthy(Duration::from_secs(60)).await?;
+        let session: Value = self
             .post("/session", json!({"title": "Open-Inspect session"}))
             .await?
             .json()
             .await?;
-        agent.session_id = session["id"]
+        self.session_id = session["id"]
             .as_str()
             .context("no session id from the agent")?
             .to_owned();
-        Ok(agent)
+        Ok(())
     }
 
     async fn wait_healthy(&mut self, timeout: Duration) -> Result<()> {

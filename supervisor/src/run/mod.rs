@@ -96,23 +96,13 @@ pub async fn run() -> Result<()> {
     agent_api::install_command(&bin_dir, &instructions).context("installing open-inspect")?;
     let (events, mut commands, link_task) = link::start(link_cfg);
     let booted = Instant::now();
-    let repos = match boot(&cfg, &events).await {
-        Ok(r) => r,
-        Err(e) => {
-            let msg = format!("the sandbox failed to boot: {e:#}");
-            tracing::error!("{msg}");
-            events.send(SandboxEvent::Error {
-                message_id: None,
-                error: msg,
-            });
-            // Give the link a moment to deliver the error before the sandbox goes.
-            tokio::time::sleep(Duration::from_secs(3)).await;
-            return Err(e);
-        }
-    };
-    let directory = repos
+    // The agent starts while the workspace is prepared: it takes about 2 s to answer, the
+    // clone and the hooks take what they take; the sandbox is ready when both are.
+    let directory = cfg
+        .spawn
+        .repositories
         .first()
-        .map(|r| r.0.clone())
+        .map(|r| cfg.workspace.join(&r.name))
         .unwrap_or_else(|| cfg.workspace.clone());
     let agent_cfg = agent::AgentConfig {
         binary: cfg.opencode.clone(),
@@ -128,22 +118,48 @@ pub async fn run() -> Result<()> {
         bin_dir: Some(bin_dir),
         instructions: Some(instructions),
     };
+    std::fs::create_dir_all(&cfg.workspace)?;
     let step = Step::begin(&events, "agent");
-    let mut agent = match agent::Agent::start(&agent_cfg).await {
-        Ok(a) => {
-            step.end(StepStatus::Succeeded, None, None);
-            a
-        }
+    let spawned = agent::Agent::spawn(&agent_cfg);
+    let fail = |step: Step<'_>, e: anyhow::Error| {
+        step.end(StepStatus::Failed, Some(format!("{e:#}")), None);
+        events.send(SandboxEvent::Error {
+            message_id: None,
+            error: format!("the agent did not start: {e:#}"),
+        });
+        e
+    };
+    let mut agent = match spawned {
+        Ok(a) => a,
         Err(e) => {
-            step.end(StepStatus::Failed, Some(format!("{e:#}")), None);
-            events.send(SandboxEvent::Error {
-                message_id: None,
-                error: format!("the agent did not start: {e:#}"),
-            });
+            let e = fail(step, e);
             tokio::time::sleep(Duration::from_secs(3)).await;
             return Err(e);
         }
     };
+    let repos = match boot(&cfg, &events).await {
+        Ok(r) => r,
+        Err(e) => {
+            step.end(StepStatus::Skipped, Some("the boot failed".into()), None);
+            let msg = format!("the sandbox failed to boot: {e:#}");
+            tracing::error!("{msg}");
+            events.send(SandboxEvent::Error {
+                message_id: None,
+                error: msg,
+            });
+            // Give the link a moment to deliver the error before the sandbox goes.
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            return Err(e);
+        }
+    };
+    match agent.ready().await {
+        Ok(()) => step.end(StepStatus::Succeeded, None, None),
+        Err(e) => {
+            let e = fail(step, e);
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            return Err(e);
+        }
+    }
     tracing::info!(ms = booted.elapsed().as_millis() as u64, "sandbox ready");
     let (agent_tx, mut agent_rx) = mpsc::unbounded_channel();
     let mut stream = agent.stream_events(agent_tx.clone());

@@ -2,7 +2,9 @@
 //! and the real OpenCode, with the scripted model server.
 //!
 //! Run: `./scripts/bench.sh` (after the session benchmarks) or
-//! `cargo run --release -p inspect-tests --bin sandbox-bench`.
+//! `cargo run --release -p inspect-tests --bin sandbox-bench`. `INSPECT_BENCH=fresh`,
+//! `restore` or `prebuilt` runs one part; `INSPECT_BENCH_RUNS=N` sets the fresh runs;
+//! `INSPECT_BENCH_STEPS=1` prints each boot step of a restore as it arrives.
 
 use anyhow::{Context, Result};
 use inspect_tests::client::{create_session, WsClient};
@@ -145,6 +147,18 @@ async fn snapshot_restore(
             restored |= m["type"] == "sandbox_restored";
             if m["type"] == "sandbox_event"
                 && m["event"]["type"] == "boot_step"
+                && std::env::var("INSPECT_BENCH_STEPS").is_ok()
+            {
+                println!(
+                    "  step {} {} {:?} at {} ms",
+                    m["event"]["step"],
+                    m["event"]["status"],
+                    m["event"]["durationMs"],
+                    t0.elapsed().as_millis()
+                );
+            }
+            if m["type"] == "sandbox_event"
+                && m["event"]["type"] == "boot_step"
                 && m["event"]["step"] == "agent"
                 && m["event"]["status"] != "started"
             {
@@ -283,7 +297,10 @@ async fn prebuilt_image(stack: &Stack, model: &FakeModel, runs: usize) -> Result
 
 #[tokio::main]
 async fn main() -> Result<()> {
-    let runs = 5;
+    let runs: usize = std::env::var("INSPECT_BENCH_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5);
     let model = FakeModel::start(vec![]).await?;
     let host = SandboxHost::start(&model.base_url, "inspect/fake-model").await?;
     let mut options = StackOptions::unthrottled();
@@ -294,6 +311,10 @@ async fn main() -> Result<()> {
     // `INSPECT_BENCH=prebuilt` runs only the prebuilt-image benchmark.
     if std::env::var("INSPECT_BENCH").as_deref() == Ok("prebuilt") {
         return prebuilt_image(&stack, &model, 3).await;
+    }
+    // `INSPECT_BENCH=restore` runs only the snapshot and restore benchmark.
+    if std::env::var("INSPECT_BENCH").as_deref() == Ok("restore") {
+        return snapshot_restore(&stack, &host, &model, 3).await;
     }
     let files: Vec<(String, String)> = (0..50)
         .map(|i| (format!("file{i}.txt"), format!("content {i}\n")))
@@ -390,6 +411,10 @@ async fn main() -> Result<()> {
         median(warm)
     );
     println!("supervisor RSS after a turn: median {:.1} MiB", median(rss));
+    // `INSPECT_BENCH=fresh` stops after the fresh sandboxes.
+    if std::env::var("INSPECT_BENCH").as_deref() == Ok("fresh") {
+        return Ok(());
+    }
     snapshot_restore(&stack, &host, &model, 3).await?;
     prebuilt_image(&stack, &model, 3).await?;
     Ok(())
