@@ -124,6 +124,11 @@ pub enum ServerMessage {
     SandboxEvent {
         event: TimelineEvent,
     },
+    /// Several events the sandbox sent in one batch, in order: one message for them all
+    /// (a message of this project's own; single events keep `sandbox_event`).
+    SandboxEvents {
+        events: Vec<TimelineEvent>,
+    },
     PresenceSync {
         participants: Vec<Presence>,
     },

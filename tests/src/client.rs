@@ -97,6 +97,10 @@ pub struct WsClient {
     >,
     /// Messages read while waiting for another kind, kept in order.
     pending: std::collections::VecDeque<Value>,
+    /// `sandbox_events` messages received (each read as its events).
+    pub batches: usize,
+    /// The rest of the last batch's events, read before the socket again.
+    unbatched: std::collections::VecDeque<Value>,
 }
 
 /// What a socket ended with.
@@ -112,6 +116,8 @@ impl WsClient {
         Ok(WsClient {
             stream,
             pending: Default::default(),
+            batches: 0,
+            unbatched: Default::default(),
         })
     }
 
@@ -173,6 +179,9 @@ impl WsClient {
 
     async fn read(&mut self, secs: u64) -> Result<Value> {
         use futures::StreamExt;
+        if let Some(v) = self.unbatched.pop_front() {
+            return Ok(v);
+        }
         use tokio_tungstenite::tungstenite::Message;
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(secs);
         loop {
@@ -180,7 +189,23 @@ impl WsClient {
                 .await
                 .map_err(|_| anyhow::anyhow!("no message within {secs} s"))?;
             match next {
-                Some(Ok(Message::Text(t))) => return Ok(serde_json::from_str(&t)?),
+                Some(Ok(Message::Text(t))) => {
+                    let v: Value = serde_json::from_str(&t)?;
+                    // A batch of events reads as its events, one by one, in order.
+                    if v["type"] == "sandbox_events" {
+                        self.batches += 1;
+                        for e in v["events"].as_array().cloned().unwrap_or_default() {
+                            self.unbatched.push_back(
+                                serde_json::json!({"type": "sandbox_event", "event": e}),
+                            );
+                        }
+                        match self.unbatched.pop_front() {
+                            Some(first) => return Ok(first),
+                            None => continue,
+                        }
+                    }
+                    return Ok(v);
+                }
                 Some(Ok(Message::Close(frame))) => {
                     anyhow::bail!("closed: {:?}", frame.map(|f| u16::from(f.code)))
                 }

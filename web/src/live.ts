@@ -165,6 +165,9 @@ export class LiveSession {
       case "sandbox_event":
         addEvents(s.timeline, [m.event]);
         break;
+      case "sandbox_events":
+        addEvents(s.timeline, m.events);
+        break;
       case "history_page": {
         const backfilling = s.timeline.backfillCursor !== null;
         applyOlderPage(s.timeline, m);

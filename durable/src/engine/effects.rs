@@ -49,6 +49,43 @@ impl Effects {
     pub fn none() -> Self {
         Effects::default()
     }
+
+    /// Runs of events broadcast one after another become one `sandbox_events` message;
+    /// everything else keeps its place.
+    pub fn batch_events(&mut self) {
+        let mut out: Vec<Outbound> = Vec::with_capacity(self.outbound.len());
+        let mut run: Vec<inspect_protocol::session::TimelineEvent> = Vec::new();
+        let flush = |out: &mut Vec<Outbound>,
+                     run: &mut Vec<inspect_protocol::session::TimelineEvent>| {
+            let message = match run.len() {
+                0 => return,
+                1 => ServerMessage::SandboxEvent {
+                    event: run.remove(0),
+                },
+                _ => ServerMessage::SandboxEvents {
+                    events: std::mem::take(run),
+                },
+            };
+            out.push(Outbound {
+                target: Target::AllClients,
+                message,
+            });
+        };
+        for o in std::mem::take(&mut self.outbound) {
+            match o {
+                Outbound {
+                    target: Target::AllClients,
+                    message: ServerMessage::SandboxEvent { event },
+                } => run.push(event),
+                other => {
+                    flush(&mut out, &mut run);
+                    out.push(other);
+                }
+            }
+        }
+        flush(&mut out, &mut run);
+        self.outbound = out;
+    }
     pub fn to(&mut self, ws_id: &str, message: ServerMessage) -> &mut Self {
         self.outbound.push(Outbound {
             target: Target::Socket(ws_id.to_owned()),

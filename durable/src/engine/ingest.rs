@@ -56,7 +56,8 @@ impl<S: Store> Session<'_, S> {
                 return fx;
             }
         };
-        let frames: Vec<Value> = if value.get("type").and_then(Value::as_str) == Some("batch") {
+        let batch = value.get("type").and_then(Value::as_str) == Some("batch");
+        let frames: Vec<Value> = if batch {
             match value.get("events").and_then(Value::as_array) {
                 Some(events) if events.len() <= MAX_BATCH_EVENTS => events.clone(),
                 Some(_) => {
@@ -83,6 +84,8 @@ impl<S: Store> Session<'_, S> {
             Ok(Some(r)) => r.sandbox_id,
             _ => String::new(),
         };
+        // The sandbox was active: written once for the whole frame or batch.
+        let mut active = false;
         for raw in frames {
             let frame: SandboxFrame = match serde_json::from_value(raw) {
                 Ok(f) => f,
@@ -102,10 +105,19 @@ impl<S: Store> Session<'_, S> {
                 );
                 continue;
             }
+            if !active && !matches!(frame.event, SandboxEvent::Heartbeat) {
+                active = true;
+                if let Err(e) = self.sandbox_active(now) {
+                    refuse(&mut fx, e.code.as_str(), e.message);
+                }
+            }
             match self.ingest(&frame, now) {
                 Ok(more) => fx.merge(more),
                 Err(e) => refuse(&mut fx, e.code.as_str(), e.message),
             }
+        }
+        if batch {
+            fx.batch_events();
         }
         fx
     }
@@ -141,9 +153,6 @@ impl<S: Store> Session<'_, S> {
         data.remove("messageId");
         data.insert("sandboxId".into(), Value::String(frame.sandbox_id.clone()));
         let message_id = event.message_id();
-        if !matches!(event, SandboxEvent::Heartbeat) {
-            self.sandbox_active(now)?;
-        }
         match event {
             SandboxEvent::Heartbeat => {
                 self.store

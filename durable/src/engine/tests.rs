@@ -578,7 +578,16 @@ mod sandbox_flow {
             {"type": "warning", "scope": "x", "message": "y", "sandboxId": t.sandbox_id, "timestamp": 1},
         ]});
         let fx = s.on_sandbox_frame(&batch.to_string(), 4);
-        assert_eq!(fx.outbound.len(), 2);
+        // The batch's two good events reach clients as one message.
+        assert_eq!(fx.outbound.len(), 1);
+        match &fx.outbound[0].message {
+            ServerMessage::SandboxEvents { events } => {
+                let kinds: Vec<&str> = events.iter().map(|e| e.kind.as_str()).collect();
+                assert_eq!(kinds, vec!["step_start", "warning"]);
+                assert!(events[0].seq < events[1].seq);
+            }
+            other => panic!("{other:?}"),
+        }
         assert_eq!(fx.to_sandbox.len(), 1);
     }
 
@@ -1147,4 +1156,39 @@ fn attachments_are_kept_in_chunks_and_read_back() {
         .store_attachment("x", "image/png", &vec![0u8; 10 * 1024 * 1024 + 1], 5)
         .is_err());
     assert_eq!(crate::engine::attachments::safe_name("..."), "attachment");
+}
+
+#[test]
+fn an_upserted_part_moves_past_everything_in_one_row() {
+    use crate::engine::timeline;
+    let st = store();
+    let _s = created(&st);
+    let data = |t: &str| {
+        let mut m = serde_json::Map::new();
+        m.insert("content".into(), serde_json::Value::String(t.into()));
+        m
+    };
+    let a1 = timeline::upsert(&st, "token:m:p", "token", Some("m"), data("Hel"), 1).unwrap();
+    let b = timeline::append(&st, "tool_call", Some("m"), data("x"), 2).unwrap();
+    let a2 = timeline::upsert(&st, "token:m:p", "token", Some("m"), data("Hello"), 3).unwrap();
+    assert!(
+        a2.seq > b.seq && b.seq > a1.seq,
+        "{} {} {}",
+        a1.seq,
+        b.seq,
+        a2.seq
+    );
+    assert_eq!(a1.id, a2.id, "the same event, updated in place");
+    let rows = st
+        .query(
+            "SELECT COUNT(*), MAX(data) FROM events WHERE part_key = 'token:m:p'",
+            &[],
+        )
+        .unwrap();
+    let mut c = crate::store::Cols::new(rows.into_iter().next().unwrap());
+    assert_eq!(c.i64().unwrap(), 1);
+    assert!(c.string().unwrap().contains("Hello"));
+    // Appends after it still come later.
+    let c2 = timeline::append(&st, "step_finish", Some("m"), data("y"), 4).unwrap();
+    assert!(c2.seq > a2.seq);
 }

@@ -40,23 +40,49 @@ pub fn append(
 /// Appends an event that replaces the earlier one with the same `part_key` (a streamed
 /// text part, a tool call by its id): the timeline keeps the latest version once, under a
 /// new sequence number, so a client catching up gets the final state and a live client
-/// sees the update arrive in order.
+/// sees the update arrive in order. One statement: the row is inserted, or updated in
+/// place with its sequence moved past every other.
 pub fn upsert(
     store: &impl Store,
     part_key: &str,
     kind: &str,
     message_id: Option<&str>,
-    data: Map<String, Value>,
+    mut data: Map<String, Value>,
     now: i64,
 ) -> StoreResult<TimelineEvent> {
-    store.execute("DELETE FROM events WHERE part_key = ?", &[part_key.into()])?;
-    let mut event = append(store, kind, message_id, data, now)?;
-    store.execute(
-        "UPDATE events SET part_key = ? WHERE seq = ?",
-        &[part_key.into(), event.seq.into()],
-    )?;
-    event.data.remove("partKey");
-    Ok(event)
+    data.remove("partKey");
+    let body = serde_json::to_string(&data).unwrap_or_else(|_| "{}".into());
+    let fresh_id = ids::new_id("evt");
+    let row = store
+        .query(
+            "INSERT INTO events (id, kind, message_id, timestamp, data, part_key) VALUES (?, ?, ?, ?, ?, ?)
+             ON CONFLICT(part_key) DO UPDATE SET seq = (SELECT MAX(seq) FROM events) + 1,
+                 kind = excluded.kind, message_id = excluded.message_id,
+                 timestamp = excluded.timestamp, data = excluded.data
+             RETURNING seq, id",
+            &[
+                fresh_id.as_str().into(),
+                kind.into(),
+                message_id.into(),
+                now.into(),
+                body.into(),
+                part_key.into(),
+            ],
+        )?
+        .into_iter()
+        .next()
+        .ok_or_else(|| crate::store::StoreError("upsert returned no row".into()))?;
+    let mut c = Cols::new(row);
+    let seq = c.i64()?;
+    let id = c.string()?;
+    Ok(TimelineEvent {
+        id,
+        seq,
+        kind: kind.to_owned(),
+        timestamp: now,
+        message_id: message_id.map(str::to_owned),
+        data,
+    })
 }
 
 fn read_rows(

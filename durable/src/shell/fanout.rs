@@ -117,8 +117,12 @@ impl SessionDO {
     pub(super) fn apply(&self, mut fx: Effects) {
         let completions = std::mem::take(&mut fx.completions);
         for out in &fx.outbound {
-            if let ServerMessage::SandboxEvent { event } = &out.message {
-                self.slack_progress(event);
+            match &out.message {
+                ServerMessage::SandboxEvent { event } => self.slack_progress(event),
+                ServerMessage::SandboxEvents { events } => {
+                    events.iter().for_each(|e| self.slack_progress(e))
+                }
+                _ => {}
             }
         }
         self.log_prompts(&fx);
