@@ -1,7 +1,7 @@
 //! A fake Slack following the Web API's documented methods and errors, for the bot's
 //! end-to-end tests: `auth.test`, `chat.postMessage`, `chat.update`, `chat.postEphemeral`,
 //! `reactions.add`/`remove` (`already_reacted`, `no_reaction`), `conversations.replies`
-//! (`oldest` exclusive), `conversations.info`, `users.info`, `views.publish`; every method
+//! (`oldest` exclusive unless `inclusive`), `conversations.history`, `conversations.info`, `users.info`, `views.publish`; every method
 //! wants the bot token (`not_authed`, `invalid_auth`); one method can be made to answer
 //! `ratelimited` with `Retry-After`. Private files are served with bearer auth. The test
 //! side signs and sends deliveries exactly as Slack does.
@@ -31,6 +31,8 @@ pub struct Posted {
     pub blocks: Value,
     /// Every version `chat.update` gave it, oldest first.
     pub updates: Vec<Value>,
+    /// Files shared with it (what `conversations.history`/`replies` show).
+    pub files: Value,
 }
 
 #[derive(Default)]
@@ -115,6 +117,18 @@ impl FakeSlack {
         text: &str,
         thread_ts: Option<&str>,
     ) -> String {
+        self.human_message_with_files(channel, user, text, thread_ts, Value::Null)
+    }
+
+    /// [`Self::human_message`] with files shared in it.
+    pub fn human_message_with_files(
+        &self,
+        channel: &str,
+        user: &str,
+        text: &str,
+        thread_ts: Option<&str>,
+        files: Value,
+    ) -> String {
         self.with(|w| {
             let ts = next_ts(w);
             w.messages.push(Posted {
@@ -125,6 +139,7 @@ impl FakeSlack {
                 text: text.into(),
                 blocks: Value::Null,
                 updates: Vec::new(),
+                files,
             });
             ts
         })
@@ -260,6 +275,7 @@ async fn method(
                 text: s("text"),
                 blocks: args["blocks"].clone(),
                 updates: Vec::new(),
+                files: Value::Null,
             });
             ok(json!({"channel": s("channel"), "ts": ts}))
         }
@@ -301,9 +317,31 @@ async fn method(
             }
             ok(json!({}))
         }
+        "conversations.history" => {
+            let channel = s("channel");
+            if !w.channels.contains_key(&channel) {
+                return fail("channel_not_found");
+            }
+            let (latest, inclusive) = (s("latest"), s("inclusive") == "true");
+            let limit: usize = s("limit").parse().unwrap_or(100);
+            let mut top: Vec<&Posted> = w
+                .messages
+                .iter()
+                .filter(|m| m.channel == channel && m.thread_ts.is_none())
+                .filter(|m| {
+                    latest.is_empty()
+                        || m.ts.as_str() < latest.as_str()
+                        || (inclusive && m.ts == latest)
+                })
+                .collect();
+            top.reverse();
+            let messages: Vec<Value> = top.into_iter().take(limit).map(as_json).collect();
+            ok(json!({"messages": messages, "has_more": false}))
+        }
         "conversations.replies" => {
             let (channel, ts) = (s("channel"), s("ts"));
             let oldest = s("oldest");
+            let inclusive = s("inclusive") == "true";
             if !w.channels.contains_key(&channel) {
                 return fail("channel_not_found");
             }
@@ -312,18 +350,12 @@ async fn method(
                 .iter()
                 .filter(|m| m.channel == channel)
                 .filter(|m| m.ts == ts || m.thread_ts.as_deref() == Some(ts.as_str()))
-                .filter(|m| oldest.is_empty() || m.ts.as_str() > oldest.as_str())
-                .map(|m| {
-                    let mut v =
-                        json!({"type": "message", "user": m.user, "text": m.text, "ts": m.ts});
-                    if m.user == BOT_USER {
-                        v["bot_id"] = json!("BBOT");
-                    }
-                    if let Some(t) = &m.thread_ts {
-                        v["thread_ts"] = json!(t);
-                    }
-                    v
+                .filter(|m| {
+                    oldest.is_empty()
+                        || m.ts.as_str() > oldest.as_str()
+                        || (inclusive && m.ts == oldest)
                 })
+                .map(as_json)
                 .collect();
             if messages.is_empty() && oldest.is_empty() {
                 return fail("thread_not_found");
@@ -351,6 +383,21 @@ async fn method(
         }
         _ => fail("unknown_method"),
     }
+}
+
+/// A message as the conversations methods return it.
+fn as_json(m: &Posted) -> Value {
+    let mut v = json!({"type": "message", "user": m.user, "text": m.text, "ts": m.ts});
+    if m.user == BOT_USER {
+        v["bot_id"] = json!("BBOT");
+    }
+    if let Some(t) = &m.thread_ts {
+        v["thread_ts"] = json!(t);
+    }
+    if m.files.is_array() {
+        v["files"] = m.files.clone();
+    }
+    v
 }
 
 async fn file(

@@ -210,14 +210,15 @@ async fn a_thread_starts_follows_and_finishes_a_session() {
     let url = slack.add_file("login-bug.png", png);
     slack.limit_next("chat.postMessage");
     let text = format!("<@{BOT_USER}> fix the login bug on the storefront");
-    let ts = slack.human_message(CHANNEL, "U1", &text, None);
+    // Slack's `app_mention` leaves the files out: the bot reads them from the message.
+    let files = json!([{"id": "F1", "name": "login-bug.png", "mimetype": "image/png", "size": png_len,
+                        "url_private_download": url, "mode": "hosted"},
+                       {"id": "F2", "name": "notes.pdf", "mimetype": "application/pdf", "size": 10,
+                        "url_private_download": url, "mode": "hosted"}]);
+    let ts = slack.human_message_with_files(CHANNEL, "U1", &text, None, files);
     let mention = envelope(
         "Ev1",
-        json!({"type": "app_mention", "user": "U1", "text": text, "ts": ts, "channel": CHANNEL,
-               "files": [{"id": "F1", "name": "login-bug.png", "mimetype": "image/png", "size": png_len,
-                          "url_private_download": url, "mode": "hosted"},
-                         {"id": "F2", "name": "notes.pdf", "mimetype": "application/pdf", "size": 10,
-                          "url_private_download": url, "mode": "hosted"}]}),
+        json!({"type": "app_mention", "user": "U1", "text": text, "ts": ts, "channel": CHANNEL}),
     );
     let t0 = Instant::now();
     let first = deliver(&stack, "/webhooks/slack/events", &mention, None).await;

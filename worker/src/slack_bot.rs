@@ -258,7 +258,11 @@ struct ThreadRow {
 async fn take_request(env: &Env, origin: &str, r: events::Request) -> Result<String, ApiError> {
     let bot = bot_user(env).await;
     let text = events::without_mention(&r.text, bot.as_deref());
-    let request = events::Request { text, ..r };
+    let mut request = events::Request { text, ..r };
+    // `app_mention` events leave the message's files out: read the message itself.
+    if request.files.is_empty() && !request.direct {
+        request.files = message_files(env, &request).await;
+    }
     let pending = Pending::from_request(&request);
     let now = now_ms();
     let thread: Option<ThreadRow> = db::first(
@@ -345,6 +349,51 @@ async fn take_request(env: &Env, origin: &str, r: events::Request) -> Result<Str
     };
     let session = start(env, origin, &pending, &target, bot.as_deref()).await?;
     Ok(format!("session {session} on {} ({why})", target.id))
+}
+
+/// The files of the message a mention came from (`conversations.history` for a channel
+/// message, `conversations.replies` for one in a thread); none when Slack will not say.
+async fn message_files(env: &Env, r: &events::Request) -> Vec<SlackFile> {
+    let found = match &r.thread_ts {
+        Some(thread) => {
+            api::get(
+                env,
+                "conversations.replies",
+                &[
+                    ("channel", r.channel.as_str()),
+                    ("ts", thread.as_str()),
+                    ("oldest", r.ts.as_str()),
+                    ("inclusive", "true"),
+                    ("limit", "2"),
+                ],
+            )
+            .await
+        }
+        None => {
+            api::get(
+                env,
+                "conversations.history",
+                &[
+                    ("channel", r.channel.as_str()),
+                    ("latest", r.ts.as_str()),
+                    ("inclusive", "true"),
+                    ("limit", "1"),
+                ],
+            )
+            .await
+        }
+    };
+    found
+        .ok()
+        .and_then(|v| {
+            v["messages"]
+                .as_array()?
+                .iter()
+                .find(|m| m["ts"].as_str() == Some(r.ts.as_str()))
+                .map(|m| m["files"].clone())
+        })
+        .and_then(|f| serde_json::from_value(f).ok())
+        .unwrap_or_default()
 }
 
 /// Every repository and environment a session can be started on.
