@@ -215,6 +215,49 @@ async fn a_scheduled_image_is_built_and_the_next_session_starts_from_it() {
         .unwrap();
     assert_eq!(done["success"], true, "{done}");
 
+    // The image's files are gone from the host (a wiped disk): the next session says so
+    // and starts fresh instead of failing.
+    std::fs::remove_file(images.join(format!("{second_image}.tar"))).unwrap();
+    std::fs::remove_file(images.join(format!("{second_image}.json"))).unwrap();
+    model.push(vec![Reply::text("Fresh start.")]);
+    let again = inspect_tests::client::create_session(
+        &stack.base_url,
+        "ann",
+        json!({"repoOwner": "local", "repoName": "demo"}),
+    )
+    .await
+    .unwrap();
+    send(
+        Method::POST,
+        &stack.url(&format!("/sessions/{again}/prompt")),
+        Some(json!({"content": "again"})),
+    )
+    .await
+    .unwrap();
+    let events = inspect_tests::client::events_until(
+        &stack.base_url,
+        &again,
+        "boot_step,warning,execution_complete",
+        "execution_complete",
+        180,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", host.sandbox_logs()));
+    assert!(
+        events.iter().any(|e| e["type"] == "warning"
+            && e["message"]
+                .as_str()
+                .unwrap_or("")
+                .contains("could not be used")),
+        "{events:?}"
+    );
+    assert!(
+        events.iter().any(|e| e["type"] == "boot_step"
+            && e["step"] == "setup"
+            && e["status"] == "succeeded"),
+        "setup ran: {events:?}"
+    );
+
     // What a person sees in Settings.
     inspect_tests::browser::run_script(
         "images.mjs",

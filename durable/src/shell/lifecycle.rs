@@ -214,8 +214,28 @@ impl SessionDO {
         );
         let asked = now_ms();
         let result = match request {
-            Ok(req) => match self.provider() {
-                Some(provider) => provider.create(&req).await,
+            Ok(mut req) => match self.provider() {
+                Some(provider) => {
+                    let mut made = provider.create(&req).await;
+                    // An image the provider cannot use (deleted, unreadable) is not worth a
+                    // failed spawn: start fresh at once, and say why.
+                    if let (Some(image), Err(e)) = (&prebuilt, &made) {
+                        if !matches!(e, crate::provider::ProviderError::AtCapacity(_)) {
+                            let why = format!(
+                                "the prebuilt image {image} could not be used ({e}): starting fresh"
+                            );
+                            if let Ok(fx) = engine.sandbox_warning("prebuilt_image", &why, now_ms()) {
+                                self.apply(fx);
+                            }
+                            req.boot_mode = inspect_protocol::provider::BootMode::Fresh;
+                            req.restore_from = None;
+                            restore = None;
+                            prebuilt = None;
+                            made = provider.create(&req).await;
+                        }
+                    }
+                    made
+                }
                 None => Err(crate::provider::ProviderError::Permanent("no sandbox provider is configured (set SANDBOX_HOST_URL and SANDBOX_HOST_SECRET)".into())),
             },
             Err(e) => Err(crate::provider::ProviderError::Permanent(e.message)),
