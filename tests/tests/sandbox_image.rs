@@ -1,0 +1,63 @@
+//! The sandbox image's definition is checked without a Docker engine
+//! (`scripts/check-sandbox-image.sh`): the committed one passes, and one that drifted from
+//! the project's pins or runs as root does not.
+
+#![allow(clippy::unwrap_used)] // a test fails loudly by design
+
+use std::process::Command;
+
+fn check(dockerfile: &std::path::Path) -> (bool, String) {
+    let root = inspect_tests::root();
+    let out = Command::new(root.join("scripts/check-sandbox-image.sh"))
+        .env("SANDBOX_DOCKERFILE", dockerfile)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+#[test]
+fn the_image_keeps_the_projects_pins_and_an_unprivileged_user() {
+    let committed = inspect_tests::root().join("sandbox-image/Dockerfile");
+    let (ok, said) = check(&committed);
+    assert!(ok, "{said}");
+
+    let text = std::fs::read_to_string(&committed).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let drifted = dir.path().join("Dockerfile");
+    let bad: String = text
+        .lines()
+        .map(|l| {
+            if l.starts_with("ARG OPENCODE_VERSION=") {
+                "ARG OPENCODE_VERSION=1.0.0".to_owned()
+            } else {
+                l.to_owned()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let bad = bad
+        .replace("USER 1000:1000\n", "")
+        .replace("COPY slack slack\n", "")
+        .replace(
+            "FROM node:${NODE_VERSION}",
+            "FROM node:latest AS x\nFROM node:${NODE_VERSION}",
+        );
+    std::fs::write(&drifted, bad).unwrap();
+    let (ok, said) = check(&drifted);
+    assert!(!ok, "{said}");
+    for want in [
+        "OPENCODE_VERSION 1.0.0 is not package.json's opencode-ai",
+        "non-root numeric USER",
+        "workspace member slack is not copied",
+        "FROM node:latest is not pinned",
+    ] {
+        assert!(said.contains(want), "missing {want:?} in:\n{said}");
+    }
+}
