@@ -1,11 +1,10 @@
 //! The whole local stack an agent runs on: the scripted model, the local sandbox host (the
 //! real supervisor and OpenCode) and `wrangler dev` in local mode pointed at that host.
 
-use crate::client::send;
 use crate::fake_model::{FakeModel, Reply};
 use crate::host::SandboxHost;
 use crate::{Stack, StackOptions};
-use anyhow::{ensure, Result};
+use anyhow::Result;
 use std::path::Path;
 
 pub struct AgentStack {
@@ -28,18 +27,6 @@ impl AgentStack {
 
     /// Registers a local repository as `local/<name>`.
     pub async fn register_repo(&self, name: &str, path: &Path) -> Result<()> {
-        let r = send(
-            reqwest::Method::POST,
-            &self.stack.url("/repos"),
-            Some(serde_json::json!({"name": name, "path": path.to_string_lossy()})),
-        )
-        .await?;
-        ensure!(
-            r.status == 201,
-            "registering {name}: {} {}",
-            r.status,
-            r.body
-        );
-        Ok(())
+        crate::client::register_repo(&self.stack.base_url, name, path).await
     }
 }

@@ -77,6 +77,23 @@ pub async fn events_until(
     }
 }
 
+/// Registers the local repository at `path` as `local/<name>` (201 expected).
+pub async fn register_repo(base: &str, name: &str, path: &std::path::Path) -> Result<()> {
+    let r = send(
+        reqwest::Method::POST,
+        &format!("{base}/repos"),
+        Some(serde_json::json!({"name": name, "path": path.to_string_lossy()})),
+    )
+    .await?;
+    anyhow::ensure!(
+        r.status == 201,
+        "registering {name}: {} {}",
+        r.status,
+        r.body
+    );
+    Ok(())
+}
+
 /// Creates a session as `actor` and returns its id.
 pub async fn create_session(base: &str, actor: &str, body: Value) -> Result<String> {
     let r = send_as(

@@ -42,14 +42,9 @@ async fn a_parent_spawns_two_children_waits_for_them_and_reports() {
     .await
     .unwrap();
     let source = source_repo();
-    let r = send(
-        Method::POST,
-        &stack.url("/repos"),
-        Some(json!({"name": "demo", "path": source.path().to_string_lossy()})),
-    )
-    .await
-    .unwrap();
-    assert_eq!(r.status, 201, "{}", r.body);
+    inspect_tests::client::register_repo(&stack.base_url, "demo", source.path())
+        .await
+        .unwrap();
     let r = inspect_tests::client::send_as(
         "ann",
         Method::POST,

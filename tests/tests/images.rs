@@ -76,14 +76,9 @@ async fn a_scheduled_image_is_built_and_the_next_session_starts_from_it() {
         source.path(),
         "echo \"setup ran in $(basename \"$PWD\")\" > .setup-mark\necho preparing dependencies\n",
     );
-    let r = send(
-        Method::POST,
-        &stack.url("/repos"),
-        Some(json!({"name": "demo", "path": source.path().to_string_lossy()})),
-    )
-    .await
-    .unwrap();
-    assert_eq!(r.status, 201, "{}", r.body);
+    inspect_tests::client::register_repo(&stack.base_url, "demo", source.path())
+        .await
+        .unwrap();
 
     // Bad schedules are refused; a good one is kept.
     for bad in [
@@ -281,14 +276,9 @@ async fn failing_concurrent_and_stuck_builds_say_why() {
         source.path(),
         "echo missing-dependency >&2\nsleep 1\nexit 3\n",
     );
-    let r = send(
-        Method::POST,
-        &stack.url("/repos"),
-        Some(json!({"name": "demo", "path": source.path().to_string_lossy()})),
-    )
-    .await
-    .unwrap();
-    assert_eq!(r.status, 201, "{}", r.body);
+    inspect_tests::client::register_repo(&stack.base_url, "demo", source.path())
+        .await
+        .unwrap();
     // Scopes that do not exist, and bodies that are not requests.
     let r = send(
         Method::POST,
@@ -363,14 +353,9 @@ async fn failing_concurrent_and_stuck_builds_say_why() {
         other.path(),
         "echo \"E=${ENV_ONLY:-none} R=${REPO_ONLY:-none} G=${GLOBAL_ONE:-none}\"\nls ..\n",
     );
-    let r = send(
-        Method::POST,
-        &stack.url("/repos"),
-        Some(json!({"name": "other", "path": other.path().to_string_lossy()})),
-    )
-    .await
-    .unwrap();
-    assert_eq!(r.status, 201, "{}", r.body);
+    inspect_tests::client::register_repo(&stack.base_url, "other", other.path())
+        .await
+        .unwrap();
     for (path, name, value) in [
         ("/secrets", "GLOBAL_ONE", "g1"),
         ("/repos/local/other/secrets", "REPO_ONLY", "r1"),

@@ -143,14 +143,9 @@ async fn a_deleted_session_leaves_nothing_and_an_archived_one_no_sandbox() {
     .await
     .unwrap();
     let source = source_repo();
-    let r = send(
-        Method::POST,
-        &stack.url("/repos"),
-        Some(json!({"name": "demo", "path": source.path().to_string_lossy()})),
-    )
-    .await
-    .unwrap();
-    assert_eq!(r.status, 201, "{}", r.body);
+    inspect_tests::client::register_repo(&stack.base_url, "demo", source.path())
+        .await
+        .unwrap();
     let create = |title: &str| {
         let url = stack.url("/sessions");
         let body = json!({"repoOwner": "local", "repoName": "demo", "title": title});
@@ -322,14 +317,9 @@ async fn past_the_sandbox_cap_a_session_waits_and_says_so_then_runs() {
     options.log_level = Some("log".into());
     let stack = Stack::start_with(options).await.unwrap();
     let source = source_repo();
-    let r = send(
-        Method::POST,
-        &stack.url("/repos"),
-        Some(json!({"name": "demo", "path": source.path().to_string_lossy()})),
-    )
-    .await
-    .unwrap();
-    assert_eq!(r.status, 201, "{}", r.body);
+    inspect_tests::client::register_repo(&stack.base_url, "demo", source.path())
+        .await
+        .unwrap();
     let mut ids = Vec::new();
     for _ in 0..2 {
         let r = send(

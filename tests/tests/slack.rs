@@ -41,6 +41,34 @@ async fn deliver(
     req.send().await.unwrap()
 }
 
+/// A person's mention of the bot: stored in the fake Slack and delivered as an
+/// `app_mention` event; the message's ts.
+async fn mention(
+    stack: &Stack,
+    slack: &FakeSlack,
+    event_id: &str,
+    user: &str,
+    text: &str,
+    thread: Option<&str>,
+) -> String {
+    let text = format!("<@{BOT_USER}> {text}");
+    let ts = slack.human_message(CHANNEL, user, &text, thread);
+    let mut event =
+        json!({"type": "app_mention", "user": user, "text": text, "ts": ts, "channel": CHANNEL});
+    if let Some(t) = thread {
+        event["thread_ts"] = json!(t);
+    }
+    let r = deliver(
+        stack,
+        "/webhooks/slack/events",
+        &envelope(event_id, event),
+        None,
+    )
+    .await;
+    assert_eq!(r.status(), 200);
+    ts
+}
+
 /// An interaction, form-encoded and signed as Slack sends them.
 async fn interact(stack: &Stack, payload: &Value) -> reqwest::Response {
     let body = url::form_urlencoded::Serializer::new(String::new())
@@ -216,18 +244,18 @@ async fn a_thread_starts_follows_and_finishes_a_session() {
                        {"id": "F2", "name": "notes.pdf", "mimetype": "application/pdf", "size": 10,
                         "url_private_download": url, "mode": "hosted"}]);
     let ts = slack.human_message_with_files(CHANNEL, "U1", &text, None, files);
-    let mention = envelope(
+    let first_mention = envelope(
         "Ev1",
         json!({"type": "app_mention", "user": "U1", "text": text, "ts": ts, "channel": CHANNEL}),
     );
     let t0 = Instant::now();
-    let first = deliver(&stack, "/webhooks/slack/events", &mention, None).await;
+    let first = deliver(&stack, "/webhooks/slack/events", &first_mention, None).await;
     assert_eq!(first.status(), 200);
     assert!(
         t0.elapsed() < Duration::from_secs(3),
         "acknowledged within Slack's 3 s"
     );
-    let retry = deliver(&stack, "/webhooks/slack/events", &mention, Some("1")).await;
+    let retry = deliver(&stack, "/webhooks/slack/events", &first_mention, Some("1")).await;
     assert_eq!(retry.json::<Value>().await.unwrap()["duplicate"], true);
 
     let session = eventually(60, "the session's link in the thread", || {
@@ -281,16 +309,15 @@ async fn a_thread_starts_follows_and_finishes_a_session() {
     // session, with Bob's message as context.
     let aside = slack.human_message(CHANNEL, "U2", "the footer looks off too", Some(&ts));
     assert!(aside > ts);
-    let again_text = format!("<@{BOT_USER}> please check that as well");
-    let again_ts = slack.human_message(CHANNEL, "U1", &again_text, Some(&ts));
-    let r = deliver(
+    mention(
         &stack,
-        "/webhooks/slack/events",
-        &envelope("Ev2", json!({"type": "app_mention", "user": "U1", "text": again_text, "ts": again_ts, "thread_ts": ts, "channel": CHANNEL})),
-        None,
+        &slack,
+        "Ev2",
+        "U1",
+        "please check that as well",
+        Some(&ts),
     )
     .await;
-    assert_eq!(r.status(), 200);
     let deadline = Instant::now() + Duration::from_secs(120);
     let follow = loop {
         let m = get(&stack.url(&format!("/sessions/{session}/messages")))
@@ -332,18 +359,7 @@ async fn a_thread_starts_follows_and_finishes_a_session() {
     .await;
 
     // An ambiguous request: the classifier is unsure, the picker asks, the pick starts it.
-    let q = format!("<@{BOT_USER}> tidy up the docs");
-    let q_ts = slack.human_message(CHANNEL, "U2", &q, None);
-    deliver(
-        &stack,
-        "/webhooks/slack/events",
-        &envelope(
-            "Ev3",
-            json!({"type": "app_mention", "user": "U2", "text": q, "ts": q_ts, "channel": CHANNEL}),
-        ),
-        None,
-    )
-    .await;
+    let q_ts = mention(&stack, &slack, "Ev3", "U2", "tidy up the docs", None).await;
     let picker = eventually(60, "the picker", || {
         slack
             .bot_messages(CHANNEL, &q_ts)
@@ -414,15 +430,12 @@ async fn a_thread_starts_follows_and_finishes_a_session() {
     .unwrap();
     assert_eq!(bad.status, 400);
     model.push(vec![Reply::text("Billing fixed.")]);
-    let b = format!("<@{BOT_USER}> the billing page is broken");
-    let b_ts = slack.human_message(CHANNEL, "U1", &b, None);
-    deliver(
+    let b_ts = mention(
         &stack,
-        "/webhooks/slack/events",
-        &envelope(
-            "Ev5",
-            json!({"type": "app_mention", "user": "U1", "text": b, "ts": b_ts, "channel": CHANNEL}),
-        ),
+        &slack,
+        "Ev5",
+        "U1",
+        "the billing page is broken",
         None,
     )
     .await;
@@ -461,15 +474,7 @@ async fn a_thread_starts_follows_and_finishes_a_session() {
         ),
         Reply::text("Started over."),
     ]);
-    let anew = format!("<@{BOT_USER}> one more thing");
-    let anew_ts = slack.human_message(CHANNEL, "U1", &anew, Some(&ts));
-    deliver(
-        &stack,
-        "/webhooks/slack/events",
-        &envelope("Ev6", json!({"type": "app_mention", "user": "U1", "text": anew, "ts": anew_ts, "thread_ts": ts, "channel": CHANNEL})),
-        None,
-    )
-    .await;
+    mention(&stack, &slack, "Ev6", "U1", "one more thing", Some(&ts)).await;
     let started_over = eventually(120, "a new session in the old thread", || {
         slack.bot_messages(CHANNEL, &ts).iter().find_map(|m| {
             let all = m.blocks.to_string();
