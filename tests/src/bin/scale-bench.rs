@@ -1,0 +1,244 @@
+//! The scale curve (a benchmark, not a test): N sessions at once under `wrangler dev`,
+//! each with one subscribed client and a sandbox socket (the test plays the sandbox) that
+//! sends one batch of 10 tool calls a second. For each N: delivery latency p50/p99 (the
+//! sandbox's send → the client's receipt), workerd's RSS and its CPU per session.
+//!
+//! Run: `cargo run --release -p inspect-tests --bin scale-bench` (after
+//! `./scripts/bench.sh` built the Worker, or with `INSPECT_WORKER_PREBUILT=1`).
+//! `INSPECT_SCALE=100,300,1000` picks the sizes, `INSPECT_SCALE_SECONDS=20` the load time.
+
+use anyhow::{Context, Result};
+use futures::{SinkExt, StreamExt};
+use inspect_tests::capture_provider::{connect_sandbox, next_command, CaptureProvider};
+use inspect_tests::client::{create_session, WsClient};
+use inspect_tests::{Stack, StackOptions};
+use serde_json::json;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+use tokio_tungstenite::tungstenite::Message;
+
+const PER_BATCH: usize = 10;
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+/// workerd's pid (the stack's), its resident KiB and its CPU seconds so far.
+fn workerd() -> Option<(u32, u64, f64)> {
+    let ticks = 100.0; // USER_HZ on Linux
+    let mut best: Option<(u32, u64, f64)> = None;
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let comm = std::fs::read_to_string(entry.path().join("comm")).unwrap_or_default();
+        if comm.trim() != "workerd" {
+            continue;
+        }
+        let status = std::fs::read_to_string(entry.path().join("status")).unwrap_or_default();
+        let rss = status
+            .lines()
+            .find(|l| l.starts_with("VmRSS:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        let fields: Vec<&str> = stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .split_whitespace()
+            .collect();
+        let cpu = fields
+            .get(11)
+            .and_then(|u| u.parse::<f64>().ok())
+            .zip(fields.get(12).and_then(|s| s.parse::<f64>().ok()))
+            .map(|(u, s)| (u + s) / ticks)
+            .unwrap_or(0.0);
+        // The newest workerd is this run's.
+        if best.is_none_or(|b| pid > b.0) {
+            best = Some((pid, rss, cpu));
+        }
+    }
+    best
+}
+
+struct Run {
+    sessions: usize,
+    p50: f64,
+    p99: f64,
+    delivered: usize,
+    expected: usize,
+    rss_mib: f64,
+    cpu_per_session_pct: f64,
+}
+
+async fn run(n: usize, secs: u64) -> Result<Run> {
+    let mut provider = CaptureProvider::start().await?;
+    let mut options = StackOptions::unthrottled();
+    options.vars.extend(provider.worker_vars());
+    let stack = Stack::start_with(options)
+        .await
+        .context("starting the stack")?;
+    let source = inspect_tests::repo::source_repo();
+    inspect_tests::client::register_repo(&stack.base_url, "scale", source.path()).await?;
+
+    // Sessions, their clients and their first prompts, 16 at a time.
+    let mut clients: Vec<(String, WsClient)> = Vec::with_capacity(n);
+    let ids: Vec<usize> = (0..n).collect();
+    for chunk in ids.chunks(16) {
+        let made = futures::future::join_all(chunk.iter().map(|i| {
+            let (base, wsb) = (stack.base_url.clone(), stack.ws_url(""));
+            async move {
+                let id = create_session(
+                    &base,
+                    "scale",
+                    json!({"repoOwner": "local", "repoName": "scale"}),
+                )
+                .await?;
+                let (mut ws, _) = WsClient::join(&base, &wsb, &id, &format!("watcher{i}")).await?;
+                ws.send(json!({"type": "prompt", "content": "go"})).await?;
+                Ok::<_, anyhow::Error>((id, ws))
+            }
+        }))
+        .await;
+        for m in made {
+            clients.push(m?);
+        }
+    }
+    let mut spawns = HashMap::new();
+    while spawns.len() < n {
+        let s = provider.next_spawn().await?;
+        spawns.insert(s.session_id.clone(), s);
+    }
+    // Each session's sandbox connects, says ready and gets its prompt.
+    let mut sandboxes = Vec::with_capacity(n);
+    for chunk in clients.chunks(16) {
+        let joined = futures::future::join_all(chunk.iter().map(|(id, _)| {
+            let spawn = spawns[id].clone();
+            let stack = &stack;
+            async move {
+                let mut sb = connect_sandbox(stack, &spawn).await?;
+                sb.send(Message::text(
+                    json!({"type": "ready", "sandboxId": spawn.sandbox_id, "timestamp": 0})
+                        .to_string(),
+                ))
+                .await?;
+                let prompt = next_command(&mut sb, "prompt").await?;
+                let message = prompt["messageId"].as_str().unwrap_or_default().to_owned();
+                Ok::<_, anyhow::Error>((sb, spawn.sandbox_id.clone(), message))
+            }
+        }))
+        .await;
+        for j in joined {
+            sandboxes.push(j?);
+        }
+    }
+    for (_, c) in &mut clients {
+        c.clear();
+    }
+
+    // The load: every sandbox sends a batch a second, stamped with the send time.
+    let origin = Instant::now();
+    let cpu_before = workerd().map(|w| w.2).unwrap_or(0.0);
+    let senders: Vec<_> = sandboxes
+        .into_iter()
+        .enumerate()
+        .map(|(k, (mut sb, sandbox, message))| {
+            tokio::spawn(async move {
+                // Spread the sessions over the second.
+                tokio::time::sleep(Duration::from_millis((k as u64 * 997) % 1000)).await;
+                let mut tick = tokio::time::interval(Duration::from_secs(1));
+                for round in 0..secs {
+                    tick.tick().await;
+                    let sent = origin.elapsed().as_micros() as u64;
+                    let events: Vec<_> = (0..PER_BATCH)
+                        .map(|e| json!({"type": "tool_call", "messageId": message, "tool": "bash", "callId": format!("c{round}-{e}"), "status": "completed", "args": {"sent": sent}, "output": "ok", "sandboxId": sandbox, "timestamp": 0}))
+                        .collect();
+                    if sb
+                        .send(Message::text(json!({"type": "batch", "events": events}).to_string()))
+                        .await
+                        .is_err()
+                    {
+                        break;
+                    }
+                }
+                // Keep reading so the control plane's frames do not back up.
+                let _ = tokio::time::timeout(Duration::from_secs(3), async {
+                    while sb.next().await.is_some() {}
+                })
+                .await;
+            })
+        })
+        .collect();
+    let expected = n * secs as usize * PER_BATCH;
+    let readers: Vec<_> = clients
+        .into_iter()
+        .map(|(_, mut ws)| {
+            let per_client = secs as usize * PER_BATCH;
+            tokio::spawn(async move {
+                let mut lat = Vec::new();
+                while lat.len() < per_client {
+                    match ws.recv_within(10).await {
+                        Ok(m) if m["type"] == "sandbox_event" => {
+                            if let Some(sent) = m["event"]["args"]["sent"].as_u64() {
+                                let now = origin.elapsed().as_micros() as u64;
+                                lat.push(now.saturating_sub(sent) as f64 / 1000.0);
+                            }
+                        }
+                        Ok(_) => {}
+                        Err(_) => break,
+                    }
+                }
+                lat
+            })
+        })
+        .collect();
+    let mut all = Vec::with_capacity(expected);
+    for r in readers {
+        all.extend(r.await.unwrap_or_default());
+    }
+    let window = origin.elapsed().as_secs_f64();
+    for s in senders {
+        let _ = s.await;
+    }
+    let (_, rss, cpu_after) = workerd().unwrap_or((0, 0, cpu_before));
+    all.sort_by(|a, b| a.total_cmp(b));
+    Ok(Run {
+        sessions: n,
+        p50: percentile(&all, 0.5),
+        p99: percentile(&all, 0.99),
+        delivered: all.len(),
+        expected,
+        rss_mib: rss as f64 / 1024.0,
+        cpu_per_session_pct: (cpu_after - cpu_before) / window / n as f64 * 100.0,
+    })
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let sizes: Vec<usize> = std::env::var("INSPECT_SCALE")
+        .unwrap_or_else(|_| "100,300,1000".into())
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .collect();
+    let secs: u64 = std::env::var("INSPECT_SCALE_SECONDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20);
+    println!("# scale curve: sessions at once, one client and one batch of {PER_BATCH} a second each, {secs} s");
+    for n in sizes {
+        let t = Instant::now();
+        match run(n, secs).await {
+            Ok(r) => println!(
+                "{} sessions: delivery p50 {:.1} ms, p99 {:.1} ms ({} of {} events), workerd RSS {:.0} MiB ({:.2} MiB/session), CPU {:.2} % of a core per session (run took {:.0} s)",
+                r.sessions, r.p50, r.p99, r.delivered, r.expected, r.rss_mib, r.rss_mib / r.sessions as f64, r.cpu_per_session_pct, t.elapsed().as_secs_f64()
+            ),
+            Err(e) => println!("{n} sessions: failed: {e:#}"),
+        }
+    }
+    Ok(())
+}
