@@ -791,6 +791,17 @@ async fn an_idle_sandbox_snapshots_and_stops_and_the_next_prompt_restores_it() {
         .unwrap_or_else(|e| panic!("{e}\n{}", w.host.log()));
     assert_eq!(restored["snapshotId"], last_snapshot.as_str());
     let seen = until_complete(&mut ws, 1, &w).await;
+    // The boot steps say where the workspace came from.
+    let setup = events(&seen, "boot_step")
+        .into_iter()
+        .find(|e| e["step"] == "setup" && e["status"] == "skipped")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        setup["detail"],
+        format!("restored from the snapshot {last_snapshot}"),
+        "{setup}"
+    );
     let call = events(&seen, "tool_call")
         .into_iter()
         .find(|c| c["status"] == "completed")

@@ -580,7 +580,11 @@ async fn boot(cfg: &RunConfig, events: &Events) -> Result<Vec<(PathBuf, String)>
             None,
         );
     } else {
-        step.end(StepStatus::Skipped, Some("not a fresh boot".into()), None);
+        let detail = match &cfg.spawn.restore_from {
+            Some(snapshot) => format!("restored from the snapshot {snapshot}"),
+            None => "not a fresh boot".into(),
+        };
+        step.end(StepStatus::Skipped, Some(detail), None);
     }
     // An image holds the workspace as setup left it: no tunnels, no start hook.
     if mode == BootMode::Build {
