@@ -12,6 +12,15 @@ pub struct LocalProvider {
 }
 
 impl LocalProvider {
+    /// The provider the Worker's settings configure (`SANDBOX_HOST_URL` and
+    /// `SANDBOX_HOST_SECRET`), if they do.
+    pub fn from_env(env: &worker::Env) -> Option<LocalProvider> {
+        Some(LocalProvider {
+            base_url: inspect_scm::setting(env, "SANDBOX_HOST_URL")?,
+            secret: inspect_scm::setting(env, "SANDBOX_HOST_SECRET")?,
+        })
+    }
+
     async fn call(
         &self,
         method: Method,

@@ -28,6 +28,10 @@ pub const CLOSE_ALREADY_SUBSCRIBED: u16 = 4003;
 pub const CLOSE_SUBSCRIBE_TIMEOUT: u16 = 4008;
 /// Ports one session may expose.
 pub const MAX_TUNNEL_PORTS: usize = 10;
+/// A file kept for prompts (`POST /sessions/:id/attachments`, a Slack image) is at most this.
+pub const MAX_ATTACHMENT_FILE_BYTES: usize = 10 * 1024 * 1024;
+/// Files one session keeps for its prompts.
+pub const MAX_SESSION_ATTACHMENTS: usize = 60;
 
 /// Prompts one person may send to one session per minute, unless the deployment says
 /// otherwise (`RATE_LIMIT_PROMPTS_PER_MINUTE`).

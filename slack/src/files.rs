@@ -4,7 +4,7 @@
 
 use crate::events::SlackFile;
 
-pub const MAX_IMAGE_BYTES: u64 = 10 * 1024 * 1024;
+pub const MAX_IMAGE_BYTES: u64 = inspect_protocol::limits::MAX_ATTACHMENT_FILE_BYTES as u64;
 pub const MAX_IMAGES: usize = 6;
 pub const IMAGE_TYPES: &[&str] = &["image/png", "image/jpeg", "image/webp", "image/gif"];
 

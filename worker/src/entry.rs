@@ -17,7 +17,8 @@ use worker::{event, Context, Env, Headers, Method, Request, RequestInit, Respons
 /// Largest REST body accepted (a 64 KiB prompt plus attachments fits).
 const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
 /// An attachment's body: the file (at most 10 MiB) and room to spare.
-const MAX_ATTACHMENT_UPLOAD_BYTES: usize = 10 * 1024 * 1024 + 64 * 1024;
+const MAX_ATTACHMENT_UPLOAD_BYTES: usize =
+    inspect_protocol::limits::MAX_ATTACHMENT_FILE_BYTES + 64 * 1024;
 
 type ApiResult<T> = std::result::Result<T, ApiError>;
 
@@ -32,36 +33,41 @@ fn start() {
 #[event(scheduled)]
 async fn scheduled(event: worker::ScheduledEvent, env: Env, _ctx: worker::ScheduleContext) {
     let now = event.schedule() as i64;
+    let cron = event.cron();
+    let images = crate::images::tick(&env, now).await;
+    cron_step(
+        &cron,
+        ("images_checked", "images_check_failed"),
+        "started",
+        images,
+    );
+    let pruned = crate::slack_bot::prune(&env, now).await;
+    cron_step(
+        &cron,
+        ("slack_pruned", "slack_prune_failed"),
+        "rows",
+        pruned,
+    );
+    if crate::db::setting(&env, "GITHUB_APP_ID").is_some() {
+        let synced = crate::installation::sync(&env, now).await;
+        let names = ("repositories_synced", "repositories_sync_failed");
+        cron_step(&cron, names, "repositories", synced);
+    }
+}
+
+/// One line for a step of the cron trigger (its event when it worked, when it failed): how
+/// many things it did, or why it failed.
+fn cron_step(cron: &str, (done, failed): (&str, &str), counted: &str, outcome: ApiResult<usize>) {
     use inspect_durable::log::{emit, LogLine};
-    match crate::images::tick(&env, now).await {
+    match outcome {
         Ok(n) => emit(
-            LogLine::info("cron", "images_checked")
-                .with("cron", event.cron())
-                .with("started", n),
+            LogLine::info("cron", done)
+                .with("cron", cron)
+                .with(counted, n),
         ),
         Err(e) => emit(
-            LogLine::error("cron", "images_check_failed")
-                .with("cron", event.cron())
-                .detail(e.message),
-        ),
-    }
-    match crate::slack_bot::prune(&env, now).await {
-        Ok(n) if n > 0 => emit(LogLine::info("cron", "slack_pruned").with("rows", n)),
-        Ok(_) => {}
-        Err(e) => emit(LogLine::error("cron", "slack_prune_failed").detail(e.message)),
-    }
-    if crate::db::setting(&env, "GITHUB_APP_ID").is_none() {
-        return;
-    }
-    match crate::installation::sync(&env, now).await {
-        Ok(n) => emit(
-            LogLine::info("cron", "repositories_synced")
-                .with("cron", event.cron())
-                .with("repositories", n),
-        ),
-        Err(e) => emit(
-            LogLine::error("cron", "repositories_sync_failed")
-                .with("cron", event.cron())
+            LogLine::error("cron", failed)
+                .with("cron", cron)
                 .detail(e.message),
         ),
     }
@@ -737,11 +743,8 @@ async fn health(env: &Env) -> ApiResult<Response> {
     };
     // The sandbox provider: the local host answers its health with its disk use.
     let mut sandbox_provider = part(configured(&["SANDBOX_HOST_URL", "SANDBOX_HOST_SECRET"]));
-    if let (Some(base_url), Some(secret)) =
-        (setting("SANDBOX_HOST_URL"), setting("SANDBOX_HOST_SECRET"))
-    {
+    if let Some(host) = inspect_durable::local_provider::LocalProvider::from_env(env) {
         let t = now_ms();
-        let host = inspect_durable::local_provider::LocalProvider { base_url, secret };
         let answer = host.health().await;
         sandbox_provider.latency_ms = Some(now_ms() - t);
         sandbox_provider.ok = Some(answer.is_ok());

@@ -24,16 +24,12 @@ use worker::Env;
 const LISTED: u32 = 20;
 
 fn provider(env: &Env) -> Result<LocalProvider, ApiError> {
-    match (
-        db::setting(env, "SANDBOX_HOST_URL"),
-        db::setting(env, "SANDBOX_HOST_SECRET"),
-    ) {
-        (Some(base_url), Some(secret)) => Ok(LocalProvider { base_url, secret }),
-        _ => Err(ApiError::new(
+    LocalProvider::from_env(env).ok_or_else(|| {
+        ApiError::new(
             ErrorCode::Unavailable,
             "no sandbox provider is configured (set SANDBOX_HOST_URL and SANDBOX_HOST_SECRET)",
-        )),
-    }
+        )
+    })
 }
 
 fn build_timeout_seconds(env: &Env) -> u64 {

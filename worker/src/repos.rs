@@ -114,14 +114,9 @@ pub async fn register(
 ) -> Result<Repository, ApiError> {
     let (owner, name) = validate(req)?;
     // The host that will clone it says whether it is a git repository with commits.
-    let host = match (
-        crate::db::setting(env, "SANDBOX_HOST_URL"),
-        crate::db::setting(env, "SANDBOX_HOST_SECRET"),
-    ) {
-        (Some(base_url), Some(secret)) => {
-            inspect_durable::local_provider::LocalProvider { base_url, secret }
-        }
-        _ => {
+    let host = match inspect_durable::local_provider::LocalProvider::from_env(env) {
+        Some(host) => host,
+        None => {
             return Err(ApiError::new(
                 ErrorCode::Unavailable,
                 "local repositories need the local sandbox host (SANDBOX_HOST_URL)",

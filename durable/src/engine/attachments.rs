@@ -6,10 +6,9 @@ use crate::store::{Cols, SqlValue, Store};
 use inspect_protocol::session::Attachment;
 use inspect_protocol::ApiError;
 
-/// One attachment's largest size.
-pub const MAX_ATTACHMENT_BYTES: usize = 10 * 1024 * 1024;
-/// Attachments one session keeps.
-pub const MAX_ATTACHMENTS: i64 = 60;
+use inspect_protocol::limits::{
+    MAX_ATTACHMENT_FILE_BYTES as MAX_ATTACHMENT_BYTES, MAX_SESSION_ATTACHMENTS as MAX_ATTACHMENTS,
+};
 const CHUNK: usize = 1024 * 1024;
 
 pub use inspect_protocol::session::safe_file_name as safe_name;
@@ -37,7 +36,7 @@ impl<S: Store> Session<'_, S> {
             .map_err(internal)?
             .and_then(|v| v.as_i64())
             .unwrap_or(0);
-        if count >= MAX_ATTACHMENTS {
+        if count >= MAX_ATTACHMENTS as i64 {
             return Err(ApiError::new(
                 inspect_protocol::ErrorCode::Conflict,
                 format!("a session keeps at most {MAX_ATTACHMENTS} attachments"),

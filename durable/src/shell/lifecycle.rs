@@ -344,15 +344,8 @@ impl SessionDO {
         crate::sealed::open_secrets(&self.env, state.environment_id.as_deref(), &repositories).await
     }
 
-    fn setting(&self, name: &str) -> Option<String> {
-        inspect_scm::setting(&self.env, name)
-    }
-
     pub(super) fn provider(&self) -> Option<LocalProvider> {
-        Some(LocalProvider {
-            base_url: self.setting("SANDBOX_HOST_URL")?,
-            secret: self.setting("SANDBOX_HOST_SECRET")?,
-        })
+        LocalProvider::from_env(&self.env)
     }
 
     pub(super) fn spawn_request(
