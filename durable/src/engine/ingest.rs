@@ -9,7 +9,7 @@ use inspect_protocol::sandbox::{
     GitIdentity, PromptAuthor, SandboxCommand, SandboxEvent, SandboxFrame, MAX_BATCH_EVENTS,
     MAX_SANDBOX_FRAME_BYTES,
 };
-use inspect_protocol::session::{Actor, Artifact};
+use inspect_protocol::session::{Actor, Artifact, Message};
 use serde_json::{Map, Value};
 
 impl<S: Store> Session<'_, S> {
@@ -355,6 +355,22 @@ impl<S: Store> Session<'_, S> {
             error: None,
         });
         self.sandbox_active(now)?;
+        fx.to_sandbox.push(self.prompt_command(&message)?);
+        Ok(fx)
+    }
+
+    /// Sends the running prompt again to a sandbox that reconnected: the command may have
+    /// been lost with the old socket. The supervisor knows the message and ignores a copy.
+    pub(crate) fn redeliver_processing(&self) -> EngineResult<Effects> {
+        let mut fx = Effects::none();
+        if let Some(message) = self.processing()? {
+            fx.to_sandbox.push(self.prompt_command(&message)?);
+        }
+        Ok(fx)
+    }
+
+    /// The command that hands `message` to the sandbox, with its author's git identity.
+    fn prompt_command(&self, message: &Message) -> EngineResult<SandboxCommand> {
         let author = self.participant(&message.author_id)?;
         let email = self
             .store
@@ -384,7 +400,7 @@ impl<S: Store> Session<'_, S> {
             .and_then(|v| v.into_string())
             .and_then(|a| serde_json::from_str(&a).ok())
             .unwrap_or_default();
-        fx.to_sandbox.push(SandboxCommand::Prompt {
+        Ok(SandboxCommand::Prompt {
             message_id: message.id.clone(),
             content: message.content.clone(),
             model,
@@ -398,8 +414,7 @@ impl<S: Store> Session<'_, S> {
                     email,
                 },
             },
-        });
-        Ok(fx)
+        })
     }
 }
 

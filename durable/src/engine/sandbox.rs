@@ -405,10 +405,13 @@ impl<S: Store> Session<'_, S> {
                 )
             })
             .map_err(internal)?;
-        // A sandbox that reconnects while ready gets the queue again (nothing is lost if it
-        // was mid-prompt: the processing prompt stays processing until it completes).
-        if self.sandbox_status()? == "ready" {
-            fx.merge(self.dispatch_next(now)?);
+        // A sandbox that reconnects while ready gets the queue again; one that was running
+        // gets its prompt again, since the command may have gone down with the old socket
+        // (the processing prompt stays processing until the sandbox completes it).
+        match self.sandbox_status()?.as_str() {
+            "ready" => fx.merge(self.dispatch_next(now)?),
+            "running" => fx.merge(self.redeliver_processing()?),
+            _ => {}
         }
         Ok(fx)
     }

@@ -517,6 +517,37 @@ mod sandbox_flow {
     }
 
     #[test]
+    fn a_sandbox_that_reconnects_mid_prompt_gets_the_prompt_again() {
+        let st = store();
+        let s = created(&st);
+        let ann = s.participant_by_user("u-ann").unwrap().unwrap();
+        let (a, _) = s.enqueue(&ann, &prompt("work", None), 10).unwrap();
+        let (t, _) = s.begin_spawn(11).unwrap().unwrap();
+        s.sandbox_opened("sbws", 12).unwrap();
+        let fx = s.on_sandbox_frame(&frame(&t.sandbox_id, json!({"type": "ready"})), 13);
+        assert_eq!(prompts(&fx), vec![a.message_id.clone()]);
+        // The socket that carried the prompt dies; the sandbox comes back on a new one.
+        s.socket_closed("sbws").unwrap();
+        let fx = s.sandbox_opened("sbws2", 14).unwrap();
+        assert_eq!(prompts(&fx), vec![a.message_id.clone()], "sent again");
+        assert!(fx.outbound.is_empty(), "the clients see nothing new");
+        assert_eq!(
+            s.message(&a.message_id).unwrap().unwrap().status,
+            MessageStatus::Processing
+        );
+        // Once it completes, a reconnect sends nothing.
+        s.on_sandbox_frame(
+            &frame(
+                &t.sandbox_id,
+                json!({"type": "execution_complete", "messageId": a.message_id, "success": true}),
+            ),
+            15,
+        );
+        let fx = s.sandbox_opened("sbws3", 16).unwrap();
+        assert!(prompts(&fx).is_empty());
+    }
+
+    #[test]
     fn stop_goes_to_a_connected_sandbox() {
         let st = store();
         let s = created(&st);

@@ -25,6 +25,8 @@ use tokio::sync::mpsc;
 const STALL_CHECK: Duration = Duration::from_secs(60);
 /// A turn silent for this long is aborted and failed.
 const STALL_LIMIT: Duration = Duration::from_secs(600);
+/// How many prompt ids a sandbox remembers to recognise a prompt sent to it again.
+const TAKEN_PROMPTS: usize = 64;
 
 struct RunConfig {
     spawn: SpawnRequest,
@@ -168,6 +170,7 @@ pub async fn run() -> Result<()> {
     });
 
     let mut turn: Option<Turn> = None;
+    let mut taken: std::collections::VecDeque<String> = std::collections::VecDeque::new();
     let mut pushed = Pushed::default();
     let mut watchdog = tokio::time::interval(Duration::from_secs(5));
     let mut link_task = link_task;
@@ -183,6 +186,16 @@ pub async fn run() -> Result<()> {
             cmd = commands.recv() => match cmd {
                 None => return Ok(()),
                 Some(SandboxCommand::Prompt { message_id, content, model, author, attachments, .. }) => {
+                    // The session sends the running prompt again after a reconnect: a copy
+                    // of one this sandbox already took changes nothing.
+                    if taken.contains(&message_id) {
+                        tracing::debug!(%message_id, "prompt already taken");
+                        continue;
+                    }
+                    if taken.len() == TAKEN_PROMPTS {
+                        taken.pop_front();
+                    }
+                    taken.push_back(message_id.clone());
                     if turn.is_some() {
                         events.send(SandboxEvent::Warning { scope: "sandbox".into(), message: format!("prompt {message_id} arrived during another turn; ignored") });
                         continue;
