@@ -14,9 +14,13 @@ pub mod d1;
 #[cfg(target_arch = "wasm32")]
 pub mod images;
 #[cfg(target_arch = "wasm32")]
+pub mod kubernetes_provider;
+#[cfg(target_arch = "wasm32")]
 pub mod local_provider;
 #[cfg(target_arch = "wasm32")]
 pub mod log;
+#[cfg(target_arch = "wasm32")]
+pub mod providers;
 #[cfg(target_arch = "wasm32")]
 pub mod sealed;
 #[cfg(target_arch = "wasm32")]

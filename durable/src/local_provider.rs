@@ -114,6 +114,16 @@ impl SandboxProvider for LocalProvider {
         parse_info(status, &text)
     }
 
+    async fn resume(
+        &self,
+        _previous: &str,
+        _req: &SpawnRequest,
+    ) -> Result<crate::provider::Resumed, ProviderError> {
+        Err(ProviderError::Permanent(
+            "the local host restores from snapshots; it does not resume".into(),
+        ))
+    }
+
     async fn status(&self, sandbox_id: &str) -> Result<SandboxInfo, ProviderError> {
         let (status, text) = self
             .call(Method::Get, &format!("/sandboxes/{sandbox_id}"), None)

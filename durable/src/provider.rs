@@ -51,6 +51,64 @@ impl fmt::Display for ProviderError {
     }
 }
 
+/// What resuming a stopped sandbox came to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Resumed {
+    /// The stopped sandbox's workspace runs again, as the request's sandbox.
+    Started(SandboxInfo),
+    /// Nothing is left to resume (deleted, expired): spawn a fresh one.
+    Gone,
+}
+
+/// Every provider `SANDBOX_PROVIDER` may name.
+pub const PROVIDER_NAMES: [&str; 7] = [
+    "local",
+    "modal",
+    "daytona",
+    "e2b",
+    "vercel",
+    "opencomputer",
+    "kubernetes",
+];
+
+/// The provider the settings choose, with its own settings read and checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProviderSetup {
+    /// `inspect-supervisor host` (`SANDBOX_HOST_URL`, `SANDBOX_HOST_SECRET`).
+    Local {
+        base_url: String,
+        secret: String,
+    },
+    Kubernetes(Box<inspect_kubernetes::KubeConfig>),
+}
+
+/// Reads `SANDBOX_PROVIDER` (default `local`) and that provider's settings through `get`.
+/// The error says, in words, what to set.
+pub fn provider_setup(get: impl Fn(&str) -> Option<String>) -> Result<ProviderSetup, String> {
+    let get = |n: &str| get(n).filter(|v| !v.trim().is_empty());
+    let name = get("SANDBOX_PROVIDER").unwrap_or_else(|| "local".into());
+    let name = name.trim().to_ascii_lowercase();
+    match name.as_str() {
+        "local" => match (get("SANDBOX_HOST_URL"), get("SANDBOX_HOST_SECRET")) {
+            (Some(base_url), Some(secret)) => Ok(ProviderSetup::Local { base_url, secret }),
+            (url, _) => Err(format!(
+                "no sandbox provider is configured: the local provider needs {} (or set SANDBOX_PROVIDER, see docs/providers.md)",
+                if url.is_none() { "SANDBOX_HOST_URL and SANDBOX_HOST_SECRET" } else { "SANDBOX_HOST_SECRET" }
+            )),
+        },
+        "kubernetes" => inspect_kubernetes::KubeConfig::from_settings(get)
+            .map(|c| ProviderSetup::Kubernetes(Box::new(c)))
+            .map_err(|e| format!("SANDBOX_PROVIDER=kubernetes: {e} (see docs/providers.md)")),
+        other if PROVIDER_NAMES.contains(&other) => Err(format!(
+            "SANDBOX_PROVIDER={other}: this build has no {other} client yet; the providers it has are local and kubernetes (see docs/providers.md)"
+        )),
+        other => Err(format!(
+            "SANDBOX_PROVIDER={other} is not a provider; one of: {}",
+            PROVIDER_NAMES.join(", ")
+        )),
+    }
+}
+
 /// A sandbox provider. Async methods run in the Durable Object (wasm, single-threaded).
 #[allow(async_fn_in_trait)]
 pub trait SandboxProvider {
@@ -59,6 +117,9 @@ pub trait SandboxProvider {
     async fn create(&self, req: &SpawnRequest) -> Result<SandboxInfo, ProviderError>;
     async fn status(&self, sandbox_id: &str) -> Result<SandboxInfo, ProviderError>;
     async fn stop(&self, sandbox_id: &str) -> Result<(), ProviderError>;
+    /// Starts the stopped sandbox `previous` again as `req`'s sandbox (providers with
+    /// `persistent_resume`; the others answer `Permanent`).
+    async fn resume(&self, previous: &str, req: &SpawnRequest) -> Result<Resumed, ProviderError>;
     /// Saves the sandbox's filesystem (providers with `snapshots`).
     async fn snapshot(&self, sandbox_id: &str) -> Result<SnapshotInfo, ProviderError>;
     /// The runtime new sandboxes get; snapshots restore only into the one that made them.
@@ -85,5 +146,44 @@ mod tests {
         ));
         assert!(!ProviderError::from_status(400, "bad").is_transient());
         assert!(!ProviderError::from_status(401, "").is_transient());
+    }
+
+    fn settings(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let pairs: Vec<(String, String)> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |n: &str| pairs.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone())
+    }
+
+    #[test]
+    fn the_provider_is_chosen_by_settings_and_says_what_is_missing() {
+        let local = provider_setup(settings(&[
+            ("SANDBOX_HOST_URL", "http://127.0.0.1:8788"),
+            ("SANDBOX_HOST_SECRET", "s"),
+        ]));
+        assert!(matches!(local, Ok(ProviderSetup::Local { .. })));
+        let e = provider_setup(settings(&[])).unwrap_err();
+        assert!(
+            e.contains("SANDBOX_HOST_URL and SANDBOX_HOST_SECRET"),
+            "{e}"
+        );
+        let e = provider_setup(settings(&[("SANDBOX_PROVIDER", "kubernetes")])).unwrap_err();
+        assert!(e.contains("missing K8S_API_URL, K8S_TOKEN"), "{e}");
+        let k = provider_setup(settings(&[
+            ("SANDBOX_PROVIDER", "Kubernetes"),
+            ("K8S_API_URL", "https://k8s.example.com"),
+            ("K8S_TOKEN", "t"),
+            ("K8S_NAMESPACE", "sandboxes"),
+            ("K8S_SANDBOX_IMAGE", "img"),
+        ]));
+        assert!(matches!(k, Ok(ProviderSetup::Kubernetes(_))));
+        let e = provider_setup(settings(&[("SANDBOX_PROVIDER", "modal")])).unwrap_err();
+        assert!(e.contains("no modal client"), "{e}");
+        let e = provider_setup(settings(&[("SANDBOX_PROVIDER", "lambda")])).unwrap_err();
+        assert!(
+            e.contains("not a provider") && e.contains("kubernetes"),
+            "{e}"
+        );
     }
 }

@@ -19,6 +19,8 @@ pub enum BootMode {
     Prebuilt,
     /// Building an image: setup failures are fatal.
     Build,
+    /// The stopped sandbox's own workspace, kept by the provider: no git changes, no setup.
+    Resume,
 }
 
 /// One repository to put in the workspace, in position order (the first is primary).
@@ -103,6 +105,10 @@ pub struct SandboxInfo {
     pub runtime_version: String,
     #[serde(default)]
     pub tunnel_urls: BTreeMap<String, String>,
+    /// What the provider says of a sandbox that is not running (why it ended, why it cannot
+    /// start), in its words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -355,6 +355,7 @@ fn info(id: &str, sandbox: &mut Sandbox) -> SandboxInfo {
         status: status.into(),
         runtime_version: runtime_version(),
         tunnel_urls: sandbox.tunnel_urls.clone(),
+        detail: None,
     }
 }
 

@@ -741,26 +741,42 @@ async fn health(env: &Env) -> ApiResult<Response> {
         detail: None,
         disk: None,
     };
-    // The sandbox provider: the local host answers its health with its disk use.
-    let mut sandbox_provider = part(configured(&["SANDBOX_HOST_URL", "SANDBOX_HOST_SECRET"]));
-    if let Some(host) = inspect_durable::local_provider::LocalProvider::from_env(env) {
-        let t = now_ms();
-        let answer = host.health().await;
-        sandbox_provider.latency_ms = Some(now_ms() - t);
-        sandbox_provider.ok = Some(answer.is_ok());
-        match answer {
-            Ok(h) => {
-                sandbox_provider.detail = Some(format!(
-                    "local host {} with {} sandboxes",
-                    h.version, h.sandboxes
-                ));
-                sandbox_provider.disk = h.disk;
+    // The sandbox provider: the local host answers its health with its disk use; another
+    // provider is asked the runtime its sandboxes get.
+    let mut sandbox_provider = part(false);
+    match inspect_durable::providers::AnyProvider::from_env(env) {
+        Ok(inspect_durable::providers::AnyProvider::Local(host)) => {
+            sandbox_provider.configured = true;
+            let t = now_ms();
+            let answer = host.health().await;
+            sandbox_provider.latency_ms = Some(now_ms() - t);
+            sandbox_provider.ok = Some(answer.is_ok());
+            match answer {
+                Ok(h) => {
+                    sandbox_provider.detail = Some(format!(
+                        "local host {} with {} sandboxes",
+                        h.version, h.sandboxes
+                    ));
+                    sandbox_provider.disk = h.disk;
+                }
+                Err(e) => sandbox_provider.detail = Some(e.to_string()),
             }
-            Err(e) => sandbox_provider.detail = Some(e.to_string()),
         }
-    } else {
-        sandbox_provider.detail =
-            Some("no sandbox provider: set SANDBOX_HOST_URL and SANDBOX_HOST_SECRET".into());
+        Ok(inspect_durable::providers::AnyProvider::Kubernetes(k)) => {
+            sandbox_provider.configured = true;
+            let t = now_ms();
+            let answer = k.probe().await;
+            sandbox_provider.latency_ms = Some(now_ms() - t);
+            sandbox_provider.ok = Some(answer.is_ok());
+            sandbox_provider.detail = Some(match answer {
+                Ok(pods) => format!(
+                    "kubernetes namespace {} with {pods} sandbox pods, image {}",
+                    k.cfg.namespace, k.cfg.image
+                ),
+                Err(e) => format!("kubernetes: {e}"),
+            });
+        }
+        Err(why) => sandbox_provider.detail = Some(why),
     }
     // The GitHub App: configured, and able to mint an installation token.
     let mut github_app = part(configured(&[

@@ -7,9 +7,9 @@
 use crate::auth::tokens;
 use crate::db::{self, num};
 use inspect_durable::images::{builds, scope_of, BuildRow, BUILD_COLUMNS};
-use inspect_durable::local_provider::LocalProvider;
 use inspect_durable::log::{emit, LogLine};
 use inspect_durable::provider::SandboxProvider;
+use inspect_durable::providers::AnyProvider;
 use inspect_protocol::images::{
     due, past_keep, BuildImageRequest, BuildReport, BuildStatus, ImageBuild, ImageList,
     ImageRequest, ImageSchedule, ImageScope, DEFAULT_BUILD_TIMEOUT_SECONDS, OUTPUT_LIMIT,
@@ -23,13 +23,8 @@ use worker::Env;
 /// Builds shown per scope.
 const LISTED: u32 = 20;
 
-fn provider(env: &Env) -> Result<LocalProvider, ApiError> {
-    LocalProvider::from_env(env).ok_or_else(|| {
-        ApiError::new(
-            ErrorCode::Unavailable,
-            "no sandbox provider is configured (set SANDBOX_HOST_URL and SANDBOX_HOST_SECRET)",
-        )
-    })
+fn provider(env: &Env) -> Result<AnyProvider, ApiError> {
+    AnyProvider::from_env(env).map_err(|why| ApiError::new(ErrorCode::Unavailable, why))
 }
 
 fn build_timeout_seconds(env: &Env) -> u64 {

@@ -104,7 +104,9 @@ impl SessionDO {
         // A snapshot has a deadline of its own (an abandoned one must not hold the sandbox).
         let reschedule = moves_deadlines(&fx) || fx.snapshot_sandbox.is_some();
         self.apply(fx);
-        if let (Some(id), Some(provider)) = (snapshot, self.provider()) {
+        // Providers that resume keep the workspace themselves: nothing to snapshot.
+        let provider = self.provider().filter(|p| p.capabilities().snapshots);
+        if let (Some(id), Some(provider)) = (snapshot, provider) {
             let engine = self.engine();
             let previous = match engine.snapshot_started(&id, now_ms()) {
                 Ok((previous, fx)) => {
@@ -179,6 +181,10 @@ impl SessionDO {
             Some(SpawnPlan::Restore { snapshot_id }) => Some(snapshot_id.clone()),
             _ => None,
         };
+        let resume = match &plan {
+            Some(SpawnPlan::Resume { sandbox_id }) => Some(sandbox_id.clone()),
+            _ => None,
+        };
         // Nothing of its own to start from: the newest compatible prebuilt image, if any.
         let mut prebuilt = None;
         if matches!(plan, Some(SpawnPlan::Fresh { .. })) && !runtime.is_empty() {
@@ -195,10 +201,11 @@ impl SessionDO {
             });
             self.apply(fx);
         }
-        let boot_mode = match (&prebuilt, &restore) {
-            (Some(_), _) => inspect_protocol::provider::BootMode::Prebuilt,
-            (None, Some(_)) => inspect_protocol::provider::BootMode::SnapshotRestore,
-            (None, None) => inspect_protocol::provider::BootMode::Fresh,
+        let boot_mode = match (&prebuilt, &restore, &resume) {
+            (_, _, Some(_)) => inspect_protocol::provider::BootMode::Resume,
+            (Some(_), _, _) => inspect_protocol::provider::BootMode::Prebuilt,
+            (None, Some(_), _) => inspect_protocol::provider::BootMode::SnapshotRestore,
+            (None, None, None) => inspect_protocol::provider::BootMode::Fresh,
         };
         let request = match self.spawn_request(&ticket, restore.clone(), boot_mode) {
             Ok(mut req) => self.sandbox_secrets().await.map(|env| {
@@ -210,13 +217,31 @@ impl SessionDO {
         self.log(
             LogLine::info("sandbox", "spawn_requested")
                 .sandbox(&ticket.sandbox_id)
-                .with("restoreFrom", restore.clone()),
+                .with("restoreFrom", restore.clone())
+                .with("resumes", resume.clone()),
         );
         let asked = now_ms();
         let result = match request {
-            Ok(mut req) => match self.provider() {
-                Some(provider) => {
-                    let mut made = provider.create(&req).await;
+            Ok(mut req) => match AnyProvider::from_env(&self.env) {
+                Ok(provider) => {
+                    let mut made = match &resume {
+                        Some(previous) => match provider.resume(previous, &req).await {
+                            Ok(Resumed::Started(info)) => Ok(info),
+                            // Nothing left to resume: a fresh sandbox, and the timeline says so.
+                            Ok(Resumed::Gone) => {
+                                let why = format!(
+                                    "the stopped sandbox {previous} is gone: starting fresh"
+                                );
+                                if let Ok(fx) = engine.sandbox_warning("resume", &why, now_ms()) {
+                                    self.apply(fx);
+                                }
+                                req.boot_mode = inspect_protocol::provider::BootMode::Fresh;
+                                provider.create(&req).await
+                            }
+                            Err(e) => Err(e),
+                        },
+                        None => provider.create(&req).await,
+                    };
                     // An image the provider cannot use (deleted, unreadable) is not worth a
                     // failed spawn: start fresh at once, and say why.
                     if let (Some(image), Err(e)) = (&prebuilt, &made) {
@@ -224,7 +249,8 @@ impl SessionDO {
                             let why = format!(
                                 "the prebuilt image {image} could not be used ({e}): starting fresh"
                             );
-                            if let Ok(fx) = engine.sandbox_warning("prebuilt_image", &why, now_ms()) {
+                            if let Ok(fx) = engine.sandbox_warning("prebuilt_image", &why, now_ms())
+                            {
                                 self.apply(fx);
                             }
                             req.boot_mode = inspect_protocol::provider::BootMode::Fresh;
@@ -236,7 +262,7 @@ impl SessionDO {
                     }
                     made
                 }
-                None => Err(crate::provider::ProviderError::Permanent("no sandbox provider is configured (set SANDBOX_HOST_URL and SANDBOX_HOST_SECRET)".into())),
+                Err(why) => Err(crate::provider::ProviderError::Permanent(why)),
             },
             Err(e) => Err(crate::provider::ProviderError::Permanent(e.message)),
         };
@@ -344,8 +370,8 @@ impl SessionDO {
         crate::sealed::open_secrets(&self.env, state.environment_id.as_deref(), &repositories).await
     }
 
-    pub(super) fn provider(&self) -> Option<LocalProvider> {
-        LocalProvider::from_env(&self.env)
+    pub(super) fn provider(&self) -> Option<AnyProvider> {
+        AnyProvider::from_env(&self.env).ok()
     }
 
     pub(super) fn spawn_request(

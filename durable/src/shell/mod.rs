@@ -9,9 +9,9 @@
 use crate::engine::plan::SpawnPlan;
 use crate::engine::sockets::{KIND_CLIENT, KIND_SANDBOX};
 use crate::engine::{ids, timeline, Effects, Session, Target};
-use crate::local_provider::LocalProvider;
 use crate::log::LogLine;
-use crate::provider::SandboxProvider;
+use crate::provider::{Resumed, SandboxProvider};
+use crate::providers::AnyProvider;
 use crate::schema;
 use crate::store::{Row, SqlValue, Store, StoreError, StoreResult};
 use inspect_protocol::client::ServerMessage;
@@ -224,18 +224,20 @@ impl DurableObject for SessionDO {
                 if let Some(sandbox_id) = out.check_provider {
                     let gone = match self.provider() {
                         Some(p) => match p.status(&sandbox_id).await {
-                            Ok(info) => info.status != "running",
+                            Ok(info) if info.status == "running" => None,
+                            Ok(info) => Some(info.detail),
                             // A provider that cannot say is asked again at the heartbeat deadline.
-                            Err(e) => !e.is_transient(),
+                            Err(e) if e.is_transient() => None,
+                            Err(e) => Some(Some(e.to_string())),
                         },
-                        None => true,
+                        None => Some(None),
                     };
-                    if gone {
-                        if let Ok(fx) = engine.sandbox_lost(
-                            &sandbox_id,
-                            "the sandbox's process is gone",
-                            now_ms(),
-                        ) {
+                    if let Some(detail) = gone {
+                        let why = match detail {
+                            Some(d) => format!("the sandbox's process is gone ({d})"),
+                            None => "the sandbox's process is gone".to_owned(),
+                        };
+                        if let Ok(fx) = engine.sandbox_lost(&sandbox_id, &why, now_ms()) {
                             self.carry_out(fx).await;
                         }
                     }

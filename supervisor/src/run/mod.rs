@@ -44,6 +44,10 @@ fn var(name: &str) -> Result<String> {
 
 impl RunConfig {
     fn from_env() -> Result<(RunConfig, link::LinkConfig)> {
+        // A provider may hand over an empty volume: home lives there (git, the agent).
+        if let Some(home) = std::env::var_os("HOME") {
+            std::fs::create_dir_all(&home).context("creating HOME")?;
+        }
         let mut spawn: SpawnRequest =
             serde_json::from_str(&var("INSPECT_SPAWN")?).context("INSPECT_SPAWN")?;
         spawn.sandbox_token = var("INSPECT_SANDBOX_TOKEN")?;
@@ -593,9 +597,10 @@ async fn boot(cfg: &RunConfig, events: &Events) -> Result<Vec<(PathBuf, String)>
             None,
         );
     } else {
-        let detail = match &cfg.spawn.restore_from {
-            Some(snapshot) => format!("restored from the snapshot {snapshot}"),
-            None => "not a fresh boot".into(),
+        let detail = match (&cfg.spawn.restore_from, mode) {
+            (_, BootMode::Resume) => "resumed on the stopped sandbox's own workspace".into(),
+            (Some(snapshot), _) => format!("restored from the snapshot {snapshot}"),
+            (None, _) => "not a fresh boot".into(),
         };
         step.end(StepStatus::Skipped, Some(detail), None);
     }

@@ -1,0 +1,70 @@
+//! The provider the settings choose (`SANDBOX_PROVIDER`), for the SessionDO and the Worker
+//! alike. One enum rather than a trait object: the trait's methods are async.
+
+use crate::kubernetes_provider::KubernetesProvider;
+use crate::local_provider::LocalProvider;
+use crate::provider::{provider_setup, ProviderError, ProviderSetup, Resumed, SandboxProvider};
+use inspect_protocol::images::{BuildImageRequest, BuildStarted};
+use inspect_protocol::provider::{Capabilities, SandboxInfo, SnapshotInfo, SpawnRequest};
+
+pub enum AnyProvider {
+    Local(LocalProvider),
+    Kubernetes(KubernetesProvider),
+}
+
+impl AnyProvider {
+    /// The configured provider, or what is missing in words.
+    pub fn from_env(env: &worker::Env) -> Result<AnyProvider, String> {
+        Ok(match provider_setup(|n| inspect_scm::setting(env, n))? {
+            ProviderSetup::Local { base_url, secret } => {
+                AnyProvider::Local(LocalProvider { base_url, secret })
+            }
+            ProviderSetup::Kubernetes(cfg) => AnyProvider::Kubernetes(KubernetesProvider { cfg: *cfg }),
+        })
+    }
+}
+
+macro_rules! each {
+    ($self:ident, $p:ident => $e:expr) => {
+        match $self {
+            AnyProvider::Local($p) => $e,
+            AnyProvider::Kubernetes($p) => $e,
+        }
+    };
+}
+
+impl SandboxProvider for AnyProvider {
+    fn name(&self) -> &'static str {
+        each!(self, p => p.name())
+    }
+    fn capabilities(&self) -> Capabilities {
+        each!(self, p => p.capabilities())
+    }
+    async fn create(&self, req: &SpawnRequest) -> Result<SandboxInfo, ProviderError> {
+        each!(self, p => p.create(req).await)
+    }
+    async fn status(&self, sandbox_id: &str) -> Result<SandboxInfo, ProviderError> {
+        each!(self, p => p.status(sandbox_id).await)
+    }
+    async fn stop(&self, sandbox_id: &str) -> Result<(), ProviderError> {
+        each!(self, p => p.stop(sandbox_id).await)
+    }
+    async fn resume(&self, previous: &str, req: &SpawnRequest) -> Result<Resumed, ProviderError> {
+        each!(self, p => p.resume(previous, req).await)
+    }
+    async fn snapshot(&self, sandbox_id: &str) -> Result<SnapshotInfo, ProviderError> {
+        each!(self, p => p.snapshot(sandbox_id).await)
+    }
+    async fn runtime_version(&self) -> Result<String, ProviderError> {
+        each!(self, p => p.runtime_version().await)
+    }
+    async fn delete_session(&self, session_id: &str) -> Result<(), ProviderError> {
+        each!(self, p => p.delete_session(session_id).await)
+    }
+    async fn build_image(&self, req: &BuildImageRequest) -> Result<BuildStarted, ProviderError> {
+        each!(self, p => p.build_image(req).await)
+    }
+    async fn delete_image(&self, image_id: &str) -> Result<(), ProviderError> {
+        each!(self, p => p.delete_image(image_id).await)
+    }
+}

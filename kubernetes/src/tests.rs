@@ -1,0 +1,241 @@
+use super::*;
+use inspect_protocol::provider::{BootMode, WorkspaceRepository};
+
+fn settings(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+    let map: BTreeMap<String, String> = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    move |n: &str| map.get(n).cloned()
+}
+
+const BASE: [(&str, &str); 4] = [
+    ("K8S_API_URL", "https://k8s.example.com:6443/"),
+    ("K8S_TOKEN", "tok"),
+    ("K8S_NAMESPACE", "sandboxes"),
+    ("K8S_SANDBOX_IMAGE", "ghcr.io/acme/inspect-sandbox:0.1.0"),
+];
+
+fn config(extra: &[(&str, &str)]) -> KubeConfig {
+    let mut all = BASE.to_vec();
+    all.extend_from_slice(extra);
+    KubeConfig::from_settings(settings(&all)).unwrap()
+}
+
+fn request() -> SpawnRequest {
+    SpawnRequest {
+        session_id: "abc123".into(),
+        sandbox_id: "sb_F00D".into(),
+        sandbox_token: "secret-token".into(),
+        control_plane_url: "https://inspect.example.com".into(),
+        repositories: vec![WorkspaceRepository {
+            owner: "acme".into(),
+            name: "web".into(),
+            source: "https://github.com/acme/web.git".into(),
+            base_branch: None,
+        }],
+        work_branch: "open-inspect/abc123".into(),
+        boot_mode: BootMode::Fresh,
+        env: [
+            ("NPM_TOKEN".to_owned(), "npm".to_owned()),
+            ("INSPECT_SANDBOX_TOKEN".to_owned(), "forged".to_owned()),
+        ]
+        .into(),
+        tunnel_ports: vec![3000],
+        default_model: None,
+        restore_from: None,
+    }
+}
+
+#[test]
+fn settings_name_what_is_missing_or_wrong() {
+    let e = KubeConfig::from_settings(settings(&[("K8S_TOKEN", "t")])).unwrap_err();
+    assert_eq!(e, "missing K8S_API_URL, K8S_NAMESPACE, K8S_SANDBOX_IMAGE");
+    let mut bad = BASE.to_vec();
+    bad[2] = ("K8S_NAMESPACE", "Not_A_Label");
+    bad.push(("K8S_WORKSPACE_SIZE", "lots"));
+    bad.push(("SANDBOX_TIMEOUT_SECONDS", "-5"));
+    let e = KubeConfig::from_settings(settings(&bad)).unwrap_err();
+    assert!(e.contains("K8S_NAMESPACE"), "{e}");
+    assert!(e.contains("K8S_WORKSPACE_SIZE"), "{e}");
+    assert!(e.contains("SANDBOX_TIMEOUT_SECONDS"), "{e}");
+    let c = config(&[]);
+    assert_eq!(c.api_url, "https://k8s.example.com:6443");
+    assert_eq!(c.timeout_seconds, DEFAULT_TIMEOUT_SECONDS);
+    assert_eq!(c.workspace_size, "10Gi");
+    assert_eq!(
+        c.of_session(Resource::Claims, "abc123"),
+        "https://k8s.example.com:6443/api/v1/namespaces/sandboxes/persistentvolumeclaims?labelSelector=open-inspect.dev/session%3Dabc123"
+    );
+    assert_eq!(
+        c.object(Resource::Ingresses, "x"),
+        "https://k8s.example.com:6443/apis/networking.k8s.io/v1/namespaces/sandboxes/ingresses/x"
+    );
+}
+
+#[test]
+fn names_are_dns_labels() {
+    let n = names("sb_F00D");
+    assert_eq!(n.pod, "inspect-sb-f00d");
+    assert_eq!(n.secret, "inspect-env-sb-f00d");
+    assert_eq!(n.claim, "inspect-ws-sb-f00d");
+    assert!(names(&"x".repeat(200)).claim.len() <= 75);
+}
+
+#[test]
+fn the_secret_holds_the_session_env_and_the_system_vars_win() {
+    let s = env_secret(&request()).unwrap();
+    let data = &s["stringData"];
+    assert_eq!(data["NPM_TOKEN"], "npm");
+    assert_eq!(
+        data["INSPECT_SANDBOX_TOKEN"], "secret-token",
+        "not the forged one"
+    );
+    let spawn: SpawnRequest =
+        serde_json::from_str(data["INSPECT_SPAWN"].as_str().unwrap()).unwrap();
+    assert!(spawn.sandbox_token.is_empty() && spawn.env.is_empty());
+    assert_eq!(spawn.repositories.len(), 1);
+    assert_eq!(s["metadata"]["labels"][LABEL_SESSION], "abc123");
+}
+
+#[test]
+fn the_pod_is_least_privileged_and_mounts_the_claim() {
+    let c = config(&[
+        ("K8S_MODEL_SECRET", "model-keys"),
+        ("K8S_CPU", "2"),
+        ("K8S_MEMORY", "4Gi"),
+        ("SANDBOX_TIMEOUT_SECONDS", "3600"),
+    ]);
+    let p = pod(&c, &request(), "inspect-ws-older");
+    let spec = &p["spec"];
+    assert_eq!(spec["restartPolicy"], "Never");
+    assert_eq!(spec["activeDeadlineSeconds"], 3600);
+    assert_eq!(spec["automountServiceAccountToken"], false);
+    assert_eq!(spec["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(
+        spec["securityContext"]["seccompProfile"]["type"],
+        "RuntimeDefault"
+    );
+    let box_ = &spec["containers"][0];
+    assert_eq!(
+        box_["securityContext"]["capabilities"]["drop"],
+        json!(["ALL"])
+    );
+    assert_eq!(box_["securityContext"]["allowPrivilegeEscalation"], false);
+    assert_eq!(box_["command"], json!(["inspect-supervisor", "run"]));
+    assert_eq!(box_["envFrom"][1]["secretRef"]["name"], "model-keys");
+    assert_eq!(box_["resources"]["limits"]["memory"], "4Gi");
+    assert_eq!(
+        spec["volumes"][0]["persistentVolumeClaim"]["claimName"],
+        "inspect-ws-older"
+    );
+    assert!(
+        !p.to_string().contains("secret-token"),
+        "the token is in the Secret only"
+    );
+}
+
+#[test]
+fn ports_get_a_service_an_ingress_and_computed_urls() {
+    let plain = config(&[]);
+    assert!(exposure(&plain, &request()).is_none());
+    assert!(tunnel_urls(&plain, &request()).is_empty());
+    let c = config(&[
+        ("K8S_INGRESS_DOMAIN", "sb.example.com"),
+        ("K8S_INGRESS_CLASS", "nginx"),
+    ]);
+    let (svc, ing) = exposure(&c, &request()).unwrap();
+    assert_eq!(svc["spec"]["selector"][LABEL_SANDBOX], "sb-f00d");
+    assert_eq!(
+        ing["spec"]["rules"][0]["host"],
+        "3000-inspect-sb-f00d.sb.example.com"
+    );
+    assert_eq!(ing["spec"]["ingressClassName"], "nginx");
+    assert_eq!(
+        tunnel_urls(&c, &request())["3000"],
+        "https://3000-inspect-sb-f00d.sb.example.com"
+    );
+    let claim = claim(&config(&[("K8S_STORAGE_CLASS", "fast")]), &request());
+    assert_eq!(claim["spec"]["storageClassName"], "fast");
+    assert_eq!(claim["spec"]["resources"]["requests"]["storage"], "10Gi");
+}
+
+#[test]
+fn pod_states_read_phase_and_waiting_reasons() {
+    assert_eq!(pod_state(&json!({})), PodState::Starting);
+    assert_eq!(
+        pod_state(&json!({"status": {"phase": "Running"}})),
+        PodState::Running
+    );
+    let pulling = json!({"status": {"phase": "Pending", "containerStatuses": [
+        {"state": {"waiting": {"reason": "ImagePullBackOff", "message": "no such image"}}}
+    ]}});
+    assert_eq!(
+        pod_state(&pulling),
+        PodState::Stuck {
+            reason: "ImagePullBackOff: no such image".into()
+        }
+    );
+    let deadline = json!({"status": {"phase": "Failed", "reason": "DeadlineExceeded"}});
+    assert_eq!(
+        pod_state(&deadline),
+        PodState::Ended {
+            reason: "DeadlineExceeded".into()
+        }
+    );
+    assert_eq!(pod_state(&deadline).status(), "exited");
+}
+
+#[test]
+fn status_errors_classify() {
+    let status = |code: u16, reason: &str, message: &str| {
+        json!({"kind": "Status", "status": "Failure", "code": code, "reason": reason, "message": message}).to_string()
+    };
+    assert_eq!(
+        classify(404, &status(404, "NotFound", "pods \"x\" not found")),
+        Failure::NotFound
+    );
+    assert_eq!(
+        classify(409, &status(409, "AlreadyExists", "exists")),
+        Failure::AlreadyExists
+    );
+    assert!(
+        matches!(classify(422, &status(422, "Invalid", "bad name")), Failure::Permanent(m) if m.contains("bad name"))
+    );
+    assert!(matches!(
+        classify(429, &status(429, "TooManyRequests", "")),
+        Failure::Transient(_)
+    ));
+    assert!(matches!(classify(503, "garbage"), Failure::Transient(m) if m.contains("garbage")));
+    assert!(matches!(
+        classify(
+            403,
+            &status(
+                403,
+                "Forbidden",
+                "pods \"x\" is forbidden: exceeded quota: sandboxes"
+            )
+        ),
+        Failure::Quota(_)
+    ));
+    assert!(matches!(
+        classify(403, &status(403, "Forbidden", "no rbac")),
+        Failure::Permanent(_)
+    ));
+    assert!(matches!(
+        classify(504, &status(504, "Timeout", "")),
+        Failure::Transient(_)
+    ));
+}
+
+#[test]
+fn the_newest_claim_is_the_one_to_resume() {
+    let list = json!({"items": [
+        {"metadata": {"name": "a", "creationTimestamp": "2026-11-30T10:00:00Z"}},
+        {"metadata": {"name": "b", "creationTimestamp": "2026-11-30T11:00:00Z"}},
+        {"metadata": {"name": "c", "creationTimestamp": "2026-11-30T12:00:00Z", "deletionTimestamp": "2026-11-30T12:01:00Z"}},
+    ]});
+    assert_eq!(newest_name(&list).as_deref(), Some("b"));
+    assert_eq!(item_names(&list), vec!["a", "b", "c"]);
+    assert_eq!(newest_name(&json!({"items": []})), None);
+}
