@@ -13,7 +13,7 @@ cargo fmt --all -- --check
 log "clippy (native)"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 log "clippy (wasm32)"
-cargo clippy -p inspect-worker -p inspect-durable -p inspect-protocol -p inspect-scm -p inspect-slack \
+cargo clippy -p inspect-worker -p inspect-durable -p inspect-protocol -p inspect-scm -p inspect-slack -p inspect-kubernetes \
   --target wasm32-unknown-unknown --quiet -- -D warnings
 
 log "web/src/wire.ts is generated from protocol/ and current"

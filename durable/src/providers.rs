@@ -19,7 +19,9 @@ impl AnyProvider {
             ProviderSetup::Local { base_url, secret } => {
                 AnyProvider::Local(LocalProvider { base_url, secret })
             }
-            ProviderSetup::Kubernetes(cfg) => AnyProvider::Kubernetes(KubernetesProvider { cfg: *cfg }),
+            ProviderSetup::Kubernetes(cfg) => {
+                AnyProvider::Kubernetes(KubernetesProvider { cfg: *cfg })
+            }
         })
     }
 }

@@ -13,6 +13,7 @@ pub mod browser;
 pub mod capture_provider;
 pub mod client;
 pub mod fake_github;
+pub mod fake_kubernetes;
 pub mod fake_model;
 pub mod fake_slack;
 pub mod flaky;

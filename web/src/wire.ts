@@ -190,7 +190,7 @@ target: string,
  */
 startedAt: number, };
 
-export type BootMode = "fresh" | "snapshot_restore" | "prebuilt" | "build";
+export type BootMode = "fresh" | "snapshot_restore" | "prebuilt" | "build" | "resume";
 
 export type WorkspaceRepository = { owner: string, name: string, 
 /**
@@ -252,7 +252,12 @@ status: string,
 /**
  * The runtime the sandbox runs (what its snapshots will be tagged with).
  */
-runtimeVersion: string, tunnelUrls: { [key in string]: string }, };
+runtimeVersion: string, tunnelUrls: { [key in string]: string }, 
+/**
+ * What the provider says of a sandbox that is not running (why it ended, why it cannot
+ * start), in its words.
+ */
+detail?: string | null, };
 
 export type SandboxList = { sandboxes: Array<SandboxInfo>, };
 

@@ -308,8 +308,20 @@ impl<S: Store> Session<'_, S> {
             .unwrap_or_default())
     }
 
-    /// The provider refused or failed the spawn.
+    /// The provider refused or failed the spawn. Only failures that would repeat
+    /// unchanged (not `transient` ones: timeouts, 5xx) count towards giving up.
     pub fn spawn_failed(&self, sandbox_id: &str, error: &str, now: i64) -> EngineResult<Effects> {
+        self.spawn_failed_as(sandbox_id, error, false, now)
+    }
+
+    /// [`Self::spawn_failed`], saying whether the failure was transient.
+    pub fn spawn_failed_as(
+        &self,
+        sandbox_id: &str,
+        error: &str,
+        transient: bool,
+        now: i64,
+    ) -> EngineResult<Effects> {
         if self
             .sandbox_row()?
             .is_none_or(|r| r.sandbox_id != sandbox_id)
@@ -318,9 +330,11 @@ impl<S: Store> Session<'_, S> {
         }
         self.set_sandbox_status("failed", Some(error), now)
             .map_err(internal)?;
-        self.store
-            .execute("INSERT INTO spawn_failures (at) VALUES (?)", &[now.into()])
-            .map_err(internal)?;
+        if !transient {
+            self.store
+                .execute("INSERT INTO spawn_failures (at) VALUES (?)", &[now.into()])
+                .map_err(internal)?;
+        }
         let mut fx = self.status_effects("failed", Some(error), now)?;
         if self.given_up(now)? {
             fx.broadcast(ServerMessage::SandboxError {

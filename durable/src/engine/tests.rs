@@ -909,6 +909,28 @@ mod sandbox_flow {
             let (_, fx) = s.enqueue(&ann, &prompt("again", None), now).unwrap();
             assert!(fx.spawn_wanted, "a person's prompt tries again");
         }
+
+        #[test]
+        fn transient_spawn_failures_are_retried_and_never_open_the_breaker() {
+            let st = store();
+            let s = created(&st);
+            let ann = s.participant_by_user("u-ann").unwrap().unwrap();
+            s.enqueue(&ann, &prompt("work", None), 0).unwrap();
+            let cool = crate::engine::sandbox::SPAWN_COOLDOWN_MS;
+            let mut now = 0;
+            for round in 0..5 {
+                let (t, _) = s.begin_spawn(now).unwrap().unwrap();
+                let fx = s
+                    .spawn_failed_as(&t.sandbox_id, "provider answered 503", true, now)
+                    .unwrap();
+                assert!(
+                    !fx.outbound.iter().any(|o| matches!(&o.message, ServerMessage::SandboxError { error } if error.contains("not retrying"))),
+                    "round {round}"
+                );
+                now += cool;
+                assert!(s.on_alarm(now).unwrap().fx.spawn_wanted, "round {round}");
+            }
+        }
     }
 }
 

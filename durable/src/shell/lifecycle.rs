@@ -301,7 +301,12 @@ impl SessionDO {
             Err(crate::provider::ProviderError::AtCapacity(why)) => {
                 engine.spawn_waiting(&ticket.sandbox_id, &why, now_ms())
             }
-            Err(e) => engine.spawn_failed(&ticket.sandbox_id, &e.to_string(), now_ms()),
+            Err(e) => engine.spawn_failed_as(
+                &ticket.sandbox_id,
+                &e.to_string(),
+                e.is_transient(),
+                now_ms(),
+            ),
         };
         if let Ok(fx) = fx {
             self.apply(fx);

@@ -1,0 +1,609 @@
+//! The lifecycle reliability suite, run unchanged against each provider: the local host
+//! (snapshot and restore) and Kubernetes through a fake API server (persistent resume:
+//! stop deletes the Pod and keeps the workspace claim). In both, the real supervisor and
+//! OpenCode do the work on this machine; the model is scripted. Then the Kubernetes
+//! provider's own contract: the objects it makes, refusals in words, deletion.
+
+#![allow(clippy::unwrap_used)] // a test fails loudly by design
+
+use inspect_tests::client::{create_session, get, WsClient};
+use inspect_tests::fake_kubernetes::{self, FakeKubernetes};
+use inspect_tests::fake_model::{FakeModel, Reply};
+use inspect_tests::host::{opencode_bin, SandboxHost};
+use inspect_tests::repo::{commit_all, source_repo};
+use inspect_tests::{Stack, StackOptions};
+use serde_json::{json, Value};
+use std::time::Instant;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Provider {
+    Local,
+    Kubernetes,
+}
+
+struct World {
+    model: FakeModel,
+    host: SandboxHost,
+    cluster: Option<FakeKubernetes>,
+    stack: Stack,
+    repo: tempfile::TempDir,
+}
+
+impl World {
+    async fn start(provider: Provider, script: Vec<Reply>, vars: &[(&str, &str)]) -> World {
+        let model = FakeModel::start(script).await.unwrap();
+        // The local host also checks local repositories when they are registered.
+        let host = SandboxHost::start(&model.base_url, "inspect/fake-model")
+            .await
+            .unwrap();
+        let mut options = StackOptions::local();
+        options.vars = host.worker_vars();
+        let cluster = match provider {
+            Provider::Local => None,
+            Provider::Kubernetes => {
+                let image_env = ["PATH", "LANG"]
+                    .iter()
+                    .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v)))
+                    .chain([
+                        (
+                            "INSPECT_OPENCODE_BIN".to_owned(),
+                            opencode_bin().display().to_string(),
+                        ),
+                        ("RUST_LOG".to_owned(), "info".to_owned()),
+                    ])
+                    .collect();
+                let model_env = vec![
+                    ("INSPECT_MODEL_BASE_URL".to_owned(), model.base_url.clone()),
+                    ("INSPECT_MODEL".to_owned(), "inspect/fake-model".to_owned()),
+                ];
+                let c = FakeKubernetes::start(image_env, model_env).await.unwrap();
+                options.vars.extend(c.worker_vars());
+                Some(c)
+            }
+        };
+        options
+            .vars
+            .extend(vars.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        let stack = Stack::start_with(options).await.unwrap();
+        let repo = source_repo();
+        inspect_tests::client::register_repo(&stack.base_url, "demo", repo.path())
+            .await
+            .unwrap();
+        World {
+            model,
+            host,
+            cluster,
+            stack,
+            repo,
+        }
+    }
+
+    fn logs(&self) -> String {
+        match &self.cluster {
+            Some(c) => format!("{}\n{:?}", c.logs(), c.calls()),
+            None => self.host.sandbox_logs(),
+        }
+    }
+
+    async fn session(&self) -> (String, WsClient) {
+        let base = &self.stack.base_url;
+        let id = create_session(
+            base,
+            "ann",
+            json!({"repoOwner": "local", "repoName": "demo"}),
+        )
+        .await
+        .unwrap();
+        let (ws, _) = WsClient::join(base, &self.stack.ws_url(""), &id, "ann")
+            .await
+            .unwrap();
+        (id, ws)
+    }
+
+    /// Reads until `n` prompts completed; every message in order.
+    async fn until_complete(&self, ws: &mut WsClient, n: usize) -> Vec<Value> {
+        let mut seen = vec![];
+        let mut done = 0;
+        while done < n {
+            let m = ws
+                .recv_within(120)
+                .await
+                .unwrap_or_else(|e| panic!("{e}\n{}", self.logs()));
+            if m["type"] == "sandbox_event" && m["event"]["type"] == "execution_complete" {
+                done += 1;
+            }
+            seen.push(m);
+        }
+        seen
+    }
+}
+
+fn events<'a>(seen: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    seen.iter()
+        .filter(|m| m["type"] == "sandbox_event" && m["event"]["type"] == kind)
+        .map(|m| &m["event"])
+        .collect()
+}
+
+/// Process groups of the supervisors (`inspect-supervisor run`) of `session`.
+fn sandbox_groups_of(session: &str) -> Vec<i32> {
+    let mut groups = vec![];
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let cmd = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let args: Vec<&[u8]> = cmd.split(|b| *b == 0).collect();
+        let is_supervisor = args
+            .first()
+            .is_some_and(|a| a.ends_with(b"inspect-supervisor"))
+            && args.get(1) == Some(&&b"run"[..]);
+        let env = std::fs::read(entry.path().join("environ")).unwrap_or_default();
+        if is_supervisor
+            && String::from_utf8_lossy(&env).contains(&format!("INSPECT_SESSION_ID={session}"))
+        {
+            let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+            let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+            if let Some(pgrp) = after
+                .split_whitespace()
+                .nth(2)
+                .and_then(|g| g.parse::<i32>().ok())
+            {
+                groups.push(pgrp);
+            }
+        }
+    }
+    groups
+}
+
+// ---------------------------------------------------------------------------------------
+// The scenarios: the same code for every provider.
+
+/// Left alone, the sandbox stops; the next prompt finds the uncommitted file it left,
+/// whether the provider restores a snapshot or resumes the stopped sandbox.
+async fn idle_stop_and_back(provider: Provider) {
+    let w = World::start(
+        provider,
+        vec![
+            Reply::tool(
+                "write",
+                json!({"filePath": "scratch.txt", "content": "keep me\n"}),
+            ),
+            Reply::text("Wrote it."),
+        ],
+        &[("SANDBOX_IDLE_TIMEOUT_SECONDS", "4")],
+    )
+    .await;
+    std::fs::write(w.repo.path().join(".gitignore"), "scratch.txt\n").unwrap();
+    commit_all(w.repo.path(), "ignore scratch");
+    let (id, mut ws) = w.session().await;
+    ws.send(json!({"type": "prompt", "content": "write scratch"}))
+        .await
+        .unwrap();
+    w.until_complete(&mut ws, 1).await;
+    loop {
+        let m = ws
+            .recv_within(60)
+            .await
+            .unwrap_or_else(|e| panic!("{e}\n{}", w.logs()));
+        if m["type"] == "sandbox_status" && m["status"] == "stopped" {
+            break;
+        }
+    }
+    // A provider that snapshots may still be saving the last one: wait for it to end.
+    let t = Instant::now();
+    loop {
+        let s = get(&w.stack.url(&format!("/sessions/{id}"))).await.unwrap();
+        if s.body["sandboxStatus"] == "stopped" {
+            break;
+        }
+        assert!(t.elapsed().as_secs() < 60, "{}", s.body);
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+
+    w.model.push(vec![
+        Reply::tool(
+            "bash",
+            json!({"command": "cat scratch.txt", "description": "read it"}),
+        ),
+        Reply::text("Still there."),
+    ]);
+    ws.send(json!({"type": "prompt", "content": "read scratch"}))
+        .await
+        .unwrap();
+    let seen = w.until_complete(&mut ws, 1).await;
+    let call = events(&seen, "tool_call")
+        .into_iter()
+        .find(|c| c["status"] == "completed")
+        .cloned()
+        .unwrap_or_else(|| panic!("no tool call: {seen:#?}\n{}", w.logs()));
+    assert!(
+        call["output"].as_str().unwrap().contains("keep me"),
+        "{call}"
+    );
+    assert_eq!(events(&seen, "execution_complete")[0]["success"], true);
+    // The boot steps say where the workspace came from.
+    let setup = events(&seen, "boot_step")
+        .into_iter()
+        .find(|e| e["step"] == "setup" && e["status"] != "started")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(setup["status"], "skipped", "{setup}");
+    let detail = setup["detail"].as_str().unwrap_or_default();
+    match provider {
+        Provider::Local => {
+            assert!(detail.starts_with("restored from the snapshot"), "{detail}");
+            let restored = seen
+                .iter()
+                .find(|m| m["type"] == "sandbox_restored")
+                .unwrap_or_else(|| panic!("no sandbox_restored: {seen:#?}"));
+            assert!(detail.ends_with(restored["snapshotId"].as_str().unwrap()));
+        }
+        Provider::Kubernetes => {
+            assert_eq!(detail, "resumed on the stopped sandbox's own workspace");
+            let c = w.cluster.as_ref().unwrap();
+            // One claim all along; the stopped sandbox's Pod and Secret are gone.
+            assert_eq!(c.objects("persistentvolumeclaims").len(), 1);
+            assert_eq!(c.objects("pods").len(), 1, "{:#?}", c.objects("pods"));
+            assert_eq!(
+                c.objects("secrets").len(),
+                2,
+                "the model's and the live sandbox's"
+            );
+        }
+    }
+}
+
+/// A sandbox that dies mid-turn fails that prompt in words, soon; the next prompt gets a
+/// new sandbox.
+async fn killed_mid_turn(provider: Provider) {
+    let w = World::start(
+        provider,
+        vec![Reply::tool(
+            "bash",
+            json!({"command": "sleep 120", "description": "long"}),
+        )],
+        &[],
+    )
+    .await;
+    let (id, mut ws) = w.session().await;
+    ws.send(json!({"type": "prompt", "content": "run long"}))
+        .await
+        .unwrap();
+    let mut first = String::new();
+    loop {
+        let m = ws
+            .recv_within(120)
+            .await
+            .unwrap_or_else(|e| panic!("{e}\n{}", w.logs()));
+        if m["type"] == "sandbox_spawning" {
+            first = m["sandboxId"].as_str().unwrap().to_owned();
+        }
+        if m["event"]["type"] == "tool_call" && m["event"]["status"] == "running" {
+            break;
+        }
+    }
+    let groups = sandbox_groups_of(&id);
+    assert_eq!(groups.len(), 1, "{groups:?}");
+    nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(groups[0]),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let t = Instant::now();
+    let seen = w.until_complete(&mut ws, 1).await;
+    let done = events(&seen, "execution_complete");
+    assert_eq!(done[0]["success"], false);
+    assert!(
+        done[0]["error"].as_str().unwrap().contains("gone"),
+        "{}",
+        done[0]
+    );
+    assert!(
+        t.elapsed().as_secs() < 60,
+        "noticed after {:?}",
+        t.elapsed()
+    );
+
+    w.model.push(vec![Reply::text("Recovered.")]);
+    ws.send(json!({"type": "prompt", "content": "again"}))
+        .await
+        .unwrap();
+    let (second, seen) = loop {
+        let m = ws
+            .recv_within(120)
+            .await
+            .unwrap_or_else(|e| panic!("{e}\n{}", w.logs()));
+        if m["type"] == "sandbox_spawning" {
+            let sb = m["sandboxId"].as_str().unwrap().to_owned();
+            break (sb, w.until_complete(&mut ws, 1).await);
+        }
+    };
+    assert_ne!(first, second);
+    assert_eq!(events(&seen, "execution_complete")[0]["success"], true);
+}
+
+/// The control plane restarts mid-turn: the turn finishes on the reconnected sandbox, and
+/// nothing is lost or doubled.
+async fn control_plane_restart(provider: Provider) {
+    let mut w = World::start(
+        provider,
+        vec![
+            Reply::tool(
+                "bash",
+                json!({"command": "sleep 8 && echo slept-through", "description": "wait"}),
+            ),
+            Reply::text("Done after the restart."),
+        ],
+        &[],
+    )
+    .await;
+    let (id, mut ws) = w.session().await;
+    ws.send(json!({"type": "prompt", "content": "wait through a restart"}))
+        .await
+        .unwrap();
+    loop {
+        let m = ws
+            .recv_within(120)
+            .await
+            .unwrap_or_else(|e| panic!("{e}\n{}", w.logs()));
+        if m["event"]["type"] == "tool_call" && m["event"]["status"] == "running" {
+            break;
+        }
+    }
+    drop(ws);
+    w.stack.restart().await.unwrap();
+    let (mut ws, sub) = WsClient::join(&w.stack.base_url, &w.stack.ws_url(""), &id, "ann")
+        .await
+        .unwrap();
+    let already = sub["timeline"]["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e["type"] == "execution_complete");
+    if !already {
+        w.until_complete(&mut ws, 1).await;
+    }
+    let events = get(&w.stack.url(&format!("/sessions/{id}/events?limit=500")))
+        .await
+        .unwrap();
+    let list = events.body["events"].as_array().unwrap();
+    let kinds = |k: &str| list.iter().filter(|e| e["type"] == k).count();
+    assert_eq!(kinds("execution_complete"), 1, "{list:#?}");
+    assert_eq!(kinds("user_message"), 1);
+    assert_eq!(kinds("tool_call"), 1, "tool calls are upserted by call id");
+    let done = list
+        .iter()
+        .find(|e| e["type"] == "execution_complete")
+        .unwrap();
+    assert_eq!(done["success"], true, "{done}");
+    let tool = list.iter().find(|e| e["type"] == "tool_call").unwrap();
+    assert!(tool["output"].as_str().unwrap().contains("slept-through"));
+    let seqs: Vec<i64> = list.iter().map(|e| e["seq"].as_i64().unwrap()).collect();
+    assert!(seqs.windows(2).all(|p| p[0] < p[1]));
+}
+
+#[tokio::test]
+async fn local_idle_stop_and_back() {
+    idle_stop_and_back(Provider::Local).await;
+}
+
+#[tokio::test]
+async fn kubernetes_idle_stop_and_back() {
+    idle_stop_and_back(Provider::Kubernetes).await;
+}
+
+#[tokio::test]
+async fn local_killed_mid_turn() {
+    killed_mid_turn(Provider::Local).await;
+}
+
+#[tokio::test]
+async fn kubernetes_killed_mid_turn() {
+    killed_mid_turn(Provider::Kubernetes).await;
+}
+
+#[tokio::test]
+async fn local_control_plane_restart() {
+    control_plane_restart(Provider::Local).await;
+}
+
+#[tokio::test]
+async fn kubernetes_control_plane_restart() {
+    control_plane_restart(Provider::Kubernetes).await;
+}
+
+// ---------------------------------------------------------------------------------------
+// The Kubernetes provider's contract.
+
+#[tokio::test]
+async fn kubernetes_objects_refusals_and_deletion() {
+    let w = World::start(
+        Provider::Kubernetes,
+        vec![Reply::text("First."), Reply::text("Second.")],
+        &[],
+    )
+    .await;
+    let c = w.cluster.as_ref().unwrap();
+
+    // Health asks the cluster.
+    let h = get(&w.stack.url("/health")).await.unwrap();
+    let part = &h.body["sandboxProvider"];
+    assert_eq!(part["ok"], true, "{}", h.body);
+    assert!(
+        part["detail"]
+            .as_str()
+            .unwrap()
+            .contains("kubernetes namespace inspect-sandboxes"),
+        "{part}"
+    );
+
+    // A quota that is used up: the session waits and says why, then runs.
+    c.fail_next(
+        "POST",
+        "pods",
+        403,
+        "Forbidden",
+        "pods \"x\" is forbidden: exceeded quota: sandboxes, requested: pods=1, used: pods=10, limited: pods=10",
+    );
+    let (id, mut ws) = w.session().await;
+    ws.send(json!({"type": "prompt", "content": "first"}))
+        .await
+        .unwrap();
+    let mut said = None;
+    let mut seen = vec![];
+    loop {
+        let m = ws
+            .recv_within(120)
+            .await
+            .unwrap_or_else(|e| panic!("{e}\n{seen:#?}\n{}", w.logs()));
+        if m["type"] == "sandbox_status" && m["status"] == "waiting" {
+            said = m["error"].as_str().map(str::to_owned);
+        }
+        let end = m["type"] == "sandbox_event" && m["event"]["type"] == "execution_complete";
+        seen.push(m);
+        if end {
+            break;
+        }
+    }
+    let said = said.unwrap_or_else(|| panic!("no waiting status: {seen:#?}"));
+    assert!(said.contains("exceeded quota"), "{said}");
+    assert_eq!(events(&seen, "execution_complete")[0]["success"], true);
+
+    // The objects: the token only in the Secret; the Pod least-privileged on the claim.
+    let pods = c.objects("pods");
+    assert_eq!(pods.len(), 1);
+    let pod = &pods[0];
+    let spec = &pod["spec"];
+    assert_eq!(spec["automountServiceAccountToken"], false);
+    assert_eq!(spec["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(
+        spec["containers"][0]["securityContext"]["capabilities"]["drop"],
+        json!(["ALL"])
+    );
+    assert_eq!(spec["containers"][0]["image"], fake_kubernetes::IMAGE);
+    assert_eq!(
+        pod["metadata"]["labels"]["open-inspect.dev/session"],
+        id.as_str()
+    );
+    assert!(spec["activeDeadlineSeconds"].as_u64().unwrap() > 0);
+    let secrets = c.objects("secrets");
+    let env = secrets
+        .iter()
+        .find(|s| s["metadata"]["name"] != fake_kubernetes::MODEL_SECRET)
+        .unwrap();
+    assert!(env["data"]["INSPECT_SANDBOX_TOKEN"].is_string());
+    assert!(!pod.to_string().contains("INSPECT_SANDBOX_TOKEN\",\"value"));
+
+    let s = get(&w.stack.url(&format!("/sessions/{id}"))).await.unwrap();
+    assert_eq!(s.body["sandboxStatus"], "ready");
+
+    // Deleting the session removes every object it had in the cluster.
+    let gone = inspect_tests::client::send(
+        reqwest::Method::DELETE,
+        &w.stack.url(&format!("/sessions/{id}")),
+        None,
+    )
+    .await
+    .unwrap();
+    assert!(gone.status < 300, "{}", gone.body);
+    for kind in ["pods", "persistentvolumeclaims", "services", "ingresses"] {
+        assert!(c.objects(kind).is_empty(), "{kind}: {:#?}", c.objects(kind));
+    }
+    let left: Vec<Value> = c.objects("secrets");
+    assert_eq!(left.len(), 1, "only the model's: {left:#?}");
+}
+
+#[tokio::test]
+async fn kubernetes_failures_say_why_and_retry_only_what_is_transient() {
+    let w = World::start(
+        Provider::Kubernetes,
+        vec![Reply::text("Ran after the outage.")],
+        &[],
+    )
+    .await;
+    let c = w.cluster.as_ref().unwrap();
+    // The API server is briefly down: the spawn fails, says so, and is retried.
+    c.fail_next(
+        "POST",
+        "pods",
+        503,
+        "ServiceUnavailable",
+        "etcdserver: leader changed",
+    );
+    let (_id, mut ws) = w.session().await;
+    ws.send(json!({"type": "prompt", "content": "go"}))
+        .await
+        .unwrap();
+    let mut errors = vec![];
+    loop {
+        let m = ws
+            .recv_within(120)
+            .await
+            .unwrap_or_else(|e| panic!("{e}\n{errors:#?}\n{}", w.logs()));
+        if m["type"] == "sandbox_error" {
+            errors.push(m["error"].as_str().unwrap_or_default().to_owned());
+        }
+        if m["type"] == "sandbox_event" && m["event"]["type"] == "execution_complete" {
+            assert_eq!(m["event"]["success"], true);
+            break;
+        }
+    }
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("leader changed") && e.contains("transient")),
+        "{errors:#?}"
+    );
+
+    // An object the API server refuses (422) fails the spawn with its words.
+    c.fail_next(
+        "POST",
+        "persistentvolumeclaims",
+        422,
+        "Invalid",
+        "PersistentVolumeClaim \"x\" is invalid: spec.storageClassName: not found",
+    );
+    w.model.push(vec![Reply::text("never")]);
+    let (_id2, mut ws2) = w.session().await;
+    ws2.send(json!({"type": "prompt", "content": "go"}))
+        .await
+        .unwrap();
+    let error = loop {
+        let m = ws2
+            .recv_within(120)
+            .await
+            .unwrap_or_else(|e| panic!("{e}\n{}", w.logs()));
+        if m["type"] == "sandbox_error" {
+            break m["error"].as_str().unwrap_or_default().to_owned();
+        }
+    };
+    assert!(
+        error.contains("422") && error.contains("storageClassName"),
+        "{error}"
+    );
+    assert!(!error.contains("transient"), "{error}");
+}
+
+#[tokio::test]
+async fn a_provider_missing_its_settings_says_which() {
+    let model = FakeModel::start(vec![]).await.unwrap();
+    let host = SandboxHost::start(&model.base_url, "inspect/fake-model")
+        .await
+        .unwrap();
+    let mut options = StackOptions::local();
+    options.vars = host.worker_vars();
+    options.vars.extend([
+        ("SANDBOX_PROVIDER".to_owned(), "kubernetes".to_owned()),
+        (
+            "K8S_API_URL".to_owned(),
+            "https://k8s.example.com".to_owned(),
+        ),
+    ]);
+    let stack = Stack::start_with(options).await.unwrap();
+    let h = get(&stack.url("/health")).await.unwrap();
+    let part = &h.body["sandboxProvider"];
+    assert_eq!(part["configured"], false, "{part}");
+    let detail = part["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("missing K8S_TOKEN, K8S_NAMESPACE, K8S_SANDBOX_IMAGE"),
+        "{detail}"
+    );
+}
