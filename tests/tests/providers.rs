@@ -209,6 +209,16 @@ async fn idle_stop_and_back(provider: Provider) {
         .await
         .unwrap();
     let seen = w.until_complete(&mut ws, 1).await;
+    // The clients were told which way it came back.
+    let coming = match provider {
+        Provider::Local => "restoring",
+        Provider::Kubernetes => "resuming",
+    };
+    assert!(
+        seen.iter()
+            .any(|m| m["type"] == "sandbox_status" && m["status"] == coming),
+        "no {coming}: {seen:#?}"
+    );
     let call = events(&seen, "tool_call")
         .into_iter()
         .find(|c| c["status"] == "completed")

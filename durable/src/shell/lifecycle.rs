@@ -207,6 +207,20 @@ impl SessionDO {
             (None, Some(_), _) => inspect_protocol::provider::BootMode::SnapshotRestore,
             (None, None, None) => inspect_protocol::provider::BootMode::Fresh,
         };
+        // The clients see which way the sandbox comes back.
+        let coming = match boot_mode {
+            inspect_protocol::provider::BootMode::Resume => Some("resuming"),
+            inspect_protocol::provider::BootMode::SnapshotRestore => Some("restoring"),
+            _ => None,
+        };
+        if let Some(status) = coming {
+            let mut fx = Effects::none();
+            fx.broadcast(ServerMessage::SandboxStatus {
+                status: status.into(),
+                error: None,
+            });
+            self.apply(fx);
+        }
         let request = match self.spawn_request(&ticket, restore.clone(), boot_mode) {
             Ok(mut req) => self.sandbox_secrets().await.map(|env| {
                 req.env = env;
