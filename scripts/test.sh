@@ -13,8 +13,12 @@ cargo fmt --all -- --check
 log "clippy (native)"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 log "clippy (wasm32)"
-cargo clippy -p inspect-worker -p inspect-durable -p inspect-protocol -p inspect-scm -p inspect-slack -p inspect-kubernetes \
+cargo clippy -p inspect-worker -p inspect-durable -p inspect-protocol -p inspect-scm -p inspect-slack -p inspect-kubernetes -p inspect-modal \
   --target wasm32-unknown-unknown --quiet -- -D warnings
+
+log "the Modal app's pure part (python3 unittest)"
+python3 -m unittest discover -s "$ROOT/modal-app" -q
+rm -rf "$ROOT/modal-app/__pycache__"
 
 log "web/src/wire.ts is generated from protocol/ and current"
 cargo test -p inspect-protocol --features ts --test typescript --quiet

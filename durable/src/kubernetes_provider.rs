@@ -9,7 +9,7 @@ use inspect_protocol::images::{BuildImageRequest, BuildStarted};
 use inspect_protocol::provider::{Capabilities, SandboxInfo, SnapshotInfo, SpawnRequest};
 use serde_json::Value;
 use std::time::Duration;
-use worker::{Fetch, Headers, Method, Request, RequestInit};
+use worker::Method;
 
 /// How long one API call may take before it counts as a transient failure.
 const CALL_DEADLINE: Duration = Duration::from_secs(20);
@@ -35,39 +35,16 @@ impl KubernetesProvider {
         url: &str,
         body: Option<&Value>,
     ) -> Result<(u16, String), ProviderError> {
-        let transient =
-            |e: worker::Error| ProviderError::Transient(format!("kubernetes API unreachable: {e}"));
-        let headers = Headers::new();
-        headers
-            .set("Authorization", &format!("Bearer {}", self.cfg.token))
-            .map_err(transient)?;
-        headers
-            .set("Accept", "application/json")
-            .map_err(transient)?;
-        let mut init = RequestInit::new();
-        init.with_method(method);
-        if let Some(b) = body {
-            headers
-                .set("Content-Type", "application/json")
-                .map_err(transient)?;
-            init.with_body(Some(wasm_bindgen::JsValue::from_str(&b.to_string())));
-        }
-        init.with_headers(headers);
-        let req = Request::new_with_init(url, &init).map_err(transient)?;
-        let call = async {
-            let mut resp = Fetch::Request(req).send().await.map_err(transient)?;
-            let text = resp.text().await.unwrap_or_default();
-            Ok((resp.status_code(), text))
-        };
-        let deadline = worker::Delay::from(CALL_DEADLINE);
-        futures::pin_mut!(call);
-        match futures::future::select(call, deadline).await {
-            futures::future::Either::Left((answer, _)) => answer,
-            futures::future::Either::Right(_) => Err(ProviderError::Transient(format!(
-                "kubernetes API did not answer within {} s",
-                CALL_DEADLINE.as_secs()
-            ))),
-        }
+        let auth = format!("Bearer {}", self.cfg.token);
+        crate::http::call(
+            method,
+            url,
+            &[("Authorization", auth.as_str())],
+            body.map(Value::to_string),
+            CALL_DEADLINE,
+        )
+        .await
+        .map_err(|e| ProviderError::Transient(format!("kubernetes API: {e}")))
     }
 
     /// Creates an object; one that already exists (a retried create) is fine.

@@ -12,6 +12,8 @@ pub mod store;
 #[cfg(target_arch = "wasm32")]
 pub mod d1;
 #[cfg(target_arch = "wasm32")]
+pub mod http;
+#[cfg(target_arch = "wasm32")]
 pub mod images;
 #[cfg(target_arch = "wasm32")]
 pub mod kubernetes_provider;
@@ -19,6 +21,8 @@ pub mod kubernetes_provider;
 pub mod local_provider;
 #[cfg(target_arch = "wasm32")]
 pub mod log;
+#[cfg(target_arch = "wasm32")]
+pub mod modal_provider;
 #[cfg(target_arch = "wasm32")]
 pub mod providers;
 #[cfg(target_arch = "wasm32")]

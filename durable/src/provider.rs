@@ -80,6 +80,7 @@ pub enum ProviderSetup {
         secret: String,
     },
     Kubernetes(Box<inspect_kubernetes::KubeConfig>),
+    Modal(inspect_modal::ModalConfig),
 }
 
 /// Reads `SANDBOX_PROVIDER` (default `local`) and that provider's settings through `get`.
@@ -99,8 +100,11 @@ pub fn provider_setup(get: impl Fn(&str) -> Option<String>) -> Result<ProviderSe
         "kubernetes" => inspect_kubernetes::KubeConfig::from_settings(get)
             .map(|c| ProviderSetup::Kubernetes(Box::new(c)))
             .map_err(|e| format!("SANDBOX_PROVIDER=kubernetes: {e} (see docs/providers.md)")),
+        "modal" => inspect_modal::ModalConfig::from_settings(get)
+            .map(ProviderSetup::Modal)
+            .map_err(|e| format!("SANDBOX_PROVIDER=modal: {e} (see docs/providers.md)")),
         other if PROVIDER_NAMES.contains(&other) => Err(format!(
-            "SANDBOX_PROVIDER={other}: this build has no {other} client yet; the providers it has are local and kubernetes (see docs/providers.md)"
+            "SANDBOX_PROVIDER={other}: this build has no {other} client yet; the providers it has are local, kubernetes and modal (see docs/providers.md)"
         )),
         other => Err(format!(
             "SANDBOX_PROVIDER={other} is not a provider; one of: {}",
@@ -179,7 +183,12 @@ mod tests {
         ]));
         assert!(matches!(k, Ok(ProviderSetup::Kubernetes(_))));
         let e = provider_setup(settings(&[("SANDBOX_PROVIDER", "modal")])).unwrap_err();
-        assert!(e.contains("no modal client"), "{e}");
+        assert!(
+            e.contains("missing MODAL_WORKSPACE, MODAL_API_SECRET"),
+            "{e}"
+        );
+        let e = provider_setup(settings(&[("SANDBOX_PROVIDER", "e2b")])).unwrap_err();
+        assert!(e.contains("no e2b client"), "{e}");
         let e = provider_setup(settings(&[("SANDBOX_PROVIDER", "lambda")])).unwrap_err();
         assert!(
             e.contains("not a provider") && e.contains("kubernetes"),

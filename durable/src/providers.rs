@@ -3,6 +3,7 @@
 
 use crate::kubernetes_provider::KubernetesProvider;
 use crate::local_provider::LocalProvider;
+use crate::modal_provider::ModalProvider;
 use crate::provider::{provider_setup, ProviderError, ProviderSetup, Resumed, SandboxProvider};
 use inspect_protocol::images::{BuildImageRequest, BuildStarted};
 use inspect_protocol::provider::{Capabilities, SandboxInfo, SnapshotInfo, SpawnRequest};
@@ -10,6 +11,7 @@ use inspect_protocol::provider::{Capabilities, SandboxInfo, SnapshotInfo, SpawnR
 pub enum AnyProvider {
     Local(LocalProvider),
     Kubernetes(KubernetesProvider),
+    Modal(ModalProvider),
 }
 
 impl AnyProvider {
@@ -22,6 +24,7 @@ impl AnyProvider {
             ProviderSetup::Kubernetes(cfg) => {
                 AnyProvider::Kubernetes(KubernetesProvider { cfg: *cfg })
             }
+            ProviderSetup::Modal(cfg) => AnyProvider::Modal(ModalProvider { cfg }),
         })
     }
 }
@@ -31,6 +34,7 @@ macro_rules! each {
         match $self {
             AnyProvider::Local($p) => $e,
             AnyProvider::Kubernetes($p) => $e,
+            AnyProvider::Modal($p) => $e,
         }
     };
 }

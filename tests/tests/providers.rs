@@ -617,3 +617,73 @@ async fn a_provider_missing_its_settings_says_which() {
         "{detail}"
     );
 }
+
+#[tokio::test]
+async fn kubernetes_ports_get_an_ingress_and_their_urls_reach_the_sandbox() {
+    let w = World::start(Provider::Kubernetes, vec![Reply::text("Serving.")], &[]).await;
+    let hooks = w.repo.path().join(".openinspect");
+    std::fs::create_dir_all(&hooks).unwrap();
+    std::fs::write(hooks.join("start.sh"), "grep TUNNEL_3000 ../.tunnels.env\n").unwrap();
+    commit_all(w.repo.path(), "start hook");
+    let base = w.stack.base_url.clone();
+    let id = create_session(
+        &base,
+        "ann",
+        json!({"repoOwner": "local", "repoName": "demo", "sandbox": {"tunnelPorts": [3000]}}),
+    )
+    .await
+    .unwrap();
+    let (mut ws, _) = WsClient::join(&base, &w.stack.ws_url(""), &id, "ann")
+        .await
+        .unwrap();
+    ws.send(json!({"type": "prompt", "content": "serve"}))
+        .await
+        .unwrap();
+    let seen = w.until_complete(&mut ws, 1).await;
+    let urls = seen
+        .iter()
+        .find(|m| m["type"] == "tunnel_urls")
+        .unwrap_or_else(|| panic!("no tunnel_urls: {seen:#?}"));
+    let url = urls["tunnelUrls"]["3000"].as_str().unwrap();
+    assert!(
+        url.starts_with("https://3000-inspect-sb-") && url.ends_with(".sandboxes.example.test"),
+        "{url}"
+    );
+    // The supervisor asked the control plane (there is no provider-written file here) and
+    // wrote .tunnels.env for the start hook.
+    let start = seen
+        .iter()
+        .find(|m| {
+            m["event"]["type"] == "boot_step"
+                && m["event"]["step"] == "start"
+                && m["event"]["status"] != "started"
+        })
+        .unwrap();
+    assert_eq!(
+        start["event"]["status"],
+        "succeeded",
+        "{start}\n{}",
+        w.logs()
+    );
+    assert!(
+        start["event"]["output"].as_str().unwrap().contains(url),
+        "{start}"
+    );
+    let c = w.cluster.as_ref().unwrap();
+    let ingress = &c.objects("ingresses")[0];
+    assert_eq!(
+        ingress["spec"]["rules"][0]["host"],
+        url.trim_start_matches("https://")
+    );
+    let service = &c.objects("services")[0];
+    assert_eq!(service["spec"]["ports"][0]["port"], 3000);
+    // Without the sandbox's credentials nobody else reads them that way.
+    let forged = reqwest::Client::new()
+        .get(w.stack.url(&format!("/sessions/{id}/tunnel-urls")))
+        .bearer_auth("not-the-token")
+        .header("X-Sandbox-ID", "sb_other")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status().as_u16(), 401);
+}

@@ -148,6 +148,17 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
             id,
             action: SessionAction::ScmCredentials,
         } => return scm_credentials(env, id, req).await,
+        // A sandbox reads its own ports' URLs with its own credentials.
+        Route::Session {
+            id,
+            action: SessionAction::TunnelUrls,
+        } if req
+            .headers()
+            .has(inspect_protocol::auth::SANDBOX_ID_HEADER)
+            .unwrap_or(false) =>
+        {
+            return forward_as_sandbox(env, id, "/sandbox-tunnel-urls", &req, None).await;
+        }
         Route::AttachmentDownload { id, attachment } => {
             return attachment_for_sandbox(env, id, attachment, &req).await
         }
@@ -774,6 +785,18 @@ async fn health(env: &Env) -> ApiResult<Response> {
                     k.cfg.namespace, k.cfg.image
                 ),
                 Err(e) => format!("kubernetes: {e}"),
+            });
+        }
+        Ok(inspect_durable::providers::AnyProvider::Modal(m)) => {
+            use inspect_durable::provider::SandboxProvider;
+            sandbox_provider.configured = true;
+            let t = now_ms();
+            let answer = m.runtime_version().await;
+            sandbox_provider.latency_ms = Some(now_ms() - t);
+            sandbox_provider.ok = Some(answer.is_ok());
+            sandbox_provider.detail = Some(match answer {
+                Ok(runtime) => format!("modal app with runtime {runtime}"),
+                Err(e) => format!("modal: {e}"),
             });
         }
         Err(why) => sandbox_provider.detail = Some(why),

@@ -76,6 +76,15 @@ impl SessionDO {
                 Some(refusal) => refusal,
                 None => json_ok(&serde_json::json!({ "sandbox": "ok" })),
             },
+            // The sandbox asks for its ports' URLs (providers that write no `.tunnels.env`).
+            (Method::Post, "sandbox-tunnel-urls") => match self.refuse_sandbox(&req) {
+                Some(refusal) => refusal,
+                None => reply(
+                    engine
+                        .tunnel_urls()
+                        .map(|tunnel_urls| inspect_protocol::session::TunnelUrls { tunnel_urls }),
+                ),
+            },
             // The agent asks for a pull request through its sandbox.
             (Method::Post, "pull-requests") => {
                 if let Some(refusal) = self.refuse_sandbox(&req) {

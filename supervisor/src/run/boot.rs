@@ -113,19 +113,90 @@ pub fn missing_tunnels(text: &str, sandbox_id: &str, ports: &[u16]) -> Vec<u16> 
         .collect()
 }
 
-/// Waits until every expected tunnel URL is in the file, or the time runs out.
+/// The `.tunnels.env` a provider would write: our id first, then one line per port.
+pub fn tunnels_file_text(
+    sandbox_id: &str,
+    urls: &std::collections::BTreeMap<String, String>,
+) -> String {
+    let mut ports: Vec<(u16, &String)> = urls
+        .iter()
+        .filter_map(|(p, u)| p.parse::<u16>().ok().map(|p| (p, u)))
+        .collect();
+    ports.sort();
+    let mut text = format!("TUNNEL_SANDBOX_ID={sandbox_id}\n");
+    for (p, u) in ports {
+        text.push_str(&format!("TUNNEL_{p}={u}\n"));
+    }
+    text
+}
+
+/// Where the tunnel URLs may come from besides the file: the control plane's
+/// `GET /sessions/:id/tunnel-urls`, asked with the sandbox's own credentials.
+pub struct TunnelSource<'a> {
+    pub control_plane_url: &'a str,
+    pub session_id: &'a str,
+    pub token: &'a str,
+}
+
+impl TunnelSource<'_> {
+    async fn ask(&self, sandbox_id: &str) -> Option<std::collections::BTreeMap<String, String>> {
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(5))
+            .build()
+            .ok()?;
+        let url = format!(
+            "{}/sessions/{}/tunnel-urls",
+            self.control_plane_url.trim_end_matches('/'),
+            self.session_id
+        );
+        let resp = client
+            .get(url)
+            .bearer_auth(self.token)
+            .header(inspect_protocol::auth::SANDBOX_ID_HEADER, sandbox_id)
+            .send()
+            .await
+            .ok()?;
+        if !resp.status().is_success() {
+            return None;
+        }
+        resp.json::<inspect_protocol::session::TunnelUrls>()
+            .await
+            .ok()
+            .map(|t| t.tunnel_urls)
+    }
+}
+
+/// Waits until every expected tunnel URL is known, or the time runs out: written to the
+/// file by the provider, or (asked every second) held by the control plane, which this
+/// then writes to the file for the hooks and the code that read it.
 pub async fn wait_for_tunnels(
     workspace: &Path,
     sandbox_id: &str,
     ports: &[u16],
     timeout: Duration,
+    source: Option<&TunnelSource<'_>>,
 ) -> Result<(), Vec<u16>> {
     let deadline = Instant::now() + timeout;
+    let mut asked: Option<Instant> = None;
     loop {
         let text = std::fs::read_to_string(workspace.join(TUNNELS_FILE)).unwrap_or_default();
         let missing = missing_tunnels(&text, sandbox_id, ports);
         if missing.is_empty() {
             return Ok(());
+        }
+        if let Some(source) =
+            source.filter(|_| asked.is_none_or(|t| t.elapsed() >= CONTROL_PLANE_POLL))
+        {
+            asked = Some(Instant::now());
+            if let Some(urls) = source.ask(sandbox_id).await {
+                if ports.iter().all(|p| urls.contains_key(&p.to_string())) {
+                    let _ = std::fs::write(
+                        workspace.join(TUNNELS_FILE),
+                        tunnels_file_text(sandbox_id, &urls),
+                    );
+                    return Ok(());
+                }
+            }
         }
         if Instant::now() >= deadline {
             return Err(missing);
@@ -133,6 +204,9 @@ pub async fn wait_for_tunnels(
         tokio::time::sleep(TUNNEL_POLL).await;
     }
 }
+
+/// How often the control plane is asked for tunnel URLs while the file is missing.
+const CONTROL_PLANE_POLL: Duration = Duration::from_secs(1);
 
 /// How a hook ended.
 #[derive(Debug, PartialEq)]
@@ -394,7 +468,7 @@ mod tests {
     #[tokio::test]
     async fn tunnel_wait_times_out_then_succeeds_when_written() {
         let dir = tempfile::tempdir().unwrap();
-        let r = wait_for_tunnels(dir.path(), "sb", &[3000], Duration::from_millis(300)).await;
+        let r = wait_for_tunnels(dir.path(), "sb", &[3000], Duration::from_millis(300), None).await;
         assert_eq!(r, Err(vec![3000]));
         let path = dir.path().join(TUNNELS_FILE);
         let writer = tokio::spawn(async move {
@@ -402,7 +476,7 @@ mod tests {
             std::fs::write(path, "TUNNEL_SANDBOX_ID=sb\nTUNNEL_3000=http://x\n").unwrap();
         });
         assert_eq!(
-            wait_for_tunnels(dir.path(), "sb", &[3000], Duration::from_secs(5)).await,
+            wait_for_tunnels(dir.path(), "sb", &[3000], Duration::from_secs(5), None).await,
             Ok(())
         );
         writer.await.unwrap();

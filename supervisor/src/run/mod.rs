@@ -611,11 +611,17 @@ async fn boot(cfg: &RunConfig, events: &Events) -> Result<Vec<(PathBuf, String)>
 
     if !cfg.spawn.tunnel_ports.is_empty() {
         let step = Step::begin(events, "tunnels");
+        let source = boot::TunnelSource {
+            control_plane_url: &cfg.spawn.control_plane_url,
+            session_id: &cfg.spawn.session_id,
+            token: &cfg.spawn.sandbox_token,
+        };
         match boot::wait_for_tunnels(
             ws,
             &cfg.spawn.sandbox_id,
             &cfg.spawn.tunnel_ports,
             cfg.tunnel_wait,
+            Some(&source),
         )
         .await
         {

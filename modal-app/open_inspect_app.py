@@ -1,0 +1,210 @@
+"""The Modal app the control plane calls for sandboxes (SANDBOX_PROVIDER=modal).
+
+Modal has no REST API for sandboxes, so this app exposes one: each endpoint is a POST of
+JSON at https://{workspace}--open-inspect-{endpoint}.modal.run, authorised by a bearer
+token {ms}.{hex(HMAC-SHA256(MODAL_API_SECRET, ms))} valid for five minutes, answered with
+{success, data?, error?}. A sandbox runs the same supervisor as everywhere else
+(`inspect-supervisor run`, from sandbox-image/Dockerfile); an idle one is snapshotted
+(Modal's filesystem snapshot is an image) and terminated; it comes back restored from that
+image. Deploy: `modal deploy open_inspect_app.py` (see README.md)."""
+
+import os
+import time
+
+import modal
+from fastapi import Request
+from fastapi.responses import JSONResponse
+
+import inspect_modal_core as core
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+app = modal.App("open-inspect")
+
+# The sandboxes' image: the project's one sandbox image.
+sandbox_image = modal.Image.from_dockerfile(
+    os.path.join(HERE, "..", "sandbox-image", "Dockerfile"),
+    context_dir=os.path.join(HERE, ".."),
+)
+# The endpoints' own image: FastAPI and the pure core.
+api_image = (
+    modal.Image.debian_slim(python_version="3.12")
+    .pip_install("fastapi[standard]")
+    .add_local_python_source("inspect_modal_core")
+)
+# MODAL_API_SECRET, ALLOWED_CONTROL_PLANE_HOSTS (comma-separated), INSPECT_RUNTIME_VERSION.
+api_secret = modal.Secret.from_name("open-inspect-api")
+# The model's keys every sandbox gets (ANTHROPIC_API_KEY, or INSPECT_MODEL_BASE_URL/_API_KEY).
+llm_secret = modal.Secret.from_name("llm-api-keys")
+
+SESSION_TAG = "open_inspect_session"
+SANDBOX_TAG = "open_inspect_sandbox"
+
+
+def _runtime_version():
+    return os.environ.get("INSPECT_RUNTIME_VERSION", "0.1.0")
+
+
+async def _authorised(request: Request):
+    core.verify_token(
+        request.headers.get("authorization"),
+        os.environ.get("MODAL_API_SECRET", ""),
+        int(time.time() * 1000),
+    )
+    try:
+        return await request.json()
+    except ValueError:
+        raise core.Refused(400, "the body is not JSON")
+
+
+def _refused(e: core.Refused):
+    return JSONResponse({"detail": e.message}, status_code=e.status)
+
+
+def _find(sandbox_id):
+    """The running Modal sandbox that is our sandbox `sandbox_id`, if any."""
+    for sb in modal.Sandbox.list(app_id=app.app_id, tags={SANDBOX_TAG: sandbox_id}):
+        return sb
+    return None
+
+
+def _start(body, image):
+    timeout = core.check_create(body)
+    core.check_host(body["control_plane_url"], os.environ.get("ALLOWED_CONTROL_PLANE_HOSTS", "").split(","))
+    env = core.sandbox_env(body)
+    ports = body.get("tunnel_ports") or []
+    sb = modal.Sandbox.create(
+        "inspect-supervisor",
+        "run",
+        app=app,
+        image=image,
+        secrets=[modal.Secret.from_dict(env), llm_secret],
+        timeout=timeout,
+        workdir=core.ROOT,
+        encrypted_ports=ports,
+    )
+    sb.set_tags({SESSION_TAG: body["session_id"], SANDBOX_TAG: body["sandbox_id"]})
+    urls = {}
+    if ports:
+        urls = {str(port): tunnel.url for port, tunnel in sb.tunnels().items()}
+        sb.mkdir(f"{core.ROOT}/workspace", parents=True)
+        with sb.open(f"{core.ROOT}/workspace/.tunnels.env", "w") as f:
+            f.write(core.tunnels_file(body["sandbox_id"], urls))
+    return core.ok(
+        {
+            "sandbox_id": body["sandbox_id"],
+            "modal_object_id": sb.object_id,
+            "status": "running",
+            "runtime_version": _runtime_version(),
+            "tunnel_urls": urls,
+        }
+    )
+
+
+@app.function(image=api_image, secrets=[api_secret])
+@modal.fastapi_endpoint(method="GET", label="open-inspect-api-health")
+def api_health():
+    return core.ok({"runtime_version": _runtime_version()})
+
+
+@app.function(image=api_image, secrets=[api_secret], timeout=90)
+@modal.fastapi_endpoint(method="POST", label="open-inspect-api-create-sandbox")
+async def api_create_sandbox(request: Request):
+    try:
+        body = await _authorised(request)
+        return _start(body, sandbox_image)
+    except core.Refused as e:
+        return _refused(e)
+    except Exception as e:  # Modal's own failures: said, not raised.
+        return core.failed(f"{type(e).__name__}: {e}")
+
+
+@app.function(image=api_image, secrets=[api_secret], timeout=90)
+@modal.fastapi_endpoint(method="POST", label="open-inspect-api-restore-sandbox")
+async def api_restore_sandbox(request: Request):
+    try:
+        body = await _authorised(request)
+        image_id = body.get("snapshot_image_id")
+        if not isinstance(image_id, str) or not image_id:
+            raise core.Refused(400, "snapshot_image_id is required")
+        return _start(body, modal.Image.from_id(image_id))
+    except core.Refused as e:
+        return _refused(e)
+    except Exception as e:
+        return core.failed(f"{type(e).__name__}: {e}")
+
+
+@app.function(image=api_image, secrets=[api_secret], timeout=330)
+@modal.fastapi_endpoint(method="POST", label="open-inspect-api-snapshot-sandbox")
+async def api_snapshot_sandbox(request: Request):
+    try:
+        body = await _authorised(request)
+        sb = _find(body.get("sandbox_id", ""))
+        if sb is None:
+            raise core.Refused(404, "no such sandbox")
+        started = time.time()
+        image = sb.snapshot_filesystem(timeout=300)
+        return core.ok(
+            {
+                "image_id": image.object_id,
+                "runtime_version": _runtime_version(),
+                "duration_ms": int((time.time() - started) * 1000),
+            }
+        )
+    except core.Refused as e:
+        return _refused(e)
+    except Exception as e:
+        return core.failed(f"{type(e).__name__}: {e}")
+
+
+@app.function(image=api_image, secrets=[api_secret], timeout=90)
+@modal.fastapi_endpoint(method="POST", label="open-inspect-api-terminate-sandbox")
+async def api_terminate_sandbox(request: Request):
+    try:
+        body = await _authorised(request)
+        sb = _find(body.get("sandbox_id", ""))
+        if sb is not None:
+            sb.terminate()
+        return core.ok({"terminated": sb is not None})
+    except core.Refused as e:
+        return _refused(e)
+    except Exception as e:
+        return core.failed(f"{type(e).__name__}: {e}")
+
+
+@app.function(image=api_image, secrets=[api_secret], timeout=60)
+@modal.fastapi_endpoint(method="POST", label="open-inspect-api-sandbox-status")
+async def api_sandbox_status(request: Request):
+    try:
+        body = await _authorised(request)
+        sb = _find(body.get("sandbox_id", ""))
+        if sb is None:
+            return core.ok({"status": "stopped", "detail": "no such sandbox"})
+        code = sb.poll()
+        if code is None:
+            return core.ok({"status": "running"})
+        return core.ok({"status": "exited", "detail": f"exited with {code}"})
+    except core.Refused as e:
+        return _refused(e)
+    except Exception as e:
+        return core.failed(f"{type(e).__name__}: {e}")
+
+
+@app.function(image=api_image, secrets=[api_secret], timeout=120)
+@modal.fastapi_endpoint(method="POST", label="open-inspect-api-delete-session")
+async def api_delete_session(request: Request):
+    try:
+        body = await _authorised(request)
+        session_id = body.get("session_id", "")
+        if not session_id:
+            raise core.Refused(400, "session_id is required")
+        n = 0
+        for sb in modal.Sandbox.list(app_id=app.app_id, tags={SESSION_TAG: session_id}):
+            sb.terminate()
+            n += 1
+        # Modal cannot delete images: a session's snapshots stay until Modal expires them.
+        return core.ok({"terminated": n})
+    except core.Refused as e:
+        return _refused(e)
+    except Exception as e:
+        return core.failed(f"{type(e).__name__}: {e}")
