@@ -592,75 +592,48 @@ fn start_pod(k: &Arc<Kubelet>, name: &str) {
     } else {
         PathBuf::from(program)
     };
-    let logs = k.root.join("logs");
-    let _ = std::fs::create_dir_all(&logs);
-    let Ok(log) = std::fs::File::create(logs.join(format!("{name}.log"))) else {
-        return;
-    };
     let workdir = host_path(c["workingDir"].as_str().unwrap_or("/"));
-    let mut cmd = tokio::process::Command::new(program);
-    cmd.args(&command[1..])
-        .current_dir(&workdir)
-        .env_clear()
-        .envs(env.iter().map(|(key, v)| (key.clone(), host_path(v))))
-        .stdin(std::process::Stdio::null())
-        .stdout(
-            log.try_clone()
-                .map(Into::into)
-                .unwrap_or(std::process::Stdio::null()),
-        )
-        .stderr(log)
-        .process_group(0)
-        .kill_on_drop(true);
-    let mut child = match cmd.spawn() {
-        Ok(c) => c,
-        Err(e) => {
-            set_pod_status(k, name, waiting("CreateContainerError", &e.to_string()));
-            return;
-        }
+    let deadline = pod["spec"]["activeDeadlineSeconds"].as_u64();
+    let launch = crate::fake_machine::Launch {
+        program,
+        args: command[1..].to_vec(),
+        env: env
+            .iter()
+            .map(|(key, v)| (key.clone(), host_path(v)))
+            .collect(),
+        workdir: PathBuf::from(workdir),
+        log: k.root.join("logs").join(format!("{name}.log")),
+        deadline: deadline.map(Duration::from_secs),
     };
+    // Running from here; the watcher records the end (even one that comes at once).
     set_pod_status(
         k,
         name,
         json!({"phase": "Running", "containerStatuses": [{"name": "sandbox", "ready": true, "state": {"running": {}}}]}),
     );
-    let deadline = pod["spec"]["activeDeadlineSeconds"]
-        .as_u64()
-        .unwrap_or(u64::MAX / 4);
-    let (kill, killed) = tokio::sync::oneshot::channel::<()>();
-    k.with(|w| w.running.insert(name.to_owned(), kill));
-    let k = k.clone();
-    let name = name.to_owned();
-    tokio::spawn(async move {
-        let group = child.id().map(|p| nix::unistd::Pid::from_raw(p as i32));
-        let kill_group = || {
-            if let Some(g) = group {
-                let _ = nix::sys::signal::killpg(g, nix::sys::signal::Signal::SIGKILL);
+    let watcher = k.clone();
+    let pod_name = name.to_owned();
+    let started = crate::fake_machine::launch(launch, move |ended| {
+        let status = match ended {
+            crate::fake_machine::Ended::Exited(code) => {
+                let (phase, reason) = if code == 0 {
+                    ("Succeeded", "Completed")
+                } else {
+                    ("Failed", "Error")
+                };
+                json!({"phase": phase, "containerStatuses": [{"name": "sandbox", "ready": false, "state": {"terminated": {"exitCode": code, "reason": reason}}}]})
+            }
+            crate::fake_machine::Ended::Deadline => {
+                json!({"phase": "Failed", "reason": "DeadlineExceeded", "message": "Pod was active on the node longer than the specified deadline"})
             }
         };
-        let ended = tokio::select! {
-            status = child.wait() => {
-                // The container's process is gone; what it started goes with the Pod.
-                kill_group();
-                let code = status.ok().and_then(|s| s.code()).unwrap_or(137);
-                let phase = if code == 0 { "Succeeded" } else { "Failed" };
-                let reason = if code == 0 { "Completed" } else { "Error" };
-                Some(json!({"phase": phase, "containerStatuses": [{"name": "sandbox", "ready": false, "state": {"terminated": {"exitCode": code, "reason": reason}}}]}))
-            }
-            _ = tokio::time::sleep(Duration::from_secs(deadline)) => {
-                kill_group();
-                let _ = child.wait().await;
-                Some(json!({"phase": "Failed", "reason": "DeadlineExceeded", "message": format!("Pod was active on the node longer than the specified deadline")}))
-            }
-            _ = killed => {
-                kill_group();
-                let _ = child.wait().await;
-                None
-            }
-        };
-        if let Some(s) = ended {
-            set_pod_status(&k, &name, s);
-            k.with(|w| w.running.remove(&name));
-        }
+        set_pod_status(&watcher, &pod_name, status);
+        watcher.with(|w| w.running.remove(&pod_name));
     });
+    match started {
+        Ok(kill) => {
+            k.with(|w| w.running.insert(name.to_owned(), kill));
+        }
+        Err(e) => set_pod_status(k, name, waiting("CreateContainerError", &e.to_string())),
+    }
 }

@@ -14,6 +14,8 @@ pub mod capture_provider;
 pub mod client;
 pub mod fake_github;
 pub mod fake_kubernetes;
+pub mod fake_machine;
+pub mod fake_modal;
 pub mod fake_model;
 pub mod fake_slack;
 pub mod flaky;

@@ -1,13 +1,15 @@
 //! The lifecycle reliability suite, run unchanged against each provider: the local host
-//! (snapshot and restore) and Kubernetes through a fake API server (persistent resume:
-//! stop deletes the Pod and keeps the workspace claim). In both, the real supervisor and
-//! OpenCode do the work on this machine; the model is scripted. Then the Kubernetes
-//! provider's own contract: the objects it makes, refusals in words, deletion.
+//! (snapshot and restore), Modal through a fake of our Modal app (snapshot and restore
+//! through the app's endpoints) and Kubernetes through a fake API server (persistent
+//! resume: stop deletes the Pod and keeps the workspace claim). In each, the real
+//! supervisor and OpenCode do the work on this machine; the model is scripted. Then each
+//! cloud provider's own contract: what it asks for, refusals in words, deletion.
 
 #![allow(clippy::unwrap_used)] // a test fails loudly by design
 
 use inspect_tests::client::{create_session, get, WsClient};
 use inspect_tests::fake_kubernetes::{self, FakeKubernetes};
+use inspect_tests::fake_modal::{self, FakeModal};
 use inspect_tests::fake_model::{FakeModel, Reply};
 use inspect_tests::host::{opencode_bin, SandboxHost};
 use inspect_tests::repo::{commit_all, source_repo};
@@ -18,6 +20,7 @@ use std::time::Instant;
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Provider {
     Local,
+    Modal,
     Kubernetes,
 }
 
@@ -25,6 +28,7 @@ struct World {
     model: FakeModel,
     host: SandboxHost,
     cluster: Option<FakeKubernetes>,
+    modal: Option<FakeModal>,
     stack: Stack,
     repo: tempfile::TempDir,
 }
@@ -38,29 +42,36 @@ impl World {
             .unwrap();
         let mut options = StackOptions::local();
         options.vars = host.worker_vars();
-        let cluster = match provider {
-            Provider::Local => None,
+        // What the sandbox image holds (PATH, OpenCode) and the model's keys.
+        let image_env: Vec<(String, String)> = ["PATH", "LANG"]
+            .iter()
+            .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v)))
+            .chain([
+                (
+                    "INSPECT_OPENCODE_BIN".to_owned(),
+                    opencode_bin().display().to_string(),
+                ),
+                ("RUST_LOG".to_owned(), "info".to_owned()),
+            ])
+            .collect();
+        let model_env = vec![
+            ("INSPECT_MODEL_BASE_URL".to_owned(), model.base_url.clone()),
+            ("INSPECT_MODEL".to_owned(), "inspect/fake-model".to_owned()),
+        ];
+        let (mut cluster, mut modal) = (None, None);
+        match provider {
+            Provider::Local => {}
             Provider::Kubernetes => {
-                let image_env = ["PATH", "LANG"]
-                    .iter()
-                    .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v)))
-                    .chain([
-                        (
-                            "INSPECT_OPENCODE_BIN".to_owned(),
-                            opencode_bin().display().to_string(),
-                        ),
-                        ("RUST_LOG".to_owned(), "info".to_owned()),
-                    ])
-                    .collect();
-                let model_env = vec![
-                    ("INSPECT_MODEL_BASE_URL".to_owned(), model.base_url.clone()),
-                    ("INSPECT_MODEL".to_owned(), "inspect/fake-model".to_owned()),
-                ];
                 let c = FakeKubernetes::start(image_env, model_env).await.unwrap();
                 options.vars.extend(c.worker_vars());
-                Some(c)
+                cluster = Some(c);
             }
-        };
+            Provider::Modal => {
+                let m = FakeModal::start(image_env, model_env).await.unwrap();
+                options.vars.extend(m.worker_vars());
+                modal = Some(m);
+            }
+        }
         options
             .vars
             .extend(vars.iter().map(|(k, v)| (k.to_string(), v.to_string())));
@@ -73,15 +84,17 @@ impl World {
             model,
             host,
             cluster,
+            modal,
             stack,
             repo,
         }
     }
 
     fn logs(&self) -> String {
-        match &self.cluster {
-            Some(c) => format!("{}\n{:?}", c.logs(), c.calls()),
-            None => self.host.sandbox_logs(),
+        match (&self.cluster, &self.modal) {
+            (Some(c), _) => format!("{}\n{:?}", c.logs(), c.calls()),
+            (_, Some(m)) => format!("{}\n{:?}", m.logs(), m.calls()),
+            _ => self.host.sandbox_logs(),
         }
     }
 
@@ -211,7 +224,7 @@ async fn idle_stop_and_back(provider: Provider) {
     let seen = w.until_complete(&mut ws, 1).await;
     // The clients were told which way it came back.
     let coming = match provider {
-        Provider::Local => "restoring",
+        Provider::Local | Provider::Modal => "restoring",
         Provider::Kubernetes => "resuming",
     };
     assert!(
@@ -238,7 +251,7 @@ async fn idle_stop_and_back(provider: Provider) {
     assert_eq!(setup["status"], "skipped", "{setup}");
     let detail = setup["detail"].as_str().unwrap_or_default();
     match provider {
-        Provider::Local => {
+        Provider::Local | Provider::Modal => {
             assert!(detail.starts_with("restored from the snapshot"), "{detail}");
             let restored = seen
                 .iter()
@@ -393,6 +406,21 @@ async fn control_plane_restart(provider: Provider) {
 #[tokio::test]
 async fn local_idle_stop_and_back() {
     idle_stop_and_back(Provider::Local).await;
+}
+
+#[tokio::test]
+async fn modal_idle_stop_and_back() {
+    idle_stop_and_back(Provider::Modal).await;
+}
+
+#[tokio::test]
+async fn modal_killed_mid_turn() {
+    killed_mid_turn(Provider::Modal).await;
+}
+
+#[tokio::test]
+async fn modal_control_plane_restart() {
+    control_plane_restart(Provider::Modal).await;
 }
 
 #[tokio::test]
@@ -686,4 +714,120 @@ async fn kubernetes_ports_get_an_ingress_and_their_urls_reach_the_sandbox() {
         .await
         .unwrap();
     assert_eq!(forged.status().as_u16(), 401);
+}
+
+// ---------------------------------------------------------------------------------------
+// The Modal provider's contract.
+
+#[tokio::test]
+async fn modal_health_refusals_retries_and_deletion() {
+    let w = World::start(
+        Provider::Modal,
+        vec![Reply::text("Ran after the outage.")],
+        &[],
+    )
+    .await;
+    let m = w.modal.as_ref().unwrap();
+    let h = get(&w.stack.url("/health")).await.unwrap();
+    let part = &h.body["sandboxProvider"];
+    assert_eq!(part["ok"], true, "{}", h.body);
+    assert_eq!(
+        part["detail"],
+        format!("modal app with runtime {}", fake_modal::RUNTIME)
+    );
+
+    // Modal is briefly unavailable: said, retried, then the prompt runs.
+    m.fail_next(
+        "api-create-sandbox",
+        503,
+        json!({"detail": "modal is restarting"}),
+    );
+    let (id, mut ws) = w.session().await;
+    ws.send(json!({"type": "prompt", "content": "go"}))
+        .await
+        .unwrap();
+    let mut errors = vec![];
+    loop {
+        let msg = ws
+            .recv_within(120)
+            .await
+            .unwrap_or_else(|e| panic!("{e}\n{errors:#?}\n{}", w.logs()));
+        if msg["type"] == "sandbox_error" {
+            errors.push(msg["error"].as_str().unwrap_or_default().to_owned());
+        }
+        if msg["type"] == "sandbox_event" && msg["event"]["type"] == "execution_complete" {
+            assert_eq!(msg["event"]["success"], true);
+            break;
+        }
+    }
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("modal is restarting") && e.contains("transient")),
+        "{errors:#?}"
+    );
+    // Every call was signed and the sandbox ran; a snapshot followed the turn.
+    assert_eq!(m.running().len(), 1);
+    let t = Instant::now();
+    while m.images().is_empty() {
+        assert!(t.elapsed().as_secs() < 30, "no snapshot after the turn");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+
+    // Deleting the session terminates its sandbox.
+    let gone = inspect_tests::client::send(
+        reqwest::Method::DELETE,
+        &w.stack.url(&format!("/sessions/{id}")),
+        None,
+    )
+    .await
+    .unwrap();
+    assert!(gone.status < 300, "{}", gone.body);
+    assert!(m.running().is_empty());
+    assert!(m.calls().contains(&"api-delete-session".to_owned()));
+}
+
+#[tokio::test]
+async fn modal_with_the_wrong_secret_is_refused_in_words() {
+    let model = FakeModel::start(vec![Reply::text("never")]).await.unwrap();
+    let host = SandboxHost::start(&model.base_url, "inspect/fake-model")
+        .await
+        .unwrap();
+    let m = FakeModal::start(vec![], vec![]).await.unwrap();
+    let mut options = StackOptions::local();
+    options.vars = host.worker_vars();
+    options.vars.extend(m.worker_vars());
+    options
+        .vars
+        .push(("MODAL_API_SECRET".to_owned(), "not-the-secret".to_owned()));
+    let stack = Stack::start_with(options).await.unwrap();
+    let repo = source_repo();
+    inspect_tests::client::register_repo(&stack.base_url, "demo", repo.path())
+        .await
+        .unwrap();
+    let id = create_session(
+        &stack.base_url,
+        "ann",
+        json!({"repoOwner": "local", "repoName": "demo"}),
+    )
+    .await
+    .unwrap();
+    let (mut ws, _) = WsClient::join(&stack.base_url, &stack.ws_url(""), &id, "ann")
+        .await
+        .unwrap();
+    ws.send(json!({"type": "prompt", "content": "go"}))
+        .await
+        .unwrap();
+    let error = loop {
+        let msg = ws.recv_within(120).await.unwrap();
+        if msg["type"] == "sandbox_error" {
+            break msg["error"].as_str().unwrap_or_default().to_owned();
+        }
+    };
+    assert!(
+        error.contains("401") && error.contains("bad token"),
+        "{error}"
+    );
+    assert!(!error.contains("transient"), "{error}");
+    assert!(m.running().is_empty());
 }

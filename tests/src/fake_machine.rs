@@ -1,0 +1,73 @@
+//! What the fake providers share: a sandbox's process started on this machine the way a
+//! provider's host would start it (a cleared environment, its own process group, an
+//! optional deadline), watched until it ends.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// One process to start.
+pub struct Launch {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub workdir: PathBuf,
+    /// stdout and stderr go here.
+    pub log: PathBuf,
+    pub deadline: Option<Duration>,
+}
+
+/// How the process ended when nobody stopped it.
+pub enum Ended {
+    Exited(i32),
+    Deadline,
+}
+
+/// Starts the process; `on_end` hears how it ended unless the returned switch is dropped
+/// first, which kills its whole process group.
+pub fn launch(
+    l: Launch,
+    on_end: impl FnOnce(Ended) + Send + 'static,
+) -> std::io::Result<tokio::sync::oneshot::Sender<()>> {
+    if let Some(dir) = l.log.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let log = std::fs::File::create(&l.log)?;
+    let mut child = tokio::process::Command::new(&l.program)
+        .args(&l.args)
+        .current_dir(&l.workdir)
+        .env_clear()
+        .envs(l.env)
+        .stdin(std::process::Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()?;
+    let (kill, killed) = tokio::sync::oneshot::channel::<()>();
+    let deadline = l.deadline.unwrap_or(Duration::from_secs(365 * 24 * 3600));
+    tokio::spawn(async move {
+        let group = child.id().map(|p| nix::unistd::Pid::from_raw(p as i32));
+        let kill_group = || {
+            if let Some(g) = group {
+                let _ = nix::sys::signal::killpg(g, nix::sys::signal::Signal::SIGKILL);
+            }
+        };
+        tokio::select! {
+            status = child.wait() => {
+                // What the process started goes with it, as with a container.
+                kill_group();
+                on_end(Ended::Exited(status.ok().and_then(|s| s.code()).unwrap_or(137)));
+            }
+            _ = tokio::time::sleep(deadline) => {
+                kill_group();
+                let _ = child.wait().await;
+                on_end(Ended::Deadline);
+            }
+            _ = killed => {
+                kill_group();
+                let _ = child.wait().await;
+            }
+        }
+    });
+    Ok(kill)
+}
