@@ -12,7 +12,7 @@ import os
 import time
 
 import modal
-from fastapi import Request
+from fastapi import Header
 from fastapi.responses import JSONResponse
 
 import inspect_modal_core as core
@@ -45,20 +45,24 @@ def _runtime_version():
     return os.environ.get("INSPECT_RUNTIME_VERSION", "0.1.0")
 
 
-async def _authorised(request: Request):
-    core.verify_token(
-        request.headers.get("authorization"),
-        os.environ.get("MODAL_API_SECRET", ""),
-        int(time.time() * 1000),
-    )
-    try:
-        return await request.json()
-    except ValueError:
-        raise core.Refused(400, "the body is not JSON")
-
-
 def _refused(e: core.Refused):
     return JSONResponse({"detail": e.message}, status_code=e.status)
+
+
+def _serve(authorization, body, handler):
+    """Authorises the call, runs `handler(body)`, and answers as the contract says: a
+    refusal is a 4xx/503 with `{detail}`; Modal's own failures are said, not raised.
+    Endpoints are plain functions (FastAPI runs them in threads), so Modal's blocking
+    calls are where they belong."""
+    try:
+        core.verify_token(authorization, os.environ.get("MODAL_API_SECRET", ""), int(time.time() * 1000))
+        if not isinstance(body, dict):
+            raise core.Refused(400, "the body is not a JSON object")
+        return handler(body)
+    except core.Refused as e:
+        return _refused(e)
+    except Exception as e:
+        return core.failed(f"{type(e).__name__}: {e}")
 
 
 def _find(sandbox_id):
@@ -107,104 +111,95 @@ def api_health():
     return core.ok({"runtime_version": _runtime_version()})
 
 
+def _create(body):
+    return _start(body, sandbox_image)
+
+
+def _restore(body):
+    image_id = body.get("snapshot_image_id")
+    if not isinstance(image_id, str) or not image_id:
+        raise core.Refused(400, "snapshot_image_id is required")
+    return _start(body, modal.Image.from_id(image_id))
+
+
+def _snapshot(body):
+    sb = _find(body.get("sandbox_id", ""))
+    if sb is None:
+        raise core.Refused(404, "no such sandbox")
+    started = time.time()
+    image = sb.snapshot_filesystem(timeout=300)
+    return core.ok(
+        {
+            "image_id": image.object_id,
+            "runtime_version": _runtime_version(),
+            "duration_ms": int((time.time() - started) * 1000),
+        }
+    )
+
+
+def _terminate(body):
+    sb = _find(body.get("sandbox_id", ""))
+    if sb is not None:
+        sb.terminate()
+    return core.ok({"terminated": sb is not None})
+
+
+def _status(body):
+    sb = _find(body.get("sandbox_id", ""))
+    if sb is None:
+        return core.ok({"status": "stopped", "detail": "no such sandbox"})
+    code = sb.poll()
+    if code is None:
+        return core.ok({"status": "running"})
+    return core.ok({"status": "exited", "detail": f"exited with {code}"})
+
+
+def _delete_session(body):
+    session_id = body.get("session_id", "")
+    if not session_id:
+        raise core.Refused(400, "session_id is required")
+    n = 0
+    for sb in modal.Sandbox.list(app_id=app.app_id, tags={SESSION_TAG: session_id}):
+        sb.terminate()
+        n += 1
+    # Modal cannot delete images: a session's snapshots stay until Modal expires them.
+    return core.ok({"terminated": n})
+
+
+# The endpoints.
+
+
 @app.function(image=api_image, secrets=[api_secret], timeout=90)
 @modal.fastapi_endpoint(method="POST", label="open-inspect-api-create-sandbox")
-async def api_create_sandbox(request: Request):
-    try:
-        body = await _authorised(request)
-        return _start(body, sandbox_image)
-    except core.Refused as e:
-        return _refused(e)
-    except Exception as e:  # Modal's own failures: said, not raised.
-        return core.failed(f"{type(e).__name__}: {e}")
+def api_create_sandbox(body: dict, authorization: str | None = Header(default=None)):
+    return _serve(authorization, body, _create)
 
 
 @app.function(image=api_image, secrets=[api_secret], timeout=90)
 @modal.fastapi_endpoint(method="POST", label="open-inspect-api-restore-sandbox")
-async def api_restore_sandbox(request: Request):
-    try:
-        body = await _authorised(request)
-        image_id = body.get("snapshot_image_id")
-        if not isinstance(image_id, str) or not image_id:
-            raise core.Refused(400, "snapshot_image_id is required")
-        return _start(body, modal.Image.from_id(image_id))
-    except core.Refused as e:
-        return _refused(e)
-    except Exception as e:
-        return core.failed(f"{type(e).__name__}: {e}")
+def api_restore_sandbox(body: dict, authorization: str | None = Header(default=None)):
+    return _serve(authorization, body, _restore)
 
 
 @app.function(image=api_image, secrets=[api_secret], timeout=330)
 @modal.fastapi_endpoint(method="POST", label="open-inspect-api-snapshot-sandbox")
-async def api_snapshot_sandbox(request: Request):
-    try:
-        body = await _authorised(request)
-        sb = _find(body.get("sandbox_id", ""))
-        if sb is None:
-            raise core.Refused(404, "no such sandbox")
-        started = time.time()
-        image = sb.snapshot_filesystem(timeout=300)
-        return core.ok(
-            {
-                "image_id": image.object_id,
-                "runtime_version": _runtime_version(),
-                "duration_ms": int((time.time() - started) * 1000),
-            }
-        )
-    except core.Refused as e:
-        return _refused(e)
-    except Exception as e:
-        return core.failed(f"{type(e).__name__}: {e}")
+def api_snapshot_sandbox(body: dict, authorization: str | None = Header(default=None)):
+    return _serve(authorization, body, _snapshot)
 
 
 @app.function(image=api_image, secrets=[api_secret], timeout=90)
 @modal.fastapi_endpoint(method="POST", label="open-inspect-api-terminate-sandbox")
-async def api_terminate_sandbox(request: Request):
-    try:
-        body = await _authorised(request)
-        sb = _find(body.get("sandbox_id", ""))
-        if sb is not None:
-            sb.terminate()
-        return core.ok({"terminated": sb is not None})
-    except core.Refused as e:
-        return _refused(e)
-    except Exception as e:
-        return core.failed(f"{type(e).__name__}: {e}")
+def api_terminate_sandbox(body: dict, authorization: str | None = Header(default=None)):
+    return _serve(authorization, body, _terminate)
 
 
 @app.function(image=api_image, secrets=[api_secret], timeout=60)
 @modal.fastapi_endpoint(method="POST", label="open-inspect-api-sandbox-status")
-async def api_sandbox_status(request: Request):
-    try:
-        body = await _authorised(request)
-        sb = _find(body.get("sandbox_id", ""))
-        if sb is None:
-            return core.ok({"status": "stopped", "detail": "no such sandbox"})
-        code = sb.poll()
-        if code is None:
-            return core.ok({"status": "running"})
-        return core.ok({"status": "exited", "detail": f"exited with {code}"})
-    except core.Refused as e:
-        return _refused(e)
-    except Exception as e:
-        return core.failed(f"{type(e).__name__}: {e}")
+def api_sandbox_status(body: dict, authorization: str | None = Header(default=None)):
+    return _serve(authorization, body, _status)
 
 
 @app.function(image=api_image, secrets=[api_secret], timeout=120)
 @modal.fastapi_endpoint(method="POST", label="open-inspect-api-delete-session")
-async def api_delete_session(request: Request):
-    try:
-        body = await _authorised(request)
-        session_id = body.get("session_id", "")
-        if not session_id:
-            raise core.Refused(400, "session_id is required")
-        n = 0
-        for sb in modal.Sandbox.list(app_id=app.app_id, tags={SESSION_TAG: session_id}):
-            sb.terminate()
-            n += 1
-        # Modal cannot delete images: a session's snapshots stay until Modal expires them.
-        return core.ok({"terminated": n})
-    except core.Refused as e:
-        return _refused(e)
-    except Exception as e:
-        return core.failed(f"{type(e).__name__}: {e}")
+def api_delete_session(body: dict, authorization: str | None = Header(default=None)):
+    return _serve(authorization, body, _delete_session)

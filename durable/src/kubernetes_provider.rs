@@ -95,7 +95,7 @@ impl KubernetesProvider {
 
     /// The Secret, the Pod on `claim`, and the ports' Service and Ingress.
     async fn start(&self, req: &SpawnRequest, claim: &str) -> Result<SandboxInfo, ProviderError> {
-        let secret = kube::env_secret(req).map_err(ProviderError::Permanent)?;
+        let secret = kube::env_secret(req);
         self.create(Resource::Secrets, &secret).await?;
         self.create(Resource::Pods, &kube::pod(&self.cfg, req, claim))
             .await?;

@@ -73,7 +73,7 @@ impl SandboxProvider for ModalProvider {
     }
 
     async fn create(&self, req: &SpawnRequest) -> Result<SandboxInfo, ProviderError> {
-        let body = inspect_modal::create_body(&self.cfg, req).map_err(ProviderError::Permanent)?;
+        let body = inspect_modal::create_body(&self.cfg, req);
         let data = self
             .post(inspect_modal::create_endpoint(req), &body, CALL_DEADLINE)
             .await?;

@@ -29,6 +29,43 @@ impl AnyProvider {
     }
 }
 
+/// What a provider said when asked whether it answers.
+pub struct Probe {
+    pub detail: String,
+    /// The local host's disk use.
+    pub disk: Option<inspect_protocol::health::DiskUse>,
+}
+
+impl AnyProvider {
+    /// Asks the provider whether it answers, for `GET /health`.
+    pub async fn probe(&self) -> Result<Probe, ProviderError> {
+        let (detail, disk) = match self {
+            AnyProvider::Local(host) => {
+                let h = host.health().await?;
+                (
+                    format!("local host {} with {} sandboxes", h.version, h.sandboxes),
+                    h.disk,
+                )
+            }
+            AnyProvider::Kubernetes(k) => {
+                let pods = k.probe().await?;
+                (
+                    format!(
+                        "kubernetes namespace {} with {pods} sandbox pods, image {}",
+                        k.cfg.namespace, k.cfg.image
+                    ),
+                    None,
+                )
+            }
+            AnyProvider::Modal(m) => (
+                format!("modal app with runtime {}", m.runtime_version().await?),
+                None,
+            ),
+        };
+        Ok(Probe { detail, disk })
+    }
+}
+
 macro_rules! each {
     ($self:ident, $p:ident => $e:expr) => {
         match $self {

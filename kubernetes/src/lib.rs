@@ -7,7 +7,7 @@
 //! This crate builds the objects, reads Pod state and classifies the API server's `Status`
 //! errors; the Durable Object's shell sends them.
 
-use inspect_protocol::provider::SpawnRequest;
+use inspect_protocol::provider::{SpawnRequest, SANDBOX_SYSTEM_VARS};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 
@@ -237,30 +237,15 @@ fn labels(req: &SpawnRequest) -> Value {
     })
 }
 
-/// Variables the control plane sets; a secret of the same name does not replace them.
-const SYSTEM_VARS: [&str; 8] = [
-    "INSPECT_SPAWN",
-    "INSPECT_SANDBOX_TOKEN",
-    "INSPECT_SESSION_ID",
-    "INSPECT_SANDBOX_ID",
-    "INSPECT_CONTROL_PLANE_URL",
-    "INSPECT_SANDBOX_ROOT",
-    "INSPECT_WORKSPACE",
-    "HOME",
-];
-
 /// The sandbox's environment: the session's secrets, then the system variables on top.
-pub fn env_secret(req: &SpawnRequest) -> Result<Value, String> {
-    let mut described = req.clone();
-    described.sandbox_token = String::new();
-    described.env.clear();
+pub fn env_secret(req: &SpawnRequest) -> Value {
     let mut data: BTreeMap<String, String> = req
         .env
         .iter()
-        .filter(|(k, _)| !SYSTEM_VARS.contains(&k.as_str()))
+        .filter(|(k, _)| !SANDBOX_SYSTEM_VARS.contains(&k.as_str()))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    let spawn = serde_json::to_string(&described).map_err(|e| e.to_string())?;
+    let spawn = req.description();
     for (k, v) in [
         ("INSPECT_SPAWN", spawn),
         ("INSPECT_SANDBOX_TOKEN", req.sandbox_token.clone()),
@@ -270,13 +255,13 @@ pub fn env_secret(req: &SpawnRequest) -> Result<Value, String> {
     ] {
         data.insert(k.into(), v);
     }
-    Ok(json!({
+    json!({
         "apiVersion": "v1",
         "kind": "Secret",
         "metadata": {"name": names(&req.sandbox_id).secret, "labels": labels(req)},
         "type": "Opaque",
         "stringData": data,
-    }))
+    })
 }
 
 /// The workspace claim of a fresh sandbox.

@@ -84,7 +84,7 @@ fn names_are_dns_labels() {
 
 #[test]
 fn the_secret_holds_the_session_env_and_the_system_vars_win() {
-    let s = env_secret(&request()).unwrap();
+    let s = env_secret(&request());
     let data = &s["stringData"];
     assert_eq!(data["NPM_TOKEN"], "npm");
     assert_eq!(

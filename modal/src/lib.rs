@@ -121,11 +121,8 @@ pub mod endpoints {
 /// The body of `api-create-sandbox` (fresh, or from a prebuilt image) and
 /// `api-restore-sandbox` (from a snapshot): the spawn description without its token and
 /// secrets, which travel in their own fields.
-pub fn create_body(cfg: &ModalConfig, req: &SpawnRequest) -> Result<Value, String> {
-    let mut described = req.clone();
-    described.sandbox_token = String::new();
-    described.env.clear();
-    let spawn = serde_json::to_string(&described).map_err(|e| e.to_string())?;
+pub fn create_body(cfg: &ModalConfig, req: &SpawnRequest) -> Value {
+    let spawn = req.description();
     let mut body = json!({
         "session_id": req.session_id,
         "sandbox_id": req.sandbox_id,
@@ -139,7 +136,7 @@ pub fn create_body(cfg: &ModalConfig, req: &SpawnRequest) -> Result<Value, Strin
     if let Some(image) = &req.restore_from {
         body["snapshot_image_id"] = json!(image);
     }
-    Ok(body)
+    body
 }
 
 /// The endpoint a spawn goes to.

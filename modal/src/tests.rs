@@ -84,7 +84,7 @@ fn bodies_carry_the_token_and_secrets_in_their_own_fields() {
         ("MODAL_API_SECRET", "s"),
     ]))
     .unwrap();
-    let fresh = create_body(&c, &request(None)).unwrap();
+    let fresh = create_body(&c, &request(None));
     assert_eq!(create_endpoint(&request(None)), endpoints::CREATE);
     assert_eq!(fresh["sandbox_auth_token"], "tok");
     assert_eq!(fresh["user_env_vars"]["NPM_TOKEN"], "npm");
@@ -94,7 +94,7 @@ fn bodies_carry_the_token_and_secrets_in_their_own_fields() {
         "{spawn}"
     );
     assert!(fresh.get("snapshot_image_id").is_none());
-    let restore = create_body(&c, &request(Some("im-1"))).unwrap();
+    let restore = create_body(&c, &request(Some("im-1")));
     assert_eq!(create_endpoint(&request(Some("im-1"))), endpoints::RESTORE);
     assert_eq!(restore["snapshot_image_id"], "im-1");
 }

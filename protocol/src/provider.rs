@@ -66,6 +66,29 @@ pub struct SpawnRequest {
     pub restore_from: Option<String>,
 }
 
+/// The variables a provider sets for the supervisor (`inspect-supervisor run`); a session
+/// secret of the same name never replaces them.
+pub const SANDBOX_SYSTEM_VARS: [&str; 8] = [
+    "INSPECT_SPAWN",
+    "INSPECT_SANDBOX_TOKEN",
+    "INSPECT_SESSION_ID",
+    "INSPECT_SANDBOX_ID",
+    "INSPECT_CONTROL_PLANE_URL",
+    "INSPECT_SANDBOX_ROOT",
+    "INSPECT_WORKSPACE",
+    "HOME",
+];
+
+impl SpawnRequest {
+    /// `INSPECT_SPAWN`: the request without its token and secrets, which travel apart.
+    pub fn description(&self) -> String {
+        let mut described = self.clone();
+        described.sandbox_token = String::new();
+        described.env.clear();
+        serde_json::to_string(&described).unwrap_or_default()
+    }
+}
+
 /// A saved sandbox filesystem, and the runtime that made it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]

@@ -484,10 +484,6 @@ pub(crate) fn sandbox_command(
 ) -> anyhow::Result<Command> {
     let workspace = root.join("workspace");
     let exe = std::env::current_exe().context("finding the supervisor binary")?;
-    // The spawn description without the token; the token travels in its own variable.
-    let mut described = req.clone();
-    described.sandbox_token = String::new();
-    described.env.clear();
     let tmp = root.join("tmp");
     std::fs::create_dir_all(&tmp)?;
     std::fs::create_dir_all(root.join("home"))?;
@@ -516,7 +512,7 @@ pub(crate) fn sandbox_command(
         .env("INSPECT_SANDBOX_ID", &req.sandbox_id)
         .env("INSPECT_SANDBOX_TOKEN", &req.sandbox_token)
         .env("INSPECT_CONTROL_PLANE_URL", &req.control_plane_url)
-        .env("INSPECT_SPAWN", serde_json::to_string(&described)?)
+        .env("INSPECT_SPAWN", req.description())
         .env(
             "RUST_LOG",
             std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),

@@ -169,19 +169,7 @@ impl FakeKubernetes {
 
     /// Every Pod's output (the supervisor's log), for failure messages.
     pub fn logs(&self) -> String {
-        let mut out = String::new();
-        if let Ok(dir) = std::fs::read_dir(self.kubelet.root.join("logs")) {
-            for f in dir.flatten() {
-                let text = std::fs::read_to_string(f.path()).unwrap_or_default();
-                let lines: Vec<&str> = text.lines().collect();
-                out.push_str(&format!(
-                    "--- pod {}\n{}\n",
-                    f.file_name().to_string_lossy(),
-                    lines[lines.len().saturating_sub(40)..].join("\n")
-                ));
-            }
-        }
-        out
+        crate::fake_machine::tail_logs(&self.kubelet.root.join("logs"))
     }
 }
 

@@ -71,3 +71,20 @@ pub fn launch(
     });
     Ok(kill)
 }
+
+/// The last lines of every log in `dir`, each under its file's name, for failure messages.
+pub fn tail_logs(dir: &std::path::Path) -> String {
+    let mut out = String::new();
+    if let Ok(files) = std::fs::read_dir(dir) {
+        for f in files.flatten() {
+            let text = std::fs::read_to_string(f.path()).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            out.push_str(&format!(
+                "--- {}\n{}\n",
+                f.file_name().to_string_lossy(),
+                lines[lines.len().saturating_sub(40)..].join("\n")
+            ));
+        }
+    }
+    out
+}

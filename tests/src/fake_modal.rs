@@ -23,16 +23,6 @@ use std::time::{Duration, Instant};
 pub const SECRET: &str = "fake-modal-api-secret";
 pub const RUNTIME: &str = "modal-runtime-1";
 const ALLOWED_HOSTS: [&str; 2] = ["127.0.0.1", "localhost"];
-const SYSTEM_VARS: [&str; 8] = [
-    "INSPECT_SPAWN",
-    "INSPECT_SANDBOX_TOKEN",
-    "INSPECT_SESSION_ID",
-    "INSPECT_SANDBOX_ID",
-    "INSPECT_CONTROL_PLANE_URL",
-    "INSPECT_SANDBOX_ROOT",
-    "INSPECT_WORKSPACE",
-    "HOME",
-];
 
 struct Sandbox {
     session_id: String,
@@ -142,19 +132,7 @@ impl FakeModal {
     }
 
     pub fn logs(&self) -> String {
-        let mut out = String::new();
-        if let Ok(dir) = std::fs::read_dir(self.app.root.join("logs")) {
-            for f in dir.flatten() {
-                let text = std::fs::read_to_string(f.path()).unwrap_or_default();
-                let lines: Vec<&str> = text.lines().collect();
-                out.push_str(&format!(
-                    "--- {}\n{}\n",
-                    f.file_name().to_string_lossy(),
-                    lines[lines.len().saturating_sub(40)..].join("\n")
-                ));
-            }
-        }
-        out
+        crate::fake_machine::tail_logs(&self.app.root.join("logs"))
     }
 }
 
@@ -342,7 +320,7 @@ fn start(app: &Arc<App>, body: &Value, image: Option<&str>) -> Response {
     env.extend(app.llm_env.iter().cloned());
     if let Some(user) = body["user_env_vars"].as_object() {
         for (k, v) in user {
-            if !SYSTEM_VARS.contains(&k.as_str()) {
+            if !inspect_protocol::provider::SANDBOX_SYSTEM_VARS.contains(&k.as_str()) {
                 env.push((k.clone(), v.as_str().unwrap_or_default().to_owned()));
             }
         }

@@ -146,3 +146,34 @@ impl Drop for SandboxHost {
         }
     }
 }
+
+/// Process groups of the supervisors (`inspect-supervisor run`) of `session`.
+pub fn sandbox_groups_of(session: &str) -> Vec<i32> {
+    let mut groups = vec![];
+    let Ok(proc) = std::fs::read_dir("/proc") else {
+        return groups;
+    };
+    for entry in proc.flatten() {
+        let cmd = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let args: Vec<&[u8]> = cmd.split(|b| *b == 0).collect();
+        let is_supervisor = args
+            .first()
+            .is_some_and(|a| a.ends_with(b"inspect-supervisor"))
+            && args.get(1) == Some(&&b"run"[..]);
+        let env = std::fs::read(entry.path().join("environ")).unwrap_or_default();
+        if is_supervisor
+            && String::from_utf8_lossy(&env).contains(&format!("INSPECT_SESSION_ID={session}"))
+        {
+            let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+            let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+            if let Some(pgrp) = after
+                .split_whitespace()
+                .nth(2)
+                .and_then(|g| g.parse::<i32>().ok())
+            {
+                groups.push(pgrp);
+            }
+        }
+    }
+    groups
+}

@@ -11,7 +11,7 @@ use inspect_tests::client::{create_session, get, WsClient};
 use inspect_tests::fake_kubernetes::{self, FakeKubernetes};
 use inspect_tests::fake_modal::{self, FakeModal};
 use inspect_tests::fake_model::{FakeModel, Reply};
-use inspect_tests::host::{opencode_bin, SandboxHost};
+use inspect_tests::host::{opencode_bin, sandbox_groups_of, SandboxHost};
 use inspect_tests::repo::{commit_all, source_repo};
 use inspect_tests::{Stack, StackOptions};
 use serde_json::{json, Value};
@@ -131,39 +131,31 @@ impl World {
     }
 }
 
+impl World {
+    /// Reads until the prompt completes successfully; the sandbox errors said on the way.
+    async fn errors_until_success(&self, ws: &mut WsClient) -> Vec<String> {
+        let mut errors = vec![];
+        loop {
+            let m = ws
+                .recv_within(120)
+                .await
+                .unwrap_or_else(|e| panic!("{e}\n{errors:#?}\n{}", self.logs()));
+            if m["type"] == "sandbox_error" {
+                errors.push(m["error"].as_str().unwrap_or_default().to_owned());
+            }
+            if m["type"] == "sandbox_event" && m["event"]["type"] == "execution_complete" {
+                assert_eq!(m["event"]["success"], true, "{m}\n{errors:#?}");
+                return errors;
+            }
+        }
+    }
+}
+
 fn events<'a>(seen: &'a [Value], kind: &str) -> Vec<&'a Value> {
     seen.iter()
         .filter(|m| m["type"] == "sandbox_event" && m["event"]["type"] == kind)
         .map(|m| &m["event"])
         .collect()
-}
-
-/// Process groups of the supervisors (`inspect-supervisor run`) of `session`.
-fn sandbox_groups_of(session: &str) -> Vec<i32> {
-    let mut groups = vec![];
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let cmd = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-        let args: Vec<&[u8]> = cmd.split(|b| *b == 0).collect();
-        let is_supervisor = args
-            .first()
-            .is_some_and(|a| a.ends_with(b"inspect-supervisor"))
-            && args.get(1) == Some(&&b"run"[..]);
-        let env = std::fs::read(entry.path().join("environ")).unwrap_or_default();
-        if is_supervisor
-            && String::from_utf8_lossy(&env).contains(&format!("INSPECT_SESSION_ID={session}"))
-        {
-            let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-            let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
-            if let Some(pgrp) = after
-                .split_whitespace()
-                .nth(2)
-                .and_then(|g| g.parse::<i32>().ok())
-            {
-                groups.push(pgrp);
-            }
-        }
-    }
-    groups
 }
 
 // ---------------------------------------------------------------------------------------
@@ -570,20 +562,7 @@ async fn kubernetes_failures_say_why_and_retry_only_what_is_transient() {
     ws.send(json!({"type": "prompt", "content": "go"}))
         .await
         .unwrap();
-    let mut errors = vec![];
-    loop {
-        let m = ws
-            .recv_within(120)
-            .await
-            .unwrap_or_else(|e| panic!("{e}\n{errors:#?}\n{}", w.logs()));
-        if m["type"] == "sandbox_error" {
-            errors.push(m["error"].as_str().unwrap_or_default().to_owned());
-        }
-        if m["type"] == "sandbox_event" && m["event"]["type"] == "execution_complete" {
-            assert_eq!(m["event"]["success"], true);
-            break;
-        }
-    }
+    let errors = w.errors_until_success(&mut ws).await;
     assert!(
         errors
             .iter()
@@ -746,20 +725,7 @@ async fn modal_health_refusals_retries_and_deletion() {
     ws.send(json!({"type": "prompt", "content": "go"}))
         .await
         .unwrap();
-    let mut errors = vec![];
-    loop {
-        let msg = ws
-            .recv_within(120)
-            .await
-            .unwrap_or_else(|e| panic!("{e}\n{errors:#?}\n{}", w.logs()));
-        if msg["type"] == "sandbox_error" {
-            errors.push(msg["error"].as_str().unwrap_or_default().to_owned());
-        }
-        if msg["type"] == "sandbox_event" && msg["event"]["type"] == "execution_complete" {
-            assert_eq!(msg["event"]["success"], true);
-            break;
-        }
-    }
+    let errors = w.errors_until_success(&mut ws).await;
     assert!(
         errors
             .iter()

@@ -6,7 +6,7 @@
 use inspect_tests::agent::AgentStack;
 use inspect_tests::client::{create_session, send, WsClient};
 use inspect_tests::fake_model::{FakeModel, Reply};
-use inspect_tests::host::SandboxHost;
+use inspect_tests::host::{sandbox_groups_of, SandboxHost};
 use inspect_tests::repo::{commit_all, git, source_repo};
 use inspect_tests::Stack;
 use reqwest::Method;
@@ -409,33 +409,6 @@ async fn tunnel_ports_reach_the_sandbox_and_the_clients() {
 
 /// The process groups of the sandboxes serving `session`: the group of each
 /// `inspect-supervisor run` process (under bubblewrap, bwrap leads it).
-fn sandbox_groups_of(session: &str) -> Vec<i32> {
-    let mut groups = vec![];
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let cmd = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-        let args: Vec<&[u8]> = cmd.split(|b| *b == 0).collect();
-        let is_supervisor = args
-            .first()
-            .is_some_and(|a| a.ends_with(b"inspect-supervisor"))
-            && args.get(1) == Some(&&b"run"[..]);
-        let env = std::fs::read(entry.path().join("environ")).unwrap_or_default();
-        if is_supervisor
-            && String::from_utf8_lossy(&env).contains(&format!("INSPECT_SESSION_ID={session}"))
-        {
-            let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-            // pgrp is the third field after the parenthesised command name.
-            let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
-            if let Some(pgrp) = after
-                .split_whitespace()
-                .nth(2)
-                .and_then(|g| g.parse::<i32>().ok())
-            {
-                groups.push(pgrp);
-            }
-        }
-    }
-    groups
-}
 
 #[tokio::test]
 async fn a_confined_sandbox_cannot_write_outside_its_directory() {

@@ -752,52 +752,22 @@ async fn health(env: &Env) -> ApiResult<Response> {
         detail: None,
         disk: None,
     };
-    // The sandbox provider: the local host answers its health with its disk use; another
-    // provider is asked the runtime its sandboxes get.
+    // The sandbox provider, asked whether it answers (the local host adds its disk use).
     let mut sandbox_provider = part(false);
     match inspect_durable::providers::AnyProvider::from_env(env) {
-        Ok(inspect_durable::providers::AnyProvider::Local(host)) => {
+        Ok(provider) => {
             sandbox_provider.configured = true;
             let t = now_ms();
-            let answer = host.health().await;
+            let answer = provider.probe().await;
             sandbox_provider.latency_ms = Some(now_ms() - t);
             sandbox_provider.ok = Some(answer.is_ok());
             match answer {
-                Ok(h) => {
-                    sandbox_provider.detail = Some(format!(
-                        "local host {} with {} sandboxes",
-                        h.version, h.sandboxes
-                    ));
-                    sandbox_provider.disk = h.disk;
+                Ok(probe) => {
+                    sandbox_provider.detail = Some(probe.detail);
+                    sandbox_provider.disk = probe.disk;
                 }
                 Err(e) => sandbox_provider.detail = Some(e.to_string()),
             }
-        }
-        Ok(inspect_durable::providers::AnyProvider::Kubernetes(k)) => {
-            sandbox_provider.configured = true;
-            let t = now_ms();
-            let answer = k.probe().await;
-            sandbox_provider.latency_ms = Some(now_ms() - t);
-            sandbox_provider.ok = Some(answer.is_ok());
-            sandbox_provider.detail = Some(match answer {
-                Ok(pods) => format!(
-                    "kubernetes namespace {} with {pods} sandbox pods, image {}",
-                    k.cfg.namespace, k.cfg.image
-                ),
-                Err(e) => format!("kubernetes: {e}"),
-            });
-        }
-        Ok(inspect_durable::providers::AnyProvider::Modal(m)) => {
-            use inspect_durable::provider::SandboxProvider;
-            sandbox_provider.configured = true;
-            let t = now_ms();
-            let answer = m.runtime_version().await;
-            sandbox_provider.latency_ms = Some(now_ms() - t);
-            sandbox_provider.ok = Some(answer.is_ok());
-            sandbox_provider.detail = Some(match answer {
-                Ok(runtime) => format!("modal app with runtime {runtime}"),
-                Err(e) => format!("modal: {e}"),
-            });
         }
         Err(why) => sandbox_provider.detail = Some(why),
     }
