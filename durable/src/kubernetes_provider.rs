@@ -138,6 +138,7 @@ impl SandboxProvider for KubernetesProvider {
             persistent_resume: true,
             explicit_stop: true,
             timeouts: true,
+            resume_in_place: false,
         }
     }
 

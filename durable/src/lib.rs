@@ -12,6 +12,8 @@ pub mod store;
 #[cfg(target_arch = "wasm32")]
 pub mod d1;
 #[cfg(target_arch = "wasm32")]
+pub mod daytona_provider;
+#[cfg(target_arch = "wasm32")]
 pub mod http;
 #[cfg(target_arch = "wasm32")]
 pub mod images;

@@ -104,6 +104,7 @@ impl SandboxProvider for LocalProvider {
             persistent_resume: false,
             explicit_stop: true,
             timeouts: false,
+            resume_in_place: false,
         }
     }
 

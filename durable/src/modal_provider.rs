@@ -69,6 +69,7 @@ impl SandboxProvider for ModalProvider {
             persistent_resume: false,
             explicit_stop: true,
             timeouts: true,
+            resume_in_place: false,
         }
     }
 

@@ -81,6 +81,7 @@ pub enum ProviderSetup {
     },
     Kubernetes(Box<inspect_kubernetes::KubeConfig>),
     Modal(inspect_modal::ModalConfig),
+    Daytona(inspect_daytona::DaytonaConfig),
 }
 
 /// Reads `SANDBOX_PROVIDER` (default `local`) and that provider's settings through `get`.
@@ -103,8 +104,11 @@ pub fn provider_setup(get: impl Fn(&str) -> Option<String>) -> Result<ProviderSe
         "modal" => inspect_modal::ModalConfig::from_settings(get)
             .map(ProviderSetup::Modal)
             .map_err(|e| format!("SANDBOX_PROVIDER=modal: {e} (see docs/providers.md)")),
+        "daytona" => inspect_daytona::DaytonaConfig::from_settings(get)
+            .map(ProviderSetup::Daytona)
+            .map_err(|e| format!("SANDBOX_PROVIDER=daytona: {e} (see docs/providers.md)")),
         other if PROVIDER_NAMES.contains(&other) => Err(format!(
-            "SANDBOX_PROVIDER={other}: this build has no {other} client yet; the providers it has are local, kubernetes and modal (see docs/providers.md)"
+            "SANDBOX_PROVIDER={other}: this build has no {other} client yet; the providers it has are local, modal, daytona and kubernetes (see docs/providers.md)"
         )),
         other => Err(format!(
             "SANDBOX_PROVIDER={other} is not a provider; one of: {}",
@@ -185,6 +189,11 @@ mod tests {
         let e = provider_setup(settings(&[("SANDBOX_PROVIDER", "modal")])).unwrap_err();
         assert!(
             e.contains("missing MODAL_WORKSPACE, MODAL_API_SECRET"),
+            "{e}"
+        );
+        let e = provider_setup(settings(&[("SANDBOX_PROVIDER", "daytona")])).unwrap_err();
+        assert!(
+            e.contains("missing DAYTONA_API_KEY, DAYTONA_SNAPSHOT"),
             "{e}"
         );
         let e = provider_setup(settings(&[("SANDBOX_PROVIDER", "e2b")])).unwrap_err();

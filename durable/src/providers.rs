@@ -1,6 +1,7 @@
 //! The provider the settings choose (`SANDBOX_PROVIDER`), for the SessionDO and the Worker
 //! alike. One enum rather than a trait object: the trait's methods are async.
 
+use crate::daytona_provider::DaytonaProvider;
 use crate::kubernetes_provider::KubernetesProvider;
 use crate::local_provider::LocalProvider;
 use crate::modal_provider::ModalProvider;
@@ -12,6 +13,7 @@ pub enum AnyProvider {
     Local(LocalProvider),
     Kubernetes(KubernetesProvider),
     Modal(ModalProvider),
+    Daytona(DaytonaProvider),
 }
 
 impl AnyProvider {
@@ -25,6 +27,7 @@ impl AnyProvider {
                 AnyProvider::Kubernetes(KubernetesProvider { cfg: *cfg })
             }
             ProviderSetup::Modal(cfg) => AnyProvider::Modal(ModalProvider { cfg }),
+            ProviderSetup::Daytona(cfg) => AnyProvider::Daytona(DaytonaProvider { cfg }),
         })
     }
 }
@@ -61,6 +64,14 @@ impl AnyProvider {
                 format!("modal app with runtime {}", m.runtime_version().await?),
                 None,
             ),
+            AnyProvider::Daytona(d) => (
+                format!(
+                    "daytona with {} sandboxes of ours, snapshot {}",
+                    d.count().await?,
+                    d.cfg.snapshot
+                ),
+                None,
+            ),
         };
         Ok(Probe { detail, disk })
     }
@@ -72,6 +83,7 @@ macro_rules! each {
             AnyProvider::Local($p) => $e,
             AnyProvider::Kubernetes($p) => $e,
             AnyProvider::Modal($p) => $e,
+            AnyProvider::Daytona($p) => $e,
         }
     };
 }

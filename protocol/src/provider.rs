@@ -151,6 +151,10 @@ pub struct Capabilities {
     pub persistent_resume: bool,
     pub explicit_stop: bool,
     pub timeouts: bool,
+    /// Resuming starts the same machine again, which keeps the identity (sandbox id and
+    /// token) it was created with; otherwise a resumed sandbox gets a new identity.
+    #[serde(default)]
+    pub resume_in_place: bool,
 }
 
 /// `POST /repositories/check` on the local sandbox host: is this path a git repository a

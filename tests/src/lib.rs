@@ -12,6 +12,7 @@ pub mod agent;
 pub mod browser;
 pub mod capture_provider;
 pub mod client;
+pub mod fake_daytona;
 pub mod fake_github;
 pub mod fake_kubernetes;
 pub mod fake_machine;

@@ -8,6 +8,7 @@
 #![allow(clippy::unwrap_used)] // a test fails loudly by design
 
 use inspect_tests::client::{create_session, get, WsClient};
+use inspect_tests::fake_daytona::FakeDaytona;
 use inspect_tests::fake_kubernetes::{self, FakeKubernetes};
 use inspect_tests::fake_modal::{self, FakeModal};
 use inspect_tests::fake_model::{FakeModel, Reply};
@@ -22,6 +23,7 @@ enum Provider {
     Local,
     Modal,
     Kubernetes,
+    Daytona,
 }
 
 struct World {
@@ -29,6 +31,7 @@ struct World {
     host: SandboxHost,
     cluster: Option<FakeKubernetes>,
     modal: Option<FakeModal>,
+    daytona: Option<FakeDaytona>,
     stack: Stack,
     repo: tempfile::TempDir,
 }
@@ -58,7 +61,7 @@ impl World {
             ("INSPECT_MODEL_BASE_URL".to_owned(), model.base_url.clone()),
             ("INSPECT_MODEL".to_owned(), "inspect/fake-model".to_owned()),
         ];
-        let (mut cluster, mut modal) = (None, None);
+        let (mut cluster, mut modal, mut daytona) = (None, None, None);
         match provider {
             Provider::Local => {}
             Provider::Kubernetes => {
@@ -70,6 +73,13 @@ impl World {
                 let m = FakeModal::start(image_env, model_env).await.unwrap();
                 options.vars.extend(m.worker_vars());
                 modal = Some(m);
+            }
+            Provider::Daytona => {
+                let d = FakeDaytona::start(image_env.into_iter().chain(model_env).collect())
+                    .await
+                    .unwrap();
+                options.vars.extend(d.worker_vars());
+                daytona = Some(d);
             }
         }
         options
@@ -85,17 +95,23 @@ impl World {
             host,
             cluster,
             modal,
+            daytona,
             stack,
             repo,
         }
     }
 
     fn logs(&self) -> String {
-        match (&self.cluster, &self.modal) {
-            (Some(c), _) => format!("{}\n{:?}", c.logs(), c.calls()),
-            (_, Some(m)) => format!("{}\n{:?}", m.logs(), m.calls()),
-            _ => self.host.sandbox_logs(),
+        if let Some(c) = &self.cluster {
+            return format!("{}\n{:?}", c.logs(), c.calls());
         }
+        if let Some(m) = &self.modal {
+            return format!("{}\n{:?}", m.logs(), m.calls());
+        }
+        if let Some(d) = &self.daytona {
+            return format!("{}\n{:?}", d.logs(), d.calls());
+        }
+        self.host.sandbox_logs()
     }
 
     async fn session(&self) -> (String, WsClient) {
@@ -217,7 +233,7 @@ async fn idle_stop_and_back(provider: Provider) {
     // The clients were told which way it came back.
     let coming = match provider {
         Provider::Local | Provider::Modal => "restoring",
-        Provider::Kubernetes => "resuming",
+        Provider::Kubernetes | Provider::Daytona => "resuming",
     };
     assert!(
         seen.iter()
@@ -250,6 +266,13 @@ async fn idle_stop_and_back(provider: Provider) {
                 .find(|m| m["type"] == "sandbox_restored")
                 .unwrap_or_else(|| panic!("no sandbox_restored: {seen:#?}"));
             assert!(detail.ends_with(restored["snapshotId"].as_str().unwrap()));
+        }
+        Provider::Daytona => {
+            assert_eq!(detail, "resumed on the stopped sandbox's own workspace");
+            // The same Daytona sandbox, started twice: its machine kept its identity.
+            let d = w.daytona.as_ref().unwrap();
+            assert_eq!(d.sandboxes().len(), 1, "{:#?}", d.sandboxes());
+            assert_eq!(d.boots().values().copied().collect::<Vec<_>>(), vec![2]);
         }
         Provider::Kubernetes => {
             assert_eq!(detail, "resumed on the stopped sandbox's own workspace");
@@ -413,6 +436,21 @@ async fn modal_killed_mid_turn() {
 #[tokio::test]
 async fn modal_control_plane_restart() {
     control_plane_restart(Provider::Modal).await;
+}
+
+#[tokio::test]
+async fn daytona_idle_stop_and_back() {
+    idle_stop_and_back(Provider::Daytona).await;
+}
+
+#[tokio::test]
+async fn daytona_killed_mid_turn() {
+    killed_mid_turn(Provider::Daytona).await;
+}
+
+#[tokio::test]
+async fn daytona_control_plane_restart() {
+    control_plane_restart(Provider::Daytona).await;
 }
 
 #[tokio::test]
@@ -796,4 +834,70 @@ async fn modal_with_the_wrong_secret_is_refused_in_words() {
     );
     assert!(!error.contains("transient"), "{error}");
     assert!(m.running().is_empty());
+}
+
+// ---------------------------------------------------------------------------------------
+// The Daytona provider's contract.
+
+#[tokio::test]
+async fn daytona_quota_ports_and_deletion() {
+    let w = World::start(Provider::Daytona, vec![Reply::text("Ran.")], &[]).await;
+    let d = w.daytona.as_ref().unwrap();
+    let h = get(&w.stack.url("/health")).await.unwrap();
+    assert_eq!(h.body["sandboxProvider"]["ok"], true, "{}", h.body);
+
+    // A used-up quota waits and says so; then the sandbox is made, with its port's URL.
+    d.fail_next(
+        "POST /sandbox",
+        403,
+        "Total CPU quota exceeded (4 of 4 used)",
+    );
+    let id = create_session(
+        &w.stack.base_url,
+        "ann",
+        json!({"repoOwner": "local", "repoName": "demo", "sandbox": {"tunnelPorts": [3000]}}),
+    )
+    .await
+    .unwrap();
+    let (mut ws, _) = WsClient::join(&w.stack.base_url, &w.stack.ws_url(""), &id, "ann")
+        .await
+        .unwrap();
+    ws.send(json!({"type": "prompt", "content": "go"}))
+        .await
+        .unwrap();
+    let seen = w.until_complete(&mut ws, 1).await;
+    let waiting = seen
+        .iter()
+        .find(|m| m["type"] == "sandbox_status" && m["status"] == "waiting")
+        .unwrap_or_else(|| panic!("no waiting: {seen:#?}"));
+    assert!(
+        waiting["error"]
+            .as_str()
+            .unwrap()
+            .contains("quota exceeded"),
+        "{waiting}"
+    );
+    let urls = seen.iter().find(|m| m["type"] == "tunnel_urls").unwrap();
+    assert!(
+        urls["tunnelUrls"]["3000"]
+            .as_str()
+            .unwrap()
+            .ends_with(".proxy.daytona.fake"),
+        "{urls}"
+    );
+    assert_eq!(events(&seen, "execution_complete")[0]["success"], true);
+    let made = &d.sandboxes()[0];
+    assert_eq!(made["public"], false);
+    assert_eq!(made["labels"]["openinspect_session_id"], id.as_str());
+
+    // Deleting the session deletes its Daytona sandbox.
+    let gone = inspect_tests::client::send(
+        reqwest::Method::DELETE,
+        &w.stack.url(&format!("/sessions/{id}")),
+        None,
+    )
+    .await
+    .unwrap();
+    assert!(gone.status < 300, "{}", gone.body);
+    assert!(d.sandboxes().is_empty());
 }

@@ -261,7 +261,12 @@ detail?: string | null, };
 
 export type SandboxList = { sandboxes: Array<SandboxInfo>, };
 
-export type Capabilities = { snapshots: boolean, restore: boolean, persistentResume: boolean, explicitStop: boolean, timeouts: boolean, };
+export type Capabilities = { snapshots: boolean, restore: boolean, persistentResume: boolean, explicitStop: boolean, timeouts: boolean, 
+/**
+ * Resuming starts the same machine again, which keeps the identity (sandbox id and
+ * token) it was created with; otherwise a resumed sandbox gets a new identity.
+ */
+resumeInPlace: boolean, };
 
 export type RepositoryCheck = { path: string, };
 

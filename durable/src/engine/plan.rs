@@ -147,6 +147,7 @@ mod tests {
             persistent_resume: resume,
             explicit_stop: true,
             timeouts: false,
+            resume_in_place: false,
         }
     }
 

@@ -197,6 +197,70 @@ impl<S: Store> Session<'_, S> {
         Ok(Some((ticket, fx)))
     }
 
+    /// Starts bringing back the stopped sandbox `previous` in place (providers whose resume
+    /// restarts the same machine): it keeps its id and token, which its machine holds; the
+    /// ticket's token is empty. `None` when that sandbox is not the stopped one.
+    pub fn begin_resume(
+        &self,
+        previous: &str,
+        now: i64,
+    ) -> EngineResult<Option<(SpawnTicket, Effects)>> {
+        self.session_id()?;
+        if !self
+            .sandbox_row()?
+            .is_some_and(|r| r.sandbox_id == previous && r.status == "stopped")
+        {
+            return Ok(None);
+        }
+        self.store
+            .atomically(|| {
+                self.store.execute(
+                    "UPDATE sandbox SET status = 'spawning', spawned_at = ?, connected_at = NULL, last_heartbeat = NULL, error = NULL, tunnel_urls = NULL, updated_at = ? WHERE id = 1",
+                    &[now.into(), now.into()],
+                )?;
+                self.store.execute("UPDATE session SET sandbox_status = 'spawning' WHERE id = 1", &[])
+            })
+            .map_err(internal)?;
+        let mut fx = Effects::none();
+        fx.broadcast(ServerMessage::SandboxSpawning {
+            sandbox_id: previous.to_owned(),
+        });
+        fx.merge(self.status_effects("spawning", None, now)?);
+        Ok(Some((
+            SpawnTicket {
+                sandbox_id: previous.to_owned(),
+                token: String::new(),
+            },
+            fx,
+        )))
+    }
+
+    /// The sandbox `sandbox_id` being spawned gets a new id and token (a resume in place
+    /// found its machine gone and a fresh one is made instead).
+    pub fn renew_identity(&self, sandbox_id: &str, now: i64) -> EngineResult<Option<SpawnTicket>> {
+        if !self
+            .sandbox_row()?
+            .is_some_and(|r| r.sandbox_id == sandbox_id && r.status == "spawning")
+        {
+            return Ok(None);
+        }
+        let ticket = SpawnTicket {
+            sandbox_id: ids::new_id("sb"),
+            token: ids::new_secret(),
+        };
+        self.store
+            .execute(
+                "UPDATE sandbox SET sandbox_id = ?, token_hash = ?, updated_at = ? WHERE id = 1",
+                &[
+                    ticket.sandbox_id.as_str().into(),
+                    ids::hash_secret(&ticket.token).into(),
+                    now.into(),
+                ],
+            )
+            .map_err(internal)?;
+        Ok(Some(ticket))
+    }
+
     /// Whether the last spawn failed less than [`SPAWN_COOLDOWN_MS`] ago.
     pub fn spawn_cooling_down(&self, now: i64) -> EngineResult<bool> {
         let failed_at = self

@@ -548,6 +548,46 @@ mod sandbox_flow {
     }
 
     #[test]
+    fn a_resume_in_place_keeps_the_identity_and_a_renewal_replaces_it() {
+        let st = store();
+        let s = created(&st);
+        let ann = s.participant_by_user("u-ann").unwrap().unwrap();
+        s.enqueue(&ann, &prompt("work", None), 10).unwrap();
+        let (t, _) = s.begin_spawn(11).unwrap().unwrap();
+        assert!(
+            s.begin_resume(&t.sandbox_id, 12).unwrap().is_none(),
+            "not stopped"
+        );
+        s.sandbox_opened("sbws", 12).unwrap();
+        s.on_sandbox_frame(&frame(&t.sandbox_id, json!({"type": "ready"})), 13);
+        st.execute("UPDATE sandbox SET status = 'stopped' WHERE id = 1", &[])
+            .unwrap();
+        s.socket_closed("sbws").unwrap();
+        assert!(s.begin_resume("sb_other", 14).unwrap().is_none());
+        let (again, _) = s.begin_resume(&t.sandbox_id, 14).unwrap().unwrap();
+        assert_eq!(again.sandbox_id, t.sandbox_id);
+        assert!(again.token.is_empty(), "the machine holds the token");
+        assert_eq!(s.sandbox_status().unwrap(), "spawning");
+        // The machine keeps its old credentials and they still work.
+        assert_eq!(
+            s.authenticate_sandbox(&t.token, &t.sandbox_id).unwrap(),
+            Ok(())
+        );
+        // Its machine is gone: a new identity, the old one refused.
+        let fresh = s.renew_identity(&t.sandbox_id, 15).unwrap().unwrap();
+        assert_ne!(fresh.sandbox_id, t.sandbox_id);
+        assert_eq!(
+            s.authenticate_sandbox(&t.token, &t.sandbox_id).unwrap(),
+            Err(SandboxRefusal::BadToken)
+        );
+        assert_eq!(
+            s.authenticate_sandbox(&fresh.token, &fresh.sandbox_id)
+                .unwrap(),
+            Ok(())
+        );
+    }
+
+    #[test]
     fn stop_goes_to_a_connected_sandbox() {
         let st = store();
         let s = created(&st);

@@ -173,7 +173,20 @@ impl SessionDO {
             }
             None => None,
         };
-        let Ok(Some((ticket, fx))) = engine.begin_spawn(now_ms()) else {
+        // A provider that resumes in place restarts the same machine: it keeps its identity.
+        let in_place = match (&plan, &provider) {
+            (Some(SpawnPlan::Resume { sandbox_id }), Some(p))
+                if p.capabilities().resume_in_place =>
+            {
+                Some(sandbox_id.clone())
+            }
+            _ => None,
+        };
+        let begun = match &in_place {
+            Some(previous) => engine.begin_resume(previous, now_ms()),
+            None => engine.begin_spawn(now_ms()),
+        };
+        let Ok(Some((mut ticket, fx))) = begun else {
             return;
         };
         self.apply(fx);
@@ -250,6 +263,17 @@ impl SessionDO {
                                     self.apply(fx);
                                 }
                                 req.boot_mode = inspect_protocol::provider::BootMode::Fresh;
+                                // The machine that held the identity is gone: a new one.
+                                if in_place.is_some() {
+                                    match engine.renew_identity(&ticket.sandbox_id, now_ms()) {
+                                        Ok(Some(renewed)) => {
+                                            req.sandbox_id = renewed.sandbox_id.clone();
+                                            req.sandbox_token = renewed.token.clone();
+                                            ticket = renewed;
+                                        }
+                                        _ => return,
+                                    }
+                                }
                                 provider.create(&req).await
                             }
                             Err(e) => Err(e),

@@ -62,6 +62,19 @@ impl<'a> Step<'a> {
     }
 }
 
+/// The file in a sandbox's root that says which sandbox booted its workspace.
+pub const BOOT_MARKER: &str = ".inspect-booted";
+
+/// Whether sandbox `sandbox_id` booted the workspace under `root` before.
+pub fn booted_here(root: &Path, sandbox_id: &str) -> bool {
+    std::fs::read_to_string(root.join(BOOT_MARKER)).is_ok_and(|id| id.trim() == sandbox_id)
+}
+
+/// Records that sandbox `sandbox_id` booted the workspace under `root`.
+pub fn mark_booted(root: &Path, sandbox_id: &str) -> std::io::Result<()> {
+    std::fs::write(root.join(BOOT_MARKER), sandbox_id)
+}
+
 /// Removes a `.tunnels.env` left by another sandbox (its `TUNNEL_SANDBOX_ID` is not ours).
 /// Returns whether a file was removed.
 pub fn clear_stale_tunnels(workspace: &Path, sandbox_id: &str) -> std::io::Result<bool> {
@@ -455,6 +468,18 @@ mod tests {
         assert!(!clear_stale_tunnels(dir.path(), "new").unwrap());
         assert!(dir.path().join(TUNNELS_FILE).exists());
         assert!(!clear_stale_tunnels(&dir.path().join("none"), "new").unwrap());
+    }
+
+    #[test]
+    fn a_workspace_remembers_which_sandbox_booted_it() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(!booted_here(dir.path(), "sb_1"));
+        mark_booted(dir.path(), "sb_1").unwrap();
+        assert!(booted_here(dir.path(), "sb_1"));
+        assert!(
+            !booted_here(dir.path(), "sb_2"),
+            "a restored copy is another sandbox"
+        );
     }
 
     #[test]

@@ -83,6 +83,12 @@ impl RunConfig {
             ),
             spawn,
         };
+        let mut cfg = cfg;
+        // Started again on a workspace this very sandbox booted (a provider that resumes
+        // the same machine): resume it rather than boot it afresh.
+        if boot::booted_here(&cfg.root, &cfg.spawn.sandbox_id) {
+            cfg.spawn.boot_mode = BootMode::Resume;
+        }
         Ok((cfg, link))
     }
 }
@@ -144,7 +150,12 @@ pub async fn run() -> Result<()> {
         }
     };
     let repos = match boot(&cfg, &events).await {
-        Ok(r) => r,
+        Ok(r) => {
+            if let Err(e) = boot::mark_booted(&cfg.root, &cfg.spawn.sandbox_id) {
+                tracing::warn!("could not mark the workspace booted: {e}");
+            }
+            r
+        }
         Err(e) => {
             step.end(StepStatus::Skipped, Some("the boot failed".into()), None);
             let msg = format!("the sandbox failed to boot: {e:#}");
