@@ -148,6 +148,18 @@ impl World {
 }
 
 impl World {
+    /// Deletes the session; the provider must have let it go.
+    async fn delete_session(&self, id: &str) {
+        let gone = inspect_tests::client::send(
+            reqwest::Method::DELETE,
+            &self.stack.url(&format!("/sessions/{id}")),
+            None,
+        )
+        .await
+        .unwrap();
+        assert!(gone.status < 300, "{}", gone.body);
+    }
+
     /// Reads until the prompt completes successfully; the sandbox errors said on the way.
     async fn errors_until_success(&self, ws: &mut WsClient) -> Vec<String> {
         let mut errors = vec![];
@@ -564,14 +576,7 @@ async fn kubernetes_objects_refusals_and_deletion() {
     assert_eq!(s.body["sandboxStatus"], "ready");
 
     // Deleting the session removes every object it had in the cluster.
-    let gone = inspect_tests::client::send(
-        reqwest::Method::DELETE,
-        &w.stack.url(&format!("/sessions/{id}")),
-        None,
-    )
-    .await
-    .unwrap();
-    assert!(gone.status < 300, "{}", gone.body);
+    w.delete_session(&id).await;
     for kind in ["pods", "persistentvolumeclaims", "services", "ingresses"] {
         assert!(c.objects(kind).is_empty(), "{kind}: {:#?}", c.objects(kind));
     }
@@ -779,14 +784,7 @@ async fn modal_health_refusals_retries_and_deletion() {
     }
 
     // Deleting the session terminates its sandbox.
-    let gone = inspect_tests::client::send(
-        reqwest::Method::DELETE,
-        &w.stack.url(&format!("/sessions/{id}")),
-        None,
-    )
-    .await
-    .unwrap();
-    assert!(gone.status < 300, "{}", gone.body);
+    w.delete_session(&id).await;
     assert!(m.running().is_empty());
     assert!(m.calls().contains(&"api-delete-session".to_owned()));
 }
@@ -891,13 +889,6 @@ async fn daytona_quota_ports_and_deletion() {
     assert_eq!(made["labels"]["openinspect_session_id"], id.as_str());
 
     // Deleting the session deletes its Daytona sandbox.
-    let gone = inspect_tests::client::send(
-        reqwest::Method::DELETE,
-        &w.stack.url(&format!("/sessions/{id}")),
-        None,
-    )
-    .await
-    .unwrap();
-    assert!(gone.status < 300, "{}", gone.body);
+    w.delete_session(&id).await;
     assert!(d.sandboxes().is_empty());
 }
