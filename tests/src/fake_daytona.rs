@@ -30,7 +30,7 @@ struct Sandbox {
     object: Value,
     env: Vec<(String, String)>,
     dir: PathBuf,
-    kill: Option<tokio::sync::oneshot::Sender<()>>,
+    kill: Option<crate::fake_machine::Running>,
     /// How many times its entrypoint was started.
     boots: u32,
 }

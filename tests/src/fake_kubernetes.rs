@@ -36,7 +36,7 @@ struct World {
     /// (resource, name) → object.
     objects: BTreeMap<(String, String), Value>,
     /// A running Pod's kill switch.
-    running: HashMap<String, tokio::sync::oneshot::Sender<()>>,
+    running: HashMap<String, crate::fake_machine::Running>,
     /// (method, resource) → the Status the next such call answers.
     fail_next: Vec<(String, String, u16, String, String)>,
     calls: Vec<String>,

@@ -3,6 +3,8 @@
 //! optional deadline), watched until it ends.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// One process to start.
@@ -22,12 +24,31 @@ pub enum Ended {
     Deadline,
 }
 
-/// Starts the process; `on_end` hears how it ended unless the returned switch is dropped
-/// first, which kills its whole process group.
-pub fn launch(
-    l: Launch,
-    on_end: impl FnOnce(Ended) + Send + 'static,
-) -> std::io::Result<tokio::sync::oneshot::Sender<()>> {
+/// A started process. Dropping it kills its whole process group at once (what it started
+/// too, as a container's end would), also when the test's runtime is already gone.
+pub struct Running {
+    group: Option<nix::unistd::Pid>,
+    stopped: Arc<AtomicBool>,
+}
+
+impl Running {
+    fn kill(&self) {
+        self.stopped.store(true, Ordering::SeqCst);
+        if let Some(g) = self.group {
+            let _ = nix::sys::signal::killpg(g, nix::sys::signal::Signal::SIGKILL);
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Starts the process; `on_end` hears how it ended unless the returned [`Running`] was
+/// dropped first.
+pub fn launch(l: Launch, on_end: impl FnOnce(Ended) + Send + 'static) -> std::io::Result<Running> {
     if let Some(dir) = l.log.parent() {
         std::fs::create_dir_all(dir)?;
     }
@@ -43,33 +64,31 @@ pub fn launch(
         .process_group(0)
         .kill_on_drop(true)
         .spawn()?;
-    let (kill, killed) = tokio::sync::oneshot::channel::<()>();
+    let group = child.id().map(|p| nix::unistd::Pid::from_raw(p as i32));
+    let stopped = Arc::new(AtomicBool::new(false));
+    let watch = Running {
+        group,
+        stopped: stopped.clone(),
+    };
     let deadline = l.deadline.unwrap_or(Duration::from_secs(365 * 24 * 3600));
     tokio::spawn(async move {
-        let group = child.id().map(|p| nix::unistd::Pid::from_raw(p as i32));
         let kill_group = || {
             if let Some(g) = group {
                 let _ = nix::sys::signal::killpg(g, nix::sys::signal::Signal::SIGKILL);
             }
         };
-        tokio::select! {
-            status = child.wait() => {
-                // What the process started goes with it, as with a container.
-                kill_group();
-                on_end(Ended::Exited(status.ok().and_then(|s| s.code()).unwrap_or(137)));
-            }
-            _ = tokio::time::sleep(deadline) => {
-                kill_group();
-                let _ = child.wait().await;
-                on_end(Ended::Deadline);
-            }
-            _ = killed => {
-                kill_group();
-                let _ = child.wait().await;
-            }
+        let ended = tokio::select! {
+            status = child.wait() => Ended::Exited(status.ok().and_then(|s| s.code()).unwrap_or(137)),
+            _ = tokio::time::sleep(deadline) => Ended::Deadline,
+        };
+        // What the process started goes with it, as with a container.
+        kill_group();
+        let _ = child.wait().await;
+        if !stopped.load(Ordering::SeqCst) {
+            on_end(ended);
         }
     });
-    Ok(kill)
+    Ok(watch)
 }
 
 /// The last lines of every log in `dir`, each under its file's name, for failure messages.

@@ -28,7 +28,7 @@ struct Sandbox {
     session_id: String,
     dir: PathBuf,
     /// Dropping it kills the sandbox.
-    kill: Option<tokio::sync::oneshot::Sender<()>>,
+    kill: Option<crate::fake_machine::Running>,
     exit: Option<String>,
 }
 
