@@ -643,6 +643,42 @@ async fn kubernetes_failures_say_why_and_retry_only_what_is_transient() {
 }
 
 #[tokio::test]
+async fn kubernetes_a_pod_that_cannot_start_is_reported_in_its_words() {
+    let w = World::start(
+        Provider::Kubernetes,
+        vec![Reply::text("never")],
+        &[(
+            "K8S_SANDBOX_IMAGE",
+            "registry.example.com/open-inspect/no-such-image:0",
+        )],
+    )
+    .await;
+    let (_id, mut ws) = w.session().await;
+    ws.send(json!({"type": "prompt", "content": "go"}))
+        .await
+        .unwrap();
+    let t = Instant::now();
+    let error = loop {
+        let m = ws
+            .recv_within(120)
+            .await
+            .unwrap_or_else(|e| panic!("{e}\n{}", w.logs()));
+        if m["type"] == "sandbox_error" {
+            break m["error"].as_str().unwrap_or_default().to_owned();
+        }
+    };
+    assert!(
+        error.contains("ImagePullBackOff") && error.contains("no-such-image"),
+        "{error}"
+    );
+    assert!(
+        t.elapsed().as_secs() < 60,
+        "said after {:?}, not at the 120 s connect deadline",
+        t.elapsed()
+    );
+}
+
+#[tokio::test]
 async fn a_provider_missing_its_settings_says_which() {
     let model = FakeModel::start(vec![]).await.unwrap();
     let host = SandboxHost::start(&model.base_url, "inspect/fake-model")

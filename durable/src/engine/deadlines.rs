@@ -12,6 +12,10 @@ use inspect_protocol::sandbox::SandboxCommand;
 pub const CONNECTING_TIMEOUT_MS: i64 = 120_000;
 /// A sandbox with no heartbeat for this long is stale.
 pub const HEARTBEAT_STALE_MS: i64 = 90_000;
+/// While a sandbox is expected to connect, the provider is asked this often whether it
+/// still runs (a Pod that cannot pull its image, a machine that failed), so the session
+/// says why at once rather than at the connect deadline.
+pub const CONNECT_CHECK_MS: i64 = 10_000;
 /// After the sandbox's socket drops, how long it has to reconnect before the provider is
 /// asked whether its process still lives.
 pub const RECONNECT_GRACE_MS: i64 = 15_000;
@@ -100,7 +104,10 @@ impl<S: Store> Session<'_, S> {
         if let Some(t) = self.sandbox_times()? {
             match t.status.as_str() {
                 "spawning" | "connecting" | "syncing" | "setup" | "start" => {
-                    all.push(t.spawned_at.map(|s| s + CONNECTING_TIMEOUT_MS))
+                    all.push(t.spawned_at.map(|s| s + CONNECTING_TIMEOUT_MS));
+                    if t.status == "connecting" {
+                        all.push(Some(t.updated_at + CONNECT_CHECK_MS));
+                    }
                 }
                 "ready" | "running" | "snapshotting" => {
                     if t.status == "snapshotting" {
@@ -285,6 +292,15 @@ impl<S: Store> Session<'_, S> {
                     now,
                 )?);
             }
+            "connecting" if now >= t.updated_at + CONNECT_CHECK_MS => {
+                self.store
+                    .execute(
+                        "UPDATE sandbox SET updated_at = ? WHERE id = 1",
+                        &[now.into()],
+                    )
+                    .map_err(internal)?;
+                out.check_provider = Some(t.sandbox_id.clone());
+            }
             "ready" if now >= self.idle_deadline(&t)? && self.processing()?.is_none() => {
                 out.fx.merge(self.stop_idle(&t.sandbox_id, now)?);
             }
@@ -356,6 +372,17 @@ impl<S: Store> Session<'_, S> {
         if t.sandbox_id != sandbox_id || !live {
             return Ok(Effects::none());
         }
+        // One that never became ready counts as a failed spawn: a provider that cannot
+        // start it (a bad image) is not asked again and again without end.
+        let never_ready = matches!(
+            t.status.as_str(),
+            "spawning" | "connecting" | "syncing" | "setup" | "start"
+        );
+        if never_ready {
+            self.store
+                .execute("INSERT INTO spawn_failures (at) VALUES (?)", &[now.into()])
+                .map_err(internal)?;
+        }
         let mut fx = Effects::none();
         self.store
             .execute(
@@ -384,7 +411,7 @@ impl<S: Store> Session<'_, S> {
         // provider saves what it can reach before stopping it.
         fx.snapshot_sandbox = Some(sandbox_id.to_owned());
         fx.stop_sandbox = Some(sandbox_id.to_owned());
-        fx.spawn_wanted = self.needs_sandbox()?;
+        fx.spawn_wanted = self.needs_sandbox()? && !self.given_up(now)?;
         Ok(fx)
     }
 }

@@ -588,6 +588,49 @@ mod sandbox_flow {
     }
 
     #[test]
+    fn a_sandbox_that_does_not_connect_is_checked_with_the_provider_meanwhile() {
+        use crate::engine::deadlines::CONNECT_CHECK_MS;
+        let st = store();
+        let s = created(&st);
+        let ann = s.participant_by_user("u-ann").unwrap().unwrap();
+        s.enqueue(&ann, &prompt("work", None), 0).unwrap();
+        let (t, _) = s.begin_spawn(0).unwrap().unwrap();
+        s.spawn_accepted(&t.sandbox_id, 1_000).unwrap();
+        assert_eq!(s.next_deadline().unwrap(), Some(1_000 + CONNECT_CHECK_MS));
+        let out = s.on_alarm(1_000 + CONNECT_CHECK_MS).unwrap();
+        assert_eq!(out.check_provider.as_deref(), Some(t.sandbox_id.as_str()));
+        // Asked again a little later, not at once.
+        let next = s.next_deadline().unwrap().unwrap();
+        assert_eq!(next, 1_000 + 2 * CONNECT_CHECK_MS);
+        assert!(s.on_alarm(next - 1).unwrap().check_provider.is_none());
+        // What the provider said ends it in its words, and counts as a failed spawn: the
+        // third in five minutes stops the automatic retries.
+        let fx = s
+            .sandbox_lost(
+                &t.sandbox_id,
+                "the sandbox's process is gone (ImagePullBackOff)",
+                next,
+            )
+            .unwrap();
+        assert_eq!(s.sandbox_status().unwrap(), "stale");
+        assert!(fx.spawn_wanted, "one failure: try again");
+        let mut now = next;
+        for _ in 0..2 {
+            now += 1_000;
+            let (t, _) = s.begin_spawn(now).unwrap().unwrap();
+            s.spawn_accepted(&t.sandbox_id, now).unwrap();
+            let fx = s
+                .sandbox_lost(&t.sandbox_id, "gone (ImagePullBackOff)", now)
+                .unwrap();
+            assert_eq!(fx.spawn_wanted, !s.given_up(now).unwrap());
+        }
+        assert!(
+            s.given_up(now).unwrap(),
+            "three never-ready sandboxes in a row"
+        );
+    }
+
+    #[test]
     fn stop_goes_to_a_connected_sandbox() {
         let st = store();
         let s = created(&st);
