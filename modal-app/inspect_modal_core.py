@@ -112,3 +112,57 @@ def ok(data=None):
 
 def failed(message):
     return {"success": False, "error": message}
+
+
+def check_build(body):
+    """The fields a build needs; returns its time limit in seconds."""
+    for field in ("build_id", "spawn", "callback_url", "callback_token"):
+        if not isinstance(body.get(field), str) or not body[field]:
+            raise Refused(400, f"{field} is required")
+    try:
+        json.loads(body["spawn"])
+    except ValueError:
+        raise Refused(400, "spawn is not JSON")
+    if not body["callback_url"].startswith(("https://", "http://")):
+        raise Refused(400, "callback_url must be http(s)")
+    timeout = body.get("timeout_seconds", 1800)
+    if not isinstance(timeout, int) or not 0 < timeout <= MAX_TIMEOUT_SECONDS:
+        raise Refused(400, f"timeout_seconds must be 1..{MAX_TIMEOUT_SECONDS}")
+    return timeout
+
+
+# Where `inspect-supervisor build` writes how the build went.
+BUILD_REPORT = f"{ROOT}/build-report.json"
+
+
+def build_env(body):
+    """`inspect-supervisor build`'s environment: the scope's secrets, then the system's."""
+    env = {k: v for k, v in (body.get("user_env_vars") or {}).items() if k not in SYSTEM_VARS}
+    env.update(
+        {
+            "INSPECT_SPAWN": body["spawn"],
+            "INSPECT_SESSION_ID": body["build_id"],
+            "INSPECT_SANDBOX_ID": body["build_id"],
+            "INSPECT_SANDBOX_ROOT": ROOT,
+            "INSPECT_WORKSPACE": f"{ROOT}/workspace",
+            "HOME": f"{ROOT}/home",
+            "INSPECT_BUILD_REPORT": BUILD_REPORT,
+        }
+    )
+    if body.get("git_token"):
+        env["INSPECT_GIT_TOKEN"] = body["git_token"]
+    return env
+
+
+def finished_report(written, image_id, runtime_version, duration_ms):
+    """The report the control plane gets: what the build wrote, with the image it made."""
+    # The control plane's BuildReport, as the supervisor writes it (camelCase).
+    report = dict(written or {"success": False, "error": "the build wrote no report"})
+    report["runtimeVersion"] = runtime_version
+    report["durationMs"] = duration_ms
+    if report.get("success") and image_id:
+        report["imageId"] = image_id
+    elif report.get("success"):
+        report["success"] = False
+        report.setdefault("error", "the build's filesystem could not be saved")
+    return report

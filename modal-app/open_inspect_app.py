@@ -8,8 +8,10 @@ token {ms}.{hex(HMAC-SHA256(MODAL_API_SECRET, ms))} valid for five minutes, answ
 (Modal's filesystem snapshot is an image) and terminated; it comes back restored from that
 image. Deploy: `modal deploy open_inspect_app.py` (see README.md)."""
 
+import json
 import os
 import time
+import urllib.request
 
 import modal
 from fastapi import Header
@@ -166,6 +168,56 @@ def _delete_session(body):
     return core.ok({"terminated": n})
 
 
+def _build_image(body):
+    core.check_build(body)
+    core.check_host(body["callback_url"], os.environ.get("ALLOWED_CONTROL_PLANE_HOSTS", "").split(","))
+    run_build.spawn(body)
+    return core.ok({"build_id": body["build_id"]})
+
+
+@app.function(image=api_image, secrets=[api_secret], timeout=24 * 3600)
+def run_build(body):
+    """A build from start to report: a sandbox of its own, `inspect-supervisor build` in
+    it, its filesystem saved as an image when the build succeeded, the report delivered."""
+    started = time.time()
+    timeout = core.check_build(body)
+    sb = modal.Sandbox.create(
+        "sleep",
+        "infinity",
+        app=app,
+        image=sandbox_image,
+        secrets=[modal.Secret.from_dict(core.build_env(body))],
+        timeout=timeout + 600,
+        workdir=core.ROOT,
+    )
+    image_id, written = None, None
+    try:
+        process = sb.exec("inspect-supervisor", "build", timeout=timeout)
+        process.wait()
+        try:
+            with sb.open(core.BUILD_REPORT, "r") as f:
+                written = json.loads(f.read())
+        except Exception as e:
+            written = {"success": False, "error": f"no build report: {e}"}
+        if written.get("success"):
+            image_id = sb.snapshot_filesystem(timeout=300).object_id
+    finally:
+        sb.terminate()
+    report = core.finished_report(written, image_id, _runtime_version(), int((time.time() - started) * 1000))
+    request = urllib.request.Request(
+        body["callback_url"],
+        data=json.dumps(report).encode(),
+        headers={"Authorization": f"Bearer {body['callback_token']}", "Content-Type": "application/json"},
+        method="POST",
+    )
+    for attempt in range(5):
+        try:
+            urllib.request.urlopen(request, timeout=30)
+            return
+        except Exception:
+            time.sleep(2 ** attempt)
+
+
 # The endpoints.
 
 
@@ -203,3 +255,9 @@ def api_sandbox_status(body: dict, authorization: str | None = Header(default=No
 @modal.fastapi_endpoint(method="POST", label="open-inspect-api-delete-session")
 def api_delete_session(body: dict, authorization: str | None = Header(default=None)):
     return _serve(authorization, body, _delete_session)
+
+
+@app.function(image=api_image, secrets=[api_secret], timeout=60)
+@modal.fastapi_endpoint(method="POST", label="open-inspect-api-build-image")
+def api_build_image(body: dict, authorization: str | None = Header(default=None)):
+    return _serve(authorization, body, _build_image)

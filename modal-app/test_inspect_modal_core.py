@@ -80,5 +80,41 @@ class Requests(unittest.TestCase):
         self.assertEqual(text, "TUNNEL_SANDBOX_ID=sb_1\nTUNNEL_3000=https://a\nTUNNEL_8080=https://b\n")
 
 
+class Builds(unittest.TestCase):
+    def build(self, **extra):
+        b = {
+            "build_id": "bld_1",
+            "spawn": json.dumps({"bootMode": "build"}),
+            "user_env_vars": {"NPM_TOKEN": "npm", "HOME": "/root"},
+            "git_token": "ghs_x",
+            "callback_url": "https://inspect.example.com/images/builds/bld_1/complete",
+            "callback_token": "cb",
+            "timeout_seconds": 600,
+        }
+        b.update(extra)
+        return b
+
+    def test_builds_are_checked(self):
+        self.assertEqual(core.check_build(self.build()), 600)
+        for bad in ({"callback_token": ""}, {"callback_url": "ftp://x"}, {"spawn": "{"}):
+            with self.assertRaises(core.Refused):
+                core.check_build(self.build(**bad))
+
+    def test_the_build_environment(self):
+        env = core.build_env(self.build())
+        self.assertEqual(env["HOME"], "/sandbox/home")
+        self.assertEqual(env["INSPECT_GIT_TOKEN"], "ghs_x")
+        self.assertEqual(env["INSPECT_BUILD_REPORT"], core.BUILD_REPORT)
+        self.assertNotIn("callback_token", json.dumps(env))
+
+    def test_the_report_carries_the_image_only_when_it_was_made(self):
+        ok = core.finished_report({"success": True, "repositories": []}, "im-1", "r1", 5)
+        self.assertEqual((ok["success"], ok["imageId"], ok["runtimeVersion"]), (True, "im-1", "r1"))
+        lost = core.finished_report({"success": True}, None, "r1", 5)
+        self.assertFalse(lost["success"])
+        none = core.finished_report(None, None, "r1", 5)
+        self.assertFalse(none["success"])
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -159,10 +159,16 @@ impl SandboxProvider for ModalProvider {
         .map(|_| ())
     }
 
-    async fn build_image(&self, _req: &BuildImageRequest) -> Result<BuildStarted, ProviderError> {
-        Err(ProviderError::Permanent(
-            "prebuilt images are not built on Modal yet".into(),
-        ))
+    async fn build_image(&self, req: &BuildImageRequest) -> Result<BuildStarted, ProviderError> {
+        self.post(
+            endpoints::BUILD_IMAGE,
+            &inspect_modal::build_body(req),
+            CALL_DEADLINE,
+        )
+        .await?;
+        Ok(BuildStarted {
+            build_id: req.build_id.clone(),
+        })
     }
 
     async fn delete_image(&self, _image_id: &str) -> Result<(), ProviderError> {

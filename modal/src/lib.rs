@@ -116,6 +116,7 @@ pub mod endpoints {
     pub const TERMINATE: &str = "api-terminate-sandbox";
     pub const STATUS: &str = "api-sandbox-status";
     pub const DELETE_SESSION: &str = "api-delete-session";
+    pub const BUILD_IMAGE: &str = "api-build-image";
 }
 
 /// The body of `api-create-sandbox` (fresh, or from a prebuilt image) and
@@ -137,6 +138,33 @@ pub fn create_body(cfg: &ModalConfig, req: &SpawnRequest) -> Value {
         body["snapshot_image_id"] = json!(image);
     }
     body
+}
+
+/// The body of `api-build-image`: the app runs `inspect-supervisor build` in a sandbox of
+/// its own, snapshots it when the build succeeded, and reports to the callback URL.
+pub fn build_body(req: &inspect_protocol::images::BuildImageRequest) -> Value {
+    let spawn = SpawnRequest {
+        session_id: req.build_id.clone(),
+        sandbox_id: req.build_id.clone(),
+        sandbox_token: String::new(),
+        control_plane_url: String::new(),
+        repositories: req.repositories.clone(),
+        work_branch: "open-inspect/image".into(),
+        boot_mode: inspect_protocol::provider::BootMode::Build,
+        env: Default::default(),
+        tunnel_ports: Vec::new(),
+        default_model: None,
+        restore_from: None,
+    };
+    json!({
+        "build_id": req.build_id,
+        "spawn": spawn.description(),
+        "user_env_vars": req.env,
+        "git_token": req.git_token,
+        "callback_url": req.callback_url,
+        "callback_token": req.callback_token,
+        "timeout_seconds": req.timeout_seconds,
+    })
 }
 
 /// The endpoint a spawn goes to.

@@ -118,3 +118,23 @@ fn answers_read_the_envelope_and_classify() {
     ));
     assert!(matches!(read_answer(401, ""), Answer::Permanent(_)));
 }
+
+#[test]
+fn a_build_body_asks_for_a_build_and_keeps_the_token_apart() {
+    let req = inspect_protocol::images::BuildImageRequest {
+        build_id: "bld_1".into(),
+        repositories: request(None).repositories,
+        env: [("NPM_TOKEN".to_owned(), "npm".to_owned())].into(),
+        callback_url: "https://inspect.example.com/images/builds/bld_1/complete".into(),
+        callback_token: "cb".into(),
+        git_token: Some("ghs_x".into()),
+        timeout_seconds: 600,
+    };
+    let b = build_body(&req);
+    let spawn: SpawnRequest = serde_json::from_str(b["spawn"].as_str().unwrap()).unwrap();
+    assert_eq!(spawn.boot_mode, BootMode::Build);
+    assert!(spawn.env.is_empty());
+    assert_eq!(b["user_env_vars"]["NPM_TOKEN"], "npm");
+    assert_eq!(b["callback_token"], "cb");
+    assert_eq!(b["git_token"], "ghs_x");
+}

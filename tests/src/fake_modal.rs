@@ -219,6 +219,7 @@ async fn endpoint(
             _ => refused(400, "snapshot_image_id is required"),
         },
         "api-snapshot-sandbox" => snapshot(&app, &body),
+        "api-build-image" => build(&app, &body),
         "api-terminate-sandbox" => {
             let id = body["sandbox_id"].as_str().unwrap_or_default();
             let had = app.with(|w| {
@@ -437,4 +438,131 @@ fn snapshot(app: &Arc<App>, body: &Value) -> Response {
         "runtime_version": RUNTIME,
         "duration_ms": started.elapsed().as_millis() as u64,
     }))
+}
+
+/// `api-build-image`: answers at once; the build runs on, is saved as an image when it
+/// succeeded, and is reported to the callback URL with its token (5 tries).
+fn build(app: &Arc<App>, body: &Value) -> Response {
+    let text = |k: &str| body[k].as_str().unwrap_or_default().to_owned();
+    for field in ["build_id", "spawn", "callback_url", "callback_token"] {
+        if text(field).is_empty() {
+            return refused(400, &format!("{field} is required"));
+        }
+    }
+    let host = url::Url::parse(&text("callback_url"))
+        .ok()
+        .and_then(|u| u.host_str().map(str::to_owned))
+        .unwrap_or_default();
+    if !ALLOWED_HOSTS.contains(&host.as_str()) {
+        return refused(
+            400,
+            &format!("callback_url host '{host}' is not in ALLOWED_CONTROL_PLANE_HOSTS"),
+        );
+    }
+    let build_id = text("build_id");
+    let app = app.clone();
+    let body = body.clone();
+    tokio::spawn(async move {
+        let started = Instant::now();
+        let report = run_build(&app, &body).await;
+        let mut report = report.unwrap_or_else(|e| json!({"success": false, "error": e}));
+        report["runtimeVersion"] = json!(RUNTIME);
+        report["durationMs"] = json!(started.elapsed().as_millis() as u64);
+        let client = reqwest::Client::new();
+        for attempt in 0..5u32 {
+            let sent = client
+                .post(body["callback_url"].as_str().unwrap_or_default())
+                .bearer_auth(body["callback_token"].as_str().unwrap_or_default())
+                .json(&report)
+                .send()
+                .await;
+            if sent.is_ok_and(|r| r.status().is_success() || r.status().as_u16() == 409) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(500 << attempt)).await;
+        }
+    });
+    ok(json!({ "build_id": build_id }))
+}
+
+/// `inspect-supervisor build` in a directory of its own; its report, with the image.
+async fn run_build(app: &Arc<App>, body: &Value) -> Result<Value, String> {
+    let text = |k: &str| body[k].as_str().unwrap_or_default().to_owned();
+    let build_id = text("build_id");
+    let dir = app.root.join("builds").join(&build_id);
+    // The sandbox image has both (`/sandbox/workspace`, `/sandbox/home`).
+    for d in ["workspace", "home"] {
+        std::fs::create_dir_all(dir.join(d)).map_err(|e| e.to_string())?;
+    }
+    let root = dir.display().to_string();
+    let report_path = dir.join("build-report.json");
+    let mut env = app.image_env.clone();
+    if let Some(user) = body["user_env_vars"].as_object() {
+        for (k, v) in user {
+            if !inspect_protocol::provider::SANDBOX_SYSTEM_VARS.contains(&k.as_str()) {
+                env.push((k.clone(), v.as_str().unwrap_or_default().to_owned()));
+            }
+        }
+    }
+    env.extend([
+        ("INSPECT_SPAWN".to_owned(), text("spawn")),
+        ("INSPECT_SESSION_ID".to_owned(), build_id.clone()),
+        ("INSPECT_SANDBOX_ID".to_owned(), build_id.clone()),
+        ("INSPECT_SANDBOX_ROOT".to_owned(), root.clone()),
+        ("INSPECT_WORKSPACE".to_owned(), format!("{root}/workspace")),
+        ("HOME".to_owned(), format!("{root}/home")),
+        (
+            "INSPECT_BUILD_REPORT".to_owned(),
+            report_path.display().to_string(),
+        ),
+    ]);
+    if let Some(token) = body["git_token"].as_str() {
+        env.push(("INSPECT_GIT_TOKEN".to_owned(), token.to_owned()));
+    }
+    let logs = app.root.join("logs");
+    let _ = std::fs::create_dir_all(&logs);
+    let log =
+        std::fs::File::create(logs.join(format!("{build_id}.log"))).map_err(|e| e.to_string())?;
+    let mut child = tokio::process::Command::new(&app.supervisor)
+        .arg("build")
+        .current_dir(&dir)
+        .env_clear()
+        .envs(env)
+        .stdin(std::process::Stdio::null())
+        .stdout(log.try_clone().map_err(|e| e.to_string())?)
+        .stderr(log)
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    let limit = Duration::from_secs(body["timeout_seconds"].as_u64().unwrap_or(1800));
+    if tokio::time::timeout(limit, child.wait()).await.is_err() {
+        return Err(format!("the build ran past {} s", limit.as_secs()));
+    }
+    let mut report: Value = std::fs::read(&report_path)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .ok_or("the build wrote no report")?;
+    if report["success"] == true {
+        let image = app.with(|w| {
+            w.clock += 1;
+            format!("im-fake{:06}", w.clock)
+        });
+        let images = app.root.join("images");
+        let _ = std::fs::create_dir_all(&images);
+        let saved = std::process::Command::new("tar")
+            .arg("-cf")
+            .arg(images.join(format!("{image}.tar")))
+            .arg("-C")
+            .arg(&dir)
+            .args(["workspace", "home"])
+            .status();
+        if !saved.is_ok_and(|s| s.code().is_some_and(|c| c <= 1)) {
+            return Err("the build's filesystem could not be saved".into());
+        }
+        app.with(|w| w.images.push(image.clone()));
+        report["imageId"] = json!(image);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(report)
 }

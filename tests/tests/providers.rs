@@ -826,6 +826,65 @@ async fn modal_health_refusals_retries_and_deletion() {
 }
 
 #[tokio::test]
+async fn modal_builds_a_prebuilt_image_and_a_session_starts_from_it() {
+    let w = World::start(Provider::Modal, vec![Reply::text("From the image.")], &[]).await;
+    let m = w.modal.as_ref().unwrap();
+    std::fs::create_dir_all(w.repo.path().join(".openinspect")).unwrap();
+    std::fs::write(
+        w.repo.path().join(".openinspect/setup.sh"),
+        "echo set up > ../.setup-mark\necho setup ran\n",
+    )
+    .unwrap();
+    commit_all(w.repo.path(), "setup hook");
+    let r = inspect_tests::client::send(
+        reqwest::Method::POST,
+        &w.stack.url("/images/builds"),
+        Some(json!({"scope": {"kind": "repository", "owner": "local", "name": "demo"}})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 202, "{}", r.body);
+    let t = Instant::now();
+    let build = loop {
+        let list = get(&w.stack.url("/images?repository=local/demo"))
+            .await
+            .unwrap();
+        let newest = list.body["builds"][0].clone();
+        if newest["status"] != "building" {
+            break newest;
+        }
+        assert!(t.elapsed().as_secs() < 120, "{}\n{}", list.body, w.logs());
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    };
+    assert_eq!(build["status"], "ready", "{build}\n{}", w.logs());
+    let image = build["imageId"].as_str().unwrap().to_owned();
+    assert!(m.images().contains(&image));
+    assert_eq!(build["runtimeVersion"], fake_modal::RUNTIME);
+
+    let (_id, mut ws) = w.session().await;
+    ws.send(json!({"type": "prompt", "content": "go"}))
+        .await
+        .unwrap();
+    let seen = w.until_complete(&mut ws, 1).await;
+    assert_eq!(events(&seen, "execution_complete")[0]["success"], true);
+    let setup = events(&seen, "boot_step")
+        .into_iter()
+        .find(|e| e["step"] == "setup" && e["status"] != "started")
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        setup["detail"],
+        format!("done when the prebuilt image {image} was built"),
+        "{setup}"
+    );
+    assert!(
+        m.calls().iter().any(|c| c == "api-restore-sandbox"),
+        "{:?}",
+        m.calls()
+    );
+}
+
+#[tokio::test]
 async fn modal_with_the_wrong_secret_is_refused_in_words() {
     let model = FakeModel::start(vec![Reply::text("never")]).await.unwrap();
     let host = SandboxHost::start(&model.base_url, "inspect/fake-model")
