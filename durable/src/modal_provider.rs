@@ -14,6 +14,15 @@ use worker::Method;
 const CALL_DEADLINE: Duration = Duration::from_secs(90);
 const SNAPSHOT_DEADLINE: Duration = Duration::from_secs(310);
 
+/// An answer's data, or its failure classified.
+fn answer(status: u16, text: &str) -> Result<Value, ProviderError> {
+    match inspect_modal::read_answer(status, text) {
+        Answer::Data(v) => Ok(v),
+        Answer::Transient(m) => Err(ProviderError::Transient(m)),
+        Answer::Permanent(m) => Err(ProviderError::Permanent(m)),
+    }
+}
+
 pub struct ModalProvider {
     pub cfg: ModalConfig,
 }
@@ -38,11 +47,7 @@ impl ModalProvider {
         )
         .await
         .map_err(|e| ProviderError::Transient(format!("the Modal app ({endpoint}): {e}")))?;
-        match inspect_modal::read_answer(status, &text) {
-            Answer::Data(v) => Ok(v),
-            Answer::Transient(m) => Err(ProviderError::Transient(m)),
-            Answer::Permanent(m) => Err(ProviderError::Permanent(m)),
-        }
+        answer(status, &text)
     }
 
     fn info(&self, sandbox_id: &str, session_id: &str, data: &Value) -> SandboxInfo {
@@ -142,11 +147,8 @@ impl SandboxProvider for ModalProvider {
         )
         .await
         .map_err(|e| ProviderError::Transient(format!("the Modal app (health): {e}")))?;
-        match inspect_modal::read_answer(status, &text) {
-            Answer::Data(v) => Ok(v["runtime_version"].as_str().unwrap_or("").to_owned()),
-            Answer::Transient(m) => Err(ProviderError::Transient(m)),
-            Answer::Permanent(m) => Err(ProviderError::Permanent(m)),
-        }
+        let data = answer(status, &text)?;
+        Ok(data["runtime_version"].as_str().unwrap_or("").to_owned())
     }
 
     async fn delete_session(&self, session_id: &str) -> Result<(), ProviderError> {

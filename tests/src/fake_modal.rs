@@ -266,28 +266,41 @@ async fn endpoint(
     }
 }
 
-fn start(app: &Arc<App>, body: &Value, image: Option<&str>) -> Response {
-    let text = |k: &str| body[k].as_str().unwrap_or_default().to_owned();
-    for field in [
-        "session_id",
-        "sandbox_id",
-        "control_plane_url",
-        "sandbox_auth_token",
-        "spawn",
-    ] {
-        if text(field).is_empty() {
-            return refused(400, &format!("{field} is required"));
+/// The app's checks: every field in `required` present, and the URL in `url_field` on a
+/// host it was told of (400 with `{detail}` otherwise).
+fn checked(body: &Value, required: &[&str], url_field: &str) -> Result<(), Box<Response>> {
+    for field in required {
+        if body[*field].as_str().unwrap_or_default().is_empty() {
+            return Err(Box::new(refused(400, &format!("{field} is required"))));
         }
     }
-    let host = url::Url::parse(&text("control_plane_url"))
+    let host = url::Url::parse(body[url_field].as_str().unwrap_or_default())
         .ok()
         .and_then(|u| u.host_str().map(str::to_owned))
         .unwrap_or_default();
     if !ALLOWED_HOSTS.contains(&host.as_str()) {
-        return refused(
+        return Err(Box::new(refused(
             400,
-            &format!("control_plane_url host '{host}' is not in ALLOWED_CONTROL_PLANE_HOSTS"),
-        );
+            &format!("{url_field} host '{host}' is not in ALLOWED_CONTROL_PLANE_HOSTS"),
+        )));
+    }
+    Ok(())
+}
+
+fn start(app: &Arc<App>, body: &Value, image: Option<&str>) -> Response {
+    let text = |k: &str| body[k].as_str().unwrap_or_default().to_owned();
+    if let Err(r) = checked(
+        body,
+        &[
+            "session_id",
+            "sandbox_id",
+            "control_plane_url",
+            "sandbox_auth_token",
+            "spawn",
+        ],
+        "control_plane_url",
+    ) {
+        return *r;
     }
     let sandbox_id = text("sandbox_id");
     let n = app.with(|w| {
@@ -443,23 +456,14 @@ fn snapshot(app: &Arc<App>, body: &Value) -> Response {
 /// `api-build-image`: answers at once; the build runs on, is saved as an image when it
 /// succeeded, and is reported to the callback URL with its token (5 tries).
 fn build(app: &Arc<App>, body: &Value) -> Response {
-    let text = |k: &str| body[k].as_str().unwrap_or_default().to_owned();
-    for field in ["build_id", "spawn", "callback_url", "callback_token"] {
-        if text(field).is_empty() {
-            return refused(400, &format!("{field} is required"));
-        }
+    if let Err(r) = checked(
+        body,
+        &["build_id", "spawn", "callback_url", "callback_token"],
+        "callback_url",
+    ) {
+        return *r;
     }
-    let host = url::Url::parse(&text("callback_url"))
-        .ok()
-        .and_then(|u| u.host_str().map(str::to_owned))
-        .unwrap_or_default();
-    if !ALLOWED_HOSTS.contains(&host.as_str()) {
-        return refused(
-            400,
-            &format!("callback_url host '{host}' is not in ALLOWED_CONTROL_PLANE_HOSTS"),
-        );
-    }
-    let build_id = text("build_id");
+    let build_id = body["build_id"].as_str().unwrap_or_default().to_owned();
     let app = app.clone();
     let body = body.clone();
     tokio::spawn(async move {

@@ -160,6 +160,19 @@ impl World {
         assert!(gone.status < 300, "{}", gone.body);
     }
 
+    /// Reads until the session says a sandbox error; its words.
+    async fn first_sandbox_error(&self, ws: &mut WsClient) -> String {
+        loop {
+            let m = ws
+                .recv_within(120)
+                .await
+                .unwrap_or_else(|e| panic!("{e}\n{}", self.logs()));
+            if m["type"] == "sandbox_error" {
+                return m["error"].as_str().unwrap_or_default().to_owned();
+            }
+        }
+    }
+
     /// Reads until the prompt completes successfully; the sandbox errors said on the way.
     async fn errors_until_success(&self, ws: &mut WsClient) -> Vec<String> {
         let mut errors = vec![];
@@ -626,15 +639,7 @@ async fn kubernetes_failures_say_why_and_retry_only_what_is_transient() {
     ws2.send(json!({"type": "prompt", "content": "go"}))
         .await
         .unwrap();
-    let error = loop {
-        let m = ws2
-            .recv_within(120)
-            .await
-            .unwrap_or_else(|e| panic!("{e}\n{}", w.logs()));
-        if m["type"] == "sandbox_error" {
-            break m["error"].as_str().unwrap_or_default().to_owned();
-        }
-    };
+    let error = w.first_sandbox_error(&mut ws2).await;
     assert!(
         error.contains("422") && error.contains("storageClassName"),
         "{error}"
@@ -658,15 +663,7 @@ async fn kubernetes_a_pod_that_cannot_start_is_reported_in_its_words() {
         .await
         .unwrap();
     let t = Instant::now();
-    let error = loop {
-        let m = ws
-            .recv_within(120)
-            .await
-            .unwrap_or_else(|e| panic!("{e}\n{}", w.logs()));
-        if m["type"] == "sandbox_error" {
-            break m["error"].as_str().unwrap_or_default().to_owned();
-        }
-    };
+    let error = w.first_sandbox_error(&mut ws).await;
     assert!(
         error.contains("ImagePullBackOff") && error.contains("no-such-image"),
         "{error}"

@@ -163,7 +163,9 @@ impl SessionDO {
             return;
         }
         let engine = self.engine();
-        let provider = self.provider();
+        // The settings are read once: the plan and the spawn use the same provider.
+        let configured = AnyProvider::from_env(&self.env);
+        let provider = configured.as_ref().ok();
         // Decide before begin_spawn replaces the record of the last sandbox.
         let mut runtime = String::new();
         let plan = match &provider {
@@ -249,7 +251,7 @@ impl SessionDO {
         );
         let asked = now_ms();
         let result = match request {
-            Ok(mut req) => match AnyProvider::from_env(&self.env) {
+            Ok(mut req) => match &configured {
                 Ok(provider) => {
                     let mut made = match &resume {
                         Some(previous) => match provider.resume(previous, &req).await {
@@ -300,7 +302,7 @@ impl SessionDO {
                     }
                     made
                 }
-                Err(why) => Err(crate::provider::ProviderError::Permanent(why)),
+                Err(why) => Err(crate::provider::ProviderError::Permanent(why.clone())),
             },
             Err(e) => Err(crate::provider::ProviderError::Permanent(e.message)),
         };
