@@ -186,7 +186,19 @@ impl Stack {
                         && body["d1"]["ok"] == true
                         && body["durableObject"]["ok"] == true)
                 {
-                    return Ok(());
+                    // The answer must come from this wrangler, not from another stack's
+                    // workerd that bound the port first (its random entry port).
+                    let ours = self.child.as_ref().map(|c| c.id() as i32);
+                    match listener_group(self.port) {
+                        Some(group) if Some(group) != ours => {
+                            self.stop();
+                            bail!(
+                                "Address already in use: port {} answers for another stack",
+                                self.port
+                            );
+                        }
+                        _ => return Ok(()),
+                    }
                 }
             }
             if Instant::now() > deadline {
@@ -258,6 +270,34 @@ pub fn apply_tool_env(cmd: &mut Command) {
         "WRANGLER_LOG_PATH",
         std::env::temp_dir().join("inspect-wrangler-logs"),
     );
+}
+
+/// The process group of the process listening on loopback `port`, read from `/proc`
+/// (`None` when it cannot be told).
+fn listener_group(port: u16) -> Option<i32> {
+    let table = std::fs::read_to_string("/proc/net/tcp").ok()?;
+    let inode = table.lines().skip(1).find_map(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let local_port = f.get(1)?.rsplit(':').next()?;
+        (u16::from_str_radix(local_port, 16).ok()? == port && *f.get(3)? == "0A")
+            .then(|| f.get(9).map(|i| i.to_string()))
+            .flatten()
+    })?;
+    let needle = format!("socket:[{inode}]");
+    for proc_entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(fds) = std::fs::read_dir(proc_entry.path().join("fd")) else {
+            continue;
+        };
+        let owns = fds
+            .flatten()
+            .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l.to_string_lossy() == needle));
+        if owns {
+            let stat = std::fs::read_to_string(proc_entry.path().join("stat")).ok()?;
+            let after = stat.rsplit_once(')')?.1;
+            return after.split_whitespace().nth(2)?.parse().ok();
+        }
+    }
+    None
 }
 
 /// A loopback port that was free a moment ago.
