@@ -13,7 +13,7 @@ cargo fmt --all -- --check
 log "clippy (native)"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 log "clippy (wasm32)"
-cargo clippy -p inspect-worker -p inspect-durable -p inspect-protocol -p inspect-scm -p inspect-slack -p inspect-kubernetes -p inspect-modal -p inspect-daytona \
+cargo clippy -p inspect-worker -p inspect-durable -p inspect-protocol -p inspect-scm -p inspect-slack -p inspect-kubernetes -p inspect-modal -p inspect-daytona -p inspect-e2b -p inspect-vercel -p inspect-opencomputer \
   --target wasm32-unknown-unknown --quiet -- -D warnings
 
 log "the Modal app's pure part (python3 unittest)"

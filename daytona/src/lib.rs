@@ -8,7 +8,7 @@
 //! sandbox by them. This crate builds the bodies and reads the answers; the SessionDO's
 //! shell sends them.
 
-use inspect_protocol::provider::{SpawnRequest, SANDBOX_SYSTEM_VARS};
+use inspect_protocol::provider::{SpawnRequest, SANDBOX_ROOT};
 use serde_json::{json, Value};
 
 pub const DEFAULT_API_URL: &str = "https://app.daytona.io/api";
@@ -20,7 +20,7 @@ pub const AUTO_ARCHIVE_MINUTES: u64 = 10080;
 /// How long a port's signed preview URL lives (Daytona's sandboxes have no lifetime cap).
 pub const PREVIEW_SECONDS: u64 = 3900;
 /// Where the supervisor keeps the workspace, its home and the agent's state.
-pub const ROOT: &str = "/sandbox";
+pub const ROOT: &str = SANDBOX_ROOT;
 pub const LABEL_FRAMEWORK: &str = "openinspect_framework";
 pub const LABEL_SESSION: &str = "openinspect_session_id";
 pub const LABEL_SANDBOX: &str = "openinspect_expected_sandbox_id";
@@ -90,24 +90,7 @@ fn encode(s: &str) -> String {
 /// `POST /sandbox`: the supervisor's environment (the session's secrets, then the system
 /// variables), our ids as labels, Daytona's own stops as a backstop.
 pub fn create_body(cfg: &DaytonaConfig, req: &SpawnRequest) -> Value {
-    let mut env: serde_json::Map<String, Value> = req
-        .env
-        .iter()
-        .filter(|(k, _)| !SANDBOX_SYSTEM_VARS.contains(&k.as_str()))
-        .map(|(k, v)| (k.clone(), json!(v)))
-        .collect();
-    for (k, v) in [
-        ("INSPECT_SPAWN", req.description()),
-        ("INSPECT_SANDBOX_TOKEN", req.sandbox_token.clone()),
-        ("INSPECT_SESSION_ID", req.session_id.clone()),
-        ("INSPECT_SANDBOX_ID", req.sandbox_id.clone()),
-        ("INSPECT_CONTROL_PLANE_URL", req.control_plane_url.clone()),
-        ("INSPECT_SANDBOX_ROOT", ROOT.to_owned()),
-        ("INSPECT_WORKSPACE", format!("{ROOT}/workspace")),
-        ("HOME", format!("{ROOT}/home")),
-    ] {
-        env.insert(k.into(), json!(v));
-    }
+    let env = req.supervisor_env(ROOT);
     let mut body = json!({
         "name": req.sandbox_id,
         "snapshot": cfg.snapshot,

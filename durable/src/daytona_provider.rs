@@ -136,6 +136,7 @@ impl SandboxProvider for DaytonaProvider {
             explicit_stop: true,
             timeouts: false,
             resume_in_place: true,
+            snapshot_ends_sandbox: false,
         }
     }
 

@@ -13,18 +13,37 @@ pub async fn call(
     body: Option<String>,
     deadline: Duration,
 ) -> Result<(u16, String), String> {
+    let body = body.map(|b| ("application/json", b.into_bytes()));
+    let (status, bytes) = call_bytes(method, url, headers, body, deadline).await?;
+    Ok((status, String::from_utf8_lossy(&bytes).into_owned()))
+}
+
+/// Like [`call`], with a body of any type (`(content type, bytes)`) and the answer's bytes.
+pub async fn call_bytes(
+    method: Method,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: Option<(&str, Vec<u8>)>,
+    deadline: Duration,
+) -> Result<(u16, Vec<u8>), String> {
     let h = Headers::new();
     for (k, v) in headers {
         h.set(k, v).map_err(|e| e.to_string())?;
     }
-    h.set("Accept", "application/json")
-        .map_err(|e| e.to_string())?;
+    if !headers
+        .iter()
+        .any(|(k, _)| k.eq_ignore_ascii_case("accept"))
+    {
+        h.set("Accept", "application/json")
+            .map_err(|e| e.to_string())?;
+    }
     let mut init = RequestInit::new();
     init.with_method(method);
-    if let Some(b) = body {
-        h.set("Content-Type", "application/json")
+    if let Some((content_type, bytes)) = body {
+        h.set("Content-Type", content_type)
             .map_err(|e| e.to_string())?;
-        init.with_body(Some(wasm_bindgen::JsValue::from_str(&b)));
+        let array = worker::js_sys::Uint8Array::from(bytes.as_slice());
+        init.with_body(Some(array.into()));
     }
     init.with_headers(h);
     let req = Request::new_with_init(url, &init).map_err(|e| e.to_string())?;
@@ -33,8 +52,8 @@ pub async fn call(
             .send()
             .await
             .map_err(|e| e.to_string())?;
-        let text = resp.text().await.unwrap_or_default();
-        Ok((resp.status_code(), text))
+        let bytes = resp.bytes().await.unwrap_or_default();
+        Ok((resp.status_code(), bytes))
     };
     let timer = worker::Delay::from(deadline);
     futures::pin_mut!(answer);

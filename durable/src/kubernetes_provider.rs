@@ -139,6 +139,7 @@ impl SandboxProvider for KubernetesProvider {
             explicit_stop: true,
             timeouts: true,
             resume_in_place: false,
+            snapshot_ends_sandbox: false,
         }
     }
 

@@ -14,6 +14,8 @@ pub mod d1;
 #[cfg(target_arch = "wasm32")]
 pub mod daytona_provider;
 #[cfg(target_arch = "wasm32")]
+pub mod e2b_provider;
+#[cfg(target_arch = "wasm32")]
 pub mod http;
 #[cfg(target_arch = "wasm32")]
 pub mod images;
@@ -26,11 +28,15 @@ pub mod log;
 #[cfg(target_arch = "wasm32")]
 pub mod modal_provider;
 #[cfg(target_arch = "wasm32")]
+pub mod opencomputer_provider;
+#[cfg(target_arch = "wasm32")]
 pub mod providers;
 #[cfg(target_arch = "wasm32")]
 pub mod sealed;
 #[cfg(target_arch = "wasm32")]
 pub mod shell;
+#[cfg(target_arch = "wasm32")]
+pub mod vercel_provider;
 #[cfg(target_arch = "wasm32")]
 pub use shell::SessionDO;
 

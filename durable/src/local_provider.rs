@@ -105,6 +105,7 @@ impl SandboxProvider for LocalProvider {
             explicit_stop: true,
             timeouts: false,
             resume_in_place: false,
+            snapshot_ends_sandbox: false,
         }
     }
 

@@ -75,6 +75,7 @@ impl SandboxProvider for ModalProvider {
             explicit_stop: true,
             timeouts: true,
             resume_in_place: false,
+            snapshot_ends_sandbox: false,
         }
     }
 

@@ -82,6 +82,9 @@ pub enum ProviderSetup {
     Kubernetes(Box<inspect_kubernetes::KubeConfig>),
     Modal(inspect_modal::ModalConfig),
     Daytona(inspect_daytona::DaytonaConfig),
+    E2b(inspect_e2b::E2bConfig),
+    Vercel(inspect_vercel::VercelConfig),
+    OpenComputer(inspect_opencomputer::OpenComputerConfig),
 }
 
 /// Reads `SANDBOX_PROVIDER` (default `local`) and that provider's settings through `get`.
@@ -107,9 +110,15 @@ pub fn provider_setup(get: impl Fn(&str) -> Option<String>) -> Result<ProviderSe
         "daytona" => inspect_daytona::DaytonaConfig::from_settings(get)
             .map(ProviderSetup::Daytona)
             .map_err(|e| format!("SANDBOX_PROVIDER=daytona: {e} (see docs/providers.md)")),
-        other if PROVIDER_NAMES.contains(&other) => Err(format!(
-            "SANDBOX_PROVIDER={other}: this build has no {other} client yet; the providers it has are local, modal, daytona and kubernetes (see docs/providers.md)"
-        )),
+        "e2b" => inspect_e2b::E2bConfig::from_settings(get)
+            .map(ProviderSetup::E2b)
+            .map_err(|e| format!("SANDBOX_PROVIDER=e2b: {e} (see docs/providers.md)")),
+        "vercel" => inspect_vercel::VercelConfig::from_settings(get)
+            .map(ProviderSetup::Vercel)
+            .map_err(|e| format!("SANDBOX_PROVIDER=vercel: {e} (see docs/providers.md)")),
+        "opencomputer" => inspect_opencomputer::OpenComputerConfig::from_settings(get)
+            .map(ProviderSetup::OpenComputer)
+            .map_err(|e| format!("SANDBOX_PROVIDER=opencomputer: {e} (see docs/providers.md)")),
         other => Err(format!(
             "SANDBOX_PROVIDER={other} is not a provider; one of: {}",
             PROVIDER_NAMES.join(", ")
@@ -197,7 +206,23 @@ mod tests {
             "{e}"
         );
         let e = provider_setup(settings(&[("SANDBOX_PROVIDER", "e2b")])).unwrap_err();
-        assert!(e.contains("no e2b client"), "{e}");
+        assert!(e.contains("missing E2B_API_KEY, E2B_TEMPLATE_ID"), "{e}");
+        let e = provider_setup(settings(&[("SANDBOX_PROVIDER", "vercel")])).unwrap_err();
+        assert!(
+            e.starts_with("SANDBOX_PROVIDER=vercel: missing VERCEL_TOKEN"),
+            "{e}"
+        );
+        let e = provider_setup(settings(&[("SANDBOX_PROVIDER", "opencomputer")])).unwrap_err();
+        assert!(
+            e.contains("missing OPENCOMPUTER_API_KEY, OPENCOMPUTER_TEMPLATE"),
+            "{e}"
+        );
+        let o = provider_setup(settings(&[
+            ("SANDBOX_PROVIDER", "opencomputer"),
+            ("OPENCOMPUTER_API_KEY", "k"),
+            ("OPENCOMPUTER_TEMPLATE", "t"),
+        ]));
+        assert!(matches!(o, Ok(ProviderSetup::OpenComputer(_))));
         let e = provider_setup(settings(&[("SANDBOX_PROVIDER", "lambda")])).unwrap_err();
         assert!(
             e.contains("not a provider") && e.contains("kubernetes"),

@@ -2,10 +2,13 @@
 //! alike. One enum rather than a trait object: the trait's methods are async.
 
 use crate::daytona_provider::DaytonaProvider;
+use crate::e2b_provider::E2bProvider;
 use crate::kubernetes_provider::KubernetesProvider;
 use crate::local_provider::LocalProvider;
 use crate::modal_provider::ModalProvider;
+use crate::opencomputer_provider::OpenComputerProvider;
 use crate::provider::{provider_setup, ProviderError, ProviderSetup, Resumed, SandboxProvider};
+use crate::vercel_provider::VercelProvider;
 use inspect_protocol::images::{BuildImageRequest, BuildStarted};
 use inspect_protocol::provider::{Capabilities, SandboxInfo, SnapshotInfo, SpawnRequest};
 
@@ -14,6 +17,9 @@ pub enum AnyProvider {
     Kubernetes(KubernetesProvider),
     Modal(ModalProvider),
     Daytona(DaytonaProvider),
+    E2b(E2bProvider),
+    Vercel(VercelProvider),
+    OpenComputer(OpenComputerProvider),
 }
 
 impl AnyProvider {
@@ -28,6 +34,11 @@ impl AnyProvider {
             }
             ProviderSetup::Modal(cfg) => AnyProvider::Modal(ModalProvider { cfg }),
             ProviderSetup::Daytona(cfg) => AnyProvider::Daytona(DaytonaProvider { cfg }),
+            ProviderSetup::E2b(cfg) => AnyProvider::E2b(E2bProvider { cfg }),
+            ProviderSetup::Vercel(cfg) => AnyProvider::Vercel(VercelProvider { cfg }),
+            ProviderSetup::OpenComputer(cfg) => {
+                AnyProvider::OpenComputer(OpenComputerProvider { cfg })
+            }
         })
     }
 }
@@ -72,6 +83,31 @@ impl AnyProvider {
                 ),
                 None,
             ),
+            AnyProvider::E2b(e) => (
+                format!(
+                    "e2b with {} sandboxes of ours, template {}",
+                    e.count().await?,
+                    e.cfg.template_id
+                ),
+                None,
+            ),
+            AnyProvider::Vercel(v) => (
+                format!(
+                    "vercel project {} with {} sandboxes of ours, base snapshot {}",
+                    v.cfg.project_id,
+                    v.count().await?,
+                    v.cfg.base_snapshot
+                ),
+                None,
+            ),
+            AnyProvider::OpenComputer(o) => (
+                format!(
+                    "opencomputer with {} sandboxes of ours, template {}",
+                    o.count().await?,
+                    o.cfg.template
+                ),
+                None,
+            ),
         };
         Ok(Probe { detail, disk })
     }
@@ -84,6 +120,9 @@ macro_rules! each {
             AnyProvider::Kubernetes($p) => $e,
             AnyProvider::Modal($p) => $e,
             AnyProvider::Daytona($p) => $e,
+            AnyProvider::E2b($p) => $e,
+            AnyProvider::Vercel($p) => $e,
+            AnyProvider::OpenComputer($p) => $e,
         }
     };
 }

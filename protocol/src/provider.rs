@@ -79,7 +79,41 @@ pub const SANDBOX_SYSTEM_VARS: [&str; 8] = [
     "HOME",
 ];
 
+/// Where the sandbox image keeps the workspace, its home and the agent's state.
+pub const SANDBOX_ROOT: &str = "/sandbox";
+
+/// The shell command that starts the supervisor on a provider's machine that is started
+/// by running a command in it (E2B, Vercel, OpenComputer): in the background, logging to
+/// the sandbox root, at most one at a time (a second start while one runs does nothing, so
+/// starting again after a resume is always safe). The environment comes from the machine
+/// (given when it was created); the command holds no secret, as providers log commands.
+pub const SUPERVISOR_START: &str = "mkdir -p \"$INSPECT_SANDBOX_ROOT\" && cd \"$INSPECT_SANDBOX_ROOT\" && { nohup flock -n \"$INSPECT_SANDBOX_ROOT/.supervisor.lock\" inspect-supervisor run >>\"$INSPECT_SANDBOX_ROOT/supervisor.log\" 2>&1 & }";
+
 impl SpawnRequest {
+    /// The supervisor's environment on a machine whose sandbox root is `root`: the
+    /// session's secrets and settings, then the system variables, which no secret replaces.
+    pub fn supervisor_env(&self, root: &str) -> BTreeMap<String, String> {
+        let mut env: BTreeMap<String, String> = self
+            .env
+            .iter()
+            .filter(|(k, _)| !SANDBOX_SYSTEM_VARS.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        for (k, v) in [
+            ("INSPECT_SPAWN", self.description()),
+            ("INSPECT_SANDBOX_TOKEN", self.sandbox_token.clone()),
+            ("INSPECT_SESSION_ID", self.session_id.clone()),
+            ("INSPECT_SANDBOX_ID", self.sandbox_id.clone()),
+            ("INSPECT_CONTROL_PLANE_URL", self.control_plane_url.clone()),
+            ("INSPECT_SANDBOX_ROOT", root.to_owned()),
+            ("INSPECT_WORKSPACE", format!("{root}/workspace")),
+            ("HOME", format!("{root}/home")),
+        ] {
+            env.insert(k.into(), v);
+        }
+        env
+    }
+
     /// `INSPECT_SPAWN`: the request without its token and secrets, which travel apart.
     pub fn description(&self) -> String {
         let mut described = self.clone();
@@ -155,6 +189,9 @@ pub struct Capabilities {
     /// token) it was created with; otherwise a resumed sandbox gets a new identity.
     #[serde(default)]
     pub resume_in_place: bool,
+    /// Taking a snapshot ends the sandbox (Vercel): snapshots only when it stops.
+    #[serde(default)]
+    pub snapshot_ends_sandbox: bool,
 }
 
 /// `POST /repositories/check` on the local sandbox host: is this path a git repository a

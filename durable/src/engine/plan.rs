@@ -148,6 +148,7 @@ mod tests {
             explicit_stop: true,
             timeouts: false,
             resume_in_place: false,
+            snapshot_ends_sandbox: false,
         }
     }
 

@@ -106,6 +106,13 @@ impl SessionDO {
         self.apply(fx);
         // Providers that resume keep the workspace themselves: nothing to snapshot.
         let provider = self.provider().filter(|p| p.capabilities().snapshots);
+        // Where a snapshot ends the sandbox, only a sandbox being stopped is snapshotted.
+        let snapshot = snapshot.filter(|id| {
+            !provider
+                .as_ref()
+                .is_some_and(|p| p.capabilities().snapshot_ends_sandbox)
+                || stop.as_deref() == Some(id.as_str())
+        });
         if let (Some(id), Some(provider)) = (snapshot, provider) {
             let engine = self.engine();
             let previous = match engine.snapshot_started(&id, now_ms()) {
