@@ -87,7 +87,7 @@ pub const SANDBOX_ROOT: &str = "/sandbox";
 /// the sandbox root, at most one at a time (a second start while one runs does nothing, so
 /// starting again after a resume is always safe). The environment comes from the machine
 /// (given when it was created); the command holds no secret, as providers log commands.
-pub const SUPERVISOR_START: &str = "mkdir -p \"$INSPECT_SANDBOX_ROOT\" && cd \"$INSPECT_SANDBOX_ROOT\" && { nohup flock -n \"$INSPECT_SANDBOX_ROOT/.supervisor.lock\" inspect-supervisor run >>\"$INSPECT_SANDBOX_ROOT/supervisor.log\" 2>&1 & }";
+pub const SUPERVISOR_START: &str = "mkdir -p \"$INSPECT_SANDBOX_ROOT\" && cd \"$INSPECT_SANDBOX_ROOT\" && { nohup flock -n -o \"$INSPECT_SANDBOX_ROOT/.supervisor.lock\" inspect-supervisor run >>\"$INSPECT_SANDBOX_ROOT/supervisor.log\" 2>&1 & }";
 
 impl SpawnRequest {
     /// The supervisor's environment on a machine whose sandbox root is `root`: the

@@ -32,6 +32,11 @@ pub struct Running {
 }
 
 impl Running {
+    /// The process group (what a signal to the whole machine reaches).
+    pub fn group(&self) -> Option<i32> {
+        self.group.map(|g| g.as_raw())
+    }
+
     fn kill(&self) {
         self.stopped.store(true, Ordering::SeqCst);
         if let Some(g) = self.group {

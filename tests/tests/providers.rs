@@ -9,6 +9,7 @@
 
 use inspect_tests::client::{create_session, get, WsClient};
 use inspect_tests::fake_daytona::FakeDaytona;
+use inspect_tests::fake_e2b::FakeE2b;
 use inspect_tests::fake_kubernetes::{self, FakeKubernetes};
 use inspect_tests::fake_modal::{self, FakeModal};
 use inspect_tests::fake_model::{FakeModel, Reply};
@@ -24,6 +25,7 @@ enum Provider {
     Modal,
     Kubernetes,
     Daytona,
+    E2b,
 }
 
 struct World {
@@ -32,6 +34,7 @@ struct World {
     cluster: Option<FakeKubernetes>,
     modal: Option<FakeModal>,
     daytona: Option<FakeDaytona>,
+    e2b: Option<FakeE2b>,
     stack: Stack,
     repo: tempfile::TempDir,
 }
@@ -61,7 +64,7 @@ impl World {
             ("INSPECT_MODEL_BASE_URL".to_owned(), model.base_url.clone()),
             ("INSPECT_MODEL".to_owned(), "inspect/fake-model".to_owned()),
         ];
-        let (mut cluster, mut modal, mut daytona) = (None, None, None);
+        let (mut cluster, mut modal, mut daytona, mut e2b) = (None, None, None, None);
         match provider {
             Provider::Local => {}
             Provider::Kubernetes => {
@@ -81,6 +84,13 @@ impl World {
                 options.vars.extend(d.worker_vars());
                 daytona = Some(d);
             }
+            Provider::E2b => {
+                let e = FakeE2b::start(image_env.into_iter().chain(model_env).collect())
+                    .await
+                    .unwrap();
+                options.vars.extend(e.worker_vars());
+                e2b = Some(e);
+            }
         }
         options
             .vars
@@ -96,6 +106,7 @@ impl World {
             cluster,
             modal,
             daytona,
+            e2b,
             stack,
             repo,
         }
@@ -110,6 +121,9 @@ impl World {
         }
         if let Some(d) = &self.daytona {
             return format!("{}\n{:?}", d.logs(), d.calls());
+        }
+        if let Some(e) = &self.e2b {
+            return format!("{}\n{:?}", e.logs(), e.calls());
         }
         self.host.sandbox_logs()
     }
@@ -258,7 +272,7 @@ async fn idle_stop_and_back(provider: Provider) {
     // The clients were told which way it came back.
     let coming = match provider {
         Provider::Local | Provider::Modal => "restoring",
-        Provider::Kubernetes | Provider::Daytona => "resuming",
+        Provider::Kubernetes | Provider::Daytona | Provider::E2b => "resuming",
     };
     assert!(
         seen.iter()
@@ -272,7 +286,8 @@ async fn idle_stop_and_back(provider: Provider) {
         .unwrap_or_else(|| panic!("no tool call: {seen:#?}\n{}", w.logs()));
     assert!(
         call["output"].as_str().unwrap().contains("keep me"),
-        "{call}"
+        "{call}\n{}",
+        w.logs()
     );
     assert_eq!(events(&seen, "execution_complete")[0]["success"], true);
     // The boot steps say where the workspace came from.
@@ -298,6 +313,17 @@ async fn idle_stop_and_back(provider: Provider) {
             let d = w.daytona.as_ref().unwrap();
             assert_eq!(d.sandboxes().len(), 1, "{:#?}", d.sandboxes());
             assert_eq!(d.boots().values().copied().collect::<Vec<_>>(), vec![2]);
+        }
+        Provider::E2b => {
+            assert_eq!(detail, "resumed on the stopped sandbox's own workspace");
+            // The same E2B sandbox, paused and connected to again; the supervisor started
+            // in it twice (the first one ended with the idle shutdown).
+            let e = w.e2b.as_ref().unwrap();
+            assert_eq!(e.sandboxes().len(), 1, "{:#?}", e.sandboxes());
+            assert_eq!(e.commands(), vec![2]);
+            let calls = e.calls();
+            assert!(calls.iter().any(|c| c.ends_with("/pause")), "{calls:?}");
+            assert!(calls.iter().any(|c| c.ends_with("/connect")), "{calls:?}");
         }
         Provider::Kubernetes => {
             assert_eq!(detail, "resumed on the stopped sandbox's own workspace");
@@ -476,6 +502,21 @@ async fn daytona_killed_mid_turn() {
 #[tokio::test]
 async fn daytona_control_plane_restart() {
     control_plane_restart(Provider::Daytona).await;
+}
+
+#[tokio::test]
+async fn e2b_idle_stop_and_back() {
+    idle_stop_and_back(Provider::E2b).await;
+}
+
+#[tokio::test]
+async fn e2b_killed_mid_turn() {
+    killed_mid_turn(Provider::E2b).await;
+}
+
+#[tokio::test]
+async fn e2b_control_plane_restart() {
+    control_plane_restart(Provider::E2b).await;
 }
 
 #[tokio::test]
