@@ -13,6 +13,8 @@ use inspect_tests::fake_e2b::FakeE2b;
 use inspect_tests::fake_kubernetes::{self, FakeKubernetes};
 use inspect_tests::fake_modal::{self, FakeModal};
 use inspect_tests::fake_model::{FakeModel, Reply};
+use inspect_tests::fake_opencomputer::FakeOpenComputer;
+use inspect_tests::fake_vercel::FakeVercel;
 use inspect_tests::host::{opencode_bin, sandbox_groups_of, SandboxHost};
 use inspect_tests::repo::{commit_all, source_repo};
 use inspect_tests::{Stack, StackOptions};
@@ -26,6 +28,8 @@ enum Provider {
     Kubernetes,
     Daytona,
     E2b,
+    Vercel,
+    OpenComputer,
 }
 
 struct World {
@@ -35,6 +39,8 @@ struct World {
     modal: Option<FakeModal>,
     daytona: Option<FakeDaytona>,
     e2b: Option<FakeE2b>,
+    vercel: Option<FakeVercel>,
+    opencomputer: Option<FakeOpenComputer>,
     stack: Stack,
     repo: tempfile::TempDir,
 }
@@ -64,7 +70,15 @@ impl World {
             ("INSPECT_MODEL_BASE_URL".to_owned(), model.base_url.clone()),
             ("INSPECT_MODEL".to_owned(), "inspect/fake-model".to_owned()),
         ];
-        let (mut cluster, mut modal, mut daytona, mut e2b) = (None, None, None, None);
+        let (mut cluster, mut modal, mut daytona) = (None, None, None);
+        let (mut e2b, mut vercel, mut opencomputer) = (None, None, None);
+        let all_env = || {
+            image_env
+                .clone()
+                .into_iter()
+                .chain(model_env.clone())
+                .collect()
+        };
         match provider {
             Provider::Local => {}
             Provider::Kubernetes => {
@@ -85,11 +99,19 @@ impl World {
                 daytona = Some(d);
             }
             Provider::E2b => {
-                let e = FakeE2b::start(image_env.into_iter().chain(model_env).collect())
-                    .await
-                    .unwrap();
+                let e = FakeE2b::start(all_env()).await.unwrap();
                 options.vars.extend(e.worker_vars());
                 e2b = Some(e);
+            }
+            Provider::Vercel => {
+                let v = FakeVercel::start(all_env()).await.unwrap();
+                options.vars.extend(v.worker_vars());
+                vercel = Some(v);
+            }
+            Provider::OpenComputer => {
+                let o = FakeOpenComputer::start(all_env()).await.unwrap();
+                options.vars.extend(o.worker_vars());
+                opencomputer = Some(o);
             }
         }
         options
@@ -107,6 +129,8 @@ impl World {
             modal,
             daytona,
             e2b,
+            vercel,
+            opencomputer,
             stack,
             repo,
         }
@@ -124,6 +148,12 @@ impl World {
         }
         if let Some(e) = &self.e2b {
             return format!("{}\n{:?}", e.logs(), e.calls());
+        }
+        if let Some(v) = &self.vercel {
+            return format!("{}\n{:?}", v.logs(), v.calls());
+        }
+        if let Some(o) = &self.opencomputer {
+            return format!("{}\n{:?}", o.logs(), o.calls());
         }
         self.host.sandbox_logs()
     }
@@ -271,8 +301,10 @@ async fn idle_stop_and_back(provider: Provider) {
     let seen = w.until_complete(&mut ws, 1).await;
     // The clients were told which way it came back.
     let coming = match provider {
-        Provider::Local | Provider::Modal => "restoring",
-        Provider::Kubernetes | Provider::Daytona | Provider::E2b => "resuming",
+        Provider::Local | Provider::Modal | Provider::Vercel => "restoring",
+        Provider::Kubernetes | Provider::Daytona | Provider::E2b | Provider::OpenComputer => {
+            "resuming"
+        }
     };
     assert!(
         seen.iter()
@@ -299,13 +331,18 @@ async fn idle_stop_and_back(provider: Provider) {
     assert_eq!(setup["status"], "skipped", "{setup}");
     let detail = setup["detail"].as_str().unwrap_or_default();
     match provider {
-        Provider::Local | Provider::Modal => {
+        Provider::Local | Provider::Modal | Provider::Vercel => {
             assert!(detail.starts_with("restored from the snapshot"), "{detail}");
             let restored = seen
                 .iter()
                 .find(|m| m["type"] == "sandbox_restored")
                 .unwrap_or_else(|| panic!("no sandbox_restored: {seen:#?}"));
             assert!(detail.ends_with(restored["snapshotId"].as_str().unwrap()));
+            if let Some(v) = &w.vercel {
+                // A snapshot ends a Vercel sandbox: one was taken, when it stopped, not
+                // after the first turn.
+                assert_eq!(v.snapshots().len(), 1, "{:?}", v.calls());
+            }
         }
         Provider::Daytona => {
             assert_eq!(detail, "resumed on the stopped sandbox's own workspace");
@@ -313,6 +350,16 @@ async fn idle_stop_and_back(provider: Provider) {
             let d = w.daytona.as_ref().unwrap();
             assert_eq!(d.sandboxes().len(), 1, "{:#?}", d.sandboxes());
             assert_eq!(d.boots().values().copied().collect::<Vec<_>>(), vec![2]);
+        }
+        Provider::OpenComputer => {
+            assert_eq!(detail, "resumed on the stopped sandbox's own workspace");
+            // The same sandbox, hibernated and woken; a checkpoint after each turn.
+            let o = w.opencomputer.as_ref().unwrap();
+            assert_eq!(o.sandboxes().len(), 1, "{:#?}", o.sandboxes());
+            assert_eq!(o.checkpoints().len(), 2, "{:?}", o.calls());
+            let calls = o.calls();
+            assert!(calls.iter().any(|c| c.ends_with("/hibernate")), "{calls:?}");
+            assert!(calls.iter().any(|c| c.ends_with("/wake")), "{calls:?}");
         }
         Provider::E2b => {
             assert_eq!(detail, "resumed on the stopped sandbox's own workspace");
@@ -517,6 +564,36 @@ async fn e2b_killed_mid_turn() {
 #[tokio::test]
 async fn e2b_control_plane_restart() {
     control_plane_restart(Provider::E2b).await;
+}
+
+#[tokio::test]
+async fn vercel_idle_stop_and_back() {
+    idle_stop_and_back(Provider::Vercel).await;
+}
+
+#[tokio::test]
+async fn vercel_killed_mid_turn() {
+    killed_mid_turn(Provider::Vercel).await;
+}
+
+#[tokio::test]
+async fn vercel_control_plane_restart() {
+    control_plane_restart(Provider::Vercel).await;
+}
+
+#[tokio::test]
+async fn opencomputer_idle_stop_and_back() {
+    idle_stop_and_back(Provider::OpenComputer).await;
+}
+
+#[tokio::test]
+async fn opencomputer_killed_mid_turn() {
+    killed_mid_turn(Provider::OpenComputer).await;
+}
+
+#[tokio::test]
+async fn opencomputer_control_plane_restart() {
+    control_plane_restart(Provider::OpenComputer).await;
 }
 
 #[tokio::test]
