@@ -354,7 +354,9 @@ fn stream(parts: Vec<Vec<u8>>) -> Response {
 async fn process_start(State(c): State<Arc<Cloud>>, headers: HeaderMap, body: Bytes) -> Response {
     let header = |n: &str| headers.get(n).and_then(|v| v.to_str().ok()).unwrap_or("");
     let id = header("e2b-sandbox-id").to_owned();
-    c.admit(&format!("envd {id} POST /process.Process/Start"));
+    if let Some((status, message)) = c.admit(&format!("envd {id} POST /process.Process/Start")) {
+        return error(status, &message);
+    }
     if header("e2b-sandbox-port") != inspect_e2b::ENVD_PORT.to_string() {
         return error(502, "the sandbox port is not envd's");
     }

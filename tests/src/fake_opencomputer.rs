@@ -26,15 +26,34 @@ pub const API_KEY: &str = "oc_fake_api_key";
 pub const TEMPLATE: &str = "open-inspect-sandbox";
 pub const DOMAIN: &str = "sandboxes.opencomputer.fake";
 
+/// A checkpoint as the API shows it, and the environment it was taken with.
+type Checkpoint = (Value, Vec<(String, String)>);
+
+struct Fake {
+    cloud: Arc<Cloud>,
+    /// Every checkpoint kept (they outlive their sandbox, and a fork inherits the
+    /// environment it was taken with).
+    checkpoints: std::sync::Mutex<Vec<Checkpoint>>,
+}
+
+impl Fake {
+    fn checkpoints<T>(&self, f: impl FnOnce(&mut Vec<Checkpoint>) -> T) -> T {
+        f(&mut self.checkpoints.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
 pub struct FakeOpenComputer {
     pub base_url: String,
-    cloud: Arc<Cloud>,
+    fake: Arc<Fake>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl FakeOpenComputer {
     pub async fn start(image_env: Vec<(String, String)>) -> anyhow::Result<FakeOpenComputer> {
-        let cloud = Cloud::new("inspect-opencomputer-", image_env)?;
+        let fake = Arc::new(Fake {
+            cloud: Cloud::new("inspect-opencomputer-", image_env)?,
+            checkpoints: Default::default(),
+        });
         let app = Router::new()
             .route("/sandboxes", get(list).post(create))
             .route("/sandboxes/from-checkpoint/{cp}", post(fork))
@@ -46,7 +65,7 @@ impl FakeOpenComputer {
             )
             .route("/sandboxes/{id}/checkpoints/{cp}", delete(forget))
             .route("/sandboxes/{id}/{action}", post(act))
-            .with_state(cloud.clone());
+            .with_state(fake.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let task = tokio::spawn(async move {
@@ -54,7 +73,7 @@ impl FakeOpenComputer {
         });
         Ok(FakeOpenComputer {
             base_url: format!("http://{addr}"),
-            cloud,
+            fake,
             task,
         })
     }
@@ -69,31 +88,47 @@ impl FakeOpenComputer {
     }
 
     pub fn fail_next(&self, call: &str, status: u16, message: &str) {
-        self.cloud.fail_next(call, status, message);
+        self.fake.cloud.fail_next(call, status, message);
     }
 
     pub fn calls(&self) -> Vec<String> {
-        self.cloud.calls()
+        self.fake.cloud.calls()
     }
 
     pub fn sandboxes(&self) -> Vec<Value> {
-        self.cloud.objects().into_iter().map(|(_, o)| o).collect()
+        self.fake
+            .cloud
+            .objects()
+            .into_iter()
+            .map(|(_, o)| o)
+            .collect()
     }
 
     /// Every checkpoint kept.
-    pub fn checkpoints(&self) -> Vec<String> {
-        self.cloud.saved()
+    pub fn checkpoints(&self) -> Vec<Value> {
+        self.fake
+            .checkpoints(|all| all.iter().map(|(c, _)| c.clone()).collect())
+    }
+
+    /// OpenComputer lets our sandbox `sandbox_id` go (expired, deleted by an operator); its
+    /// checkpoints stay.
+    pub fn vanish(&self, sandbox_id: &str) {
+        for (id, o) in self.fake.cloud.objects() {
+            if o["metadata"]["openinspect_expected_sandbox_id"] == sandbox_id {
+                self.fake.cloud.remove(&id);
+            }
+        }
     }
 
     pub fn logs(&self) -> String {
-        self.cloud.logs()
+        self.fake.cloud.logs()
     }
 }
 
 impl Drop for FakeOpenComputer {
     fn drop(&mut self) {
         self.task.abort();
-        self.cloud.end_all();
+        self.fake.cloud.end_all();
     }
 }
 
@@ -144,7 +179,6 @@ fn new_sandbox(
         "metadata": body["metadata"],
         "timeout": body["timeout"],
         "sandboxDomain": DOMAIN,
-        "checkpoints": [],
     });
     match c.make(&id, object.clone(), env, from, ended) {
         Ok(()) => (StatusCode::CREATED, Json(object)).into_response(),
@@ -152,8 +186,9 @@ fn new_sandbox(
     }
 }
 
-async fn create(State(c): State<Arc<Cloud>>, headers: HeaderMap, body: Bytes) -> Response {
-    if let Err(r) = admit(&c, &headers, "POST /sandboxes") {
+async fn create(State(f): State<Arc<Fake>>, headers: HeaderMap, body: Bytes) -> Response {
+    let c = &f.cloud;
+    if let Err(r) = admit(c, &headers, "POST /sandboxes") {
         return *r;
     }
     let Ok(body) = serde_json::from_slice::<Value>(&body) else {
@@ -168,31 +203,18 @@ async fn create(State(c): State<Arc<Cloud>>, headers: HeaderMap, body: Bytes) ->
             ),
         );
     }
-    new_sandbox(&c, env_of(&body["envs"]), &body, None)
-}
-
-/// The sandbox a checkpoint belongs to, and its environment.
-fn owner_of(c: &Cloud, cp: &str) -> Option<(String, Vec<(String, String)>)> {
-    c.objects().into_iter().find_map(|(id, o)| {
-        let has = o["checkpoints"]
-            .as_array()
-            .is_some_and(|a| a.iter().any(|x| x["id"] == cp));
-        if has {
-            c.machine(&id, |m| (id.clone(), m.env.clone()))
-        } else {
-            None
-        }
-    })
+    new_sandbox(c, env_of(&body["envs"]), &body, None)
 }
 
 async fn fork(
-    State(c): State<Arc<Cloud>>,
+    State(f): State<Arc<Fake>>,
     headers: HeaderMap,
     Path(cp): Path<String>,
     body: Bytes,
 ) -> Response {
+    let c = &f.cloud;
     if let Err(r) = admit(
-        &c,
+        c,
         &headers,
         &format!("POST /sandboxes/from-checkpoint/{cp}"),
     ) {
@@ -201,7 +223,11 @@ async fn fork(
     let Ok(body) = serde_json::from_slice::<Value>(&body) else {
         return error(400, "invalid JSON body");
     };
-    let Some((_, old_env)) = owner_of(&c, &cp) else {
+    let Some(old_env) = f.checkpoints(|all| {
+        all.iter()
+            .find(|(x, _)| x["id"] == cp.as_str())
+            .map(|(_, env)| env.clone())
+    }) else {
         return error(404, &format!("checkpoint {cp} not found"));
     };
     // A fork inherits the environment; what the request gives replaces it key by key.
@@ -210,11 +236,12 @@ async fn fork(
         env.retain(|(ek, _)| *ek != k);
         env.push((k, v));
     }
-    new_sandbox(&c, env, &body, Some(&cp))
+    new_sandbox(c, env, &body, Some(&cp))
 }
 
-async fn list(State(c): State<Arc<Cloud>>, headers: HeaderMap) -> Response {
-    if let Err(r) = admit(&c, &headers, "GET /sandboxes") {
+async fn list(State(f): State<Arc<Fake>>, headers: HeaderMap) -> Response {
+    let c = &f.cloud;
+    if let Err(r) = admit(c, &headers, "GET /sandboxes") {
         return *r;
     }
     let all: Vec<Value> = c.objects().into_iter().map(|(_, o)| o).collect();
@@ -222,23 +249,19 @@ async fn list(State(c): State<Arc<Cloud>>, headers: HeaderMap) -> Response {
 }
 
 async fn one(
-    State(c): State<Arc<Cloud>>,
+    State(f): State<Arc<Fake>>,
     method: Method,
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Response {
-    if let Err(r) = admit(&c, &headers, &format!("{method} /sandboxes/{id}")) {
+    let c = &f.cloud;
+    if let Err(r) = admit(c, &headers, &format!("{method} /sandboxes/{id}")) {
         return *r;
     }
     if method == Method::DELETE {
+        // Its checkpoints stay (forks can be made of them) until deleted themselves.
         return match c.remove(&id) {
-            Some(o) => {
-                // A deleted sandbox's checkpoints go with it.
-                for cp in o["checkpoints"].as_array().into_iter().flatten() {
-                    c.forget_saved(cp["id"].as_str().unwrap_or_default());
-                }
-                StatusCode::NO_CONTENT.into_response()
-            }
+            Some(_) => StatusCode::NO_CONTENT.into_response(),
             None => error(404, &format!("sandbox {id} not found")),
         };
     }
@@ -249,12 +272,13 @@ async fn one(
 }
 
 async fn act(
-    State(c): State<Arc<Cloud>>,
+    State(f): State<Arc<Fake>>,
     headers: HeaderMap,
     Path((id, action)): Path<(String, String)>,
     body: Bytes,
 ) -> Response {
-    if let Err(r) = admit(&c, &headers, &format!("POST /sandboxes/{id}/{action}")) {
+    let c = &f.cloud;
+    if let Err(r) = admit(c, &headers, &format!("POST /sandboxes/{id}/{action}")) {
         return *r;
     }
     let Some(object) = c.machine(&id, |m| m.object.clone()) else {
@@ -303,12 +327,13 @@ async fn act(
 }
 
 async fn exec(
-    State(c): State<Arc<Cloud>>,
+    State(f): State<Arc<Fake>>,
     headers: HeaderMap,
     Path(id): Path<String>,
     body: Bytes,
 ) -> Response {
-    if let Err(r) = admit(&c, &headers, &format!("POST /sandboxes/{id}/exec/run")) {
+    let c = &f.cloud;
+    if let Err(r) = admit(c, &headers, &format!("POST /sandboxes/{id}/exec/run")) {
         return *r;
     }
     let Ok(body) = serde_json::from_slice::<Value>(&body) else {
@@ -332,12 +357,13 @@ async fn exec(
 }
 
 async fn checkpoint(
-    State(c): State<Arc<Cloud>>,
+    State(f): State<Arc<Fake>>,
     headers: HeaderMap,
     Path(id): Path<String>,
     body: Bytes,
 ) -> Response {
-    if let Err(r) = admit(&c, &headers, &format!("POST /sandboxes/{id}/checkpoints")) {
+    let c = &f.cloud;
+    if let Err(r) = admit(c, &headers, &format!("POST /sandboxes/{id}/checkpoints")) {
         return *r;
     }
     let Ok(body) = serde_json::from_slice::<Value>(&body) else {
@@ -354,17 +380,19 @@ async fn checkpoint(
         Err(e) => return error(500, &e),
     };
     let made = json!({"id": cp, "sandboxId": id, "name": body["name"], "status": "ready", "sizeBytes": bytes});
-    let dropped: Vec<String> = c
-        .machine(&id, |m| {
-            let list = m.object["checkpoints"].as_array_mut();
-            let Some(list) = list else { return vec![] };
-            list.push(made.clone());
-            let over = list.len().saturating_sub(keep);
-            list.drain(..over)
-                .filter_map(|x| x["id"].as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default();
+    let env = c.machine(&id, |m| m.env.clone()).unwrap_or_default();
+    let dropped: Vec<String> = f.checkpoints(|all| {
+        all.push((made.clone(), env));
+        let mine: Vec<String> = all
+            .iter()
+            .filter(|(x, _)| x["sandboxId"] == id.as_str())
+            .filter_map(|(x, _)| x["id"].as_str().map(str::to_owned))
+            .collect();
+        let over = mine.len().saturating_sub(keep);
+        let dropped: Vec<String> = mine.into_iter().take(over).collect();
+        all.retain(|(x, _)| !dropped.iter().any(|d| x["id"] == d.as_str()));
+        dropped
+    });
     for old in dropped {
         c.forget_saved(&old);
     }
@@ -372,40 +400,41 @@ async fn checkpoint(
 }
 
 async fn checkpoints(
-    State(c): State<Arc<Cloud>>,
+    State(f): State<Arc<Fake>>,
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Response {
-    if let Err(r) = admit(&c, &headers, &format!("GET /sandboxes/{id}/checkpoints")) {
+    let c = &f.cloud;
+    if let Err(r) = admit(c, &headers, &format!("GET /sandboxes/{id}/checkpoints")) {
         return *r;
     }
-    match c.machine(&id, |m| m.object["checkpoints"].clone()) {
-        Some(list) => Json(list).into_response(),
-        None => error(404, &format!("sandbox {id} not found")),
-    }
+    let list: Vec<Value> = f.checkpoints(|all| {
+        all.iter()
+            .filter(|(x, _)| x["sandboxId"] == id.as_str())
+            .map(|(x, _)| x.clone())
+            .collect()
+    });
+    Json(list).into_response()
 }
 
 async fn forget(
-    State(c): State<Arc<Cloud>>,
+    State(f): State<Arc<Fake>>,
     headers: HeaderMap,
     Path((id, cp)): Path<(String, String)>,
 ) -> Response {
+    let c = &f.cloud;
     if let Err(r) = admit(
-        &c,
+        c,
         &headers,
         &format!("DELETE /sandboxes/{id}/checkpoints/{cp}"),
     ) {
         return *r;
     }
-    let had = c
-        .machine(&id, |m| {
-            let list = m.object["checkpoints"].as_array_mut();
-            let Some(list) = list else { return false };
-            let before = list.len();
-            list.retain(|x| x["id"] != cp.as_str());
-            before != list.len()
-        })
-        .unwrap_or(false);
+    let had = f.checkpoints(|all| {
+        let before = all.len();
+        all.retain(|(x, _)| !(x["id"] == cp.as_str() && x["sandboxId"] == id.as_str()));
+        before != all.len()
+    });
     if had && c.forget_saved(&cp) {
         StatusCode::NO_CONTENT.into_response()
     } else {

@@ -1102,3 +1102,277 @@ async fn daytona_quota_ports_and_deletion() {
     w.delete_session(&id).await;
     assert!(d.sandboxes().is_empty());
 }
+
+// ---------------------------------------------------------------------------------------
+// The E2B provider's contract.
+
+#[tokio::test]
+async fn e2b_quota_envd_failures_ports_and_deletion() {
+    let w = World::start(Provider::E2b, vec![Reply::text("Ran.")], &[]).await;
+    let e = w.e2b.as_ref().unwrap();
+    let h = get(&w.stack.url("/health")).await.unwrap();
+    assert_eq!(h.body["sandboxProvider"]["ok"], true, "{}", h.body);
+    assert!(
+        h.body["sandboxProvider"]["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("e2b with 0 sandboxes"),
+        "{}",
+        h.body
+    );
+
+    // Too many sandboxes for the plan (429): the session waits and says so; then the
+    // sandbox is made, its port's URL built the way E2B routes them.
+    e.fail_next(
+        "POST /sandboxes",
+        429,
+        "You have reached the maximum number of concurrent sandboxes (20)",
+    );
+    let id = create_session(
+        &w.stack.base_url,
+        "ann",
+        json!({"repoOwner": "local", "repoName": "demo", "sandbox": {"tunnelPorts": [3000]}}),
+    )
+    .await
+    .unwrap();
+    let (mut ws, _) = WsClient::join(&w.stack.base_url, &w.stack.ws_url(""), &id, "ann")
+        .await
+        .unwrap();
+    ws.send(json!({"type": "prompt", "content": "go"}))
+        .await
+        .unwrap();
+    let seen = w.until_complete(&mut ws, 1).await;
+    let waiting = seen
+        .iter()
+        .find(|m| m["type"] == "sandbox_status" && m["status"] == "waiting")
+        .unwrap_or_else(|| panic!("no waiting: {seen:#?}"));
+    assert!(
+        waiting["error"]
+            .as_str()
+            .unwrap()
+            .contains("maximum number of concurrent sandboxes"),
+        "{waiting}"
+    );
+    let made = e.sandboxes()[0].clone();
+    let e2b_id = made["sandboxID"].as_str().unwrap();
+    let urls = seen.iter().find(|m| m["type"] == "tunnel_urls").unwrap();
+    assert_eq!(
+        urls["tunnelUrls"]["3000"],
+        format!("https://3000-{e2b_id}.e2b.fake"),
+        "{urls}"
+    );
+    assert_eq!(events(&seen, "execution_complete")[0]["success"], true);
+    assert_eq!(made["secure"], true);
+    assert_eq!(made["autoPause"], true);
+    assert_eq!(made["metadata"]["openinspect_session_id"], id.as_str());
+    // The supervisor was started by a process call, with the access token E2B gave.
+    assert!(
+        e.calls()
+            .contains(&format!("envd {e2b_id} POST /process.Process/Start")),
+        "{:?}",
+        e.calls()
+    );
+
+    // envd cannot start the supervisor: the sandbox is killed, the failure said in words
+    // and retried as transient; the retry runs.
+    e.fail_next("envd ", 502, "The sandbox is not ready");
+    w.model.push(vec![Reply::text("Ran on the second try.")]);
+    let (id2, mut ws2) = w.session().await;
+    ws2.send(json!({"type": "prompt", "content": "go"}))
+        .await
+        .unwrap();
+    let errors = w.errors_until_success(&mut ws2).await;
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("the supervisor did not start")
+                && e.contains("not ready")
+                && e.contains("transient")),
+        "{errors:#?}"
+    );
+    let of_session2 = |e: &FakeE2b| {
+        e.sandboxes()
+            .into_iter()
+            .filter(|s| s["metadata"]["openinspect_session_id"] == id2.as_str())
+            .map(|s| s["state"].as_str().unwrap_or_default().to_owned())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        of_session2(e),
+        vec!["running".to_owned()],
+        "the failed one was killed"
+    );
+
+    // Deleting a session kills its E2B sandboxes.
+    w.delete_session(&id).await;
+    w.delete_session(&id2).await;
+    assert!(e.sandboxes().is_empty(), "{:#?}", e.sandboxes());
+}
+
+// ---------------------------------------------------------------------------------------
+// The Vercel provider's contract.
+
+#[tokio::test]
+async fn vercel_routes_refusals_snapshots_and_deletion() {
+    let w = World::start(
+        Provider::Vercel,
+        vec![Reply::text("Ran.")],
+        &[("SANDBOX_IDLE_TIMEOUT_SECONDS", "4")],
+    )
+    .await;
+    let v = w.vercel.as_ref().unwrap();
+    let h = get(&w.stack.url("/health")).await.unwrap();
+    assert_eq!(h.body["sandboxProvider"]["ok"], true, "{}", h.body);
+
+    // Rate-limited (429): waits and says so; then runs, with Vercel's route as the URL.
+    v.fail_next("POST /v2/sandboxes", 429, "Too many sandboxes are running");
+    let id = create_session(
+        &w.stack.base_url,
+        "ann",
+        json!({"repoOwner": "local", "repoName": "demo", "sandbox": {"tunnelPorts": [3000]}}),
+    )
+    .await
+    .unwrap();
+    let (mut ws, _) = WsClient::join(&w.stack.base_url, &w.stack.ws_url(""), &id, "ann")
+        .await
+        .unwrap();
+    ws.send(json!({"type": "prompt", "content": "go"}))
+        .await
+        .unwrap();
+    let seen = w.until_complete(&mut ws, 1).await;
+    assert!(
+        seen.iter().any(|m| m["type"] == "sandbox_status"
+            && m["status"] == "waiting"
+            && m["error"].as_str().unwrap_or("").contains("rate_limited")),
+        "{seen:#?}"
+    );
+    let urls = seen.iter().find(|m| m["type"] == "tunnel_urls").unwrap();
+    let url = urls["tunnelUrls"]["3000"].as_str().unwrap();
+    assert!(
+        url.starts_with("https://sb_") && url.ends_with("-3000.vercel.run"),
+        "{url}"
+    );
+    // No snapshot after the turn: it would have ended the sandbox.
+    assert!(v.snapshots().is_empty(), "{:?}", v.calls());
+    assert_eq!(v.sessions()[0]["session"]["status"], "running");
+
+    // Idle: one snapshot, and the sandbox is no longer running.
+    loop {
+        let m = ws
+            .recv_within(60)
+            .await
+            .unwrap_or_else(|e| panic!("{e}\n{}", w.logs()));
+        if m["type"] == "sandbox_status" && m["status"] == "stopped" {
+            break;
+        }
+    }
+    let t = Instant::now();
+    while v.snapshots().is_empty() {
+        assert!(t.elapsed().as_secs() < 60, "{:?}", v.calls());
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    assert_eq!(v.snapshots().len(), 1);
+    assert!(v
+        .sessions()
+        .iter()
+        .all(|s| s["session"]["status"] == "stopped"));
+
+    // Deleting the session deletes its snapshots.
+    w.delete_session(&id).await;
+    assert!(v.snapshots().is_empty(), "{:#?}", v.calls());
+}
+
+// ---------------------------------------------------------------------------------------
+// The OpenComputer provider's contract.
+
+#[tokio::test]
+async fn opencomputer_a_sandbox_gone_while_hibernated_comes_back_from_its_checkpoint() {
+    let w = World::start(
+        Provider::OpenComputer,
+        vec![
+            Reply::tool(
+                "write",
+                json!({"filePath": "scratch.txt", "content": "keep me\n"}),
+            ),
+            Reply::text("Wrote it."),
+        ],
+        &[("SANDBOX_IDLE_TIMEOUT_SECONDS", "4")],
+    )
+    .await;
+    let o = w.opencomputer.as_ref().unwrap();
+    std::fs::write(w.repo.path().join(".gitignore"), "scratch.txt\n").unwrap();
+    commit_all(w.repo.path(), "ignore scratch");
+    let (id, mut ws) = w.session().await;
+    ws.send(json!({"type": "prompt", "content": "write scratch"}))
+        .await
+        .unwrap();
+    let seen = w.until_complete(&mut ws, 1).await;
+    let first = seen
+        .iter()
+        .find(|m| m["type"] == "sandbox_spawning")
+        .map(|m| m["sandboxId"].as_str().unwrap().to_owned())
+        .unwrap();
+    loop {
+        let m = ws
+            .recv_within(60)
+            .await
+            .unwrap_or_else(|e| panic!("{e}\n{}", w.logs()));
+        if m["type"] == "sandbox_status" && m["status"] == "stopped" {
+            break;
+        }
+    }
+    assert_eq!(o.checkpoints().len(), 1, "{:?}", o.calls());
+    // OpenComputer lets the hibernated sandbox go; its checkpoint stays.
+    o.vanish(&first);
+
+    w.model.push(vec![
+        Reply::tool(
+            "bash",
+            json!({"command": "cat scratch.txt", "description": "read it"}),
+        ),
+        Reply::text("Still there."),
+    ]);
+    ws.send(json!({"type": "prompt", "content": "read scratch"}))
+        .await
+        .unwrap();
+    let seen = w.until_complete(&mut ws, 1).await;
+    let warning = seen
+        .iter()
+        .find(|m| m["type"] == "sandbox_event" && m["event"]["type"] == "warning")
+        .unwrap_or_else(|| panic!("no warning: {seen:#?}"));
+    assert!(
+        warning["event"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("is gone: restoring its last snapshot cp-"),
+        "{warning}"
+    );
+    let call = events(&seen, "tool_call")
+        .into_iter()
+        .find(|c| c["status"] == "completed")
+        .cloned()
+        .unwrap();
+    assert!(
+        call["output"].as_str().unwrap().contains("keep me"),
+        "{call}\n{}",
+        w.logs()
+    );
+    assert!(
+        o.calls()
+            .iter()
+            .any(|c| c.starts_with("POST /sandboxes/from-checkpoint/cp-")),
+        "{:?}",
+        o.calls()
+    );
+
+    // Deleting the session deletes its sandboxes and their checkpoints (a checkpoint of a
+    // sandbox OpenComputer let go is out of reach: no call lists it).
+    let forked = o.sandboxes()[0]["id"].as_str().unwrap().to_owned();
+    w.delete_session(&id).await;
+    assert!(o.sandboxes().is_empty());
+    let left: Vec<Value> = o.checkpoints();
+    assert!(
+        left.iter().all(|c| c["sandboxId"] != forked.as_str()),
+        "{left:#?}"
+    );
+}

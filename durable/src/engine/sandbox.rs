@@ -327,8 +327,10 @@ impl<S: Store> Session<'_, S> {
                 status: previous.into(),
                 error: None,
             });
-            // A prompt that arrived meanwhile runs now.
+            // A prompt that arrived meanwhile runs now: on the sandbox, or, when it was
+            // stopping, on the next one.
             fx.merge(self.dispatch_next(now)?);
+            fx.spawn_wanted = self.needs_sandbox()?;
         }
         Ok(fx)
     }

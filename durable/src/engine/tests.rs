@@ -919,6 +919,33 @@ mod sandbox_flow {
         }
 
         #[test]
+        fn a_prompt_sent_while_a_stopping_sandbox_is_saved_gets_the_next_sandbox() {
+            let st = store();
+            let (s, sb, m) = running(&st);
+            s.on_sandbox_frame(
+                &frame(
+                    &sb,
+                    json!({"type": "execution_complete", "messageId": m, "success": true}),
+                ),
+                2_000,
+            );
+            let out = s.on_alarm(2_000 + INACTIVITY_MS).unwrap();
+            assert_eq!(out.fx.stop_sandbox.as_deref(), Some(sb.as_str()));
+            let (previous, _) = s.snapshot_started(&sb, 2_001 + INACTIVITY_MS).unwrap();
+            assert_eq!(previous.as_deref(), Some("stopped"));
+            let ann = s.participant_by_user("u-ann").unwrap().unwrap();
+            let (_, fx) = s
+                .enqueue(&ann, &prompt("more", None), 2_002 + INACTIVITY_MS)
+                .unwrap();
+            assert!(!fx.spawn_wanted, "the sandbox is still being saved");
+            let fx = s
+                .snapshot_ended(&sb, "stopped", 2_003 + INACTIVITY_MS)
+                .unwrap();
+            assert!(fx.spawn_wanted);
+            assert_eq!(s.sandbox_status().unwrap(), "stopped");
+        }
+
+        #[test]
         fn an_idle_ready_sandbox_is_stopped_and_typing_keeps_it() {
             let st = store();
             let (s, sb, m) = running(&st);

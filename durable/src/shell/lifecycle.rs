@@ -98,7 +98,7 @@ impl SessionDO {
     /// Carries out effects, including those that need the provider or the alarm: stop a
     /// sandbox given up on, spawn one for waiting prompts, move the alarm.
     pub(super) async fn carry_out(&self, fx: Effects) {
-        let wanted = fx.spawn_wanted;
+        let mut wanted = fx.spawn_wanted;
         let stop = fx.stop_sandbox.clone();
         let snapshot = fx.snapshot_sandbox.clone();
         // A snapshot has a deadline of its own (an abandoned one must not hold the sandbox).
@@ -144,6 +144,8 @@ impl SessionDO {
             }
             if let Some(previous) = previous {
                 if let Ok(fx) = engine.snapshot_ended(&id, &previous, now_ms()) {
+                    // A prompt sent while a stopping sandbox was saved needs the next one.
+                    wanted |= fx.spawn_wanted;
                     self.apply(fx);
                 }
             }
@@ -265,13 +267,36 @@ impl SessionDO {
                             Ok(Resumed::Started(info)) => Ok(info),
                             // Nothing left to resume: a fresh sandbox, and the timeline says so.
                             Ok(Resumed::Gone) => {
-                                let why = format!(
-                                    "the stopped sandbox {previous} is gone: starting fresh"
-                                );
+                                // Resume, else restore, else fresh: the newest snapshot of
+                                // this runtime, where the provider restores.
+                                let snapshot = engine
+                                    .latest_snapshot()
+                                    .ok()
+                                    .flatten()
+                                    .filter(|s| {
+                                        provider.capabilities().restore
+                                            && s.runtime_version == runtime
+                                    })
+                                    .map(|s| s.snapshot_id);
+                                let why = match &snapshot {
+                                    Some(s) => format!(
+                                        "the stopped sandbox {previous} is gone: restoring its last snapshot {s}"
+                                    ),
+                                    None => format!(
+                                        "the stopped sandbox {previous} is gone: starting fresh"
+                                    ),
+                                };
                                 if let Ok(fx) = engine.sandbox_warning("resume", &why, now_ms()) {
                                     self.apply(fx);
                                 }
-                                req.boot_mode = inspect_protocol::provider::BootMode::Fresh;
+                                req.boot_mode = match snapshot {
+                                    Some(_) => {
+                                        inspect_protocol::provider::BootMode::SnapshotRestore
+                                    }
+                                    None => inspect_protocol::provider::BootMode::Fresh,
+                                };
+                                req.restore_from = snapshot.clone();
+                                restore = snapshot;
                                 // The machine that held the identity is gone: a new one.
                                 if in_place.is_some() {
                                     match engine.renew_identity(&ticket.sandbox_id, now_ms()) {
