@@ -266,7 +266,11 @@ export type Capabilities = { snapshots: boolean, restore: boolean, persistentRes
  * Resuming starts the same machine again, which keeps the identity (sandbox id and
  * token) it was created with; otherwise a resumed sandbox gets a new identity.
  */
-resumeInPlace: boolean, };
+resumeInPlace: boolean, 
+/**
+ * Taking a snapshot ends the sandbox (Vercel): snapshots only when it stops.
+ */
+snapshotEndsSandbox: boolean, };
 
 export type RepositoryCheck = { path: string, };
 
