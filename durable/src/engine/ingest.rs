@@ -86,6 +86,9 @@ impl<S: Store> Session<'_, S> {
         };
         // The sandbox was active: written once for the whole frame or batch.
         let mut active = false;
+        // A batch's streamed parts, stored together (the latest version of each) before the
+        // next event that is not one, and at the end.
+        let mut parts: Vec<timeline::Part> = vec![];
         for raw in frames {
             let frame: SandboxFrame = match serde_json::from_value(raw) {
                 Ok(f) => f,
@@ -111,15 +114,39 @@ impl<S: Store> Session<'_, S> {
                     refuse(&mut fx, e.code.as_str(), e.message);
                 }
             }
+            if batch {
+                if let Some(part) = streamed_part(&frame) {
+                    parts.retain(|p| p.part_key != part.part_key);
+                    parts.push(part);
+                    continue;
+                }
+                self.store_parts(std::mem::take(&mut parts), now, &mut fx);
+            }
             match self.ingest(&frame, now) {
                 Ok(more) => fx.merge(more),
                 Err(e) => refuse(&mut fx, e.code.as_str(), e.message),
             }
         }
         if batch {
+            self.store_parts(parts, now, &mut fx);
             fx.batch_events();
         }
         fx
+    }
+
+    /// Stores a batch's streamed parts in one statement and broadcasts them in order.
+    fn store_parts(&self, parts: Vec<timeline::Part>, now: i64, fx: &mut Effects) {
+        match timeline::upsert_many(self.store, parts, now) {
+            Ok(events) => {
+                for event in events {
+                    fx.broadcast(ServerMessage::SandboxEvent { event });
+                }
+            }
+            Err(e) => fx.to_sandbox.push(SandboxCommand::Error {
+                code: "internal".into(),
+                message: format!("events not stored: {e}"),
+            }),
+        }
     }
 
     fn ingest(&self, frame: &SandboxFrame, now: i64) -> EngineResult<Effects> {
@@ -145,13 +172,20 @@ impl<S: Store> Session<'_, S> {
             }
         }
         let event = &frame.event;
-        let mut data = match serde_json::to_value(event) {
-            Ok(Value::Object(m)) => m,
-            _ => Map::new(),
-        };
-        data.remove("type");
-        data.remove("messageId");
-        data.insert("sandboxId".into(), Value::String(frame.sandbox_id.clone()));
+        if let Some(part) = streamed_part(frame) {
+            let ev = timeline::upsert(
+                self.store,
+                &part.part_key,
+                &part.kind,
+                part.message_id.as_deref(),
+                part.data,
+                now,
+            )
+            .map_err(internal)?;
+            fx.broadcast(ServerMessage::SandboxEvent { event: ev });
+            return Ok(fx);
+        }
+        let data = event_data(frame);
         let message_id = event.message_id();
         match event {
             SandboxEvent::Heartbeat => {
@@ -211,23 +245,6 @@ impl<S: Store> Session<'_, S> {
                     }
                     fx.merge(next);
                 }
-            }
-            SandboxEvent::Token {
-                message_id,
-                part_id,
-                ..
-            } => {
-                let key = format!("token:{message_id}:{}", part_id.as_deref().unwrap_or(""));
-                let ev =
-                    timeline::upsert(self.store, &key, event.kind(), Some(message_id), data, now)
-                        .map_err(internal)?;
-                fx.broadcast(ServerMessage::SandboxEvent { event: ev });
-            }
-            SandboxEvent::ToolCall { call_id, .. } => {
-                let key = format!("tool:{call_id}");
-                let ev = timeline::upsert(self.store, &key, event.kind(), message_id, data, now)
-                    .map_err(internal)?;
-                fx.broadcast(ServerMessage::SandboxEvent { event: ev });
             }
             SandboxEvent::BootStep { step, status, .. } => {
                 let key = format!("boot:{}:{step}", frame.sandbox_id);
@@ -423,4 +440,44 @@ fn warning(message: &str) -> Map<String, Value> {
     m.insert("scope".into(), Value::String("sandbox".into()));
     m.insert("message".into(), Value::String(message.into()));
     m
+}
+
+/// An event as the timeline keeps it: its fields without `type` and `messageId` (columns of
+/// their own), with the sandbox that sent it.
+fn event_data(frame: &SandboxFrame) -> Map<String, Value> {
+    let mut data = match serde_json::to_value(&frame.event) {
+        Ok(Value::Object(m)) => m,
+        _ => Map::new(),
+    };
+    data.remove("type");
+    data.remove("messageId");
+    data.insert("sandboxId".into(), Value::String(frame.sandbox_id.clone()));
+    data
+}
+
+/// A streamed part (a text part's latest text, a tool call's latest state): stored in place
+/// of its earlier versions, with nothing else to do.
+fn streamed_part(frame: &SandboxFrame) -> Option<timeline::Part> {
+    let (part_key, message_id) = match &frame.event {
+        SandboxEvent::Token {
+            message_id,
+            part_id,
+            ..
+        } => (
+            format!("token:{message_id}:{}", part_id.as_deref().unwrap_or("")),
+            Some(message_id.clone()),
+        ),
+        SandboxEvent::ToolCall {
+            call_id,
+            message_id,
+            ..
+        } => (format!("tool:{call_id}"), Some(message_id.clone())),
+        _ => return None,
+    };
+    Some(timeline::Part {
+        part_key,
+        kind: frame.event.kind().to_owned(),
+        message_id,
+        data: event_data(frame),
+    })
 }

@@ -706,6 +706,70 @@ mod sandbox_flow {
     }
 
     #[test]
+    fn a_batch_stores_its_streamed_parts_together_and_in_order() {
+        let st = store();
+        let s = created(&st);
+        let (t, _) = s.begin_spawn(1).unwrap().unwrap();
+        s.sandbox_opened("sbws", 2).unwrap();
+        let sb = t.sandbox_id.as_str();
+        // A tool call stored by an earlier frame, updated in the batch.
+        s.on_sandbox_frame(
+            &frame(sb, json!({"type": "tool_call", "messageId": "m", "tool": "bash", "callId": "c0", "status": "running"})),
+            3,
+        );
+        let batch = json!({"type": "batch", "events": [
+            {"type": "token", "messageId": "m", "partId": "p1", "content": "Hel", "sandboxId": sb, "timestamp": 4},
+            {"type": "tool_call", "messageId": "m", "tool": "bash", "callId": "c1", "status": "running", "sandboxId": sb, "timestamp": 4},
+            {"type": "token", "messageId": "m", "partId": "p1", "content": "Hello", "sandboxId": sb, "timestamp": 4},
+            {"type": "step_start", "messageId": "m", "sandboxId": sb, "timestamp": 4},
+            {"type": "tool_call", "messageId": "m", "tool": "bash", "callId": "c0", "status": "completed", "output": "ok", "sandboxId": sb, "timestamp": 4},
+            {"type": "tool_call", "messageId": "m", "tool": "bash", "callId": "c1", "status": "completed", "sandboxId": sb, "timestamp": 4},
+        ]});
+        let fx = s.on_sandbox_frame(&batch.to_string(), 5);
+        assert!(fx.to_sandbox.is_empty(), "{:?}", fx.to_sandbox);
+        let ServerMessage::SandboxEvents { events } = &fx.outbound[0].message else {
+            panic!("{:?}", fx.outbound)
+        };
+        // Before the step: the second call's first state and the latest text (it moved past
+        // the call); after it, both calls in their latest state, each once, in order.
+        let seen: Vec<(String, String)> = events
+            .iter()
+            .map(|e| {
+                let what = e.data.get("content").or(e.data.get("status"));
+                (
+                    e.kind.clone(),
+                    what.and_then(|v| v.as_str()).unwrap_or("").to_owned(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            vec![
+                ("tool_call".into(), "running".into()),
+                ("token".into(), "Hello".into()),
+                ("step_start".into(), "".into()),
+                ("tool_call".into(), "completed".into()),
+                ("tool_call".into(), "completed".into()),
+            ]
+        );
+        assert!(events.windows(2).all(|w| w[0].seq < w[1].seq));
+        // The timeline holds each part once, in its latest state and place.
+        let stored = st
+            .query("SELECT kind, data FROM events ORDER BY seq", &[])
+            .unwrap();
+        assert_eq!(stored.len(), 4, "c0, the text, the step, c1");
+        let last = &stored[3];
+        assert!(format!("{last:?}").contains("completed"), "{last:?}");
+        // The call updated in place kept its id.
+        let c0: Vec<_> = events
+            .iter()
+            .filter(|e| e.data.get("callId").and_then(|v| v.as_str()) == Some("c0"))
+            .collect();
+        assert_eq!(c0.len(), 1);
+        assert_eq!(c0[0].data["output"], "ok");
+    }
+
+    #[test]
     fn a_replaced_sandbox_is_gone() {
         let st = store();
         let s = created(&st);

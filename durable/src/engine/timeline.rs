@@ -85,6 +85,81 @@ pub fn upsert(
     })
 }
 
+/// One streamed part for [`upsert_many`].
+#[derive(Debug, Clone)]
+pub struct Part {
+    pub part_key: String,
+    pub kind: String,
+    pub message_id: Option<String>,
+    pub data: Map<String, Value>,
+}
+
+/// [`upsert`] for many parts in one statement (a batch frame's streamed parts): each is
+/// inserted or updated in place with its sequence moved past every other, in order, so the
+/// sequences follow the parts' order. A part key must appear once.
+pub fn upsert_many(
+    store: &impl Store,
+    parts: Vec<Part>,
+    now: i64,
+) -> StoreResult<Vec<TimelineEvent>> {
+    if parts.is_empty() {
+        return Ok(vec![]);
+    }
+    let rows: Vec<Value> = parts
+        .iter()
+        .map(|p| {
+            let mut data = p.data.clone();
+            data.remove("partKey");
+            Value::Array(vec![
+                Value::String(ids::new_id("evt")),
+                Value::String(p.kind.clone()),
+                p.message_id.clone().map_or(Value::Null, Value::String),
+                Value::String(serde_json::to_string(&data).unwrap_or_else(|_| "{}".into())),
+                Value::String(p.part_key.clone()),
+            ])
+        })
+        .collect();
+    let rows = Value::Array(rows).to_string();
+    let returned = store.query(
+        "INSERT INTO events (id, kind, message_id, timestamp, data, part_key)
+         SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'),
+                ?, json_extract(value, '$[3]'), json_extract(value, '$[4]')
+         FROM json_each(?) WHERE true ORDER BY key
+         ON CONFLICT(part_key) DO UPDATE SET seq = (SELECT MAX(seq) FROM events) + 1,
+             kind = excluded.kind, message_id = excluded.message_id,
+             timestamp = excluded.timestamp, data = excluded.data
+         RETURNING seq, id, part_key",
+        &[now.into(), rows.into()],
+    )?;
+    let mut stored: std::collections::HashMap<String, (i64, String)> = Default::default();
+    for row in returned {
+        let mut c = Cols::new(row);
+        let seq = c.i64()?;
+        let id = c.string()?;
+        let key = c.string()?;
+        stored.insert(key, (seq, id));
+    }
+    let mut events = parts
+        .into_iter()
+        .map(|mut p| {
+            let (seq, id) = stored.remove(&p.part_key).ok_or_else(|| {
+                crate::store::StoreError("upsert returned no row for a part".into())
+            })?;
+            p.data.remove("partKey");
+            Ok(TimelineEvent {
+                id,
+                seq,
+                kind: p.kind,
+                timestamp: now,
+                message_id: p.message_id,
+                data: p.data,
+            })
+        })
+        .collect::<StoreResult<Vec<_>>>()?;
+    events.sort_by_key(|e| e.seq);
+    Ok(events)
+}
+
 fn read_rows(
     store: &impl Store,
     sql: &str,

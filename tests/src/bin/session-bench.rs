@@ -375,6 +375,11 @@ async fn main() -> Result<()> {
             println!("(e) queued prompt -> warm sandbox receives it: median {warm:.1} ms");
         }
     }
+    // `INSPECT_SESSION_BENCH=sandbox`: only the floor and the sandbox path (a), for
+    // alternating before/after runs of a change to the hot path.
+    if std::env::var("INSPECT_SESSION_BENCH").as_deref() == Ok("sandbox") {
+        return Ok(());
+    }
     let (rate, expected, min_seen) = throughput(&stack).await?;
     println!("(a') client prompt+cancel rounds, 10 clients: {rate:.0} events/s ({expected} events; every client saw at least {min_seen})");
     for n in [50, 200] {
