@@ -95,8 +95,9 @@ pub struct Part {
 }
 
 /// [`upsert`] for many parts in one statement (a batch frame's streamed parts): each is
-/// inserted or updated in place with its sequence moved past every other, in order, so the
-/// sequences follow the parts' order. A part key must appear once.
+/// inserted or updated in place with its sequence moved past every other; part `k` of the
+/// list gets the sequence after the newest plus `k`, so the sequences follow the list. A
+/// part key must appear once.
 pub fn upsert_many(
     store: &impl Store,
     parts: Vec<Part>,
@@ -121,11 +122,12 @@ pub fn upsert_many(
         .collect();
     let rows = Value::Array(rows).to_string();
     let returned = store.query(
-        "INSERT INTO events (id, kind, message_id, timestamp, data, part_key)
-         SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'),
+        "INSERT INTO events (seq, id, kind, message_id, timestamp, data, part_key)
+         SELECT (SELECT COALESCE(MAX(seq), 0) FROM events) + 1 + key,
+                json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'),
                 ?, json_extract(value, '$[3]'), json_extract(value, '$[4]')
          FROM json_each(?) WHERE true ORDER BY key
-         ON CONFLICT(part_key) DO UPDATE SET seq = (SELECT MAX(seq) FROM events) + 1,
+         ON CONFLICT(part_key) DO UPDATE SET seq = excluded.seq,
              kind = excluded.kind, message_id = excluded.message_id,
              timestamp = excluded.timestamp, data = excluded.data
          RETURNING seq, id, part_key",
