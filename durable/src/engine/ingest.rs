@@ -49,7 +49,7 @@ impl<S: Store> Session<'_, S> {
             );
             return fx;
         }
-        let value: Value = match serde_json::from_str(text) {
+        let mut value: Value = match serde_json::from_str(text) {
             Ok(v) => v,
             Err(e) => {
                 refuse(&mut fx, "bad_request", format!("malformed frame: {e}"));
@@ -58,8 +58,8 @@ impl<S: Store> Session<'_, S> {
         };
         let batch = value.get("type").and_then(Value::as_str) == Some("batch");
         let frames: Vec<Value> = if batch {
-            match value.get("events").and_then(Value::as_array) {
-                Some(events) if events.len() <= MAX_BATCH_EVENTS => events.clone(),
+            match value.get_mut("events").and_then(Value::as_array_mut) {
+                Some(events) if events.len() <= MAX_BATCH_EVENTS => std::mem::take(events),
                 Some(_) => {
                     refuse(
                         &mut fx,
