@@ -9,6 +9,7 @@
 //! shell sends them.
 
 use inspect_protocol::provider::{SpawnRequest, SANDBOX_ROOT};
+use inspect_protocol::vendor;
 use serde_json::{json, Value};
 
 pub const DEFAULT_API_URL: &str = "https://app.daytona.io/api";
@@ -37,27 +38,10 @@ pub struct DaytonaConfig {
 
 impl DaytonaConfig {
     pub fn from_settings(get: impl Fn(&str) -> Option<String>) -> Result<DaytonaConfig, String> {
-        let get = |n: &str| {
-            get(n)
-                .map(|v| v.trim().to_owned())
-                .filter(|v| !v.is_empty())
-        };
-        let missing: Vec<&str> = ["DAYTONA_API_KEY", "DAYTONA_SNAPSHOT"]
-            .into_iter()
-            .filter(|n| get(n).is_none())
-            .collect();
-        if !missing.is_empty() {
-            return Err(format!("missing {}", missing.join(", ")));
-        }
-        let api_url = get("DAYTONA_API_URL")
-            .unwrap_or_else(|| DEFAULT_API_URL.into())
-            .trim_end_matches('/')
-            .to_owned();
-        if !(api_url.starts_with("https://") || api_url.starts_with("http://")) {
-            return Err(format!("DAYTONA_API_URL is not an http(s) URL: {api_url}"));
-        }
+        let get = vendor::trimmed(get);
+        vendor::require(&get, &["DAYTONA_API_KEY", "DAYTONA_SNAPSHOT"])?;
         Ok(DaytonaConfig {
-            api_url,
+            api_url: vendor::base_url(&get, "DAYTONA_API_URL", DEFAULT_API_URL)?,
             api_key: get("DAYTONA_API_KEY").unwrap_or_default(),
             snapshot: get("DAYTONA_SNAPSHOT").unwrap_or_default(),
             target: get("DAYTONA_TARGET"),
@@ -71,20 +55,8 @@ impl DaytonaConfig {
     /// The list of sandboxes carrying one label (`GET /sandbox?labels={…}`).
     pub fn labelled(&self, label: &str, value: &str) -> String {
         let labels = json!({ label: value }).to_string();
-        self.url(&format!("/sandbox?labels={}", encode(&labels)))
+        self.url(&format!("/sandbox?labels={}", vendor::encode(&labels)))
     }
-}
-
-/// Percent-encodes a query value.
-fn encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 /// `POST /sandbox`: the supervisor's environment (the session's secrets, then the system
@@ -167,16 +139,10 @@ pub fn listed_ids(list: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// What an error answer means.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Failure {
-    NotFound,
-    Transient(String),
-    /// A quota is used up (CPU, memory, disk, sandboxes): wait until sandboxes stop.
-    Quota(String),
-    Permanent(String),
-}
+pub use inspect_protocol::vendor::Failure;
 
+/// Daytona's error bodies are `{statusCode, message, error}`, the message a string or a
+/// list of them.
 pub fn classify(status: u16, body: &str) -> Failure {
     let v: Value = serde_json::from_str(body).unwrap_or(Value::Null);
     let message = match &v["message"] {
@@ -186,15 +152,9 @@ pub fn classify(status: u16, body: &str) -> Failure {
             .filter_map(Value::as_str)
             .collect::<Vec<_>>()
             .join("; "),
-        _ => body.chars().take(300).collect(),
+        _ => vendor::excerpt(body),
     };
-    let said = format!("daytona answered {status}: {message}");
-    match status {
-        404 => Failure::NotFound,
-        408 | 429 | 500..=599 => Failure::Transient(said),
-        403 if message.to_ascii_lowercase().contains("quota") => Failure::Quota(said),
-        _ => Failure::Permanent(said),
-    }
+    vendor::classify("daytona", status, &message)
 }
 
 #[cfg(test)]

@@ -96,7 +96,7 @@ fn states_and_revivals() {
 fn errors_classify() {
     assert_eq!(classify(404, "{}"), Failure::NotFound);
     assert!(matches!(classify(503, ""), Failure::Transient(_)));
-    assert!(matches!(classify(429, ""), Failure::Transient(_)));
+    assert!(matches!(classify(429, ""), Failure::Quota(_)));
     assert!(matches!(
         classify(400, r#"{"statusCode":400,"message":["snapshot not found"],"error":"Bad Request"}"#),
         Failure::Permanent(m) if m.contains("snapshot not found")

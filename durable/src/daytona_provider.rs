@@ -3,7 +3,7 @@
 //! identity (the control plane keeps the sandbox's id and token for it).
 
 use crate::provider::{ProviderError, Resumed, SandboxProvider};
-use inspect_daytona::{self as daytona, DaytonaConfig, Failure, Revival};
+use inspect_daytona::{self as daytona, DaytonaConfig, Revival};
 use inspect_protocol::images::{BuildImageRequest, BuildStarted};
 use inspect_protocol::provider::{Capabilities, SandboxInfo, SnapshotInfo, SpawnRequest};
 use serde_json::Value;
@@ -17,12 +17,7 @@ pub struct DaytonaProvider {
 }
 
 fn failure(status: u16, body: &str) -> ProviderError {
-    match daytona::classify(status, body) {
-        Failure::NotFound => ProviderError::Permanent("daytona: no such sandbox".into()),
-        Failure::Transient(m) => ProviderError::Transient(m),
-        Failure::Quota(m) => ProviderError::AtCapacity(m),
-        Failure::Permanent(m) => ProviderError::Permanent(m),
-    }
+    ProviderError::from_vendor("daytona", daytona::classify(status, body))
 }
 
 impl DaytonaProvider {
@@ -39,20 +34,16 @@ impl DaytonaProvider {
             self.cfg.url(path_or_url)
         };
         let auth = format!("Bearer {}", self.cfg.api_key);
-        let (status, text) = crate::http::call(
+        crate::http::vendor_call(
+            "daytona",
             method,
             &url,
             &[("Authorization", auth.as_str())],
-            body.map(Value::to_string),
+            body,
             CALL_DEADLINE,
+            failure,
         )
         .await
-        .map_err(|e| ProviderError::Transient(format!("daytona: {e}")))?;
-        match status {
-            200..=299 => Ok(Some(serde_json::from_str(&text).unwrap_or(Value::Null))),
-            404 => Ok(None),
-            _ => Err(failure(status, &text)),
-        }
     }
 
     /// Daytona's sandbox for our sandbox `sandbox_id`, found by its label.

@@ -4,7 +4,7 @@
 //! not running.
 
 use crate::provider::{ProviderError, Resumed, SandboxProvider};
-use inspect_e2b::{self as e2b, E2bConfig, Failure};
+use inspect_e2b::{self as e2b, E2bConfig};
 use inspect_protocol::images::{BuildImageRequest, BuildStarted};
 use inspect_protocol::provider::{Capabilities, SandboxInfo, SnapshotInfo, SpawnRequest};
 use serde_json::Value;
@@ -22,11 +22,8 @@ pub struct E2bProvider {
 
 fn failure(status: u16, body: &str, secrets: &[&str]) -> ProviderError {
     match e2b::classify(status, body, secrets) {
-        Failure::NotFound => ProviderError::Permanent("e2b: no such sandbox".into()),
-        Failure::Conflict => ProviderError::Permanent(format!("e2b answered 409: {body}")),
-        Failure::Transient(m) => ProviderError::Transient(m),
-        Failure::Quota(m) => ProviderError::AtCapacity(m),
-        Failure::Permanent(m) => ProviderError::Permanent(m),
+        Some(f) => ProviderError::from_vendor("e2b", f),
+        None => ProviderError::Permanent(format!("e2b answered 409: {body}")),
     }
 }
 

@@ -64,3 +64,33 @@ pub async fn call_bytes(
         }
     }
 }
+
+/// One call to a vendor's JSON API: the answer (`Null` when it is not JSON), `None` for a
+/// 404. No answer at all is transient, in the vendor's name; an error answer is what
+/// `failure` makes of it.
+pub async fn vendor_call(
+    vendor: &str,
+    method: Method,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: Option<&serde_json::Value>,
+    deadline: Duration,
+    failure: impl Fn(u16, &str) -> crate::provider::ProviderError,
+) -> Result<Option<serde_json::Value>, crate::provider::ProviderError> {
+    let (status, text) = call(
+        method,
+        url,
+        headers,
+        body.map(serde_json::Value::to_string),
+        deadline,
+    )
+    .await
+    .map_err(|e| crate::provider::ProviderError::Transient(format!("{vendor}: {e}")))?;
+    match status {
+        200..=299 => Ok(Some(
+            serde_json::from_str(&text).unwrap_or(serde_json::Value::Null),
+        )),
+        404 => Ok(None),
+        _ => Err(failure(status, &text)),
+    }
+}

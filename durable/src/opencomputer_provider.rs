@@ -5,7 +5,7 @@
 //! newest one.
 
 use crate::provider::{ProviderError, Resumed, SandboxProvider};
-use inspect_opencomputer::{self as oc, Failure, OpenComputerConfig};
+use inspect_opencomputer::{self as oc, OpenComputerConfig};
 use inspect_protocol::images::{BuildImageRequest, BuildStarted};
 use inspect_protocol::provider::{Capabilities, SandboxInfo, SnapshotInfo, SpawnRequest};
 use serde_json::{json, Value};
@@ -21,12 +21,7 @@ pub struct OpenComputerProvider {
 }
 
 fn failure(status: u16, body: &str) -> ProviderError {
-    match oc::classify(status, body) {
-        Failure::NotFound => ProviderError::Permanent("opencomputer: not found".into()),
-        Failure::Transient(m) => ProviderError::Transient(m),
-        Failure::Quota(m) => ProviderError::AtCapacity(m),
-        Failure::Permanent(m) => ProviderError::Permanent(m),
-    }
+    ProviderError::from_vendor("opencomputer", oc::classify(status, body))
 }
 
 impl OpenComputerProvider {
@@ -38,20 +33,16 @@ impl OpenComputerProvider {
         body: Option<&Value>,
         deadline: Duration,
     ) -> Result<Option<Value>, ProviderError> {
-        let (status, text) = crate::http::call(
+        crate::http::vendor_call(
+            "opencomputer",
             method,
             &self.cfg.url(path),
             &[("X-API-Key", self.cfg.api_key.as_str())],
-            body.map(Value::to_string),
+            body,
             deadline,
+            failure,
         )
         .await
-        .map_err(|e| ProviderError::Transient(format!("opencomputer: {e}")))?;
-        match status {
-            200..=299 => Ok(Some(serde_json::from_str(&text).unwrap_or(Value::Null))),
-            404 => Ok(None),
-            _ => Err(failure(status, &text)),
-        }
     }
 
     async fn matching(&self, key: &str, value: &str) -> Result<Vec<Value>, ProviderError> {

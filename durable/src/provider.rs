@@ -51,6 +51,19 @@ impl fmt::Display for ProviderError {
     }
 }
 
+impl ProviderError {
+    /// A vendor API's refusal as the lifecycle takes it (a 404 in the vendor's words too).
+    pub fn from_vendor(vendor: &str, failure: inspect_protocol::vendor::Failure) -> Self {
+        use inspect_protocol::vendor::Failure;
+        match failure {
+            Failure::NotFound => ProviderError::Permanent(format!("{vendor}: not found")),
+            Failure::Transient(m) => ProviderError::Transient(m),
+            Failure::Quota(m) => ProviderError::AtCapacity(m),
+            Failure::Permanent(m) => ProviderError::Permanent(m),
+        }
+    }
+}
+
 /// What resuming a stopped sandbox came to.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Resumed {

@@ -5,7 +5,7 @@
 use crate::provider::{ProviderError, Resumed, SandboxProvider};
 use inspect_protocol::images::{BuildImageRequest, BuildStarted};
 use inspect_protocol::provider::{Capabilities, SandboxInfo, SnapshotInfo, SpawnRequest};
-use inspect_vercel::{self as vercel, Failure, VercelConfig};
+use inspect_vercel::{self as vercel, VercelConfig};
 use serde_json::Value;
 use std::time::Duration;
 use worker::Method;
@@ -19,12 +19,7 @@ pub struct VercelProvider {
 }
 
 fn failure(status: u16, body: &str) -> ProviderError {
-    match vercel::classify(status, body) {
-        Failure::NotFound => ProviderError::Permanent("vercel: not found".into()),
-        Failure::Transient(m) => ProviderError::Transient(m),
-        Failure::Quota(m) => ProviderError::AtCapacity(m),
-        Failure::Permanent(m) => ProviderError::Permanent(m),
-    }
+    ProviderError::from_vendor("vercel", vercel::classify(status, body))
 }
 
 impl VercelProvider {
@@ -37,20 +32,16 @@ impl VercelProvider {
         deadline: Duration,
     ) -> Result<Option<Value>, ProviderError> {
         let auth = format!("Bearer {}", self.cfg.token);
-        let (status, text) = crate::http::call(
+        crate::http::vendor_call(
+            "vercel",
             method,
             &self.cfg.url(path),
             &[("Authorization", auth.as_str())],
-            body.map(Value::to_string),
+            body,
             deadline,
+            failure,
         )
         .await
-        .map_err(|e| ProviderError::Transient(format!("vercel: {e}")))?;
-        match status {
-            200..=299 => Ok(Some(serde_json::from_str(&text).unwrap_or(Value::Null))),
-            404 => Ok(None),
-            _ => Err(failure(status, &text)),
-        }
     }
 
     /// The sandbox named `name` (our sandbox id) and its current session, if any.

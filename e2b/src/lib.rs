@@ -11,6 +11,7 @@
 //! shell sends them.
 
 use inspect_protocol::provider::{SpawnRequest, SANDBOX_ROOT, SUPERVISOR_START};
+use inspect_protocol::vendor;
 use serde_json::{json, Value};
 
 pub const DEFAULT_API_URL: &str = "https://api.e2b.app";
@@ -39,29 +40,10 @@ pub struct E2bConfig {
     pub timeout_seconds: u64,
 }
 
-fn http_url(name: &str, v: String) -> Result<String, String> {
-    let v = v.trim_end_matches('/').to_owned();
-    if v.starts_with("https://") || v.starts_with("http://") {
-        Ok(v)
-    } else {
-        Err(format!("{name} is not an http(s) URL: {v}"))
-    }
-}
-
 impl E2bConfig {
     pub fn from_settings(get: impl Fn(&str) -> Option<String>) -> Result<E2bConfig, String> {
-        let get = |n: &str| {
-            get(n)
-                .map(|v| v.trim().to_owned())
-                .filter(|v| !v.is_empty())
-        };
-        let missing: Vec<&str> = ["E2B_API_KEY", "E2B_TEMPLATE_ID"]
-            .into_iter()
-            .filter(|n| get(n).is_none())
-            .collect();
-        if !missing.is_empty() {
-            return Err(format!("missing {}", missing.join(", ")));
-        }
+        let get = vendor::trimmed(get);
+        vendor::require(&get, &["E2B_API_KEY", "E2B_TEMPLATE_ID"])?;
         let timeout_seconds = match get("E2B_SANDBOX_TIMEOUT_SECONDS") {
             None => DEFAULT_TIMEOUT_SECONDS,
             Some(t) => match t.parse::<u64>() {
@@ -74,16 +56,14 @@ impl E2bConfig {
             },
         };
         Ok(E2bConfig {
-            api_url: http_url(
-                "E2B_API_URL",
-                get("E2B_API_URL").unwrap_or_else(|| DEFAULT_API_URL.into()),
-            )?,
+            api_url: vendor::base_url(&get, "E2B_API_URL", DEFAULT_API_URL)?,
             api_key: get("E2B_API_KEY").unwrap_or_default(),
             template_id: get("E2B_TEMPLATE_ID").unwrap_or_default(),
             domain: get("E2B_DOMAIN").unwrap_or_else(|| DEFAULT_DOMAIN.into()),
-            sandbox_url: get("E2B_SANDBOX_URL")
-                .map(|u| http_url("E2B_SANDBOX_URL", u))
-                .transpose()?,
+            sandbox_url: match get("E2B_SANDBOX_URL") {
+                Some(_) => Some(vendor::base_url(&get, "E2B_SANDBOX_URL", "")?),
+                None => None,
+            },
             timeout_seconds,
         })
     }
@@ -96,7 +76,11 @@ impl E2bConfig {
     pub fn listed(&self, key: &str, value: &str) -> String {
         self.url(&format!(
             "/v2/sandboxes?metadata={}&state=running&state=paused",
-            encode(&format!("{}={}", encode(key), encode(value)))
+            vendor::encode(&format!(
+                "{}={}",
+                vendor::encode(key),
+                vendor::encode(value)
+            ))
         ))
     }
 
@@ -113,18 +97,6 @@ impl E2bConfig {
     pub fn port_url(&self, e2b_id: &str, port: u16) -> String {
         format!("https://{port}-{e2b_id}.{}", self.domain)
     }
-}
-
-/// Percent-encodes a query value.
-pub fn encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 /// `POST /sandboxes`: the template, the supervisor's environment, our ids as metadata, the
@@ -264,37 +236,24 @@ pub fn listed_ids(list: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// What an error answer means.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Failure {
-    NotFound,
-    /// 409: the sandbox is already in the state asked for (paused twice).
-    Conflict,
-    Transient(String),
-    /// 429: too many sandboxes at once for the plan, or too many calls: wait.
-    Quota(String),
-    Permanent(String),
-}
+pub use inspect_protocol::vendor::Failure;
 
 /// E2B's error bodies are `{code, message}`; the message is kept short, and never the
-/// request's environment (E2B may echo it in a create error).
-pub fn classify(status: u16, body: &str, secrets: &[&str]) -> Failure {
+/// request's environment (E2B may echo it in a create error). `None` for a 409: the sandbox
+/// is already in the state asked for (paused twice).
+pub fn classify(status: u16, body: &str, secrets: &[&str]) -> Option<Failure> {
+    if status == 409 {
+        return None;
+    }
     let v: Value = serde_json::from_str(body).unwrap_or(Value::Null);
-    let mut message: String = match v["message"].as_str() {
+    let mut message = match v["message"].as_str() {
         Some(m) => m.to_owned(),
-        None => body.chars().take(300).collect(),
+        None => vendor::excerpt(body),
     };
     for s in secrets.iter().filter(|s| s.len() >= 4) {
         message = message.replace(s, "[redacted]");
     }
-    let said = format!("e2b answered {status}: {message}");
-    match status {
-        404 => Failure::NotFound,
-        409 => Failure::Conflict,
-        429 => Failure::Quota(said),
-        408 | 500..=599 => Failure::Transient(said),
-        _ => Failure::Permanent(said),
-    }
+    Some(vendor::classify("e2b", status, &message))
 }
 
 #[cfg(test)]

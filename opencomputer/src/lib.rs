@@ -11,6 +11,7 @@
 //! SessionDO's shell sends them.
 
 use inspect_protocol::provider::{SpawnRequest, SANDBOX_ROOT, SUPERVISOR_START};
+use inspect_protocol::vendor;
 use serde_json::{json, Value};
 
 pub const DEFAULT_API_URL: &str = "https://app.opencomputer.dev/api";
@@ -37,18 +38,8 @@ impl OpenComputerConfig {
     pub fn from_settings(
         get: impl Fn(&str) -> Option<String>,
     ) -> Result<OpenComputerConfig, String> {
-        let get = |n: &str| {
-            get(n)
-                .map(|v| v.trim().to_owned())
-                .filter(|v| !v.is_empty())
-        };
-        let missing: Vec<&str> = ["OPENCOMPUTER_API_KEY", "OPENCOMPUTER_TEMPLATE"]
-            .into_iter()
-            .filter(|n| get(n).is_none())
-            .collect();
-        if !missing.is_empty() {
-            return Err(format!("missing {}", missing.join(", ")));
-        }
+        let get = vendor::trimmed(get);
+        vendor::require(&get, &["OPENCOMPUTER_API_KEY", "OPENCOMPUTER_TEMPLATE"])?;
         let idle_timeout_seconds = match get("OPENCOMPUTER_IDLE_TIMEOUT_SECONDS") {
             None => DEFAULT_IDLE_TIMEOUT_SECONDS,
             Some(t) => match t.parse::<u64>() {
@@ -60,15 +51,7 @@ impl OpenComputerConfig {
                 }
             },
         };
-        let api_url = get("OPENCOMPUTER_API_URL")
-            .unwrap_or_else(|| DEFAULT_API_URL.into())
-            .trim_end_matches('/')
-            .to_owned();
-        if !(api_url.starts_with("https://") || api_url.starts_with("http://")) {
-            return Err(format!(
-                "OPENCOMPUTER_API_URL is not an http(s) URL: {api_url}"
-            ));
-        }
+        let api_url = vendor::base_url(&get, "OPENCOMPUTER_API_URL", DEFAULT_API_URL)?;
         Ok(OpenComputerConfig {
             api_url,
             api_key: get("OPENCOMPUTER_API_KEY").unwrap_or_default(),
@@ -215,16 +198,9 @@ pub fn checkpoint_ids(list: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// What an error answer means.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Failure {
-    NotFound,
-    Transient(String),
-    /// 429, or a refusal for quota: wait.
-    Quota(String),
-    Permanent(String),
-}
+pub use inspect_protocol::vendor::Failure;
 
+/// OpenComputer's error bodies are `{error}` (a string, or `{message}`).
 pub fn classify(status: u16, body: &str) -> Failure {
     let v: Value = serde_json::from_str(body).unwrap_or(Value::Null);
     let message = v["error"]
@@ -232,15 +208,8 @@ pub fn classify(status: u16, body: &str) -> Failure {
         .or_else(|| v["message"].as_str())
         .or_else(|| v["error"]["message"].as_str())
         .map(str::to_owned)
-        .unwrap_or_else(|| body.chars().take(300).collect());
-    let said = format!("opencomputer answered {status}: {message}");
-    match status {
-        404 => Failure::NotFound,
-        429 => Failure::Quota(said),
-        403 if message.to_ascii_lowercase().contains("quota") => Failure::Quota(said),
-        408 | 500..=599 => Failure::Transient(said),
-        _ => Failure::Permanent(said),
-    }
+        .unwrap_or_else(|| vendor::excerpt(body));
+    vendor::classify("opencomputer", status, &message)
 }
 
 #[cfg(test)]

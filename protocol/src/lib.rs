@@ -18,5 +18,6 @@ pub mod sandbox;
 pub mod scm;
 pub mod session;
 pub mod slack;
+pub mod vendor;
 
 pub use error::{ApiError, ErrorBody, ErrorCode};

@@ -192,6 +192,26 @@ impl World {
 }
 
 impl World {
+    /// A session whose sandbox exposes port 3000, its first prompt run to the end: its id,
+    /// its socket and every message.
+    async fn run_with_port(&self) -> (String, WsClient, Vec<Value>) {
+        let id = create_session(
+            &self.stack.base_url,
+            "ann",
+            json!({"repoOwner": "local", "repoName": "demo", "sandbox": {"tunnelPorts": [3000]}}),
+        )
+        .await
+        .unwrap();
+        let (mut ws, _) = WsClient::join(&self.stack.base_url, &self.stack.ws_url(""), &id, "ann")
+            .await
+            .unwrap();
+        ws.send(json!({"type": "prompt", "content": "go"}))
+            .await
+            .unwrap();
+        let seen = self.until_complete(&mut ws, 1).await;
+        (id, ws, seen)
+    }
+
     /// Deletes the session; the provider must have let it go.
     async fn delete_session(&self, id: &str) {
         let gone = inspect_tests::client::send(
@@ -1060,20 +1080,7 @@ async fn daytona_quota_ports_and_deletion() {
         403,
         "Total CPU quota exceeded (4 of 4 used)",
     );
-    let id = create_session(
-        &w.stack.base_url,
-        "ann",
-        json!({"repoOwner": "local", "repoName": "demo", "sandbox": {"tunnelPorts": [3000]}}),
-    )
-    .await
-    .unwrap();
-    let (mut ws, _) = WsClient::join(&w.stack.base_url, &w.stack.ws_url(""), &id, "ann")
-        .await
-        .unwrap();
-    ws.send(json!({"type": "prompt", "content": "go"}))
-        .await
-        .unwrap();
-    let seen = w.until_complete(&mut ws, 1).await;
+    let (id, _ws, seen) = w.run_with_port().await;
     let waiting = seen
         .iter()
         .find(|m| m["type"] == "sandbox_status" && m["status"] == "waiting")
@@ -1128,20 +1135,7 @@ async fn e2b_quota_envd_failures_ports_and_deletion() {
         429,
         "You have reached the maximum number of concurrent sandboxes (20)",
     );
-    let id = create_session(
-        &w.stack.base_url,
-        "ann",
-        json!({"repoOwner": "local", "repoName": "demo", "sandbox": {"tunnelPorts": [3000]}}),
-    )
-    .await
-    .unwrap();
-    let (mut ws, _) = WsClient::join(&w.stack.base_url, &w.stack.ws_url(""), &id, "ann")
-        .await
-        .unwrap();
-    ws.send(json!({"type": "prompt", "content": "go"}))
-        .await
-        .unwrap();
-    let seen = w.until_complete(&mut ws, 1).await;
+    let (id, _ws, seen) = w.run_with_port().await;
     let waiting = seen
         .iter()
         .find(|m| m["type"] == "sandbox_status" && m["status"] == "waiting")
@@ -1226,20 +1220,7 @@ async fn vercel_routes_refusals_snapshots_and_deletion() {
 
     // Rate-limited (429): waits and says so; then runs, with Vercel's route as the URL.
     v.fail_next("POST /v2/sandboxes", 429, "Too many sandboxes are running");
-    let id = create_session(
-        &w.stack.base_url,
-        "ann",
-        json!({"repoOwner": "local", "repoName": "demo", "sandbox": {"tunnelPorts": [3000]}}),
-    )
-    .await
-    .unwrap();
-    let (mut ws, _) = WsClient::join(&w.stack.base_url, &w.stack.ws_url(""), &id, "ann")
-        .await
-        .unwrap();
-    ws.send(json!({"type": "prompt", "content": "go"}))
-        .await
-        .unwrap();
-    let seen = w.until_complete(&mut ws, 1).await;
+    let (id, mut ws, seen) = w.run_with_port().await;
     assert!(
         seen.iter().any(|m| m["type"] == "sandbox_status"
             && m["status"] == "waiting"

@@ -9,6 +9,8 @@
 //! This crate builds the bodies and reads the answers; the SessionDO's shell sends them.
 
 use inspect_protocol::provider::{SpawnRequest, SANDBOX_ROOT, SUPERVISOR_START};
+use inspect_protocol::vendor;
+pub use inspect_protocol::vendor::encode;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
@@ -38,22 +40,15 @@ pub struct VercelConfig {
 
 impl VercelConfig {
     pub fn from_settings(get: impl Fn(&str) -> Option<String>) -> Result<VercelConfig, String> {
-        let get = |n: &str| {
-            get(n)
-                .map(|v| v.trim().to_owned())
-                .filter(|v| !v.is_empty())
-        };
-        let missing: Vec<&str> = [
-            "VERCEL_TOKEN",
-            "VERCEL_PROJECT_ID",
-            "VERCEL_BASE_SNAPSHOT_ID",
-        ]
-        .into_iter()
-        .filter(|n| get(n).is_none())
-        .collect();
-        if !missing.is_empty() {
-            return Err(format!("missing {}", missing.join(", ")));
-        }
+        let get = vendor::trimmed(get);
+        vendor::require(
+            &get,
+            &[
+                "VERCEL_TOKEN",
+                "VERCEL_PROJECT_ID",
+                "VERCEL_BASE_SNAPSHOT_ID",
+            ],
+        )?;
         let number =
             |name: &str, default: u64, ok: &dyn Fn(u64) -> bool, says: &str| match get(name) {
                 None => Ok(default),
@@ -83,15 +78,7 @@ impl VercelConfig {
                 "1, 2, 4 or 8",
             )?),
         };
-        let api_url = get("VERCEL_SANDBOX_API_BASE_URL")
-            .unwrap_or_else(|| DEFAULT_API_URL.into())
-            .trim_end_matches('/')
-            .to_owned();
-        if !(api_url.starts_with("https://") || api_url.starts_with("http://")) {
-            return Err(format!(
-                "VERCEL_SANDBOX_API_BASE_URL is not an http(s) URL: {api_url}"
-            ));
-        }
+        let api_url = vendor::base_url(&get, "VERCEL_SANDBOX_API_BASE_URL", DEFAULT_API_URL)?;
         Ok(VercelConfig {
             api_url,
             token: get("VERCEL_TOKEN").unwrap_or_default(),
@@ -140,18 +127,6 @@ impl VercelConfig {
             encode(name)
         )
     }
-}
-
-/// Percent-encodes a path segment or query value.
-pub fn encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 /// `POST /v2/sandboxes`: named by our sandbox id, made from `source` (the base snapshot,
@@ -265,15 +240,7 @@ pub fn snapshot_ids(list: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// What an error answer means.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Failure {
-    NotFound,
-    Transient(String),
-    /// 429: too many sandboxes or calls for the plan: wait.
-    Quota(String),
-    Permanent(String),
-}
+pub use inspect_protocol::vendor::Failure;
 
 /// Vercel's error bodies are `{error: {code, message}}`.
 pub fn classify(status: u16, body: &str) -> Failure {
@@ -281,15 +248,9 @@ pub fn classify(status: u16, body: &str) -> Failure {
     let message = match (v["error"]["code"].as_str(), v["error"]["message"].as_str()) {
         (Some(code), Some(m)) => format!("{code}: {m}"),
         (None, Some(m)) => m.to_owned(),
-        _ => body.chars().take(300).collect(),
+        _ => vendor::excerpt(body),
     };
-    let said = format!("vercel answered {status}: {message}");
-    match status {
-        404 => Failure::NotFound,
-        429 => Failure::Quota(said),
-        408 | 500..=599 => Failure::Transient(said),
-        _ => Failure::Permanent(said),
-    }
+    vendor::classify("vercel", status, &message)
 }
 
 #[cfg(test)]
