@@ -368,6 +368,12 @@ async fn main() -> Result<()> {
     println!("# session benchmarks (wrangler dev, release wasm, client on the same machine)");
     let floor = frame_floor(&stack).await?;
     println!("(0) frames through the object and back (no storage): {floor:.0}/s");
+    // `INSPECT_SESSION_BENCH=creates`: only the floor and (d), for a change to creation.
+    if std::env::var("INSPECT_SESSION_BENCH").as_deref() == Ok("creates") {
+        let rate = creates(&stack, 100).await?;
+        println!("(d) sequential session creates: {rate:.0}/s");
+        return Ok(());
+    }
     for batch in [1, 50] {
         let (rate, min_seen, warm) = sandbox_path(batch).await?;
         println!("(a) sandbox tool-call events persisted + broadcast, 10 clients, {batch} per frame: {rate:.0} events/s (every client saw at least {min_seen} of 3000)");
