@@ -313,10 +313,18 @@ impl SandboxProvider for OpenComputerProvider {
         Ok(self.cfg.template.clone())
     }
 
-    /// Deletes the session's sandboxes and their checkpoints.
+    /// Deletes the session's sandboxes, then their checkpoints (in that order: a checkpoint
+    /// being taken meanwhile either ends before the sandbox goes, and is listed, or fails).
     async fn delete_session(&self, session_id: &str) -> Result<(), ProviderError> {
         for s in self.matching(oc::META_SESSION, session_id).await? {
             let id = oc::id_of(&s).unwrap_or_default();
+            self.call(
+                Method::Delete,
+                &format!("/sandboxes/{id}"),
+                None,
+                CALL_DEADLINE,
+            )
+            .await?;
             let checkpoints = self
                 .call(
                     Method::Get,
@@ -335,13 +343,6 @@ impl SandboxProvider for OpenComputerProvider {
                 )
                 .await?;
             }
-            self.call(
-                Method::Delete,
-                &format!("/sandboxes/{id}"),
-                None,
-                CALL_DEADLINE,
-            )
-            .await?;
         }
         Ok(())
     }
