@@ -149,10 +149,10 @@ fn admit(
         )));
     }
     if let Some((status, message)) = forced {
-        let code = if status == 429 {
-            "rate_limited"
-        } else {
-            "internal_error"
+        let code = match status {
+            429 => "rate_limited",
+            400..=499 => "bad_request",
+            _ => "internal_error",
         };
         return Err(Box::new(error(status, code, &message)));
     }

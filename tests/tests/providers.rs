@@ -1197,9 +1197,24 @@ async fn e2b_quota_envd_failures_ports_and_deletion() {
         "the failed one was killed"
     );
 
+    // A refusal (400) fails the spawn in E2B's words, not as transient.
+    e.fail_next("POST /sandboxes", 400, "invalid timeout for this plan");
+    w.model.push(vec![Reply::text("never")]);
+    let (id3, mut ws3) = w.session().await;
+    ws3.send(json!({"type": "prompt", "content": "go"}))
+        .await
+        .unwrap();
+    let error = w.first_sandbox_error(&mut ws3).await;
+    assert!(
+        error.contains("e2b answered 400: invalid timeout for this plan"),
+        "{error}"
+    );
+    assert!(!error.contains("transient"), "{error}");
+
     // Deleting a session kills its E2B sandboxes.
     w.delete_session(&id).await;
     w.delete_session(&id2).await;
+    w.delete_session(&id3).await;
     assert!(e.sandboxes().is_empty(), "{:#?}", e.sandboxes());
 }
 
@@ -1261,6 +1276,20 @@ async fn vercel_routes_refusals_snapshots_and_deletion() {
     // Deleting the session deletes its snapshots.
     w.delete_session(&id).await;
     assert!(v.snapshots().is_empty(), "{:#?}", v.calls());
+
+    // A refusal (400) fails the next spawn in Vercel's words, not as transient.
+    v.fail_next("POST /v2/sandboxes", 400, "ports: at most 4 ports");
+    w.model.push(vec![Reply::text("never")]);
+    let (_id2, mut ws2) = w.session().await;
+    ws2.send(json!({"type": "prompt", "content": "go"}))
+        .await
+        .unwrap();
+    let error = w.first_sandbox_error(&mut ws2).await;
+    assert!(
+        error.contains("vercel answered 400") && error.contains("ports: at most 4 ports"),
+        "{error}"
+    );
+    assert!(!error.contains("transient"), "{error}");
 }
 
 // ---------------------------------------------------------------------------------------
