@@ -39,6 +39,7 @@ struct Sandbox {
 struct World {
     sandboxes: HashMap<String, Sandbox>,
     fail_next: Vec<(String, u16, String)>,
+    delay_next: Vec<(String, std::time::Duration)>,
     calls: Vec<String>,
     clock: u64,
 }
@@ -112,6 +113,12 @@ impl FakeDaytona {
     pub fn fail_next(&self, call: &str, status: u16, message: &str) {
         self.machine
             .with(|w| w.fail_next.push((call.into(), status, message.into())));
+    }
+
+    /// The next call whose `METHOD path` starts with `call` is answered only after `by` (a
+    /// slow provider).
+    pub fn delay_next(&self, call: &str, by: std::time::Duration) {
+        self.machine.with(|w| w.delay_next.push((call.into(), by)));
     }
 
     pub fn calls(&self) -> Vec<String> {
@@ -384,6 +391,17 @@ async fn act(
     headers: HeaderMap,
     Path((id, action)): Path<(String, String)>,
 ) -> Response {
+    let call = format!("{method} /sandbox/{id}/{action}");
+    let delay = m.with(|w| {
+        let at = w
+            .delay_next
+            .iter()
+            .position(|(c, _)| call.starts_with(c.as_str()))?;
+        Some(w.delay_next.remove(at).1)
+    });
+    if let Some(by) = delay {
+        tokio::time::sleep(by).await;
+    }
     if let Err(r) = admit(&m, &headers, &method, &format!("/sandbox/{id}/{action}")) {
         return *r;
     }

@@ -1386,3 +1386,75 @@ async fn opencomputer_a_sandbox_gone_while_hibernated_comes_back_from_its_checkp
         "{left:#?}"
     );
 }
+
+/// A prompt sent while the provider is still stopping the idle sandbox waits for the stop
+/// to end, then resumes the same machine (it once raced the stop: the resume found the
+/// machine half-stopped, failed, and a fresh sandbox without the workspace ran the prompt).
+#[tokio::test]
+async fn daytona_a_prompt_during_a_slow_stop_resumes_the_stopped_sandbox() {
+    let w = World::start(
+        Provider::Daytona,
+        vec![
+            Reply::tool(
+                "write",
+                json!({"filePath": "scratch.txt", "content": "keep me\n"}),
+            ),
+            Reply::text("Wrote it."),
+        ],
+        &[("SANDBOX_IDLE_TIMEOUT_SECONDS", "4")],
+    )
+    .await;
+    let d = w.daytona.as_ref().unwrap();
+    std::fs::write(w.repo.path().join(".gitignore"), "scratch.txt\n").unwrap();
+    commit_all(w.repo.path(), "ignore scratch");
+    let (_id, mut ws) = w.session().await;
+    ws.send(json!({"type": "prompt", "content": "write scratch"}))
+        .await
+        .unwrap();
+    w.until_complete(&mut ws, 1).await;
+    // Daytona is slow to stop it, and slower still to recover it: a resume started before
+    // the stop landed would find the machine errored (its supervisor ended at the shutdown),
+    // ask to recover it, and be refused once the stop had landed.
+    let daytona_id = d.sandboxes()[0]["id"].as_str().unwrap().to_owned();
+    d.delay_next(
+        &format!("POST /sandbox/{daytona_id}/stop"),
+        std::time::Duration::from_millis(1500),
+    );
+    d.delay_next(
+        &format!("POST /sandbox/{daytona_id}/recover"),
+        std::time::Duration::from_secs(3),
+    );
+    loop {
+        let m = ws
+            .recv_within(60)
+            .await
+            .unwrap_or_else(|e| panic!("{e}\n{}", w.logs()));
+        if m["type"] == "sandbox_status" && m["status"] == "stopped" {
+            break;
+        }
+    }
+    // The stop is still on its way to Daytona.
+    w.model.push(vec![
+        Reply::tool(
+            "bash",
+            json!({"command": "cat scratch.txt", "description": "read it"}),
+        ),
+        Reply::text("Still there."),
+    ]);
+    ws.send(json!({"type": "prompt", "content": "read scratch"}))
+        .await
+        .unwrap();
+    let seen = w.until_complete(&mut ws, 1).await;
+    let call = events(&seen, "tool_call")
+        .into_iter()
+        .find(|c| c["status"] == "completed")
+        .cloned()
+        .unwrap();
+    assert!(
+        call["output"].as_str().unwrap().contains("keep me"),
+        "{call}\n{:?}",
+        d.calls()
+    );
+    assert_eq!(d.sandboxes().len(), 1, "{:?}", d.calls());
+    assert_eq!(d.boots().values().copied().collect::<Vec<_>>(), vec![2]);
+}

@@ -151,13 +151,20 @@ impl SessionDO {
             }
         }
         if let (Some(id), Some(provider)) = (stop, self.provider()) {
-            match provider.stop(&id).await {
+            self.stopping.set(true);
+            let stopped = provider.stop(&id).await;
+            self.stopping.set(false);
+            match stopped {
                 Ok(()) => self.log(LogLine::info("sandbox", "stopped").sandbox(&id)),
                 Err(e) => self.log(
                     LogLine::warn("sandbox", "stop_failed")
                         .sandbox(&id)
                         .detail(e),
                 ),
+            }
+            // A prompt that came while the provider was stopping it gets its sandbox now.
+            if self.spawn_deferred.replace(false) {
+                wanted = true;
             }
         }
         self.spawn_if_wanted(wanted).await;
@@ -169,6 +176,10 @@ impl SessionDO {
     /// Spawns a sandbox if the engine wants one and none is alive or on its way.
     pub(super) async fn spawn_if_wanted(&self, wanted: bool) {
         if !wanted {
+            return;
+        }
+        if self.stopping.get() {
+            self.spawn_deferred.set(true);
             return;
         }
         let engine = self.engine();

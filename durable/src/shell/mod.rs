@@ -84,6 +84,11 @@ pub struct SessionDO {
     pr_claims: RefCell<HashSet<String>>,
     /// When a Slack progress message was last updated (ms): at most one per 3 s.
     slack_progress_at: std::cell::Cell<i64>,
+    /// The provider is stopping a sandbox right now: a spawn waits until it has (a resume
+    /// would otherwise find the machine half-stopped).
+    stopping: std::cell::Cell<bool>,
+    /// A spawn was asked for while stopping: it runs when the stop has ended.
+    spawn_deferred: std::cell::Cell<bool>,
 }
 
 fn now_ms() -> i64 {
@@ -195,6 +200,8 @@ impl DurableObject for SessionDO {
             index_sync: Rc::default(),
             pushes: RefCell::default(),
             pr_claims: RefCell::default(),
+            stopping: Default::default(),
+            spawn_deferred: Default::default(),
             slack_progress_at: std::cell::Cell::new(0),
         };
         // Sockets recorded in SQLite but no longer held by the runtime (lost in a restart)
