@@ -5,13 +5,21 @@ use rusqlite::types::{Value, ValueRef};
 
 pub struct SqliteStore {
     conn: rusqlite::Connection,
+    /// Every statement run, in order (tests count a path's statements with it).
+    log: std::cell::RefCell<Vec<String>>,
 }
 
 impl SqliteStore {
     pub fn in_memory() -> Self {
         SqliteStore {
             conn: rusqlite::Connection::open_in_memory().expect("open sqlite"),
+            log: Default::default(),
         }
+    }
+
+    /// The statements run since the last call, and forgets them.
+    pub fn take_statements(&self) -> Vec<String> {
+        std::mem::take(&mut self.log.borrow_mut())
     }
 }
 
@@ -31,6 +39,9 @@ fn err(e: rusqlite::Error) -> StoreError {
 
 impl Store for SqliteStore {
     fn query(&self, sql: &str, params: &[SqlValue]) -> StoreResult<Vec<Row>> {
+        self.log
+            .borrow_mut()
+            .push(sql.split_whitespace().collect::<Vec<_>>().join(" "));
         let mut stmt = self.conn.prepare_cached(sql).map_err(err)?;
         let n = stmt.column_count();
         let params: Vec<Value> = params.iter().map(to_sql).collect();

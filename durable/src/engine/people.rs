@@ -7,7 +7,7 @@ use inspect_protocol::limits::WS_TOKEN_TTL_MS;
 use inspect_protocol::session::{Actor, Participant, WsTokenResponse};
 use inspect_protocol::ApiError;
 
-const PARTICIPANT_COLUMNS: &str = "id, user_id, name, avatar, role, joined_at";
+pub(crate) const PARTICIPANT_COLUMNS: &str = "id, user_id, name, avatar, role, joined_at";
 
 pub(crate) fn read_participant(row: crate::store::Row) -> StoreResult<Participant> {
     let mut c = Cols::new(row);

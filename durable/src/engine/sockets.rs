@@ -320,8 +320,10 @@ impl<S: Store> Session<'_, S> {
             fx.merge(self.socket_closed(ws_id)?);
             return Ok(fx);
         };
-        let sid = self.session_id()?;
-        self.store
+        // Ten statements: this socket's row, the token, the socket's subscription with the
+        // participant's presence (returned by the same update), then what the client shows.
+        let participant = self
+            .store
             .atomically(|| {
                 self.store.execute(
                     "INSERT INTO ws_client_mapping (ws_id, kind, participant_id, client_id, connected_at, subscribed_at)
@@ -329,20 +331,31 @@ impl<S: Store> Session<'_, S> {
                      ON CONFLICT(ws_id) DO UPDATE SET participant_id = excluded.participant_id, client_id = excluded.client_id, subscribed_at = excluded.subscribed_at",
                     &[ws_id.into(), pid.as_str().into(), client_id.into(), now.into(), now.into()],
                 )?;
-                self.store.execute(
-                    "UPDATE participants SET presence_status = 'active', last_seen = ? WHERE id = ?",
+                self.store.query(
+                    &format!(
+                        "UPDATE participants SET presence_status = 'active', last_seen = ? WHERE id = ? RETURNING {}",
+                        super::people::PARTICIPANT_COLUMNS
+                    ),
                     &[now.into(), pid.as_str().into()],
                 )
             })
-            .map_err(internal)?;
-        let codec = timeline::CursorCodec { session_id: &sid };
+            .map_err(internal)?
+            .into_iter()
+            .next()
+            .map(super::people::read_participant)
+            .transpose()
+            .map_err(internal)?
+            .ok_or_else(|| ApiError::not_found("participant not found"))?;
+        let session = self.state()?;
+        let codec = timeline::CursorCodec {
+            session_id: &session.id,
+        };
         let timeline =
             timeline::latest(self.store, &codec, SUBSCRIBE_EVENT_WINDOW).map_err(internal)?;
-        let participant = self.participant(&pid)?;
         fx.to(
             ws_id,
             ServerMessage::Subscribed {
-                session: self.state()?,
+                session,
                 artifacts: self.artifacts()?,
                 timeline,
                 prompt_queue: self.queue()?,
@@ -350,17 +363,17 @@ impl<S: Store> Session<'_, S> {
                 participant,
             },
         );
-        fx.to(
-            ws_id,
-            ServerMessage::PresenceSync {
-                participants: self.present()?,
-            },
-        );
+        let participants = self.present()?;
+        // The one who joined is among those present now.
+        let me = match participants.iter().find(|p| p.participant_id == pid) {
+            Some(me) => me.clone(),
+            None => self.presence_of_participant(&pid)?,
+        };
+        fx.to(ws_id, ServerMessage::PresenceSync { participants });
         let tunnel_urls = self.tunnel_urls()?;
         if !tunnel_urls.is_empty() {
             fx.to(ws_id, ServerMessage::TunnelUrls { tunnel_urls });
         }
-        let me = self.presence_of_participant(&pid)?;
         fx.broadcast_except(
             ws_id,
             ServerMessage::PresenceUpdate {

@@ -483,6 +483,11 @@ mod sandbox_flow {
             .unwrap()
             .unwrap();
         assert_eq!(tools.as_i64(), Some(1));
+        // The hot path: a streamed event costs three statements (the sandbox's identity,
+        // its activity, the upsert).
+        st.take_statements();
+        s.on_sandbox_frame(&frame(&ticket.sandbox_id, json!({"type": "tool_call", "messageId": a.message_id, "tool": "bash", "callId": "c1", "status": "completed", "args": {"command": "ls"}})), 18);
+        assert_eq!(st.take_statements().len(), 3);
 
         // Completion is acked once, even when resent; the next prompt follows.
         let done = frame(
@@ -1425,4 +1430,41 @@ fn an_upserted_part_moves_past_everything_in_one_row() {
     // Appends after it still come later.
     let c2 = timeline::append(&st, "step_finish", Some("m"), data("y"), 4).unwrap();
     assert!(c2.seq > a2.seq);
+}
+
+/// The subscribe path's statements are counted, so one added by accident shows here.
+#[test]
+fn subscribing_runs_ten_statements() {
+    let st = store();
+    let s = created(&st);
+    let (tok, _) = s.mint_ws_token(&actor("bob"), 2_000).unwrap();
+    s.socket_opened("w1", sockets::KIND_CLIENT, 2_000).unwrap();
+    st.take_statements();
+    let fx = s.on_client_frame(
+        "w1",
+        &frame(&ClientMessage::Subscribe {
+            token: tok.token,
+            client_id: "w1".into(),
+        }),
+        2_001,
+    );
+    let ran = st.take_statements();
+    assert_eq!(ran.len(), 10, "{ran:#?}");
+    let ServerMessage::Subscribed {
+        participant,
+        participant_id,
+        session,
+        ..
+    } = &fx.outbound[0].message
+    else {
+        panic!("{fx:?}")
+    };
+    assert_eq!(participant.name, "bob");
+    assert_eq!(&participant.participant_id, participant_id);
+    assert_eq!(session.id, "sess1");
+    // Presence: the joiner is in the sync, and the others hear of them.
+    assert!(matches!(&fx.outbound[1].message,
+        ServerMessage::PresenceSync { participants } if participants.iter().any(|p| p.name == "bob" && p.last_seen == 2_001)));
+    assert!(matches!(&fx.outbound[2].message,
+        ServerMessage::PresenceUpdate { participants } if participants[0].name == "bob"));
 }

@@ -105,7 +105,11 @@ impl SessionDO {
         let reschedule = moves_deadlines(&fx) || fx.snapshot_sandbox.is_some();
         self.apply(fx);
         // Providers that resume keep the workspace themselves: nothing to snapshot.
-        let provider = self.provider().filter(|p| p.capabilities().snapshots);
+        // (Read from the settings only when needed: not on every frame.)
+        let provider = snapshot
+            .as_ref()
+            .and_then(|_| self.provider())
+            .filter(|p| p.capabilities().snapshots);
         // Where a snapshot ends the sandbox, only a sandbox being stopped is snapshotted.
         let snapshot = snapshot.filter(|id| {
             !provider
@@ -150,7 +154,7 @@ impl SessionDO {
                 }
             }
         }
-        if let (Some(id), Some(provider)) = (stop, self.provider()) {
+        if let Some((id, provider)) = stop.and_then(|id| self.provider().map(|p| (id, p))) {
             self.stopping.set(true);
             let stopped = provider.stop(&id).await;
             self.stopping.set(false);

@@ -19,6 +19,9 @@ impl SessionDO {
         if event.kind != "tool_call" || now - self.slack_progress_at.get() < PROGRESS_EVERY_MS {
             return;
         }
+        // Looked at once per period whatever the prompt: a session without Slack must not
+        // pay a statement per tool call for it (it was the hot path's fourth statement).
+        self.slack_progress_at.set(now);
         let Some(message_id) = event.message_id.as_deref() else {
             return;
         };
@@ -28,7 +31,6 @@ impl SessionDO {
         let Some(ts) = thread.progress_ts.clone() else {
             return;
         };
-        self.slack_progress_at.set(now);
         let tool = event
             .data
             .get("tool")

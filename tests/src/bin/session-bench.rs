@@ -301,8 +301,9 @@ async fn broadcast_latency(stack: &Stack, n_clients: usize, samples: usize) -> R
     Ok((percentile(&lat, 0.5), percentile(&lat, 0.99)))
 }
 
-/// (c) Connect → `subscribed` (token fetched beforehand, not timed).
-async fn subscribe_time(stack: &Stack, events: usize, samples: usize) -> Result<f64> {
+/// (c) Connect → `subscribed` (token fetched beforehand, not timed): the medians of the
+/// whole (socket open + subscribe) and of the `subscribe` frame → `subscribed` step alone.
+async fn subscribe_time(stack: &Stack, events: usize, samples: usize) -> Result<(f64, f64)> {
     let session = create_session(&stack.base_url, "bench", json!({})).await?;
     if events > 0 {
         let (mut w, _) =
@@ -321,6 +322,7 @@ async fn subscribe_time(stack: &Stack, events: usize, samples: usize) -> Result<
     }
     let http = reqwest::Client::new();
     let mut times = Vec::new();
+    let mut steps = Vec::new();
     for i in 0..samples {
         let token: serde_json::Value = http
             .post(stack.url(&format!("/sessions/{session}/ws-token")))
@@ -331,11 +333,20 @@ async fn subscribe_time(stack: &Stack, events: usize, samples: usize) -> Result<
             .await?;
         let t0 = Instant::now();
         let mut ws = WsClient::connect(&stack.ws_url(&format!("/sessions/{session}/ws"))).await?;
+        let t1 = Instant::now();
         ws.send(json!({"type": "subscribe", "token": token["token"], "clientId": format!("r{i}")}))
             .await?;
         let sub = ws.recv_type("subscribed").await?;
         times.push(t0.elapsed().as_secs_f64() * 1000.0);
+        steps.push(t1.elapsed().as_secs_f64() * 1000.0);
         let n = sub["timeline"]["events"].as_array().map_or(0, Vec::len);
+        if i == 0 {
+            // Compact JSON of the message as received: what the replay costs on the wire.
+            println!(
+                "    `subscribed` with {n} events: {} bytes",
+                sub.to_string().len()
+            );
+        }
         anyhow::ensure!(
             n == events.min(500),
             "subscribed carried {n} events, expected {}",
@@ -343,7 +354,10 @@ async fn subscribe_time(stack: &Stack, events: usize, samples: usize) -> Result<
         );
         ws.close().await;
     }
-    Ok(percentile(&sorted(times), 0.5))
+    Ok((
+        percentile(&sorted(times), 0.5),
+        percentile(&sorted(steps), 0.5),
+    ))
 }
 
 /// (d) Sequential session creates per second.
@@ -368,6 +382,14 @@ async fn main() -> Result<()> {
     println!("# session benchmarks (wrangler dev, release wasm, client on the same machine)");
     let floor = frame_floor(&stack).await?;
     println!("(0) frames through the object and back (no storage): {floor:.0}/s");
+    // `INSPECT_SESSION_BENCH=subscribe`: only the floor and (c), for a change to subscribing.
+    if std::env::var("INSPECT_SESSION_BENCH").as_deref() == Ok("subscribe") {
+        for events in [0, 500] {
+            let (whole, step) = subscribe_time(&stack, events, 40).await?;
+            println!("(c) connect -> subscribed with {events} events: median {whole:.2} ms (the subscribe step alone {step:.2} ms)");
+        }
+        return Ok(());
+    }
     // `INSPECT_SESSION_BENCH=creates`: only the floor and (d), for a change to creation.
     if std::env::var("INSPECT_SESSION_BENCH").as_deref() == Ok("creates") {
         let rate = creates(&stack, 100).await?;
@@ -393,8 +415,8 @@ async fn main() -> Result<()> {
         println!("(b) broadcast latency, {n} clients: p50 {p50:.1} ms, p99 {p99:.1} ms");
     }
     for events in [0, 500] {
-        let median = subscribe_time(&stack, events, 20).await?;
-        println!("(c) connect -> subscribed with {events} events: median {median:.1} ms");
+        let (whole, step) = subscribe_time(&stack, events, 20).await?;
+        println!("(c) connect -> subscribed with {events} events: median {whole:.2} ms (the subscribe step alone {step:.2} ms)");
     }
     let rate = creates(&stack, 100).await?;
     println!("(d) sequential session creates: {rate:.0}/s");
