@@ -1,8 +1,8 @@
 //! The client WebSocket (`/sessions/:id/ws`): what browsers and API clients send and get.
 
 use crate::session::{
-    Artifact, Attachment, EventPage, Participant, QueuedPrompt, SessionState, SessionStatus,
-    TimelineEvent,
+    Artifact, Attachment, EventWindow, EventsJson, Participant, QueuedPrompt, SessionState,
+    SessionStatus, TimelineEvent,
 };
 use serde::{Deserialize, Serialize};
 
@@ -102,7 +102,7 @@ pub enum ServerMessage {
     Subscribed {
         session: SessionState,
         artifacts: Vec<Artifact>,
-        timeline: EventPage,
+        timeline: EventWindow,
         prompt_queue: Vec<QueuedPrompt>,
         participant_id: String,
         participant: Participant,
@@ -178,7 +178,8 @@ pub enum ServerMessage {
         message_id: Option<String>,
     },
     HistoryPage {
-        events: Vec<TimelineEvent>,
+        #[cfg_attr(feature = "ts", ts(as = "Vec<TimelineEvent>"))]
+        events: EventsJson,
         cursor: Option<String>,
         has_more: bool,
     },
@@ -263,5 +264,32 @@ mod tests {
             v,
             json!({"type": "processing_status", "isProcessing": true})
         );
+    }
+
+    #[test]
+    fn stored_event_text_goes_out_as_events_and_reads_back() {
+        let text =
+            r#"[{"id":"e1","seq":3,"type":"token","timestamp":9,"messageId":"m","content":"hi"}]"#;
+        let m = ServerMessage::HistoryPage {
+            events: EventsJson::from_text(text.into()).unwrap(),
+            cursor: None,
+            has_more: false,
+        };
+        let wire = serde_json::to_string(&m).unwrap();
+        assert_eq!(
+            wire,
+            format!(r#"{{"type":"history_page","events":{text},"cursor":null,"hasMore":false}}"#)
+        );
+        // Read back inside the tagged message (from text and from a `Value`).
+        let back: ServerMessage = serde_json::from_str(&wire).unwrap();
+        assert_eq!(back, m);
+        let back: ServerMessage =
+            serde_json::from_value(serde_json::from_str::<serde_json::Value>(&wire).unwrap())
+                .unwrap();
+        let ServerMessage::HistoryPage { events, .. } = back else {
+            panic!("{back:?}")
+        };
+        assert_eq!(events.parse().unwrap()[0].data["content"], "hi");
+        assert!(EventsJson::from_text("[1,".into()).is_err());
     }
 }

@@ -440,6 +440,68 @@ pub struct EventPage {
     pub has_more: bool,
 }
 
+/// Timeline events, oldest first, as one JSON array (`TimelineEvent[]` on the wire) that
+/// the session's SQLite wrote: the object sends the text on without parsing it into
+/// [`TimelineEvent`]s and writing them out again. Rust readers get them with
+/// [`EventsJson::parse`].
+#[derive(Debug, Clone)]
+pub struct EventsJson(Box<serde_json::value::RawValue>);
+
+impl EventsJson {
+    /// Checks that `text` is JSON (not that it holds events: its writer's job).
+    pub fn from_text(text: String) -> serde_json::Result<Self> {
+        serde_json::value::RawValue::from_string(text).map(EventsJson)
+    }
+
+    pub fn as_str(&self) -> &str {
+        self.0.get()
+    }
+
+    pub fn parse(&self) -> serde_json::Result<Vec<TimelineEvent>> {
+        serde_json::from_str(self.0.get())
+    }
+}
+
+impl Default for EventsJson {
+    fn default() -> Self {
+        EventsJson(serde_json::value::to_raw_value(&[(); 0]).expect("an empty array"))
+    }
+}
+
+impl PartialEq for EventsJson {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Serialize for EventsJson {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for EventsJson {
+    // Through `Value`: a raw value cannot be read inside an internally tagged message.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let events = Vec::<TimelineEvent>::deserialize(d)?;
+        serde_json::value::to_raw_value(&events)
+            .map(EventsJson)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// The newest part of the timeline, as a client's `subscribed` carries it: like
+/// [`EventPage`], with the events as stored JSON text.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct EventWindow {
+    #[cfg_attr(feature = "ts", ts(as = "Vec<TimelineEvent>"))]
+    pub events: EventsJson,
+    pub cursor: Option<String>,
+    pub has_more: bool,
+}
+
 /// Kinds of timeline events the control plane itself writes.
 pub mod event_kind {
     pub const USER_MESSAGE: &str = "user_message";

@@ -113,6 +113,7 @@ fn wire_ts_is_generated_from_the_protocol() {
         decl::<inspect_protocol::session::WsTokenResponse>(&cfg),
         decl::<inspect_protocol::session::TimelineEvent>(&cfg),
         decl::<inspect_protocol::session::EventPage>(&cfg),
+        decl::<inspect_protocol::session::EventWindow>(&cfg),
         decl::<inspect_protocol::session::RegisterRepository>(&cfg),
         decl::<inspect_protocol::session::Repository>(&cfg),
         decl::<inspect_protocol::session::BranchList>(&cfg),

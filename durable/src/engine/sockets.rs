@@ -270,9 +270,13 @@ impl<S: Store> Session<'_, S> {
                     Some(c) => codec.decode(&c)?,
                     None => timeline::NEWEST,
                 };
-                let page =
-                    timeline::older_than(self.store, &codec, before, timeline::clamp_limit(limit))
-                        .map_err(internal)?;
+                let page = timeline::window_older_than(
+                    self.store,
+                    &codec,
+                    before,
+                    timeline::clamp_limit(limit),
+                )
+                .map_err(internal)?;
                 fx.to(
                     ws_id,
                     ServerMessage::HistoryPage {
@@ -350,8 +354,13 @@ impl<S: Store> Session<'_, S> {
         let codec = timeline::CursorCodec {
             session_id: &session.id,
         };
-        let timeline =
-            timeline::latest(self.store, &codec, SUBSCRIBE_EVENT_WINDOW).map_err(internal)?;
+        let timeline = timeline::window_older_than(
+            self.store,
+            &codec,
+            timeline::NEWEST,
+            SUBSCRIBE_EVENT_WINDOW,
+        )
+        .map_err(internal)?;
         fx.to(
             ws_id,
             ServerMessage::Subscribed {

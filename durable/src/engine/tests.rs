@@ -1468,3 +1468,52 @@ fn subscribing_runs_ten_statements() {
     assert!(matches!(&fx.outbound[2].message,
         ServerMessage::PresenceUpdate { participants } if participants[0].name == "bob"));
 }
+
+/// The socket's window, written as JSON by SQLite, says exactly what the typed page says.
+#[test]
+fn the_json_window_matches_the_typed_page() {
+    let st = store();
+    let s = created(&st);
+    let mut data = serde_json::Map::new();
+    data.insert(
+        "content".into(),
+        serde_json::json!("héllo \"quoted\" \n line"),
+    );
+    data.insert(
+        "args".into(),
+        serde_json::json!({"command": "ls", "n": [1, 2.5, null, true]}),
+    );
+    for i in 0..700 {
+        let kind = match i % 7 {
+            0 => event_kind::HEARTBEAT,
+            1 => "tool_call",
+            _ => "token",
+        };
+        let message = (i % 3 != 0).then(|| format!("msg_{}", i % 5));
+        timeline::append(&st, kind, message.as_deref(), data.clone(), i).unwrap();
+        if i % 11 == 0 {
+            timeline::upsert(&st, "token:m:p", "token", Some("m"), data.clone(), i).unwrap();
+        }
+    }
+    let sid = s.session_id().unwrap();
+    let codec = timeline::CursorCodec { session_id: &sid };
+    let mut before = timeline::NEWEST;
+    let mut pages = 0;
+    loop {
+        let typed = timeline::older_than(&st, &codec, before, 200).unwrap();
+        let window = timeline::window_older_than(&st, &codec, before, 200).unwrap();
+        assert_eq!(window.events.parse().unwrap(), typed.events);
+        assert_eq!(window.cursor, typed.cursor);
+        assert_eq!(window.has_more, typed.has_more);
+        pages += 1;
+        if !typed.has_more {
+            break;
+        }
+        before = codec.decode(typed.cursor.as_deref().unwrap()).unwrap();
+    }
+    assert_eq!(pages, 4);
+    // An empty timeline is an empty array.
+    let empty = timeline::window_older_than(&st, &codec, 0, 200).unwrap();
+    assert_eq!(empty.events.as_str(), "[]");
+    assert!(!empty.has_more && empty.cursor.is_none());
+}

@@ -3,9 +3,9 @@
 //! catching up). Cursors are opaque to clients and bound to their session.
 
 use crate::engine::ids;
-use crate::store::{Cols, SqlValue, Store, StoreResult};
+use crate::store::{Cols, SqlValue, Store, StoreError, StoreResult};
 use inspect_protocol::limits::{HISTORY_PAGE_DEFAULT, HISTORY_PAGE_MAX};
-use inspect_protocol::session::{event_kind, EventPage, TimelineEvent};
+use inspect_protocol::session::{event_kind, EventPage, EventWindow, EventsJson, TimelineEvent};
 use inspect_protocol::ApiError;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
@@ -272,6 +272,50 @@ pub fn older_than(
     Ok(EventPage {
         events,
         cursor,
+        has_more,
+    })
+}
+
+/// [`older_than`] as the client socket sends it: SQLite writes the events' JSON (each
+/// row's data with its id, sequence, type, time and prompt set on it) as one array, in one
+/// statement, and the object passes that text on without parsing it.
+pub fn window_older_than(
+    store: &impl Store,
+    codec: &CursorCodec<'_>,
+    before: i64,
+    limit: usize,
+) -> StoreResult<EventWindow> {
+    let row = store
+        .query(
+            "WITH w AS (SELECT seq, id, kind, message_id, timestamp, data FROM events
+                        WHERE seq < ? AND kind != ? ORDER BY seq DESC LIMIT ?)
+             SELECT json_group_array(
+                      json_patch(
+                        json_set(CASE WHEN json_type(data) = 'object' THEN data ELSE '{}' END,
+                                 '$.id', id, '$.seq', seq, '$.type', kind, '$.timestamp', timestamp),
+                        -- A merge patch: a null messageId leaves the key out.
+                        json_object('messageId', message_id))
+                      ORDER BY seq),
+                    MIN(seq),
+                    EXISTS (SELECT 1 FROM events e WHERE e.seq < (SELECT MIN(seq) FROM w) AND e.kind != ?)
+             FROM w",
+            &[
+                before.into(),
+                event_kind::HEARTBEAT.into(),
+                limit.into(),
+                event_kind::HEARTBEAT.into(),
+            ],
+        )?
+        .into_iter()
+        .next()
+        .ok_or_else(|| StoreError("the timeline window returned no row".into()))?;
+    let mut c = Cols::new(row);
+    let events = EventsJson::from_text(c.string()?).map_err(|e| StoreError(e.to_string()))?;
+    let oldest = c.opt_i64()?;
+    let has_more = c.i64()? != 0;
+    Ok(EventWindow {
+        events,
+        cursor: oldest.filter(|_| has_more).map(|seq| codec.encode(seq)),
         has_more,
     })
 }
