@@ -2,10 +2,10 @@
 //! version reached is recorded in `schema_version`, so an object woken after an upgrade
 //! brings its own database forward.
 
-use crate::store::{SqlValue, Store, StoreResult};
+use crate::store::{Store, StoreResult};
 
 /// Each entry is one migration; never edit a released one, append a new one.
-const MIGRATIONS: &[&str] = &[
+pub(crate) const MIGRATIONS: &[&str] = &[
     // 1: the first schema.
     r#"
     CREATE TABLE IF NOT EXISTS health_probe (
@@ -206,25 +206,16 @@ pub fn migrate(store: &impl Store) -> StoreResult<i64> {
         .scalar("SELECT version FROM schema_version WHERE id = 1", &[])?
         .and_then(|v| v.as_i64())
         .unwrap_or(0);
-    for (index, migration) in MIGRATIONS.iter().enumerate() {
-        let version = index as i64 + 1;
-        if version <= have {
-            continue;
-        }
-        store.atomically(|| {
-            for statement in split_statements(migration) {
-                store.execute(statement, &[])?;
-            }
-            store.execute(
-                "INSERT INTO schema_version (id, version) VALUES (1, ?) ON CONFLICT(id) DO UPDATE SET version = excluded.version",
-                &[SqlValue::Integer(version)],
-            )
-        })?;
+    if have >= current_version() {
+        return Ok(current_version());
     }
+    // Every pending migration and the version reached, as one script in one unit: a new
+    // session's object creates its whole schema in one call.
+    let mut script = MIGRATIONS[have.max(0) as usize..].join(";\n");
+    script.push_str(&format!(
+        ";\nINSERT INTO schema_version (id, version) VALUES (1, {}) ON CONFLICT(id) DO UPDATE SET version = excluded.version;",
+        current_version()
+    ));
+    store.atomically(|| store.execute_script(&script))?;
     Ok(current_version())
-}
-
-/// Both SQLite front-ends run one statement per call.
-fn split_statements(sql: &str) -> impl Iterator<Item = &str> {
-    sql.split(';').map(str::trim).filter(|s| !s.is_empty())
 }

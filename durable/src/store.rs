@@ -110,6 +110,15 @@ pub trait Store {
         self.query(sql, params).map(|_| ())
     }
 
+    /// Runs statements without parameters, separated by `;` (schema changes). A store
+    /// whose SQLite takes a whole script in one call overrides this.
+    fn execute_script(&self, sql: &str) -> StoreResult<()> {
+        sql.split(';')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .try_for_each(|statement| self.execute(statement, &[]))
+    }
+
     /// The first column of the first row, if any.
     fn scalar(&self, sql: &str, params: &[SqlValue]) -> StoreResult<Option<SqlValue>> {
         Ok(self

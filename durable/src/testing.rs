@@ -65,6 +65,13 @@ impl Store for SqliteStore {
         Ok(out)
     }
 
+    fn execute_script(&self, sql: &str) -> StoreResult<()> {
+        self.log
+            .borrow_mut()
+            .push(sql.split_whitespace().collect::<Vec<_>>().join(" "));
+        self.conn.execute_batch(sql).map_err(err)
+    }
+
     fn atomically<T>(&self, f: impl FnOnce() -> StoreResult<T>) -> StoreResult<T> {
         self.conn.execute_batch("SAVEPOINT unit").map_err(err)?;
         match f() {
@@ -97,6 +104,38 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(v.as_i64(), Some(schema::current_version()));
+    }
+
+    #[test]
+    fn a_new_database_is_made_in_one_script_and_an_old_one_brought_forward() {
+        let store = SqliteStore::in_memory();
+        schema::migrate(&store).unwrap();
+        // The version table, the version read, then one script for all the rest.
+        assert_eq!(store.take_statements().len(), 3);
+        // An object stored by an older release (here: after the first two migrations) gets
+        // the rest, and its rows stay.
+        let old = SqliteStore::in_memory();
+        old.execute_script(
+            "CREATE TABLE schema_version (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL);
+             INSERT INTO schema_version VALUES (1, 2)",
+        )
+        .unwrap();
+        for m in &schema::MIGRATIONS[..2] {
+            old.execute_script(m).unwrap();
+        }
+        old.execute("INSERT INTO health_probe (id, probes) VALUES (1, 7)", &[])
+            .unwrap();
+        assert_eq!(schema::migrate(&old).unwrap(), schema::current_version());
+        let tables = |s: &SqliteStore| {
+            s.query("SELECT name, sql FROM sqlite_master ORDER BY name", &[])
+                .unwrap()
+        };
+        assert_eq!(tables(&old), tables(&store));
+        let probes = old
+            .scalar("SELECT probes FROM health_probe", &[])
+            .unwrap()
+            .unwrap();
+        assert_eq!(probes.as_i64(), Some(7));
     }
 
     #[test]

@@ -44,6 +44,18 @@ impl Store for DoStore {
             .collect()
     }
 
+    fn execute_script(&self, sql: &str) -> StoreResult<()> {
+        // The object's SQLite runs every statement of a script in one call.
+        let cursor = self
+            .sql
+            .exec(sql, None)
+            .map_err(|e| StoreError(e.to_string()))?;
+        for row in cursor.raw() {
+            row.map_err(|e| StoreError(e.to_string()))?;
+        }
+        Ok(())
+    }
+
     fn atomically<T>(&self, f: impl FnOnce() -> StoreResult<T>) -> StoreResult<T> {
         // A synchronous run of statements with no await in between is committed together.
         f()
