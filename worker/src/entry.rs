@@ -201,14 +201,15 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
         Route::Me => signin::me(&caller),
         Route::SignOut => signin::sign_out(&req, env, &caller).await,
         Route::CreateSession => {
-            crate::ratelimit::sessions(env, &actor.user_id, now).await?;
+            crate::ratelimit::check_sessions(env, &actor.user_id, now).await?;
             let mut create: CreateSessionRequest =
                 serde_json::from_slice(if body.is_empty() { b"{}" } else { &body })
                     .map_err(|e| ApiError::bad_request(format!("malformed JSON body: {e}")))?;
             // Only the control plane makes child sessions.
             create.parent_session_id = None;
             create.depth = None;
-            let created = create_session(env, &origin_of(&req), actor, create).await?;
+            let created =
+                create_session_with(env, &origin_of(&req), actor, create, &[], Some(now)).await?;
             json(&created, 201)
         }
         Route::ListSessions => {
@@ -624,18 +625,20 @@ pub(crate) async fn create_session(
     actor: &Actor,
     create: CreateSessionRequest,
 ) -> ApiResult<inspect_protocol::session::CreateSessionResponse> {
-    create_session_with(env, origin, actor, create, &[]).await
+    create_session_with(env, origin, actor, create, &[], None).await
 }
 
 /// [`create_session`], with branches that replace an environment's for some of its
 /// repositories (the GitHub bot works on a pull request's branch inside the repository's
-/// default environment).
+/// default environment), and `rate_charge` (the time) when the session counts towards its
+/// creator's rate limit (a person's own creates; the limit was checked before).
 pub(crate) async fn create_session_with(
     env: &Env,
     origin: &str,
     actor: &Actor,
     mut create: CreateSessionRequest,
     branch_overrides: &[inspect_protocol::session::RepositoryRef],
+    rate_charge: Option<i64>,
 ) -> ApiResult<inspect_protocol::session::CreateSessionResponse> {
     create.environment_name = None;
     let mut repositories = match &create.environment_id {
@@ -680,13 +683,14 @@ pub(crate) async fn create_session_with(
         let err: inspect_protocol::ErrorBody = resp.json().await.map_err(internal)?;
         return Err(err.error);
     }
-    let created: inspect_protocol::session::CreateSessionResponse =
-        resp.json().await.map_err(internal)?;
-    // Index it before answering, so the creator's next list shows it.
-    let mut state_resp = call_object(env, &id, Method::Get, "/", origin, None, &[]).await?;
-    let state: SessionState = state_resp.json().await.map_err(internal)?;
-    index::insert(env, &state, actor).await?;
-    Ok(created)
+    // The object answers with the new session's state; it is indexed before answering, so
+    // the creator's next list shows it.
+    let state: SessionState = resp.json().await.map_err(internal)?;
+    index::insert(env, &state, actor, rate_charge).await?;
+    Ok(inspect_protocol::session::CreateSessionResponse {
+        session_id: state.id,
+        status: state.status,
+    })
 }
 
 /// One request to a session's object, as the Worker makes them.

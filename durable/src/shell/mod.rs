@@ -18,8 +18,8 @@ use inspect_protocol::client::ServerMessage;
 use inspect_protocol::health::DurableProbe;
 use inspect_protocol::sandbox::SandboxCommand;
 use inspect_protocol::session::{
-    Actor, ArtifactList, CreateSessionRequest, CreateSessionResponse, IndexUpdate, MessageList,
-    ParticipantList, PromptRequest, SessionStatus, TitleRequest,
+    Actor, ArtifactList, CreateSessionRequest, IndexUpdate, MessageList, ParticipantList,
+    PromptRequest, SessionStatus, TitleRequest,
 };
 use inspect_protocol::ApiError;
 use serde::{Deserialize, Serialize};

@@ -253,11 +253,8 @@ impl SessionDO {
                             .ok()
                             .and_then(|v| v.to_string().parse::<u32>().ok());
                         let _ = engine.set_prompt_rate(rate);
-                        let resp = CreateSessionResponse {
-                            session_id: state.id.clone(),
-                            status: state.status,
-                        };
-                        Ok(json_ok(&resp)?.with_status(201))
+                        // The whole state: the Worker indexes the session from it.
+                        Ok(json_ok(&state)?.with_status(201))
                     }
                     Err(e) => json_error(&e),
                 }
