@@ -43,6 +43,18 @@ pub struct Effects {
     pub snapshot_sandbox: Option<String>,
     /// Prompts with a callback that ended: report each where its context says.
     pub completions: Vec<inspect_protocol::scm::Completion>,
+    /// A client's subscription to record once the messages above are on their way: its
+    /// `subscribed` then leaves without waiting for the write to be made durable.
+    pub subscription: Option<Subscription>,
+}
+
+/// A socket's subscription, decided and answered but not yet written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Subscription {
+    pub ws_id: String,
+    pub participant_id: String,
+    pub client_id: String,
+    pub at: i64,
 }
 
 impl Effects {
@@ -128,5 +140,8 @@ impl Effects {
             self.snapshot_sandbox = other.snapshot_sandbox;
         }
         self.completions.extend(other.completions);
+        if other.subscription.is_some() {
+            self.subscription = other.subscription;
+        }
     }
 }

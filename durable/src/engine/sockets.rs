@@ -156,6 +156,20 @@ impl<S: Store> Session<'_, S> {
     /// `error` message to its sender, and the socket stays open unless the protocol says
     /// to close it.
     pub fn on_client_frame(&self, ws_id: &str, text: &str, now: i64) -> Effects {
+        let mut fx = self.on_client_frame_staged(ws_id, text, now);
+        if let Some(sub) = fx.subscription.take() {
+            if let Err(e) = self.record_subscription(&sub) {
+                let mut failed = Effects::none();
+                failed.to(ws_id, ServerMessage::error(&e));
+                return failed;
+            }
+        }
+        fx
+    }
+
+    /// [`Self::on_client_frame`] leaving a subscription for the caller to record with
+    /// [`Self::record_subscription`] after sending the messages.
+    pub fn on_client_frame_staged(&self, ws_id: &str, text: &str, now: i64) -> Effects {
         let mut request_id = None;
         let result = if text.len() > MAX_CLIENT_FRAME_BYTES {
             Err(ApiError::new(
@@ -324,32 +338,29 @@ impl<S: Store> Session<'_, S> {
             fx.merge(self.socket_closed(ws_id)?);
             return Ok(fx);
         };
-        // Ten statements: this socket's row, the token, the socket's subscription with the
-        // participant's presence (returned by the same update), then what the client shows.
-        let participant = self
-            .store
-            .atomically(|| {
-                self.store.execute(
-                    "INSERT INTO ws_client_mapping (ws_id, kind, participant_id, client_id, connected_at, subscribed_at)
-                     VALUES (?, 'client', ?, ?, ?, ?)
-                     ON CONFLICT(ws_id) DO UPDATE SET participant_id = excluded.participant_id, client_id = excluded.client_id, subscribed_at = excluded.subscribed_at",
-                    &[ws_id.into(), pid.as_str().into(), client_id.into(), now.into(), now.into()],
-                )?;
-                self.store.query(
-                    &format!(
-                        "UPDATE participants SET presence_status = 'active', last_seen = ? WHERE id = ? RETURNING {}",
-                        super::people::PARTICIPANT_COLUMNS
-                    ),
-                    &[now.into(), pid.as_str().into()],
-                )
-            })
-            .map_err(internal)?
-            .into_iter()
-            .next()
-            .map(super::people::read_participant)
-            .transpose()
-            .map_err(internal)?
-            .ok_or_else(|| ApiError::not_found("participant not found"))?;
+        // Nine reads decide and answer; two writes record it, after the answer is sent
+        // (`Effects::subscription`, [`Self::record_subscription`]).
+        let participant = self.participant(&pid)?;
+        // Those present, the one joining among them, active as of now.
+        let mut participants = self.present()?;
+        let me = match participants.iter_mut().find(|p| p.participant_id == pid) {
+            Some(me) => me,
+            None => {
+                // Not present before this socket: present from now.
+                participants.push(inspect_protocol::client::Presence {
+                    participant_id: participant.participant_id.clone(),
+                    user_id: participant.user_id.clone(),
+                    name: participant.name.clone(),
+                    avatar: participant.avatar.clone(),
+                    status: PresenceStatus::Active,
+                    last_seen: now,
+                });
+                participants.last_mut().expect("just pushed")
+            }
+        };
+        me.status = PresenceStatus::Active;
+        me.last_seen = now;
+        let me = me.clone();
         let session = self.state()?;
         let codec = timeline::CursorCodec {
             session_id: &session.id,
@@ -372,12 +383,6 @@ impl<S: Store> Session<'_, S> {
                 participant,
             },
         );
-        let participants = self.present()?;
-        // The one who joined is among those present now.
-        let me = match participants.iter().find(|p| p.participant_id == pid) {
-            Some(me) => me.clone(),
-            None => self.presence_of_participant(&pid)?,
-        };
         fx.to(ws_id, ServerMessage::PresenceSync { participants });
         let tunnel_urls = self.tunnel_urls()?;
         if !tunnel_urls.is_empty() {
@@ -389,7 +394,38 @@ impl<S: Store> Session<'_, S> {
                 participants: vec![me],
             },
         );
+        fx.subscription = Some(super::effects::Subscription {
+            ws_id: ws_id.to_owned(),
+            participant_id: pid,
+            client_id: client_id.to_owned(),
+            at: now,
+        });
         Ok(fx)
+    }
+
+    /// Writes a subscription decided by `subscribe`: the socket's row and its
+    /// participant's presence.
+    pub fn record_subscription(&self, sub: &super::effects::Subscription) -> EngineResult<()> {
+        self.store
+            .atomically(|| {
+                self.store.execute(
+                    "INSERT INTO ws_client_mapping (ws_id, kind, participant_id, client_id, connected_at, subscribed_at)
+                     VALUES (?, 'client', ?, ?, ?, ?)
+                     ON CONFLICT(ws_id) DO UPDATE SET participant_id = excluded.participant_id, client_id = excluded.client_id, subscribed_at = excluded.subscribed_at",
+                    &[
+                        sub.ws_id.as_str().into(),
+                        sub.participant_id.as_str().into(),
+                        sub.client_id.as_str().into(),
+                        sub.at.into(),
+                        sub.at.into(),
+                    ],
+                )?;
+                self.store.execute(
+                    "UPDATE participants SET presence_status = 'active', last_seen = ? WHERE id = ?",
+                    &[sub.at.into(), sub.participant_id.as_str().into()],
+                )
+            })
+            .map_err(internal)
     }
 
     pub fn artifacts(&self) -> EngineResult<Vec<inspect_protocol::session::Artifact>> {

@@ -1434,13 +1434,13 @@ fn an_upserted_part_moves_past_everything_in_one_row() {
 
 /// The subscribe path's statements are counted, so one added by accident shows here.
 #[test]
-fn subscribing_runs_ten_statements() {
+fn subscribing_answers_from_nine_reads_then_writes_twice() {
     let st = store();
     let s = created(&st);
     let (tok, _) = s.mint_ws_token(&actor("bob"), 2_000).unwrap();
     s.socket_opened("w1", sockets::KIND_CLIENT, 2_000).unwrap();
     st.take_statements();
-    let fx = s.on_client_frame(
+    let mut fx = s.on_client_frame_staged(
         "w1",
         &frame(&ClientMessage::Subscribe {
             token: tok.token,
@@ -1449,7 +1449,22 @@ fn subscribing_runs_ten_statements() {
         2_001,
     );
     let ran = st.take_statements();
-    assert_eq!(ran.len(), 10, "{ran:#?}");
+    assert_eq!(ran.len(), 9, "{ran:#?}");
+    assert!(
+        ran.iter()
+            .all(|q| q.starts_with("SELECT") || q.starts_with("WITH")),
+        "{ran:#?}"
+    );
+    // Not subscribed until recorded: then the socket is a client everyone's messages reach.
+    assert!(s.socket_ids(Some(sockets::KIND_CLIENT)).unwrap().is_empty());
+    let sub = fx.subscription.take().expect("a subscription to record");
+    st.take_statements();
+    s.record_subscription(&sub).unwrap();
+    assert_eq!(st.take_statements().len(), 2);
+    assert_eq!(
+        s.socket_ids(Some(sockets::KIND_CLIENT)).unwrap(),
+        vec!["w1".to_string()]
+    );
     let ServerMessage::Subscribed {
         participant,
         participant_id,

@@ -126,13 +126,14 @@ impl SessionDO {
             }
         }
         self.log_prompts(&fx);
+        // (A subscription still to be recorded refreshes the membership once it is.)
         let membership_changed = !fx.closes.is_empty()
             || fx.outbound.iter().any(|o| {
                 matches!(
                     o.message,
                     ServerMessage::Subscribed { .. } | ServerMessage::PresenceLeave { .. }
                 )
-            });
+            }) && fx.subscription.is_none();
         if membership_changed {
             self.refresh_subscribed();
         }
@@ -168,6 +169,23 @@ impl SessionDO {
                 r.subscribed.remove(&close.ws_id);
             }
         });
+        // The subscription is written only now: its `subscribed` left above without
+        // waiting for the write to be durable. The socket joins the broadcasts after.
+        if let Some(sub) = fx.subscription.take() {
+            match self.engine().record_subscription(&sub) {
+                Ok(()) => self.refresh_subscribed(),
+                Err(e) => {
+                    self.log(
+                        LogLine::warn("socket", "subscription_not_recorded").detail(e.message),
+                    );
+                    self.with_registry(|r| {
+                        if let Some(ws) = r.sockets.remove(&sub.ws_id) {
+                            let _ = ws.close(Some(1011), Some("could not record the subscription"));
+                        }
+                    });
+                }
+            }
+        }
         if !fx.to_sandbox.is_empty() {
             let ids = self
                 .engine()

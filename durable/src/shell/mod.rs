@@ -292,7 +292,7 @@ impl DurableObject for SessionDO {
             return Ok(());
         }
         let fx = match text {
-            Some(text) => self.engine().on_client_frame(&id, &text, now_ms()),
+            Some(text) => self.engine().on_client_frame_staged(&id, &text, now_ms()),
             None => {
                 let mut fx = Effects::none();
                 fx.to(
