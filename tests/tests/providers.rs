@@ -192,6 +192,54 @@ impl World {
 }
 
 impl World {
+    /// A world whose first prompt writes `scratch.txt` (ignored by git, so only the
+    /// sandbox's disk keeps it) and whose sandboxes stop after 4 idle seconds.
+    async fn with_scratch(provider: Provider) -> World {
+        let w = World::start(
+            provider,
+            vec![
+                Reply::tool(
+                    "write",
+                    json!({"filePath": "scratch.txt", "content": "keep me\n"}),
+                ),
+                Reply::text("Wrote it."),
+            ],
+            &[("SANDBOX_IDLE_TIMEOUT_SECONDS", "4")],
+        )
+        .await;
+        std::fs::write(w.repo.path().join(".gitignore"), "scratch.txt\n").unwrap();
+        commit_all(w.repo.path(), "ignore scratch");
+        w
+    }
+
+    /// Waits for the clients to hear that the sandbox stopped.
+    async fn until_stopped(&self, ws: &mut WsClient) {
+        loop {
+            let m = ws
+                .recv_within(60)
+                .await
+                .unwrap_or_else(|e| panic!("{e}\n{}", self.logs()));
+            if m["type"] == "sandbox_status" && m["status"] == "stopped" {
+                break;
+            }
+        }
+    }
+
+    /// A prompt that reads `scratch.txt` back, run to the end: every message.
+    async fn read_scratch(&self, ws: &mut WsClient) -> Vec<Value> {
+        self.model.push(vec![
+            Reply::tool(
+                "bash",
+                json!({"command": "cat scratch.txt", "description": "read it"}),
+            ),
+            Reply::text("Still there."),
+        ]);
+        ws.send(json!({"type": "prompt", "content": "read scratch"}))
+            .await
+            .unwrap();
+        self.until_complete(ws, 1).await
+    }
+
     /// A session whose sandbox exposes port 3000, its first prompt run to the end: its id,
     /// its socket and every message.
     async fn run_with_port(&self) -> (String, WsClient, Vec<Value>) {
@@ -269,34 +317,13 @@ fn events<'a>(seen: &'a [Value], kind: &str) -> Vec<&'a Value> {
 /// Left alone, the sandbox stops; the next prompt finds the uncommitted file it left,
 /// whether the provider restores a snapshot or resumes the stopped sandbox.
 async fn idle_stop_and_back(provider: Provider) {
-    let w = World::start(
-        provider,
-        vec![
-            Reply::tool(
-                "write",
-                json!({"filePath": "scratch.txt", "content": "keep me\n"}),
-            ),
-            Reply::text("Wrote it."),
-        ],
-        &[("SANDBOX_IDLE_TIMEOUT_SECONDS", "4")],
-    )
-    .await;
-    std::fs::write(w.repo.path().join(".gitignore"), "scratch.txt\n").unwrap();
-    commit_all(w.repo.path(), "ignore scratch");
+    let w = World::with_scratch(provider).await;
     let (id, mut ws) = w.session().await;
     ws.send(json!({"type": "prompt", "content": "write scratch"}))
         .await
         .unwrap();
     w.until_complete(&mut ws, 1).await;
-    loop {
-        let m = ws
-            .recv_within(60)
-            .await
-            .unwrap_or_else(|e| panic!("{e}\n{}", w.logs()));
-        if m["type"] == "sandbox_status" && m["status"] == "stopped" {
-            break;
-        }
-    }
+    w.until_stopped(&mut ws).await;
     // A provider that snapshots may still be saving the last one: wait for it to end.
     let t = Instant::now();
     loop {
@@ -308,17 +335,7 @@ async fn idle_stop_and_back(provider: Provider) {
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
 
-    w.model.push(vec![
-        Reply::tool(
-            "bash",
-            json!({"command": "cat scratch.txt", "description": "read it"}),
-        ),
-        Reply::text("Still there."),
-    ]);
-    ws.send(json!({"type": "prompt", "content": "read scratch"}))
-        .await
-        .unwrap();
-    let seen = w.until_complete(&mut ws, 1).await;
+    let seen = w.read_scratch(&mut ws).await;
     // The clients were told which way it came back.
     let coming = match provider {
         Provider::Local | Provider::Modal | Provider::Vercel => "restoring",
@@ -1253,15 +1270,7 @@ async fn vercel_routes_refusals_snapshots_and_deletion() {
     assert_eq!(v.sessions()[0]["session"]["status"], "running");
 
     // Idle: one snapshot, and the sandbox is no longer running.
-    loop {
-        let m = ws
-            .recv_within(60)
-            .await
-            .unwrap_or_else(|e| panic!("{e}\n{}", w.logs()));
-        if m["type"] == "sandbox_status" && m["status"] == "stopped" {
-            break;
-        }
-    }
+    w.until_stopped(&mut ws).await;
     let t = Instant::now();
     while v.snapshots().is_empty() {
         assert!(t.elapsed().as_secs() < 60, "{:?}", v.calls());
@@ -1297,21 +1306,8 @@ async fn vercel_routes_refusals_snapshots_and_deletion() {
 
 #[tokio::test]
 async fn opencomputer_a_sandbox_gone_while_hibernated_comes_back_from_its_checkpoint() {
-    let w = World::start(
-        Provider::OpenComputer,
-        vec![
-            Reply::tool(
-                "write",
-                json!({"filePath": "scratch.txt", "content": "keep me\n"}),
-            ),
-            Reply::text("Wrote it."),
-        ],
-        &[("SANDBOX_IDLE_TIMEOUT_SECONDS", "4")],
-    )
-    .await;
+    let w = World::with_scratch(Provider::OpenComputer).await;
     let o = w.opencomputer.as_ref().unwrap();
-    std::fs::write(w.repo.path().join(".gitignore"), "scratch.txt\n").unwrap();
-    commit_all(w.repo.path(), "ignore scratch");
     let (id, mut ws) = w.session().await;
     ws.send(json!({"type": "prompt", "content": "write scratch"}))
         .await
@@ -1322,30 +1318,12 @@ async fn opencomputer_a_sandbox_gone_while_hibernated_comes_back_from_its_checkp
         .find(|m| m["type"] == "sandbox_spawning")
         .map(|m| m["sandboxId"].as_str().unwrap().to_owned())
         .unwrap();
-    loop {
-        let m = ws
-            .recv_within(60)
-            .await
-            .unwrap_or_else(|e| panic!("{e}\n{}", w.logs()));
-        if m["type"] == "sandbox_status" && m["status"] == "stopped" {
-            break;
-        }
-    }
+    w.until_stopped(&mut ws).await;
     assert_eq!(o.checkpoints().len(), 1, "{:?}", o.calls());
     // OpenComputer lets the hibernated sandbox go; its checkpoint stays.
     o.vanish(&first);
 
-    w.model.push(vec![
-        Reply::tool(
-            "bash",
-            json!({"command": "cat scratch.txt", "description": "read it"}),
-        ),
-        Reply::text("Still there."),
-    ]);
-    ws.send(json!({"type": "prompt", "content": "read scratch"}))
-        .await
-        .unwrap();
-    let seen = w.until_complete(&mut ws, 1).await;
+    let seen = w.read_scratch(&mut ws).await;
     let warning = seen
         .iter()
         .find(|m| m["type"] == "sandbox_event" && m["event"]["type"] == "warning")
@@ -1392,21 +1370,8 @@ async fn opencomputer_a_sandbox_gone_while_hibernated_comes_back_from_its_checkp
 /// machine half-stopped, failed, and a fresh sandbox without the workspace ran the prompt).
 #[tokio::test]
 async fn daytona_a_prompt_during_a_slow_stop_resumes_the_stopped_sandbox() {
-    let w = World::start(
-        Provider::Daytona,
-        vec![
-            Reply::tool(
-                "write",
-                json!({"filePath": "scratch.txt", "content": "keep me\n"}),
-            ),
-            Reply::text("Wrote it."),
-        ],
-        &[("SANDBOX_IDLE_TIMEOUT_SECONDS", "4")],
-    )
-    .await;
+    let w = World::with_scratch(Provider::Daytona).await;
     let d = w.daytona.as_ref().unwrap();
-    std::fs::write(w.repo.path().join(".gitignore"), "scratch.txt\n").unwrap();
-    commit_all(w.repo.path(), "ignore scratch");
     let (_id, mut ws) = w.session().await;
     ws.send(json!({"type": "prompt", "content": "write scratch"}))
         .await
@@ -1424,27 +1389,9 @@ async fn daytona_a_prompt_during_a_slow_stop_resumes_the_stopped_sandbox() {
         &format!("POST /sandbox/{daytona_id}/recover"),
         std::time::Duration::from_secs(3),
     );
-    loop {
-        let m = ws
-            .recv_within(60)
-            .await
-            .unwrap_or_else(|e| panic!("{e}\n{}", w.logs()));
-        if m["type"] == "sandbox_status" && m["status"] == "stopped" {
-            break;
-        }
-    }
+    w.until_stopped(&mut ws).await;
     // The stop is still on its way to Daytona.
-    w.model.push(vec![
-        Reply::tool(
-            "bash",
-            json!({"command": "cat scratch.txt", "description": "read it"}),
-        ),
-        Reply::text("Still there."),
-    ]);
-    ws.send(json!({"type": "prompt", "content": "read scratch"}))
-        .await
-        .unwrap();
-    let seen = w.until_complete(&mut ws, 1).await;
+    let seen = w.read_scratch(&mut ws).await;
     let call = events(&seen, "tool_call")
         .into_iter()
         .find(|c| c["status"] == "completed")

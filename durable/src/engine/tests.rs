@@ -233,7 +233,8 @@ fn timeline_pages_back_without_gaps_and_skips_heartbeats() {
     }
     let sid = s.session_id().unwrap();
     let codec = timeline::CursorCodec { session_id: &sid };
-    let mut page = timeline::latest(&st, &codec, SUBSCRIBE_EVENT_WINDOW).unwrap();
+    let mut page =
+        timeline::older_than(&st, &codec, timeline::NEWEST, SUBSCRIBE_EVENT_WINDOW).unwrap();
     assert_eq!(page.events.len(), 500);
     let mut seen: Vec<i64> = page.events.iter().map(|e| e.seq).collect();
     while page.has_more {

@@ -229,21 +229,13 @@ pub fn clamp_limit(limit: Option<usize>) -> usize {
         .clamp(1, HISTORY_PAGE_MAX)
 }
 
-/// The latest `window` events (heartbeats excluded), oldest first; the cursor points
-/// before the oldest of them when older ones exist.
-pub fn latest(
-    store: &impl Store,
-    codec: &CursorCodec<'_>,
-    window: usize,
-) -> StoreResult<EventPage> {
-    older_than(store, codec, NEWEST, window)
-}
-
 /// Above every sequence number, and still a safe JavaScript integer (a larger one makes
 /// workers-rs warn on the console at every subscribe).
 pub const NEWEST: i64 = (1 << 53) - 1;
 
-/// Up to `limit` events older than `before` (heartbeats excluded), oldest first.
+/// Up to `limit` events older than `before` (heartbeats excluded), oldest first, typed:
+/// the reference [`window_older_than`] (what the sockets send) is tested against.
+#[cfg(test)]
 pub fn older_than(
     store: &impl Store,
     codec: &CursorCodec<'_>,

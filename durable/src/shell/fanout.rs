@@ -128,12 +128,13 @@ impl SessionDO {
         self.log_prompts(&fx);
         // (A subscription still to be recorded refreshes the membership once it is.)
         let membership_changed = !fx.closes.is_empty()
-            || fx.outbound.iter().any(|o| {
-                matches!(
-                    o.message,
-                    ServerMessage::Subscribed { .. } | ServerMessage::PresenceLeave { .. }
-                )
-            }) && fx.subscription.is_none();
+            || (fx.subscription.is_none()
+                && fx.outbound.iter().any(|o| {
+                    matches!(
+                        o.message,
+                        ServerMessage::Subscribed { .. } | ServerMessage::PresenceLeave { .. }
+                    )
+                }));
         if membership_changed {
             self.refresh_subscribed();
         }
