@@ -24,8 +24,17 @@ try {
   step("kept after a reload; a bad channel id is refused");
   await page.reload();
   await expectVisible(page, panel.getByTestId("slack-rules").getByText("billing"), "the rule after a reload");
-  await panel.getByLabel("Channel id").fill("#general");
-  await panel.getByLabel("Channel target").selectOption("local/demo");
+  // The page's other lists may still be arriving and re-render the form: type until the
+  // form holds what was typed, then send it.
+  for (let tries = 0; ; tries++) {
+    await panel.getByLabel("Channel id").fill("#general");
+    await panel.getByLabel("Channel target").selectOption("local/demo");
+    await page.waitForTimeout(200);
+    const typed = await panel.getByLabel("Channel id").inputValue();
+    const target = await panel.getByLabel("Channel target").inputValue();
+    if (typed === "#general" && target === "local/demo") break;
+    if (tries === 20) throw new Error(`the form did not keep the channel: ${typed} → ${target}`);
+  }
   await panel.getByRole("button", { name: "Add channel" }).click();
   await expectVisible(page, panel.getByText("is not a Slack channel id"), "the refusal");
   await panel.getByRole("button", { name: "Remove the channel CDOCS" }).click();
