@@ -189,7 +189,27 @@ impl SandboxEvent {
         }
     }
 
-    /// Events the supervisor must see acknowledged before it forgets them.
+    /// A streamed part's key: its later versions replace it on the timeline (the text of a
+    /// part so far, a tool call by its id). The supervisor keeps the newest version of each
+    /// until the session acknowledges it as stored.
+    pub fn part_key(&self) -> Option<String> {
+        match self {
+            SandboxEvent::Token {
+                message_id,
+                part_id,
+                ..
+            } => Some(format!(
+                "token:{message_id}:{}",
+                part_id.as_deref().unwrap_or("")
+            )),
+            SandboxEvent::ToolCall { call_id, .. } => Some(format!("tool:{call_id}")),
+            _ => None,
+        }
+    }
+
+    /// Events stored once however often they are sent, and acknowledged; the supervisor
+    /// resends them until they are. (Streamed parts are acknowledged too, when they carry
+    /// an ack id, but a resend of one simply stores its version again.)
     pub fn must_ack(&self) -> bool {
         matches!(
             self,
@@ -283,6 +303,10 @@ pub enum SandboxCommand {
     },
     Ack {
         ack_id: String,
+    },
+    /// Several events made durable together (streamed parts written in one commit).
+    Acks {
+        ack_ids: Vec<String>,
     },
     Error {
         code: String,

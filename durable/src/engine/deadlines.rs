@@ -195,12 +195,7 @@ impl<S: Store> Session<'_, S> {
 
     /// Something happened in or for the sandbox: it is not idle.
     pub fn sandbox_active(&self, now: i64) -> EngineResult<()> {
-        self.store
-            .execute(
-                "UPDATE sandbox SET last_activity = MAX(COALESCE(last_activity, 0), ?) WHERE id = 1",
-                &[now.into()],
-            )
-            .map_err(internal)
+        record_activity(self.store, now).map_err(internal)
     }
 
     /// An archived session keeps no sandbox: a running prompt fails, the sandbox is
@@ -414,4 +409,12 @@ impl<S: Store> Session<'_, S> {
         fx.spawn_wanted = self.needs_sandbox()? && !self.given_up(now)?;
         Ok(fx)
     }
+}
+
+/// The sandbox was active at `now` (the idle deadline counts from its latest activity).
+pub(crate) fn record_activity(store: &impl Store, now: i64) -> crate::store::StoreResult<()> {
+    store.execute(
+        "UPDATE sandbox SET last_activity = MAX(COALESCE(last_activity, 0), ?) WHERE id = 1",
+        &[now.into()],
+    )
 }

@@ -89,6 +89,8 @@ impl<S: Store> Session<'_, S> {
         // A batch's streamed parts, stored together (the latest version of each) before the
         // next event that is not one, and at the end.
         let mut parts: Vec<timeline::Part> = vec![];
+        // Their ack ids, sent once they are stored.
+        let mut part_acks: Vec<String> = vec![];
         for raw in frames {
             let frame: SandboxFrame = match serde_json::from_value(raw) {
                 Ok(f) => f,
@@ -118,9 +120,10 @@ impl<S: Store> Session<'_, S> {
                 if let Some(part) = streamed_part(&frame) {
                     parts.retain(|p| p.part_key != part.part_key);
                     parts.push(part);
+                    part_acks.extend(frame.ack_id);
                     continue;
                 }
-                self.store_parts(std::mem::take(&mut parts), now, &mut fx);
+                self.store_parts(std::mem::take(&mut parts), &mut part_acks, now, &mut fx);
             }
             match self.ingest(&frame, now) {
                 Ok(more) => fx.merge(more),
@@ -128,18 +131,30 @@ impl<S: Store> Session<'_, S> {
             }
         }
         if batch {
-            self.store_parts(parts, now, &mut fx);
+            self.store_parts(parts, &mut part_acks, now, &mut fx);
             fx.batch_events();
         }
         fx
     }
 
-    /// Stores a batch's streamed parts in one statement and broadcasts them in order.
-    fn store_parts(&self, parts: Vec<timeline::Part>, now: i64, fx: &mut Effects) {
+    /// Stores a batch's streamed parts in one statement, broadcasts them in order and
+    /// acknowledges them.
+    fn store_parts(
+        &self,
+        parts: Vec<timeline::Part>,
+        acks: &mut Vec<String>,
+        now: i64,
+        fx: &mut Effects,
+    ) {
         match timeline::upsert_many(self.store, parts, now) {
             Ok(events) => {
                 for event in events {
                     fx.broadcast(ServerMessage::SandboxEvent { event });
+                }
+                if !acks.is_empty() {
+                    fx.to_sandbox.push(SandboxCommand::Acks {
+                        ack_ids: std::mem::take(acks),
+                    });
                 }
             }
             Err(e) => fx.to_sandbox.push(SandboxCommand::Error {
@@ -183,6 +198,11 @@ impl<S: Store> Session<'_, S> {
             )
             .map_err(internal)?;
             fx.broadcast(ServerMessage::SandboxEvent { event: ev });
+            if let Some(ack_id) = &frame.ack_id {
+                fx.to_sandbox.push(SandboxCommand::Ack {
+                    ack_id: ack_id.clone(),
+                });
+            }
             return Ok(fx);
         }
         let data = event_data(frame);
@@ -457,27 +477,12 @@ fn event_data(frame: &SandboxFrame) -> Map<String, Value> {
 
 /// A streamed part (a text part's latest text, a tool call's latest state): stored in place
 /// of its earlier versions, with nothing else to do.
-fn streamed_part(frame: &SandboxFrame) -> Option<timeline::Part> {
-    let (part_key, message_id) = match &frame.event {
-        SandboxEvent::Token {
-            message_id,
-            part_id,
-            ..
-        } => (
-            format!("token:{message_id}:{}", part_id.as_deref().unwrap_or("")),
-            Some(message_id.clone()),
-        ),
-        SandboxEvent::ToolCall {
-            call_id,
-            message_id,
-            ..
-        } => (format!("tool:{call_id}"), Some(message_id.clone())),
-        _ => return None,
-    };
+pub(super) fn streamed_part(frame: &SandboxFrame) -> Option<timeline::Part> {
+    let part_key = frame.event.part_key()?;
     Some(timeline::Part {
         part_key,
         kind: frame.event.kind().to_owned(),
-        message_id,
+        message_id: frame.event.message_id().map(str::to_owned),
         data: event_data(frame),
     })
 }

@@ -15,6 +15,7 @@ pub mod pulls;
 pub mod queue;
 pub mod sandbox;
 pub mod sockets;
+pub mod staged;
 pub mod state;
 pub mod timeline;
 

@@ -782,6 +782,124 @@ mod sandbox_flow {
         assert_eq!(c0[0].data["output"], "ok");
     }
 
+    /// Streamed parts are told at once and written later, together, exactly as told.
+    #[test]
+    fn streamed_parts_are_staged_told_and_written_together() {
+        use crate::engine::staged::Staged;
+        use crate::engine::timeline;
+        let st = store();
+        let s = created(&st);
+        let (t, _) = s.begin_spawn(1).unwrap().unwrap();
+        s.sandbox_opened("sbws", 2).unwrap();
+        let sb = t.sandbox_id.as_str();
+        // A call stored the usual way (a stored streamed part is acknowledged at once).
+        let fx = s.on_sandbox_frame(
+            &frame(sb, json!({"type": "tool_call", "messageId": "m", "tool": "bash", "callId": "c0", "status": "running", "ackId": "a0"})),
+            3,
+        );
+        assert_eq!(
+            fx.to_sandbox,
+            vec![SandboxCommand::Ack {
+                ack_id: "a0".into()
+            }]
+        );
+        let stored_c0 = st
+            .scalar("SELECT id FROM events WHERE part_key = 'tool:c0'", &[])
+            .unwrap()
+            .unwrap();
+        let rows = || {
+            st.query("SELECT seq, id, kind, data FROM events ORDER BY seq", &[])
+                .unwrap()
+        };
+        let before = rows();
+        let mut staged = Staged::default();
+        st.take_statements();
+        let mut told = vec![];
+        for (text, now) in [
+            (frame(sb, json!({"type": "tool_call", "messageId": "m", "tool": "bash", "callId": "c1", "status": "running", "ackId": "a1"})), 4),
+            (frame(sb, json!({"type": "token", "messageId": "m", "partId": "p", "content": "He", "ackId": "a2"})), 5),
+            (json!({"type": "batch", "events": [
+                {"type": "token", "messageId": "m", "partId": "p", "content": "Hell", "sandboxId": sb, "timestamp": 6, "ackId": "a3"},
+                {"type": "tool_call", "messageId": "m", "tool": "bash", "callId": "c0", "status": "completed", "output": "ok", "sandboxId": sb, "timestamp": 6, "ackId": "a4"},
+                {"type": "token", "messageId": "m", "partId": "p", "content": "Hello", "sandboxId": sb, "timestamp": 6, "ackId": "a5"},
+            ]}).to_string(), 6),
+        ] {
+            let fx = s.stage_sandbox_frame(&text, now, &mut staged).expect("staged");
+            assert!(fx.to_sandbox.is_empty(), "acknowledged only once written");
+            for o in fx.outbound {
+                match o.message {
+                    ServerMessage::SandboxEvent { event } => told.push(event),
+                    ServerMessage::SandboxEvents { events } => told.extend(events),
+                    m => panic!("{m:?}"),
+                }
+            }
+        }
+        // Nothing written yet: only reads ran (the next sequence once, and each new part's id).
+        assert_eq!(rows(), before);
+        let ran = st.take_statements();
+        assert!(ran.iter().all(|q| q.starts_with("SELECT")), "{ran:#?}");
+        assert_eq!(staged.len(), 3, "c1, the text once, c0");
+        // Told in order, one past the other, after everything stored; c0 kept its id and the
+        // batch told the text once, newest.
+        let seqs: Vec<i64> = told.iter().map(|e| e.seq).collect();
+        let newest = st
+            .scalar("SELECT MAX(seq) FROM events", &[])
+            .unwrap()
+            .and_then(|v| v.as_i64())
+            .unwrap();
+        assert_eq!(seqs, (newest + 1..=newest + 4).collect::<Vec<_>>());
+        assert_eq!(told[2].data["output"], "ok");
+        assert_eq!(
+            Some(crate::store::SqlValue::Text(told[2].id.clone())),
+            Some(stored_c0)
+        );
+        assert_eq!(told[3].data["content"], "Hello");
+        assert_eq!(told[1].id, told[3].id, "the text part is one event");
+        // Anything else is not staged: it goes the usual way once the staged parts are written.
+        for other in [
+            frame(sb, json!({"type": "step_start", "messageId": "m"})),
+            frame("sb-other", json!({"type": "token", "messageId": "m", "partId": "q", "content": "x"})),
+            json!({"type": "batch", "events": [
+                {"type": "token", "messageId": "m", "partId": "p", "content": "Hello!", "sandboxId": sb, "timestamp": 7},
+                {"type": "heartbeat", "sandboxId": sb, "timestamp": 7},
+            ]}).to_string(),
+            "{not json".into(),
+        ] {
+            assert!(s.stage_sandbox_frame(&other, 7, &mut staged).is_none(), "{other}");
+        }
+        assert_eq!(staged.len(), 3);
+        let acks = s.write_staged(std::mem::take(&mut staged)).unwrap();
+        assert_eq!(acks, vec!["a1", "a2", "a3", "a4", "a5"]);
+        // The timeline now holds exactly what was told, each part once, in its place.
+        let codec = timeline::CursorCodec { session_id: "s" };
+        let page = timeline::older_than(&st, &codec, timeline::NEWEST, 100).unwrap();
+        let tail: Vec<_> = page.events.iter().rev().take(3).rev().cloned().collect();
+        let expect: Vec<_> = [&told[0], &told[2], &told[3]]
+            .into_iter()
+            .cloned()
+            .collect();
+        assert_eq!(tail, expect);
+        assert_eq!(
+            page.events.len(),
+            before.len() - 1 + 3,
+            "c0 moved, c1 and the text added"
+        );
+        // The sandbox's activity was written with the parts.
+        let active = st
+            .scalar("SELECT last_activity FROM sandbox WHERE id = 1", &[])
+            .unwrap();
+        assert_eq!(active.and_then(|v| v.as_i64()), Some(6));
+        // What comes the usual way next follows them.
+        let fx = s.on_sandbox_frame(
+            &frame(sb, json!({"type": "step_start", "messageId": "m"})),
+            8,
+        );
+        let ServerMessage::SandboxEvent { event } = &fx.outbound[0].message else {
+            panic!("{:?}", fx.outbound)
+        };
+        assert_eq!(event.seq, newest + 5);
+    }
+
     #[test]
     fn a_replaced_sandbox_is_gone() {
         let st = store();

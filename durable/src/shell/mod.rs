@@ -37,6 +37,7 @@ mod lifecycle;
 mod pulls;
 mod routes;
 mod slack;
+mod staging;
 mod store;
 
 pub use store::DoStore;
@@ -89,6 +90,8 @@ pub struct SessionDO {
     stopping: std::cell::Cell<bool>,
     /// A spawn was asked for while stopping: it runs when the stop has ended.
     spawn_deferred: std::cell::Cell<bool>,
+    /// Streamed parts told to clients and not yet written.
+    staging: Rc<RefCell<staging::Staging>>,
 }
 
 fn now_ms() -> i64 {
@@ -108,7 +111,9 @@ fn json_ok<T: Serialize>(value: &T) -> Result<Response> {
 }
 
 impl SessionDO {
+    /// The engine, over a timeline with every staged part written.
     fn engine(&self) -> Session<'_, DoStore> {
+        staging::write_staged(&self.store, &self.staging);
         Session::new(&self.store)
     }
 
@@ -203,6 +208,7 @@ impl DurableObject for SessionDO {
             stopping: Default::default(),
             spawn_deferred: Default::default(),
             slack_progress_at: std::cell::Cell::new(0),
+            staging: Rc::default(),
         };
         // Sockets recorded in SQLite but no longer held by the runtime (lost in a restart)
         // are forgotten, and their owners leave.
@@ -276,6 +282,9 @@ impl DurableObject for SessionDO {
         if tag.kind == KIND_SANDBOX {
             let fx = match text {
                 Some(text) => {
+                    if self.stage_sandbox_frame(&ws, &text) {
+                        return Ok(());
+                    }
                     self.resolve_pushes(&text);
                     self.engine().on_sandbox_frame(&text, now_ms())
                 }

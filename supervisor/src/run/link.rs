@@ -97,15 +97,24 @@ fn new_ack_id() -> String {
 /// Outgoing state that survives reconnects.
 #[derive(Default)]
 struct Outbox {
-    /// Sent (or not yet) and waiting for an ack, in order: (ack id, frame).
-    unacked: VecDeque<(String, serde_json::Value)>,
+    /// Sent (or not yet) and waiting for an ack, in order: (ack id, frame). Events that
+    /// are stored once wait here, and the newest version of each streamed part (the session
+    /// writes those a moment after it has shown them, and acknowledges them when written).
+    /// (ack id, part key of a streamed part, frame).
+    unacked: VecDeque<(String, Option<String>, serde_json::Value)>,
     /// Not yet sent, in order.
     pending: VecDeque<serde_json::Value>,
 }
 
 impl Outbox {
     fn push(&mut self, config: &LinkConfig, event: SandboxEvent) {
-        let ack_id = event.must_ack().then(new_ack_id);
+        let part_key = event.part_key();
+        let ack_id = (event.must_ack() || part_key.is_some()).then(new_ack_id);
+        if let Some(key) = &part_key {
+            // A newer version replaces the one still waiting: only the newest is resent.
+            self.unacked
+                .retain(|(_, waiting, _)| waiting.as_ref() != Some(key));
+        }
         let frame = SandboxFrame {
             sandbox_id: config.sandbox_id.clone(),
             timestamp: now_ms(),
@@ -122,7 +131,7 @@ impl Outbox {
                 );
                 self.unacked.pop_front();
             }
-            self.unacked.push_back((id, value.clone()));
+            self.unacked.push_back((id, part_key, value.clone()));
         }
         if self.pending.len() >= MAX_PENDING_EVENTS {
             self.pending.pop_front();
@@ -131,7 +140,13 @@ impl Outbox {
     }
 
     fn ack(&mut self, ack_id: &str) {
-        self.unacked.retain(|(id, _)| id != ack_id);
+        self.unacked.retain(|(id, _, _)| id != ack_id);
+    }
+
+    fn ack_many(&mut self, ack_ids: &[String]) {
+        let done: std::collections::HashSet<&str> = ack_ids.iter().map(String::as_str).collect();
+        self.unacked
+            .retain(|(id, _, _)| !done.contains(id.as_str()));
     }
 
     /// After a reconnect: everything unacked goes again, then what was never sent.
@@ -141,7 +156,7 @@ impl Outbox {
             .iter()
             .filter_map(|v| v.get("ackId").and_then(|a| a.as_str()).map(str::to_owned))
             .collect();
-        for (id, frame) in self.unacked.iter().rev() {
+        for (id, _, frame) in self.unacked.iter().rev() {
             if !unsent.contains(id) {
                 self.pending.push_front(frame.clone());
             }
@@ -257,6 +272,7 @@ where
             msg = source.next() => match msg {
                 Some(Ok(Message::Text(text))) => match serde_json::from_str::<SandboxCommand>(&text) {
                     Ok(SandboxCommand::Ack { ack_id }) => outbox.ack(&ack_id),
+                    Ok(SandboxCommand::Acks { ack_ids }) => outbox.ack_many(&ack_ids),
                     Ok(SandboxCommand::Error { code, message }) => tracing::warn!(%code, "the session refused an event: {message}"),
                     Ok(cmd) => {
                         let _ = commands.send(cmd);
@@ -318,6 +334,53 @@ mod tests {
         assert!(again.contains("execution_complete") && !again.contains("step_start"));
         let ack = o.unacked[0].0.clone();
         o.ack(&ack);
+        o.requeue_unacked();
+        assert!(o.next_frame().is_none());
+    }
+
+    #[test]
+    fn streamed_parts_wait_for_their_ack_newest_version_only() {
+        let c = config();
+        let mut o = Outbox::default();
+        let token = |content: &str| SandboxEvent::Token {
+            message_id: "m".into(),
+            part_id: Some("p".into()),
+            content: content.into(),
+        };
+        o.push(&c, token("He"));
+        assert!(o.next_frame().unwrap().contains("\"He\""));
+        o.push(&c, token("Hello"));
+        o.push(
+            &c,
+            SandboxEvent::ToolCall {
+                message_id: "m".into(),
+                tool: "bash".into(),
+                call_id: "c1".into(),
+                status: "running".into(),
+                args: serde_json::Value::Null,
+                output: None,
+                duration_ms: None,
+            },
+        );
+        let sent = o.next_frame().unwrap();
+        assert!(sent.contains("batch") && sent.contains("Hello"), "{sent}");
+        // Only the newest text waits, with the call; each carries an ack id.
+        assert_eq!(o.unacked.len(), 2);
+        assert!(o
+            .unacked
+            .iter()
+            .all(|(id, key, frame)| key.is_some() && frame["ackId"] == id.as_str()));
+        // The session wrote the text: only the call goes again after a reconnect.
+        let text_ack = o.unacked[0].0.clone();
+        o.ack_many(&[text_ack]);
+        o.requeue_unacked();
+        let again = o.next_frame().unwrap();
+        assert!(
+            again.contains("tool_call") && !again.contains("Hello"),
+            "{again}"
+        );
+        let call_ack = o.unacked[0].0.clone();
+        o.ack_many(&[call_ack]);
         o.requeue_unacked();
         assert!(o.next_frame().is_none());
     }

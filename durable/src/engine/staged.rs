@@ -1,0 +1,251 @@
+//! Streamed parts told to clients at once and written a moment later, many frames in one
+//! commit.
+//!
+//! Every write ends in a durable commit that holds the messages sent after it, so a frame
+//! that writes costs a commit: one streamed part per frame ran at about 30 % of the frames
+//! the object can take without storage. A frame made only of streamed parts (a text part's
+//! text so far, a tool call's state) is therefore *staged*: each part gets its sequence and
+//! id from memory, goes to the clients, and waits here; the shell writes everything staged
+//! in one statement a few milliseconds later, or before anything else touches the session.
+//! Nothing is lost on the way: the supervisor keeps each part's newest version until the
+//! session acknowledges it, and the acknowledgement leaves only once the write is durable;
+//! after a restart it resends what was not acknowledged.
+
+use super::ingest::streamed_part;
+use super::*;
+use crate::store::{SqlValue, Store, StoreError, StoreResult};
+use inspect_protocol::client::ServerMessage;
+use inspect_protocol::sandbox::{SandboxFrame, MAX_BATCH_EVENTS, MAX_SANDBOX_FRAME_BYTES};
+use inspect_protocol::session::TimelineEvent;
+use serde_json::Value;
+
+/// How long a staged part waits before it is written (the shell's timer).
+pub const STAGED_WRITE_MS: u64 = 10;
+/// More parts than this are written at once, without waiting for the timer.
+pub const STAGED_MAX_PARTS: usize = 256;
+
+/// What is staged: the newest version of each part, with its sequence and id.
+#[derive(Debug, Default)]
+pub struct Staged {
+    /// The sequence the next staged part gets.
+    next_seq: Option<i64>,
+    /// The sandbox whose frames are staged (read with the first one).
+    sandbox_id: Option<String>,
+    /// One row per part key, in the order of their sequences.
+    rows: Vec<StagedRow>,
+    /// The supervisor's ack ids of the staged versions.
+    acks: Vec<String>,
+    /// When the sandbox was last active.
+    active_at: Option<i64>,
+}
+
+#[derive(Debug)]
+struct StagedRow {
+    seq: i64,
+    id: String,
+    part_key: String,
+    kind: String,
+    message_id: Option<String>,
+    timestamp: i64,
+    data: String,
+}
+
+impl Staged {
+    /// Nothing waits to be written.
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty() && self.acks.is_empty() && self.active_at.is_none()
+    }
+
+    /// Parts waiting.
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// The next sequence: one past the newest the timeline has ever given (a removed
+    /// newest event's number is not given again). Read once per staging.
+    fn next_seq(&mut self, store: &impl Store) -> StoreResult<i64> {
+        if let Some(seq) = self.next_seq {
+            return Ok(seq);
+        }
+        let seq = store
+            .scalar(
+                "SELECT MAX(COALESCE((SELECT MAX(seq) FROM events), 0),
+                            COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0)) + 1",
+                &[],
+            )?
+            .and_then(|v| v.as_i64())
+            .ok_or_else(|| StoreError("no next sequence".into()))?;
+        self.next_seq = Some(seq);
+        Ok(seq)
+    }
+
+    /// A part's event id: the one it was staged or stored with before, or a new one.
+    fn id_of(&self, store: &impl Store, part_key: &str) -> StoreResult<String> {
+        if let Some(row) = self.rows.iter().find(|r| r.part_key == part_key) {
+            return Ok(row.id.clone());
+        }
+        Ok(
+            match store.scalar(
+                "SELECT id FROM events WHERE part_key = ?",
+                &[part_key.into()],
+            )? {
+                Some(SqlValue::Text(id)) => id,
+                _ => ids::new_id("evt"),
+            },
+        )
+    }
+
+    /// Stages one part's newest version under the next sequence (its earlier staged
+    /// version, if any, is replaced).
+    fn stage(&mut self, part: timeline::Part, id: String, now: i64) -> TimelineEvent {
+        let seq = self.next_seq.unwrap_or(1);
+        self.next_seq = Some(seq + 1);
+        self.rows.retain(|r| r.part_key != part.part_key);
+        let mut data = part.data;
+        data.remove("partKey");
+        self.rows.push(StagedRow {
+            seq,
+            id: id.clone(),
+            part_key: part.part_key,
+            kind: part.kind.clone(),
+            message_id: part.message_id.clone(),
+            timestamp: now,
+            data: serde_json::to_string(&data).unwrap_or_else(|_| "{}".into()),
+        });
+        TimelineEvent {
+            id,
+            seq,
+            kind: part.kind,
+            timestamp: now,
+            message_id: part.message_id,
+            data,
+        }
+    }
+}
+
+impl<S: Store> Session<'_, S> {
+    /// Takes a frame made only of streamed parts from the current sandbox without writing:
+    /// each part gets its sequence and id, is told to the clients (the effects) and waits in
+    /// `staged` for [`Session::write_staged`]. `None` when the frame is anything else, bad
+    /// frames included: the caller writes what is staged, then hands the frame to
+    /// [`Session::on_sandbox_frame`].
+    pub fn stage_sandbox_frame(
+        &self,
+        text: &str,
+        now: i64,
+        staged: &mut Staged,
+    ) -> Option<Effects> {
+        if text.len() > MAX_SANDBOX_FRAME_BYTES {
+            return None;
+        }
+        let mut value: Value = serde_json::from_str(text).ok()?;
+        let batch = value.get("type").and_then(Value::as_str) == Some("batch");
+        let raws = if batch {
+            let events = value.get_mut("events")?.as_array_mut()?;
+            if events.len() > MAX_BATCH_EVENTS {
+                return None;
+            }
+            std::mem::take(events)
+        } else {
+            vec![value]
+        };
+        let mut frames = Vec::with_capacity(raws.len());
+        for raw in raws {
+            let frame: SandboxFrame = serde_json::from_value(raw).ok()?;
+            frame.event.part_key()?;
+            frames.push(frame);
+        }
+        let current = match &staged.sandbox_id {
+            Some(id) => id.clone(),
+            None => self.sandbox_row().ok()??.sandbox_id,
+        };
+        if frames.is_empty() || frames.iter().any(|f| f.sandbox_id != current) {
+            return None;
+        }
+        // A batch's parts: the newest version of each, in the order they last changed.
+        let mut parts: Vec<timeline::Part> = Vec::with_capacity(frames.len());
+        let mut acks = Vec::new();
+        for frame in &frames {
+            let part = streamed_part(frame)?;
+            parts.retain(|p| p.part_key != part.part_key);
+            parts.push(part);
+            acks.extend(frame.ack_id.clone());
+        }
+        // Everything that reads comes first: a failed read stages and tells nothing, and
+        // the frame goes the usual way.
+        staged.next_seq(self.store).ok()?;
+        let ids = parts
+            .iter()
+            .map(|p| staged.id_of(self.store, &p.part_key))
+            .collect::<StoreResult<Vec<_>>>()
+            .ok()?;
+        let mut fx = Effects::none();
+        for (part, id) in parts.into_iter().zip(ids) {
+            let event = staged.stage(part, id, now);
+            fx.broadcast(ServerMessage::SandboxEvent { event });
+        }
+        staged.sandbox_id = Some(current);
+        staged.acks.extend(acks);
+        staged.active_at = Some(staged.active_at.map_or(now, |t| t.max(now)));
+        if batch {
+            fx.batch_events();
+        }
+        Some(fx)
+    }
+
+    /// Writes what is staged, in one statement for the parts, and returns the ack ids that
+    /// may now be sent (the shell sends them after the write, so they leave once it is
+    /// durable).
+    pub fn write_staged(&self, staged: Staged) -> EngineResult<Vec<String>> {
+        let Staged {
+            rows,
+            acks,
+            active_at,
+            ..
+        } = staged;
+        self.store
+            .atomically(|| {
+                if !rows.is_empty() {
+                    self.write_rows(rows)?;
+                }
+                if let Some(at) = active_at {
+                    super::deadlines::record_activity(self.store, at)?;
+                }
+                Ok(())
+            })
+            .map_err(internal)?;
+        Ok(acks)
+    }
+
+    fn write_rows(&self, rows: Vec<StagedRow>) -> StoreResult<()> {
+        {
+            let rows: Vec<Value> = rows
+                .into_iter()
+                .map(|r| {
+                    Value::Array(vec![
+                        r.seq.into(),
+                        r.id.into(),
+                        r.kind.into(),
+                        r.message_id.map_or(Value::Null, Value::String),
+                        r.timestamp.into(),
+                        r.data.into(),
+                        r.part_key.into(),
+                    ])
+                })
+                .collect();
+            let rows = Value::Array(rows).to_string();
+            self.store.execute(
+                "INSERT INTO events (seq, id, kind, message_id, timestamp, data, part_key)
+                     SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'),
+                            json_extract(value, '$[2]'), json_extract(value, '$[3]'),
+                            json_extract(value, '$[4]'), json_extract(value, '$[5]'),
+                            json_extract(value, '$[6]')
+                     FROM json_each(?) WHERE true ORDER BY key
+                     ON CONFLICT(part_key) DO UPDATE SET seq = excluded.seq,
+                         kind = excluded.kind, message_id = excluded.message_id,
+                         timestamp = excluded.timestamp, data = excluded.data",
+                &[rows.into()],
+            )
+        }
+    }
+}
