@@ -111,9 +111,7 @@ fn json_ok<T: Serialize>(value: &T) -> Result<Response> {
 }
 
 impl SessionDO {
-    /// The engine, over a timeline with every staged part written.
     fn engine(&self) -> Session<'_, DoStore> {
-        staging::write_staged(&self.store, &self.staging);
         Session::new(&self.store)
     }
 
@@ -184,8 +182,10 @@ impl SessionDO {
 
 impl DurableObject for SessionDO {
     fn new(state: State, env: Env) -> Self {
+        let staging: Rc<RefCell<staging::Staging>> = Rc::default();
         let store = DoStore {
             sql: state.storage().sql(),
+            staging: Some(staging.clone()),
         };
         if let Err(e) = schema::migrate(&store) {
             crate::log::emit(LogLine::error("session", "schema_migration_failed").detail(e));
@@ -208,7 +208,7 @@ impl DurableObject for SessionDO {
             stopping: Default::default(),
             spawn_deferred: Default::default(),
             slack_progress_at: std::cell::Cell::new(0),
-            staging: Rc::default(),
+            staging,
         };
         // Sockets recorded in SQLite but no longer held by the runtime (lost in a restart)
         // are forgotten, and their owners leave.

@@ -1,7 +1,7 @@
 //! The shell's half of staged streamed parts (see [`crate::engine::staged`]): what is
 //! staged lives in the object's memory with the sandbox socket that sent it, is written by
-//! a timer a few milliseconds later, and is always written before the engine is used for
-//! anything else, so every other path sees the whole timeline.
+//! a timer a few milliseconds later, and is always written before any other statement runs
+//! ([`DoStore`] does that), so every other path sees the whole timeline.
 
 use super::*;
 use crate::engine::staged::{Staged, STAGED_MAX_PARTS, STAGED_WRITE_MS};
@@ -17,6 +17,7 @@ pub(super) struct Staging {
 /// Writes what is staged and acknowledges it to the sandbox; the acknowledgement leaves
 /// once the write is durable (it is sent after the write). A failed write closes the
 /// sandbox's socket: the supervisor reconnects and resends what was not acknowledged.
+/// `store` is the raw store (writing staged parts before its statements would recurse).
 pub(super) fn write_staged(store: &DoStore, staging: &RefCell<Staging>) {
     let (staged, sandbox) = {
         let Ok(mut s) = staging.try_borrow_mut() else {
@@ -57,8 +58,8 @@ impl SessionDO {
     pub(super) fn stage_sandbox_frame(&self, ws: &WebSocket, text: &str) -> bool {
         let (fx, full) = {
             let mut s = self.staging.borrow_mut();
-            let Some(fx) =
-                Session::new(&self.store).stage_sandbox_frame(text, now_ms(), &mut s.staged)
+            let raw = self.store.raw();
+            let Some(fx) = Session::new(&raw).stage_sandbox_frame(text, now_ms(), &mut s.staged)
             else {
                 return false;
             };
@@ -67,7 +68,7 @@ impl SessionDO {
         };
         self.apply(fx);
         if full {
-            write_staged(&self.store, &self.staging);
+            write_staged(&self.store.raw(), &self.staging);
         } else {
             self.schedule_staged_write();
         }
@@ -82,7 +83,7 @@ impl SessionDO {
             }
             s.scheduled = true;
         }
-        let store = self.store.clone();
+        let store = self.store.raw();
         let staging = self.staging.clone();
         self.state.wait_until(async move {
             worker::Delay::from(std::time::Duration::from_millis(STAGED_WRITE_MS)).await;

@@ -2,10 +2,30 @@
 
 use super::*;
 
-/// The Durable Object's own SQLite, behind the engine's [`Store`] trait.
+/// The Durable Object's own SQLite, behind the engine's [`Store`] trait. Staged streamed
+/// parts are written before any statement runs, so whatever reads or writes the session —
+/// a route, the alarm, an engine held across an await — sees the whole timeline and gives
+/// out sequences after them. (Only the staging itself uses the store without that: [`DoStore::raw`].)
 #[derive(Clone)]
 pub struct DoStore {
     pub(super) sql: SqlStorage,
+    pub(super) staging: Option<Rc<RefCell<super::staging::Staging>>>,
+}
+
+impl DoStore {
+    /// The same SQLite without writing staged parts first.
+    pub(super) fn raw(&self) -> DoStore {
+        DoStore {
+            sql: self.sql.clone(),
+            staging: None,
+        }
+    }
+
+    fn write_staged(&self) {
+        if let Some(staging) = &self.staging {
+            super::staging::write_staged(&self.raw(), staging);
+        }
+    }
 }
 
 pub(super) fn to_do(v: &SqlValue) -> SqlStorageValue {
@@ -31,6 +51,7 @@ pub(super) fn from_do(v: SqlStorageValue) -> SqlValue {
 
 impl Store for DoStore {
     fn query(&self, sql: &str, params: &[SqlValue]) -> StoreResult<Vec<Row>> {
+        self.write_staged();
         let cursor = self
             .sql
             .exec(sql, params.iter().map(to_do).collect::<Vec<_>>())
@@ -46,6 +67,7 @@ impl Store for DoStore {
 
     fn execute_script(&self, sql: &str) -> StoreResult<()> {
         // The object's SQLite runs every statement of a script in one call.
+        self.write_staged();
         let cursor = self
             .sql
             .exec(sql, None)
