@@ -193,6 +193,9 @@ impl SandboxEvent {
     /// part so far, a tool call by its id). The supervisor keeps the newest version of each
     /// until the session acknowledges it as stored.
     pub fn part_key(&self) -> Option<String> {
+        if !self.is_streamed_part() {
+            return None;
+        }
         match self {
             SandboxEvent::Token {
                 message_id,
@@ -205,6 +208,14 @@ impl SandboxEvent {
             SandboxEvent::ToolCall { call_id, .. } => Some(format!("tool:{call_id}")),
             _ => None,
         }
+    }
+
+    /// A streamed part (see [`SandboxEvent::part_key`]).
+    pub fn is_streamed_part(&self) -> bool {
+        matches!(
+            self,
+            SandboxEvent::Token { .. } | SandboxEvent::ToolCall { .. }
+        )
     }
 
     /// Events stored once however often they are sent, and acknowledged; the supervisor

@@ -13,7 +13,7 @@
 
 use super::ingest::streamed_part;
 use super::*;
-use crate::store::{SqlValue, Store, StoreError, StoreResult};
+use crate::store::{Store, StoreError, StoreResult};
 use inspect_protocol::client::ServerMessage;
 use inspect_protocol::sandbox::{SandboxFrame, MAX_BATCH_EVENTS, MAX_SANDBOX_FRAME_BYTES};
 use inspect_protocol::session::TimelineEvent;
@@ -79,20 +79,41 @@ impl Staged {
         Ok(seq)
     }
 
-    /// A part's event id: the one it was staged or stored with before, or a new one.
-    fn id_of(&self, store: &impl Store, part_key: &str) -> StoreResult<String> {
-        if let Some(row) = self.rows.iter().find(|r| r.part_key == part_key) {
-            return Ok(row.id.clone());
-        }
-        Ok(
-            match store.scalar(
-                "SELECT id FROM events WHERE part_key = ?",
-                &[part_key.into()],
+    /// The parts' event ids, in order: the one each was staged or stored with before, or
+    /// a new one. Those not staged are looked up in one statement.
+    fn ids_of(&self, store: &impl Store, parts: &[timeline::Part]) -> StoreResult<Vec<String>> {
+        let staged_id = |key: &str| {
+            self.rows
+                .iter()
+                .find(|r| r.part_key == key)
+                .map(|r| r.id.clone())
+        };
+        let unknown: Vec<&str> = parts
+            .iter()
+            .map(|p| p.part_key.as_str())
+            .filter(|k| staged_id(k).is_none())
+            .collect();
+        let mut stored: std::collections::HashMap<String, String> = Default::default();
+        if !unknown.is_empty() {
+            let keys = serde_json::to_string(&unknown).unwrap_or_else(|_| "[]".into());
+            for row in store.query(
+                "SELECT part_key, id FROM events
+                 WHERE part_key IN (SELECT value FROM json_each(?))",
+                &[keys.into()],
             )? {
-                Some(SqlValue::Text(id)) => id,
-                _ => ids::new_id("evt"),
-            },
-        )
+                let mut c = crate::store::Cols::new(row);
+                let key = c.string()?;
+                stored.insert(key, c.string()?);
+            }
+        }
+        Ok(parts
+            .iter()
+            .map(|p| {
+                staged_id(&p.part_key)
+                    .or_else(|| stored.get(&p.part_key).cloned())
+                    .unwrap_or_else(|| ids::new_id("evt"))
+            })
+            .collect())
     }
 
     /// Stages one part's newest version under the next sequence (its earlier staged
@@ -152,7 +173,9 @@ impl<S: Store> Session<'_, S> {
         let mut frames = Vec::with_capacity(raws.len());
         for raw in raws {
             let frame: SandboxFrame = serde_json::from_value(raw).ok()?;
-            frame.event.part_key()?;
+            if !frame.event.is_streamed_part() {
+                return None;
+            }
             frames.push(frame);
         }
         let current = match &staged.sandbox_id {
@@ -174,11 +197,7 @@ impl<S: Store> Session<'_, S> {
         // Everything that reads comes first: a failed read stages and tells nothing, and
         // the frame goes the usual way.
         staged.next_seq(self.store).ok()?;
-        let ids = parts
-            .iter()
-            .map(|p| staged.id_of(self.store, &p.part_key))
-            .collect::<StoreResult<Vec<_>>>()
-            .ok()?;
+        let ids = staged.ids_of(self.store, &parts).ok()?;
         let mut fx = Effects::none();
         for (part, id) in parts.into_iter().zip(ids) {
             let event = staged.stage(part, id, now);
