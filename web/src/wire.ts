@@ -313,7 +313,7 @@ export type SandboxCommand = { "type": "prompt", messageId: string, content: str
  * Files sent with the prompt; kept ones (`attachmentId`) are fetched from
  * `GET /sessions/:id/attachments/:attachmentId` with the sandbox's token.
  */
-attachments?: Array<Attachment>, } | { "type": "stop", messageId?: string | null, } | { "type": "snapshot" } | { "type": "shutdown" } | { "type": "push", pushSpec: PushSpec, } | { "type": "ack", ackId: string, } | { "type": "error", code: string, message: string, };
+attachments?: Array<Attachment>, } | { "type": "stop", messageId?: string | null, } | { "type": "snapshot" } | { "type": "shutdown" } | { "type": "push", pushSpec: PushSpec, } | { "type": "ack", ackId: string, } | { "type": "acks", ackIds: Array<string>, } | { "type": "error", code: string, message: string, };
 
 export type StepStatus = "started" | "succeeded" | "failed" | "skipped";
 
