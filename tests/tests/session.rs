@@ -660,3 +660,146 @@ async fn sockets_outlive_an_idle_object() {
     let e = ann.recv_type("sandbox_event").await.unwrap();
     assert_eq!(e["event"]["content"], "after a nap");
 }
+
+#[tokio::test]
+async fn streamed_parts_are_told_at_once_acknowledged_once_stored_and_kept_as_told() {
+    // A played sandbox streams text and a tool call's states, one part per frame, each
+    // with an ackId. Watchers see every version at once; the sandbox is acknowledged for
+    // every id once the parts are stored; the timeline holds each part once, in its last
+    // told version with the sequence and id it was told with, also after a restart.
+    use futures::SinkExt;
+    use inspect_tests::capture_provider::{connect_sandbox, next_command};
+    use std::collections::{BTreeSet, HashMap};
+    use tokio_tungstenite::tungstenite::Message;
+    let mut provider = CaptureProvider::start().await.unwrap();
+    let mut options = StackOptions::local();
+    options.vars = provider.worker_vars();
+    let mut stack = Stack::start_with(options).await.unwrap();
+    let (base, wsb) = (stack.base_url.clone(), stack.ws_url(""));
+    let id = create_session(&base, "ann", json!({"title": "streaming"}))
+        .await
+        .unwrap();
+    let (mut watcher, _) = WsClient::join(&base, &wsb, &id, "ann").await.unwrap();
+    let r = send_as(
+        "ann",
+        Method::POST,
+        &stack.url(&format!("/sessions/{id}/prompt")),
+        Some(json!({"content": "stream something"})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let spawn = provider.next_spawn().await.unwrap();
+    let mut sb = connect_sandbox(&stack, &spawn).await.unwrap();
+    let frame = |mut v: Value| {
+        v["sandboxId"] = json!(spawn.sandbox_id);
+        v["timestamp"] = json!(0);
+        v
+    };
+    sb.send(Message::text(frame(json!({"type": "ready"})).to_string()))
+        .await
+        .unwrap();
+    let prompt = next_command(&mut sb, "prompt").await.unwrap();
+    let mid = prompt["messageId"].as_str().unwrap().to_owned();
+    let sent = [
+        json!({"type": "token", "messageId": mid, "partId": "p1", "content": "Look", "ackId": "a1"}),
+        json!({"type": "token", "messageId": mid, "partId": "p1", "content": "Looking at", "ackId": "a2"}),
+        json!({"type": "tool_call", "messageId": mid, "tool": "read", "callId": "c1", "status": "running", "args": {"filePath": "a.rs"}, "ackId": "a3"}),
+        json!({"type": "token", "messageId": mid, "partId": "p1", "content": "Looking at the code", "ackId": "a4"}),
+        json!({"type": "tool_call", "messageId": mid, "tool": "read", "callId": "c1", "status": "completed", "args": {"filePath": "a.rs"}, "output": "fn main() {}", "ackId": "a5"}),
+        json!({"type": "token", "messageId": mid, "partId": "p2", "content": "Done.", "ackId": "a6"}),
+    ];
+    for e in &sent {
+        sb.send(Message::text(frame(e.clone()).to_string()))
+            .await
+            .unwrap();
+    }
+    // Every version is told, in order, with rising sequences.
+    let mut told = Vec::new();
+    while told.len() < sent.len() {
+        let e = watcher.recv_type("sandbox_event").await.unwrap()["event"].clone();
+        if e["type"] == "token" || e["type"] == "tool_call" {
+            told.push(e);
+        }
+    }
+    for (t, s) in told.iter().zip(&sent) {
+        assert_eq!(t["type"], s["type"], "{t}");
+        assert_eq!(t["content"], s["content"], "{t}");
+        assert_eq!(t["status"], s["status"], "{t}");
+    }
+    let told_seqs: Vec<i64> = told.iter().map(|e| e["seq"].as_i64().unwrap()).collect();
+    assert!(told_seqs.windows(2).all(|w| w[0] < w[1]), "{told_seqs:?}");
+    // Each ackId comes back once the parts are stored.
+    let mut acked = BTreeSet::new();
+    while acked.len() < sent.len() {
+        let c = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+            loop {
+                let msg = futures::StreamExt::next(&mut sb).await.unwrap().unwrap();
+                if let Message::Text(t) = msg {
+                    let v: Value = serde_json::from_str(&t).unwrap();
+                    if v["type"] == "ack" || v["type"] == "acks" {
+                        return v;
+                    }
+                }
+            }
+        })
+        .await
+        .expect("acknowledgements within 30 s");
+        match c["type"].as_str() {
+            Some("acks") => acked.extend(
+                c["ackIds"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|a| a.as_str().unwrap().to_owned()),
+            ),
+            _ => {
+                acked.insert(c["ackId"].as_str().unwrap().to_owned());
+            }
+        }
+    }
+    let want: BTreeSet<String> = (1..=6).map(|i| format!("a{i}")).collect();
+    assert_eq!(acked, want);
+    // The newest told version of each part, with the sequence and id it was told with.
+    let mut last: HashMap<String, &Value> = HashMap::new();
+    for t in &told {
+        let key = if t["type"] == "token" {
+            format!("token:{}", t["partId"])
+        } else {
+            format!("tool:{}", t["callId"])
+        };
+        last.insert(key, t);
+    }
+    let stored = |body: &Value| -> Vec<Value> {
+        body["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["type"] == "token" || e["type"] == "tool_call")
+            .cloned()
+            .collect()
+    };
+    let events = get(&stack.url(&format!("/sessions/{id}/events")))
+        .await
+        .unwrap();
+    let parts = stored(&events.body);
+    assert_eq!(parts.len(), 3, "{parts:?}");
+    for p in &parts {
+        let key = if p["type"] == "token" {
+            format!("token:{}", p["partId"])
+        } else {
+            format!("tool:{}", p["callId"])
+        };
+        let t = last[&key];
+        assert!(t["id"].is_string() && t["seq"].is_i64(), "{t}");
+        assert_eq!(p["seq"], t["seq"], "{key}: {p} vs {t}");
+        assert_eq!(p["id"], t["id"], "{key}: {p} vs {t}");
+        assert_eq!(p["content"], t["content"], "{key}");
+        assert_eq!(p["status"], t["status"], "{key}");
+    }
+    stack.restart().await.unwrap();
+    let after = get(&stack.url(&format!("/sessions/{id}/events")))
+        .await
+        .unwrap();
+    assert_eq!(stored(&after.body), parts);
+}
