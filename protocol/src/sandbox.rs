@@ -4,7 +4,10 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// Events that matter are acknowledged; the supervisor resends them until they are.
+/// Events that matter are acknowledged once stored; the supervisor resends them after a
+/// reconnect until they are. Streamed parts (a text part so far, a tool call's state) are
+/// acknowledged too, a moment later and several ids at once (`acks`); of those the
+/// supervisor keeps only the newest version of each part.
 pub const MAX_UNACKED_EVENTS: usize = 1000;
 /// Seconds between heartbeats.
 pub const HEARTBEAT_INTERVAL_SECS: u64 = 30;

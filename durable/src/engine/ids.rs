@@ -18,6 +18,14 @@ pub fn new_id(prefix: &str) -> String {
     format!("{prefix}_{}", random_hex(16))
 }
 
+/// The event id of a streamed part (a text part, a tool call), derived from its part key:
+/// every version of the part is told and stored under the same id without looking it up.
+/// Part keys are unique within a session's timeline, and so are these ids.
+pub fn part_event_id(part_key: &str) -> String {
+    let digest = Sha256::digest(format!("part:{part_key}").as_bytes());
+    format!("evt_{}", hex::encode(&digest[..16]))
+}
+
 /// A fresh bearer secret: 32 random bytes.
 pub fn new_secret() -> String {
     random_hex(32)
@@ -44,6 +52,14 @@ mod tests {
         assert_ne!(a, b);
         assert!(a.starts_with("msg_") && a.len() == 36);
         assert_eq!(new_secret().len(), 64);
+    }
+
+    #[test]
+    fn a_parts_id_follows_from_its_key() {
+        let a = part_event_id("tool:c1");
+        assert_eq!(a, part_event_id("tool:c1"));
+        assert_ne!(a, part_event_id("tool:c2"));
+        assert!(a.starts_with("evt_") && a.len() == 36, "{a}");
     }
 
     #[test]

@@ -4,8 +4,8 @@
 //! Every write ends in a durable commit that holds the messages sent after it, so a frame
 //! that writes costs a commit: one streamed part per frame ran at about 30 % of the frames
 //! the object can take without storage. A frame made only of streamed parts (a text part's
-//! text so far, a tool call's state) is therefore *staged*: each part gets its sequence and
-//! id from memory, goes to the clients, and waits here; the shell writes everything staged
+//! text so far, a tool call's state) is therefore *staged*: each part gets its sequence from
+//! memory and its id from its key, goes to the clients, and waits here; the shell writes everything staged
 //! in one statement a few milliseconds later, or before anything else touches the session.
 //! Nothing is lost on the way: the supervisor keeps each part's newest version until the
 //! session acknowledges it, and the acknowledgement leaves only once the write is durable;
@@ -79,46 +79,10 @@ impl Staged {
         Ok(seq)
     }
 
-    /// The parts' event ids, in order: the one each was staged or stored with before, or
-    /// a new one. Those not staged are looked up in one statement.
-    fn ids_of(&self, store: &impl Store, parts: &[timeline::Part]) -> StoreResult<Vec<String>> {
-        let staged_id = |key: &str| {
-            self.rows
-                .iter()
-                .find(|r| r.part_key == key)
-                .map(|r| r.id.clone())
-        };
-        let unknown: Vec<&str> = parts
-            .iter()
-            .map(|p| p.part_key.as_str())
-            .filter(|k| staged_id(k).is_none())
-            .collect();
-        let mut stored: std::collections::HashMap<String, String> = Default::default();
-        if !unknown.is_empty() {
-            let keys = serde_json::to_string(&unknown).unwrap_or_else(|_| "[]".into());
-            for row in store.query(
-                "SELECT part_key, id FROM events
-                 WHERE part_key IN (SELECT value FROM json_each(?))",
-                &[keys.into()],
-            )? {
-                let mut c = crate::store::Cols::new(row);
-                let key = c.string()?;
-                stored.insert(key, c.string()?);
-            }
-        }
-        Ok(parts
-            .iter()
-            .map(|p| {
-                staged_id(&p.part_key)
-                    .or_else(|| stored.get(&p.part_key).cloned())
-                    .unwrap_or_else(|| ids::new_id("evt"))
-            })
-            .collect())
-    }
-
     /// Stages one part's newest version under the next sequence (its earlier staged
     /// version, if any, is replaced).
-    fn stage(&mut self, part: timeline::Part, id: String, now: i64) -> TimelineEvent {
+    fn stage(&mut self, part: timeline::Part, now: i64) -> TimelineEvent {
+        let id = ids::part_event_id(&part.part_key);
         let seq = self.next_seq.unwrap_or(1);
         self.next_seq = Some(seq + 1);
         self.rows.retain(|r| r.part_key != part.part_key);
@@ -194,13 +158,12 @@ impl<S: Store> Session<'_, S> {
             parts.push(part);
             acks.extend(frame.ack_id.clone());
         }
-        // Everything that reads comes first: a failed read stages and tells nothing, and
-        // the frame goes the usual way.
+        // The one read comes first: if it fails, nothing is staged or told and the frame
+        // goes the usual way.
         staged.next_seq(self.store).ok()?;
-        let ids = staged.ids_of(self.store, &parts).ok()?;
         let mut fx = Effects::none();
-        for (part, id) in parts.into_iter().zip(ids) {
-            let event = staged.stage(part, id, now);
+        for part in parts {
+            let event = staged.stage(part, now);
             fx.broadcast(ServerMessage::SandboxEvent { event });
         }
         staged.sandbox_id = Some(current);
@@ -260,7 +223,7 @@ impl<S: Store> Session<'_, S> {
                             json_extract(value, '$[4]'), json_extract(value, '$[5]'),
                             json_extract(value, '$[6]')
                      FROM json_each(?) WHERE true ORDER BY key
-                     ON CONFLICT(part_key) DO UPDATE SET seq = excluded.seq,
+                     ON CONFLICT(part_key) DO UPDATE SET seq = excluded.seq, id = excluded.id,
                          kind = excluded.kind, message_id = excluded.message_id,
                          timestamp = excluded.timestamp, data = excluded.data",
                 &[rows.into()],

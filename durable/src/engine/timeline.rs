@@ -52,16 +52,16 @@ pub fn upsert(
 ) -> StoreResult<TimelineEvent> {
     data.remove("partKey");
     let body = serde_json::to_string(&data).unwrap_or_else(|_| "{}".into());
-    let fresh_id = ids::new_id("evt");
+    let id = ids::part_event_id(part_key);
     let row = store
         .query(
             "INSERT INTO events (id, kind, message_id, timestamp, data, part_key) VALUES (?, ?, ?, ?, ?, ?)
              ON CONFLICT(part_key) DO UPDATE SET seq = (SELECT MAX(seq) FROM events) + 1,
-                 kind = excluded.kind, message_id = excluded.message_id,
+                 id = excluded.id, kind = excluded.kind, message_id = excluded.message_id,
                  timestamp = excluded.timestamp, data = excluded.data
-             RETURNING seq, id",
+             RETURNING seq",
             &[
-                fresh_id.as_str().into(),
+                id.as_str().into(),
                 kind.into(),
                 message_id.into(),
                 now.into(),
@@ -72,9 +72,7 @@ pub fn upsert(
         .into_iter()
         .next()
         .ok_or_else(|| crate::store::StoreError("upsert returned no row".into()))?;
-    let mut c = Cols::new(row);
-    let seq = c.i64()?;
-    let id = c.string()?;
+    let seq = Cols::new(row).i64()?;
     Ok(TimelineEvent {
         id,
         seq,
@@ -112,7 +110,7 @@ pub fn upsert_many(
             let mut data = p.data.clone();
             data.remove("partKey");
             Value::Array(vec![
-                Value::String(ids::new_id("evt")),
+                Value::String(ids::part_event_id(&p.part_key)),
                 Value::String(p.kind.clone()),
                 p.message_id.clone().map_or(Value::Null, Value::String),
                 Value::String(serde_json::to_string(&data).unwrap_or_else(|_| "{}".into())),
@@ -127,7 +125,7 @@ pub fn upsert_many(
                 json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'),
                 ?, json_extract(value, '$[3]'), json_extract(value, '$[4]')
          FROM json_each(?) WHERE true ORDER BY key
-         ON CONFLICT(part_key) DO UPDATE SET seq = excluded.seq,
+         ON CONFLICT(part_key) DO UPDATE SET seq = excluded.seq, id = excluded.id,
              kind = excluded.kind, message_id = excluded.message_id,
              timestamp = excluded.timestamp, data = excluded.data
          RETURNING seq, id, part_key",
