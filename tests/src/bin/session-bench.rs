@@ -63,21 +63,21 @@ async fn drain(mut ws: WsClient, expected: usize, limit: Duration) -> (usize, Ws
     (n, ws)
 }
 
+/// How many clients watch in (a): 10, or `BENCH_WATCHERS` (to see what the fan-out costs).
+fn watcher_count() -> usize {
+    std::env::var("BENCH_WATCHERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10)
+}
+
 /// (a) Events persisted and broadcast per second into one session with 10 clients.
 /// Path: client prompts over the socket, each cancelled as soon as it is queued, so the
 /// queue never fills: every round writes two timeline events (`user_message`,
 /// `prompt_cancelled`) and broadcasts them plus queue updates to every client.
 async fn throughput(stack: &Stack) -> Result<(f64, usize, usize)> {
     let session = create_session(&stack.base_url, "bench", json!({})).await?;
-    let watchers = clients(
-        stack,
-        &session,
-        std::env::var("BENCH_WATCHERS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(10),
-    )
-    .await?;
+    let watchers = clients(stack, &session, watcher_count()).await?;
     let (mut sender, _) =
         WsClient::join(&stack.base_url, &stack.ws_url(""), &session, "sender").await?;
     let rounds = 1500usize;
@@ -149,14 +149,49 @@ async fn frame_floor(stack: &Stack) -> Result<f64> {
     Ok(n as f64 / start.elapsed().as_secs_f64())
 }
 
+/// What the sandbox streams in (a).
+#[derive(Clone, Copy, PartialEq)]
+enum Streamed {
+    /// Finished tool calls, each its own part.
+    ToolCalls,
+    /// Text, token by token: parts of 100 tokens, each frame the part's text so far.
+    Tokens,
+}
+
+impl Streamed {
+    fn event(self, message_id: &str, k: usize) -> serde_json::Value {
+        match self {
+            Streamed::ToolCalls => {
+                json!({"type": "tool_call", "messageId": message_id, "tool": "bash", "callId": format!("c{k}"), "status": "completed", "args": {"command": "true"}, "output": "ok"})
+            }
+            Streamed::Tokens => {
+                json!({"type": "token", "messageId": message_id, "partId": format!("p{}", k / 100), "content": "word ".repeat(k % 100 + 1)})
+            }
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Streamed::ToolCalls => "tool-call",
+            Streamed::Tokens => "token",
+        }
+    }
+}
+
 /// (a) Sandbox events persisted and broadcast per second into one session with 10
 /// clients, sent the way the supervisor sends them: tool calls, one per frame or in
 /// batches. Also (e): a queued prompt reaching a warm (ready, idle) sandbox.
-async fn sandbox_path(batch: usize) -> Result<(f64, usize, f64)> {
+async fn sandbox_path(
+    kind: Streamed,
+    batch: usize,
+    watching: usize,
+) -> Result<(f64, f64, usize, f64)> {
     let mut provider = CaptureProvider::start().await?;
     let mut options = inspect_tests::StackOptions::unthrottled();
     options.vars.extend(provider.worker_vars());
     let stack = Stack::start_with(options).await?;
+    // The floor on this stack, just before: the ratio is paired, not across runtimes.
+    let floor = frame_floor(&stack).await?;
     let http = reqwest::Client::new();
     // A real repository (registration checks it); no sandbox ever clones it here.
     let source = inspect_tests::repo::source_repo();
@@ -171,7 +206,7 @@ async fn sandbox_path(batch: usize) -> Result<(f64, usize, f64)> {
         json!({"repoOwner": "local", "repoName": "bench"}),
     )
     .await?;
-    let watchers = clients(&stack, &session, 10).await?;
+    let watchers = clients(&stack, &session, watching).await?;
     let (mut prompter, _) =
         WsClient::join(&stack.base_url, &stack.ws_url(""), &session, "prompter").await?;
     prompter
@@ -198,7 +233,7 @@ async fn sandbox_path(batch: usize) -> Result<(f64, usize, f64)> {
     while i < n {
         let take = batch.min(n - i);
         let events: Vec<_> = (i..i + take)
-            .map(|k| frame(json!({"type": "tool_call", "messageId": message_id, "tool": "bash", "callId": format!("c{k}"), "status": "completed", "args": {"command": "true"}, "output": "ok"})))
+            .map(|k| frame(kind.event(&message_id, k)))
             .collect();
         let text = if take == 1 {
             events[0].to_string()
@@ -238,7 +273,7 @@ async fn sandbox_path(batch: usize) -> Result<(f64, usize, f64)> {
         next_command(&mut sb, "ack").await?;
         prompter.clear();
     }
-    Ok((rate, min_seen, percentile(&sorted(lat), 0.5)))
+    Ok((rate, floor, min_seen, percentile(&sorted(lat), 0.5)))
 }
 
 /// (b) Latency from a prompt being sent to each client seeing its `user_message`.
@@ -396,10 +431,30 @@ async fn main() -> Result<()> {
         println!("(d) sequential session creates: {rate:.0}/s");
         return Ok(());
     }
-    for batch in [1, 50] {
-        let (rate, min_seen, warm) = sandbox_path(batch).await?;
-        println!("(a) sandbox tool-call events persisted + broadcast, 10 clients, {batch} per frame: {rate:.0} events/s (every client saw at least {min_seen} of 3000)");
-        if batch == 1 {
+    // The floor crosses one socket each way; the last row does the same (one client), so
+    // its ratio to the floor is the hot path's own, the first row's adds the fan-out.
+    let watching = watcher_count();
+    for (kind, batch, watchers) in [
+        (Streamed::ToolCalls, 1, watching),
+        (Streamed::ToolCalls, 50, watching),
+        (Streamed::ToolCalls, 1, 1),
+        (Streamed::Tokens, 1, watching),
+        (Streamed::Tokens, 1, 1),
+    ] {
+        let (rate, floor, min_seen, warm) = sandbox_path(kind, batch, watchers).await?;
+        let of_floor = if batch == 1 {
+            format!(
+                ", {:.0} % of its floor ({floor:.0}/s on the same stack)",
+                100.0 * rate / floor
+            )
+        } else {
+            String::new()
+        };
+        println!(
+            "(a) sandbox {} events persisted + broadcast, {watchers} clients, {batch} per frame: {rate:.0} events/s{of_floor} (every client saw at least {min_seen} of 3000)",
+            kind.name()
+        );
+        if kind == Streamed::ToolCalls && batch == 1 && watchers == watching {
             println!("(e) queued prompt -> warm sandbox receives it: median {warm:.1} ms");
         }
     }
