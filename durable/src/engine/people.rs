@@ -109,27 +109,29 @@ impl<S: Store> Session<'_, S> {
             .unwrap_or(0))
     }
 
-    /// The participant a token belongs to, if it is valid and unexpired. Every stored hash
-    /// is compared in constant time.
+    /// The participant a token belongs to, if it is valid and unexpired. The token's
+    /// SHA-256 is looked up by its key (one row, however many tokens the session has
+    /// minted in a day), and the stored hash is compared with it in constant time. The
+    /// lookup's timing can tell a guesser only about the hash of their own guess, never
+    /// about a token that exists.
     pub fn participant_for_token(&self, token: &str, now: i64) -> EngineResult<Option<String>> {
         let presented = ids::hash_secret(token);
-        let rows = self
+        let row = self
             .store
             .query(
-                "SELECT token_hash, participant_id FROM ws_tokens WHERE expires_at > ?",
-                &[now.into()],
+                "SELECT token_hash, participant_id FROM ws_tokens WHERE token_hash = ? AND expires_at > ?",
+                &[presented.as_str().into(), now.into()],
             )
-            .map_err(internal)?;
-        let mut found = None;
-        for row in rows {
-            let mut c = Cols::new(row);
-            let hash = c.string().map_err(internal)?;
-            let pid = c.string().map_err(internal)?;
-            if ids::hashes_equal(&hash, &presented) && found.is_none() {
-                found = Some(pid);
-            }
-        }
-        Ok(found)
+            .map_err(internal)?
+            .into_iter()
+            .next();
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let mut c = Cols::new(row);
+        let hash = c.string().map_err(internal)?;
+        let pid = c.string().map_err(internal)?;
+        Ok(ids::hashes_equal(&hash, &presented).then_some(pid))
     }
 
     pub fn participant(&self, participant_id: &str) -> EngineResult<Participant> {

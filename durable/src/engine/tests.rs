@@ -304,6 +304,28 @@ fn subscribe_requires_a_valid_token_once() {
 }
 
 #[test]
+fn each_token_names_its_own_participant_among_many() {
+    let st = store();
+    let s = created(&st);
+    let minted: Vec<_> = ["ann", "bob", "cy"]
+        .iter()
+        .map(|who| s.mint_ws_token(&actor(who), 10).unwrap().0)
+        .collect();
+    for tok in &minted {
+        assert_eq!(
+            s.participant_for_token(&tok.token, 11).unwrap().as_deref(),
+            Some(tok.participant_id.as_str())
+        );
+    }
+    let ids: std::collections::HashSet<_> = minted.iter().map(|t| &t.participant_id).collect();
+    assert_eq!(ids.len(), 3);
+    // A stored hash presented as a token is not a token.
+    let hash = crate::engine::ids::hash_secret(&minted[0].token);
+    assert_eq!(s.participant_for_token(&hash, 11).unwrap(), None);
+    assert_eq!(s.participant_for_token("", 11).unwrap(), None);
+}
+
+#[test]
 fn unsubscribed_sockets_expire_after_the_deadline() {
     let st = store();
     let s = created(&st);

@@ -395,6 +395,36 @@ async fn subscribe_time(stack: &Stack, events: usize, samples: usize) -> Result<
     ))
 }
 
+/// (f) A connect storm: `n` clients join one session at once (each a token request, a
+/// socket and its `subscribed`). Returns the time until all have joined and each join's
+/// p50 and p99, in ms.
+async fn connect_storm(stack: &Stack, n: usize) -> Result<(f64, f64, f64)> {
+    let session = create_session(&stack.base_url, "bench", json!({})).await?;
+    let start = Instant::now();
+    let joins = (0..n).map(|i| {
+        let (base, wsb) = (stack.base_url.clone(), stack.ws_url(""));
+        let session = session.clone();
+        async move {
+            let t0 = Instant::now();
+            let (ws, _) = WsClient::join(&base, &wsb, &session, &format!("storm{i}")).await?;
+            anyhow::Ok((ws, t0.elapsed().as_secs_f64() * 1000.0))
+        }
+    });
+    let mut each = Vec::with_capacity(n);
+    let mut sockets = Vec::with_capacity(n);
+    for r in join_all(joins).await {
+        let (ws, ms) = r?;
+        sockets.push(ws);
+        each.push(ms);
+    }
+    let all = start.elapsed().as_secs_f64() * 1000.0;
+    for ws in sockets {
+        ws.close().await;
+    }
+    let each = sorted(each);
+    Ok((all, percentile(&each, 0.5), percentile(&each, 0.99)))
+}
+
 /// (d) Sequential session creates per second.
 async fn creates(stack: &Stack, n: usize) -> Result<f64> {
     let start = Instant::now();
@@ -423,6 +453,7 @@ async fn main() -> Result<()> {
             let (whole, step) = subscribe_time(&stack, events, 40).await?;
             println!("(c) connect -> subscribed with {events} events: median {whole:.2} ms (the subscribe step alone {step:.2} ms)");
         }
+        print_storm(&stack).await?;
         return Ok(());
     }
     // `INSPECT_SESSION_BENCH=creates`: only the floor and (d), for a change to creation.
@@ -475,5 +506,12 @@ async fn main() -> Result<()> {
     }
     let rate = creates(&stack, 100).await?;
     println!("(d) sequential session creates: {rate:.0}/s");
+    print_storm(&stack).await?;
+    Ok(())
+}
+
+async fn print_storm(stack: &Stack) -> Result<()> {
+    let (all, p50, p99) = connect_storm(stack, 200).await?;
+    println!("(f) connect storm, 200 clients join one session at once: all joined in {all:.0} ms (each join p50 {p50:.0} ms, p99 {p99:.0} ms)");
     Ok(())
 }
