@@ -115,6 +115,8 @@ impl SessionDO {
 
     /// Carries out what the engine decided: sends, closes, index refresh.
     pub(super) fn apply(&self, mut fx: Effects) {
+        // Tells held for the next zero-delay timer go first: nothing overtakes them.
+        self.send_tells();
         let completions = std::mem::take(&mut fx.completions);
         for out in &fx.outbound {
             match &out.message {

@@ -77,7 +77,7 @@ pub struct SessionDO {
     state: State,
     env: Env,
     store: DoStore,
-    registry: RefCell<Option<Registry>>,
+    registry: Rc<RefCell<Option<Registry>>>,
     index_sync: Rc<RefCell<IndexSync>>,
     /// Requests waiting for the sandbox to answer a `push`, by request id.
     pushes: RefCell<HashMap<String, futures::channel::oneshot::Sender<pulls::PushAnswer>>>,
@@ -201,7 +201,7 @@ impl DurableObject for SessionDO {
             state,
             env,
             store,
-            registry: RefCell::new(None),
+            registry: Rc::new(RefCell::new(None)),
             index_sync: Rc::default(),
             pushes: RefCell::default(),
             pr_claims: RefCell::default(),

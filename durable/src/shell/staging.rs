@@ -2,16 +2,85 @@
 //! staged lives in the object's memory with the sandbox socket that sent it, is written by
 //! a timer a few milliseconds later, and is always written before any other statement runs
 //! ([`DoStore`] does that), so every other path sees the whole timeline.
+//!
+//! The tells themselves wait too, for no time at all: a frame's tells are held and sent by
+//! a zero-delay timer, so frames that arrived together while the object was busy reach
+//! each client as one `sandbox_events` message instead of one message each (ten clients
+//! and a sandbox sending token by token: a tenth of the socket sends). Anything else sent
+//! to clients sends the held tells first ([`SessionDO::apply`]), so no client ever sees
+//! events out of order, and an idle object tells at once.
 
 use super::*;
 use crate::engine::staged::{Staged, STAGED_MAX_PARTS, STAGED_WRITE_MS};
+use inspect_protocol::session::TimelineEvent;
 
-/// Staged parts, the socket to acknowledge them on, and whether a write is scheduled.
+/// Staged parts, the socket to acknowledge them on, and whether a write is scheduled;
+/// tells not yet sent, and whether their sending is scheduled.
 #[derive(Default)]
 pub(super) struct Staging {
     staged: Staged,
     sandbox: Option<WebSocket>,
     scheduled: bool,
+    told: Vec<TimelineEvent>,
+    telling: bool,
+}
+
+/// Sends the held tells, in order, as one message to every subscribed client.
+pub(super) fn send_tells(staging: &RefCell<Staging>, registry: &RefCell<Option<Registry>>) {
+    let mut events = match staging.try_borrow_mut() {
+        Ok(mut s) => std::mem::take(&mut s.told),
+        Err(_) => return,
+    };
+    let message = match events.len() {
+        0 => return,
+        1 => ServerMessage::SandboxEvent {
+            event: events.remove(0),
+        },
+        _ => ServerMessage::SandboxEvents { events },
+    };
+    let Ok(text) = serde_json::to_string(&message) else {
+        return;
+    };
+    if let Ok(slot) = registry.try_borrow() {
+        if let Some(r) = slot.as_ref() {
+            fanout::send_to_all(
+                r.subscribed.iter().filter_map(|id| r.sockets.get(id)),
+                &text,
+            );
+        }
+    }
+}
+
+/// The events of effects that do nothing but tell every client about events; `None` when
+/// they do anything else.
+fn only_tells(fx: &mut Effects) -> Option<Vec<TimelineEvent>> {
+    let tells_only = fx.closes.is_empty()
+        && fx.to_sandbox.is_empty()
+        && !fx.spawn_wanted
+        && !fx.index_changed
+        && fx.stop_sandbox.is_none()
+        && fx.snapshot_sandbox.is_none()
+        && fx.completions.is_empty()
+        && fx.subscription.is_none()
+        && fx.outbound.iter().all(|o| {
+            matches!(o.target, Target::AllClients)
+                && matches!(
+                    o.message,
+                    ServerMessage::SandboxEvent { .. } | ServerMessage::SandboxEvents { .. }
+                )
+        });
+    if !tells_only {
+        return None;
+    }
+    let mut events = vec![];
+    for o in std::mem::take(&mut fx.outbound) {
+        match o.message {
+            ServerMessage::SandboxEvent { event } => events.push(event),
+            ServerMessage::SandboxEvents { events: more } => events.extend(more),
+            _ => {}
+        }
+    }
+    Some(events)
 }
 
 /// Writes what is staged and acknowledges it to the sandbox; the acknowledgement leaves
@@ -66,13 +135,45 @@ impl SessionDO {
             s.sandbox = Some(ws.clone());
             (fx, s.staged.len() >= STAGED_MAX_PARTS)
         };
-        self.apply(fx);
+        let mut fx = fx;
+        match only_tells(&mut fx) {
+            Some(events) => {
+                events.iter().for_each(|e| self.slack_progress(e));
+                self.staging.borrow_mut().told.extend(events);
+                self.schedule_tells();
+            }
+            None => self.apply(fx),
+        }
         if full {
             write_staged(&self.store.raw(), &self.staging);
         } else {
             self.schedule_staged_write();
         }
         true
+    }
+
+    /// Sends the held tells now (before anything else goes to clients).
+    pub(super) fn send_tells(&self) {
+        send_tells(&self.staging, &self.registry);
+    }
+
+    fn schedule_tells(&self) {
+        {
+            let mut s = self.staging.borrow_mut();
+            if s.telling {
+                return;
+            }
+            s.telling = true;
+        }
+        let staging = self.staging.clone();
+        let registry = self.registry.clone();
+        self.state.wait_until(async move {
+            worker::Delay::from(std::time::Duration::ZERO).await;
+            if let Ok(mut s) = staging.try_borrow_mut() {
+                s.telling = false;
+            }
+            send_tells(&staging, &registry);
+        });
     }
 
     fn schedule_staged_write(&self) {
