@@ -98,6 +98,38 @@ impl Effects {
         flush(&mut out, &mut run);
         self.outbound = out;
     }
+    /// When these effects do nothing but tell every client about events, takes those
+    /// events out, in order; `None` (and nothing taken) when they do anything else.
+    pub fn take_tells(&mut self) -> Option<Vec<inspect_protocol::session::TimelineEvent>> {
+        let tells_only = self.closes.is_empty()
+            && self.to_sandbox.is_empty()
+            && !self.spawn_wanted
+            && !self.index_changed
+            && self.stop_sandbox.is_none()
+            && self.snapshot_sandbox.is_none()
+            && self.completions.is_empty()
+            && self.subscription.is_none()
+            && self.outbound.iter().all(|o| {
+                matches!(o.target, Target::AllClients)
+                    && matches!(
+                        o.message,
+                        ServerMessage::SandboxEvent { .. } | ServerMessage::SandboxEvents { .. }
+                    )
+            });
+        if !tells_only {
+            return None;
+        }
+        let mut events = vec![];
+        for o in std::mem::take(&mut self.outbound) {
+            match o.message {
+                ServerMessage::SandboxEvent { event } => events.push(event),
+                ServerMessage::SandboxEvents { events: more } => events.extend(more),
+                _ => {}
+            }
+        }
+        Some(events)
+    }
+
     pub fn to(&mut self, ws_id: &str, message: ServerMessage) -> &mut Self {
         self.outbound.push(Outbound {
             target: Target::Socket(ws_id.to_owned()),
@@ -143,5 +175,49 @@ impl Effects {
         if other.subscription.is_some() {
             self.subscription = other.subscription;
         }
+    }
+}
+
+#[cfg(test)]
+mod take_tells_tests {
+    use super::*;
+    use inspect_protocol::session::TimelineEvent;
+
+    fn event(seq: i64) -> TimelineEvent {
+        TimelineEvent {
+            id: format!("evt_{seq}"),
+            seq,
+            kind: "token".into(),
+            timestamp: 0,
+            message_id: None,
+            data: Default::default(),
+        }
+    }
+
+    #[test]
+    fn only_broadcast_events_are_taken_in_order() {
+        let mut fx = Effects::none();
+        fx.broadcast(ServerMessage::SandboxEvent { event: event(1) });
+        fx.broadcast(ServerMessage::SandboxEvents {
+            events: vec![event(2), event(3)],
+        });
+        let seqs: Vec<i64> = fx.take_tells().unwrap().iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, vec![1, 2, 3]);
+        assert!(fx.outbound.is_empty());
+    }
+
+    #[test]
+    fn effects_that_do_more_keep_everything() {
+        let mut fx = Effects::none();
+        fx.broadcast(ServerMessage::SandboxEvent { event: event(1) });
+        fx.to_sandbox
+            .push(SandboxCommand::Ack { ack_id: "a".into() });
+        assert!(fx.take_tells().is_none());
+        assert_eq!(fx.outbound.len(), 1);
+
+        let mut fx = Effects::none();
+        fx.to("w1", ServerMessage::SandboxEvent { event: event(1) });
+        assert!(fx.take_tells().is_none());
+        assert_eq!(fx.outbound.len(), 1);
     }
 }

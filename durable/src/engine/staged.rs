@@ -5,8 +5,9 @@
 //! that writes costs a commit: one streamed part per frame ran at about 30 % of the frames
 //! the object can take without storage. A frame made only of streamed parts (a text part's
 //! text so far, a tool call's state) is therefore *staged*: each part gets its sequence from
-//! memory and its id from its key, goes to the clients, and waits here; the shell writes everything staged
-//! in one statement a few milliseconds later, or before anything else touches the session.
+//! memory and its id from its key, goes to the clients, and waits here; the shell writes
+//! everything staged in one statement a few milliseconds later, or before anything else
+//! touches the session.
 //! Nothing is lost on the way: the supervisor keeps each part's newest version until the
 //! session acknowledges it, and the acknowledgement leaves only once the write is durable;
 //! after a restart it resends what was not acknowledged.

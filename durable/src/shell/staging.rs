@@ -51,38 +51,6 @@ pub(super) fn send_tells(staging: &RefCell<Staging>, registry: &RefCell<Option<R
     }
 }
 
-/// The events of effects that do nothing but tell every client about events; `None` when
-/// they do anything else.
-fn only_tells(fx: &mut Effects) -> Option<Vec<TimelineEvent>> {
-    let tells_only = fx.closes.is_empty()
-        && fx.to_sandbox.is_empty()
-        && !fx.spawn_wanted
-        && !fx.index_changed
-        && fx.stop_sandbox.is_none()
-        && fx.snapshot_sandbox.is_none()
-        && fx.completions.is_empty()
-        && fx.subscription.is_none()
-        && fx.outbound.iter().all(|o| {
-            matches!(o.target, Target::AllClients)
-                && matches!(
-                    o.message,
-                    ServerMessage::SandboxEvent { .. } | ServerMessage::SandboxEvents { .. }
-                )
-        });
-    if !tells_only {
-        return None;
-    }
-    let mut events = vec![];
-    for o in std::mem::take(&mut fx.outbound) {
-        match o.message {
-            ServerMessage::SandboxEvent { event } => events.push(event),
-            ServerMessage::SandboxEvents { events: more } => events.extend(more),
-            _ => {}
-        }
-    }
-    Some(events)
-}
-
 /// Writes what is staged and acknowledges it to the sandbox; the acknowledgement leaves
 /// once the write is durable (it is sent after the write). A failed write closes the
 /// sandbox's socket: the supervisor reconnects and resends what was not acknowledged.
@@ -125,7 +93,7 @@ impl SessionDO {
     /// A sandbox frame made only of streamed parts, staged and told to the clients; `false`
     /// when it is anything else (then it goes the usual way).
     pub(super) fn stage_sandbox_frame(&self, ws: &WebSocket, text: &str) -> bool {
-        let (fx, full) = {
+        let (mut fx, full) = {
             let mut s = self.staging.borrow_mut();
             let raw = self.store.raw();
             let Some(fx) = Session::new(&raw).stage_sandbox_frame(text, now_ms(), &mut s.staged)
@@ -135,8 +103,7 @@ impl SessionDO {
             s.sandbox = Some(ws.clone());
             (fx, s.staged.len() >= STAGED_MAX_PARTS)
         };
-        let mut fx = fx;
-        match only_tells(&mut fx) {
+        match fx.take_tells() {
             Some(events) => {
                 events.iter().for_each(|e| self.slack_progress(e));
                 self.staging.borrow_mut().told.extend(events);
@@ -158,40 +125,43 @@ impl SessionDO {
     }
 
     fn schedule_tells(&self) {
-        {
-            let mut s = self.staging.borrow_mut();
-            if s.telling {
-                return;
-            }
-            s.telling = true;
-        }
-        let staging = self.staging.clone();
-        let registry = self.registry.clone();
-        self.state.wait_until(async move {
-            worker::Delay::from(std::time::Duration::ZERO).await;
-            if let Ok(mut s) = staging.try_borrow_mut() {
-                s.telling = false;
-            }
-            send_tells(&staging, &registry);
-        });
+        let (staging, registry) = (self.staging.clone(), self.registry.clone());
+        self.after(
+            0,
+            |s| &mut s.telling,
+            move || send_tells(&staging, &registry),
+        );
     }
 
     fn schedule_staged_write(&self) {
+        let (store, staging) = (self.store.raw(), self.staging.clone());
+        self.after(
+            STAGED_WRITE_MS,
+            |s| &mut s.scheduled,
+            move || write_staged(&store, &staging),
+        );
+    }
+
+    /// Runs `then` after `delay_ms`, unless a run is already waiting on the same `flag`.
+    fn after(
+        &self,
+        delay_ms: u64,
+        flag: fn(&mut Staging) -> &mut bool,
+        then: impl FnOnce() + 'static,
+    ) {
         {
             let mut s = self.staging.borrow_mut();
-            if s.scheduled {
+            if std::mem::replace(flag(&mut s), true) {
                 return;
             }
-            s.scheduled = true;
         }
-        let store = self.store.raw();
         let staging = self.staging.clone();
         self.state.wait_until(async move {
-            worker::Delay::from(std::time::Duration::from_millis(STAGED_WRITE_MS)).await;
+            worker::Delay::from(std::time::Duration::from_millis(delay_ms)).await;
             if let Ok(mut s) = staging.try_borrow_mut() {
-                s.scheduled = false;
+                *flag(&mut s) = false;
             }
-            write_staged(&store, &staging);
+            then();
         });
     }
 }
