@@ -6,6 +6,8 @@ use crate::Stack;
 use anyhow::{Context, Result};
 use inspect_protocol::provider::SpawnRequest;
 use serde_json::json;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 pub struct CaptureProvider {
@@ -15,19 +17,55 @@ pub struct CaptureProvider {
 
 impl CaptureProvider {
     pub async fn start() -> Result<CaptureProvider> {
+        use axum::extract::{Path, State};
+        use axum::http::StatusCode;
         use axum::routing::post;
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        // The sandboxes spawned and not stopped, by id, with their sessions: the test plays
+        // them, so they run until they are stopped (the session asks while one connects).
+        type Running = Arc<Mutex<HashMap<String, String>>>;
+        let running: Running = Default::default();
         let app = axum::Router::new()
             .route(
                 "/sandboxes",
-                post(move |axum::Json(req): axum::Json<SpawnRequest>| {
-                    let tx = tx.clone();
-                    async move {
-                        let info = json!({"sandboxId": req.sandbox_id, "sessionId": req.session_id, "status": "running"});
-                        let _ = tx.send(req);
-                        (axum::http::StatusCode::CREATED, axum::Json(info))
-                    }
-                }),
+                post(
+                    move |State(running): State<Running>,
+                          axum::Json(req): axum::Json<SpawnRequest>| {
+                        let tx = tx.clone();
+                        async move {
+                            let info = json!({"sandboxId": req.sandbox_id, "sessionId": req.session_id, "status": "running"});
+                            running
+                                .lock()
+                                .unwrap()
+                                .insert(req.sandbox_id.clone(), req.session_id.clone());
+                            let _ = tx.send(req);
+                            (StatusCode::CREATED, axum::Json(info))
+                        }
+                    },
+                ),
+            )
+            .route(
+                "/sandboxes/{id}",
+                axum::routing::get(
+                    |State(running): State<Running>, Path(id): Path<String>| async move {
+                        match running.lock().unwrap().get(&id) {
+                            Some(session) => (
+                                StatusCode::OK,
+                                axum::Json(json!({"sandboxId": id, "sessionId": session, "status": "running"})),
+                            ),
+                            None => (
+                                StatusCode::NOT_FOUND,
+                                axum::Json(json!({"error": format!("no sandbox {id}")})),
+                            ),
+                        }
+                    },
+                )
+                .delete(
+                    |State(running): State<Running>, Path(id): Path<String>| async move {
+                        running.lock().unwrap().remove(&id);
+                        StatusCode::NO_CONTENT
+                    },
+                ),
             )
             // Registration checks run the real supervisor's check.
             .route("/repositories/check", post(check_repository))
@@ -37,7 +75,8 @@ impl CaptureProvider {
                 axum::routing::delete(|| async {
                     axum::Json(json!({"sandboxes": 0, "snapshots": 0, "bytes": 0}))
                 }),
-            );
+            )
+            .with_state(running);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let url = format!("http://{}", listener.local_addr()?);
         tokio::spawn(async move {

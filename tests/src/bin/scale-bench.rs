@@ -87,6 +87,7 @@ async fn run(n: usize, secs: u64) -> Result<Run> {
     inspect_tests::client::register_repo(&stack.base_url, "scale", source.path()).await?;
 
     // Sessions, their clients and their first prompts, 16 at a time.
+    let setup = Instant::now();
     let mut clients: Vec<(String, WsClient)> = Vec::with_capacity(n);
     let ids: Vec<usize> = (0..n).collect();
     for chunk in ids.chunks(16) {
@@ -109,6 +110,8 @@ async fn run(n: usize, secs: u64) -> Result<Run> {
             clients.push(m?);
         }
     }
+    let created_s = setup.elapsed().as_secs_f64();
+    eprintln!("  {n} sessions: created and watched in {created_s:.1} s");
     let mut spawns = HashMap::new();
     while spawns.len() < n {
         let s = provider.next_spawn().await?;
@@ -121,7 +124,9 @@ async fn run(n: usize, secs: u64) -> Result<Run> {
             let spawn = spawns[id].clone();
             let stack = &stack;
             async move {
-                let mut sb = connect_sandbox(stack, &spawn).await?;
+                let mut sb = connect_sandbox(stack, &spawn)
+                    .await
+                    .with_context(|| format!("the sandbox socket of {}", spawn.session_id))?;
                 sb.send(Message::text(
                     json!({"type": "ready", "sandboxId": spawn.sandbox_id, "timestamp": 0})
                         .to_string(),
@@ -140,6 +145,10 @@ async fn run(n: usize, secs: u64) -> Result<Run> {
     for (_, c) in &mut clients {
         c.clear();
     }
+    eprintln!(
+        "  {n} sessions: sandboxes connected by {:.1} s",
+        setup.elapsed().as_secs_f64()
+    );
 
     // The load: every sandbox sends a batch a second, stamped with the send time.
     let origin = Instant::now();
