@@ -158,8 +158,8 @@ async fn run(n: usize, secs: u64) -> Result<Run> {
         .enumerate()
         .map(|(k, (mut sb, sandbox, message))| {
             tokio::spawn(async move {
-                // Spread the sessions over the second.
-                tokio::time::sleep(Duration::from_millis((k as u64 * 997) % 1000)).await;
+                // Spread the sessions evenly over the second.
+                tokio::time::sleep(Duration::from_micros(k as u64 * 1_000_000 / n as u64)).await;
                 let mut tick = tokio::time::interval(Duration::from_secs(1));
                 for round in 0..secs {
                     tick.tick().await;
