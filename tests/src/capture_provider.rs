@@ -34,10 +34,7 @@ impl CaptureProvider {
                         let tx = tx.clone();
                         async move {
                             let info = json!({"sandboxId": req.sandbox_id, "sessionId": req.session_id, "status": "running"});
-                            running
-                                .lock()
-                                .unwrap()
-                                .insert(req.sandbox_id.clone(), req.session_id.clone());
+                            held(&running).insert(req.sandbox_id.clone(), req.session_id.clone());
                             let _ = tx.send(req);
                             (StatusCode::CREATED, axum::Json(info))
                         }
@@ -48,7 +45,7 @@ impl CaptureProvider {
                 "/sandboxes/{id}",
                 axum::routing::get(
                     |State(running): State<Running>, Path(id): Path<String>| async move {
-                        match running.lock().unwrap().get(&id) {
+                        match held(&running).get(&id) {
                             Some(session) => (
                                 StatusCode::OK,
                                 axum::Json(json!({"sandboxId": id, "sessionId": session, "status": "running"})),
@@ -62,7 +59,7 @@ impl CaptureProvider {
                 )
                 .delete(
                     |State(running): State<Running>, Path(id): Path<String>| async move {
-                        running.lock().unwrap().remove(&id);
+                        held(&running).remove(&id);
                         StatusCode::NO_CONTENT
                     },
                 ),
@@ -99,6 +96,11 @@ impl CaptureProvider {
             .await?
             .context("no spawn")
     }
+}
+
+/// The map behind a mutex, even if a handler panicked while holding it.
+fn held<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 pub type SandboxSocket =
