@@ -4,7 +4,7 @@
 
 use crate::Stack;
 use anyhow::{Context, Result};
-use inspect_protocol::provider::SpawnRequest;
+use inspect_protocol::provider::{SandboxInfo, SpawnRequest};
 use serde_json::json;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -19,11 +19,12 @@ impl CaptureProvider {
     pub async fn start() -> Result<CaptureProvider> {
         use axum::extract::{Path, State};
         use axum::http::StatusCode;
+        use axum::response::IntoResponse;
         use axum::routing::post;
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        // The sandboxes spawned and not stopped, by id, with their sessions: the test plays
-        // them, so they run until they are stopped (the session asks while one connects).
-        type Running = Arc<Mutex<HashMap<String, String>>>;
+        // The sandboxes spawned and not stopped: the test plays them, so they run until they
+        // are stopped (the session asks while one connects).
+        type Running = Arc<Mutex<HashMap<String, SandboxInfo>>>;
         let running: Running = Default::default();
         let app = axum::Router::new()
             .route(
@@ -33,8 +34,15 @@ impl CaptureProvider {
                           axum::Json(req): axum::Json<SpawnRequest>| {
                         let tx = tx.clone();
                         async move {
-                            let info = json!({"sandboxId": req.sandbox_id, "sessionId": req.session_id, "status": "running"});
-                            held(&running).insert(req.sandbox_id.clone(), req.session_id.clone());
+                            let info = SandboxInfo {
+                                sandbox_id: req.sandbox_id.clone(),
+                                session_id: req.session_id.clone(),
+                                status: "running".into(),
+                                runtime_version: String::new(),
+                                tunnel_urls: Default::default(),
+                                detail: None,
+                            };
+                            held(&running).insert(info.sandbox_id.clone(), info.clone());
                             let _ = tx.send(req);
                             (StatusCode::CREATED, axum::Json(info))
                         }
@@ -46,14 +54,12 @@ impl CaptureProvider {
                 axum::routing::get(
                     |State(running): State<Running>, Path(id): Path<String>| async move {
                         match held(&running).get(&id) {
-                            Some(session) => (
-                                StatusCode::OK,
-                                axum::Json(json!({"sandboxId": id, "sessionId": session, "status": "running"})),
-                            ),
+                            Some(info) => axum::Json(info.clone()).into_response(),
                             None => (
                                 StatusCode::NOT_FOUND,
                                 axum::Json(json!({"error": format!("no sandbox {id}")})),
-                            ),
+                            )
+                                .into_response(),
                         }
                     },
                 )
