@@ -452,12 +452,17 @@ async fn spawn(state: &HostState, req: &SpawnRequest) -> anyhow::Result<Spawned>
     std::fs::create_dir_all(&workspace)?;
     std::fs::write(root.join(SESSION_MARKER), &req.session_id)?;
     let log = std::fs::File::create(root.join("supervisor.log"))?;
-    if let Some(snapshot_id) = &req.restore_from {
-        restore_snapshot(&state.data_dir, snapshot_id, &root).await?;
-    }
+    let restore = match &req.restore_from {
+        Some(snapshot_id) => Some(restorable(&state.data_dir, snapshot_id)?),
+        None => None,
+    };
     let (tunnel_urls, forwarders) = expose_ports(&req.tunnel_ports).await?;
     write_tunnels_file(&workspace, &req.sandbox_id, &tunnel_urls)?;
     let mut cmd = sandbox_command(state, &root, req, "run")?;
+    if let Some((archive, kind)) = &restore {
+        cmd.env(crate::run::restore::ARCHIVE_VAR, archive)
+            .env(crate::run::restore::KIND_VAR, kind);
+    }
     cmd.stdout(log.try_clone()?).stderr(log);
     std::fs::create_dir_all(root.join("home"))?;
     let child = cmd.spawn().context("starting the sandbox supervisor")?;
@@ -558,7 +563,8 @@ async fn snapshot_sandbox(State(state): State<Arc<HostState>>, Path(id): Path<St
             .arg("--exclude=agent/tmp")
             .arg("-C")
             .arg(state.data_dir.join(&id))
-            .args(["workspace", "agent"])
+            // The agent's state first: a restore starts the agent once it is unpacked.
+            .args(["agent", "workspace"])
             .stdin(std::process::Stdio::null())
             .status()
             .await?;
@@ -593,14 +599,17 @@ async fn snapshot_sandbox(State(state): State<Arc<HostState>>, Path(id): Path<St
     }
 }
 
-/// Unpacks a snapshot into a new sandbox's directory, if the runtime that made it is ours.
-async fn restore_snapshot(
+/// The archive a sandbox starting from snapshot (or image) `snapshot_id` unpacks, and its
+/// kind for the supervisor (`snapshot` holds the agent's state, `image` does not), if the
+/// runtime that made it is ours. The supervisor unpacks it while it starts
+/// ([`crate::run::restore`]).
+fn restorable(
     data_dir: &std::path::Path,
     snapshot_id: &str,
-    root: &std::path::Path,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<(PathBuf, &'static str)> {
     anyhow::ensure!(valid_id(snapshot_id), "invalid snapshot id");
-    let (tar, meta) = if crate::images::is_image(snapshot_id) {
+    let image = crate::images::is_image(snapshot_id);
+    let (tar, meta) = if image {
         crate::images::image_paths(data_dir, snapshot_id)
     } else {
         snapshot_paths(data_dir, snapshot_id)
@@ -614,20 +623,8 @@ async fn restore_snapshot(
         info.runtime_version,
         runtime_version()
     );
-    // The fresh directory's empty workspace gives way to the snapshot's.
-    let _ = std::fs::remove_dir(root.join("workspace"));
-    let status = Command::new("tar")
-        .arg("-xf")
-        .arg(&tar)
-        .arg("-C")
-        .arg(root)
-        .status()
-        .await?;
-    anyhow::ensure!(
-        status.success(),
-        "unpacking snapshot {snapshot_id}: tar exited with {status}"
-    );
-    Ok(())
+    anyhow::ensure!(tar.is_file(), "snapshot {snapshot_id} has no archive");
+    Ok((tar, if image { "image" } else { "snapshot" }))
 }
 
 fn find_bwrap() -> Option<PathBuf> {

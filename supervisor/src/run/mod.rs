@@ -9,6 +9,7 @@ pub mod boot;
 pub mod build;
 pub mod link;
 pub mod mapping;
+pub mod restore;
 
 use anyhow::{Context, Result};
 use boot::Step;
@@ -95,6 +96,8 @@ impl RunConfig {
 
 pub async fn run() -> Result<()> {
     let (cfg, link_cfg) = RunConfig::from_env()?;
+    let unpacking =
+        restore::Restore::from_env()?.map(|r| restore::Unpacking::start(r, cfg.root.clone()));
     let api = agent_api::start(
         &link_cfg.control_plane_url,
         &link_cfg.session_id,
@@ -105,8 +108,14 @@ pub async fn run() -> Result<()> {
     .context("starting the agent API")?;
     let bin_dir = cfg.root.join("bin");
     let instructions = cfg.root.join("agent").join("open-inspect.md");
-    agent_api::install_command(&bin_dir, &instructions).context("installing open-inspect")?;
     let (events, mut commands, link_task) = link::start(link_cfg);
+    // A local sandbox started from a snapshot or an image unpacks it here: the agent
+    // starts once its own state is in place, while the workspace is still being written.
+    let mut unpacking = unpacking.map(|u| (Step::begin(&events, "restore"), u));
+    if let Some((_, u)) = &mut unpacking {
+        u.agent_state_in_place().await;
+    }
+    agent_api::install_command(&bin_dir, &instructions).context("installing open-inspect")?;
     let booted = Instant::now();
     // The agent starts while the workspace is prepared: it takes about 2 s to answer, the
     // clone and the hooks take what they take; the sandbox is ready when both are.
@@ -149,7 +158,28 @@ pub async fn run() -> Result<()> {
             return Err(e);
         }
     };
-    let repos = match boot(&cfg, &events).await {
+    let unpacked = match unpacking {
+        None => Ok(()),
+        Some((restore_step, u)) => match u.finish().await {
+            Ok(done) => {
+                restore_step.end(
+                    StepStatus::Succeeded,
+                    Some(format!("{} entries, {} bytes", done.entries, done.bytes)),
+                    None,
+                );
+                Ok(())
+            }
+            Err(e) => {
+                restore_step.end(StepStatus::Failed, Some(format!("{e:#}")), None);
+                Err(e.context("unpacking the snapshot"))
+            }
+        },
+    };
+    let booted_workspace = match unpacked {
+        Ok(()) => boot(&cfg, &events).await,
+        Err(e) => Err(e),
+    };
+    let repos = match booted_workspace {
         Ok(r) => {
             if let Err(e) = boot::mark_booted(&cfg.root, &cfg.spawn.sandbox_id) {
                 tracing::warn!("could not mark the workspace booted: {e}");
