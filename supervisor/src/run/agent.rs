@@ -53,6 +53,10 @@ pub fn opencode_config(cfg: &AgentConfig) -> Value {
         "permission": {"edit": "allow", "bash": "allow", "webfetch": "allow"},
         "lsp": false,
         "formatter": false,
+        // OpenCode's own undo snapshots: a second git database of the workspace, written
+        // before and after every model step (a whole `git add` of a large repository the
+        // first time). The supervisor commits each prompt's work itself; nothing reads them.
+        "snapshot": false,
     });
     if let Some(path) = &cfg.instructions {
         config["instructions"] = json!([path.display().to_string()]);
