@@ -459,9 +459,8 @@ async fn spawn(state: &HostState, req: &SpawnRequest) -> anyhow::Result<Spawned>
     let (tunnel_urls, forwarders) = expose_ports(&req.tunnel_ports).await?;
     write_tunnels_file(&workspace, &req.sandbox_id, &tunnel_urls)?;
     let mut cmd = sandbox_command(state, &root, req, "run")?;
-    if let Some((archive, kind)) = &restore {
-        cmd.env(crate::run::restore::ARCHIVE_VAR, archive)
-            .env(crate::run::restore::KIND_VAR, kind);
+    if let Some(restore) = &restore {
+        cmd.envs(restore.env());
     }
     cmd.stdout(log.try_clone()?).stderr(log);
     std::fs::create_dir_all(root.join("home"))?;
@@ -599,14 +598,13 @@ async fn snapshot_sandbox(State(state): State<Arc<HostState>>, Path(id): Path<St
     }
 }
 
-/// The archive a sandbox starting from snapshot (or image) `snapshot_id` unpacks, and its
-/// kind for the supervisor (`snapshot` holds the agent's state, `image` does not), if the
-/// runtime that made it is ours. The supervisor unpacks it while it starts
-/// ([`crate::run::restore`]).
+/// What a sandbox starting from snapshot (or image) `snapshot_id` unpacks (a snapshot holds
+/// the agent's state, an image does not), if the runtime that made it is ours. The
+/// supervisor unpacks it while it starts ([`crate::run::restore`]).
 fn restorable(
     data_dir: &std::path::Path,
     snapshot_id: &str,
-) -> anyhow::Result<(PathBuf, &'static str)> {
+) -> anyhow::Result<crate::run::restore::Restore> {
     anyhow::ensure!(valid_id(snapshot_id), "invalid snapshot id");
     let image = crate::images::is_image(snapshot_id);
     let (tar, meta) = if image {
@@ -624,7 +622,10 @@ fn restorable(
         runtime_version()
     );
     anyhow::ensure!(tar.is_file(), "snapshot {snapshot_id} has no archive");
-    Ok((tar, if image { "image" } else { "snapshot" }))
+    Ok(crate::run::restore::Restore {
+        archive: tar,
+        holds_agent_state: !image,
+    })
 }
 
 fn find_bwrap() -> Option<PathBuf> {

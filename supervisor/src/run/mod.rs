@@ -158,24 +158,7 @@ pub async fn run() -> Result<()> {
             return Err(e);
         }
     };
-    let unpacked = match unpacking {
-        None => Ok(()),
-        Some((restore_step, u)) => match u.finish().await {
-            Ok(done) => {
-                restore_step.end(
-                    StepStatus::Succeeded,
-                    Some(format!("{} entries, {} bytes", done.entries, done.bytes)),
-                    None,
-                );
-                Ok(())
-            }
-            Err(e) => {
-                restore_step.end(StepStatus::Failed, Some(format!("{e:#}")), None);
-                Err(e.context("unpacking the snapshot"))
-            }
-        },
-    };
-    let booted_workspace = match unpacked {
+    let booted_workspace = match finish_restore(unpacking).await {
         Ok(()) => boot(&cfg, &events).await,
         Err(e) => Err(e),
     };
@@ -560,6 +543,24 @@ async fn commit_pending(dir: &std::path::Path, author: &PromptAuthor, prompt: &s
 }
 
 /// The boot sequence; returns each repository's directory and name, in order.
+/// Waits for the snapshot's unpack, if there is one, and ends its `restore` step.
+async fn finish_restore(unpacking: Option<(Step<'_>, restore::Unpacking)>) -> Result<()> {
+    let Some((step, unpacking)) = unpacking else {
+        return Ok(());
+    };
+    match unpacking.finish().await {
+        Ok(done) => {
+            let detail = format!("{} entries, {} bytes", done.entries, done.bytes);
+            step.end(StepStatus::Succeeded, Some(detail), None);
+            Ok(())
+        }
+        Err(e) => {
+            step.end(StepStatus::Failed, Some(format!("{e:#}")), None);
+            Err(e.context("unpacking the snapshot"))
+        }
+    }
+}
+
 async fn boot(cfg: &RunConfig, events: &Events) -> Result<Vec<(PathBuf, String)>> {
     let ws = &cfg.workspace;
     std::fs::create_dir_all(ws)?;

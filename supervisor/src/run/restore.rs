@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 use tokio::sync::oneshot;
 
 /// The archive to unpack into the sandbox's root (set by the local host).
-pub const ARCHIVE_VAR: &str = "INSPECT_RESTORE_ARCHIVE";
+const ARCHIVE_VAR: &str = "INSPECT_RESTORE_ARCHIVE";
 /// `snapshot` (holds the agent's state under `agent/`) or `image` (holds none).
-pub const KIND_VAR: &str = "INSPECT_RESTORE_KIND";
+const KIND_VAR: &str = "INSPECT_RESTORE_KIND";
 
 /// The top-level folder of a snapshot that holds the agent's state.
 const AGENT_PART: &str = "agent";
@@ -25,6 +25,19 @@ pub struct Restore {
 }
 
 impl Restore {
+    /// The variables the host gives the sandbox's supervisor; [`Restore::from_env`] reads them.
+    pub fn env(&self) -> [(&'static str, std::ffi::OsString); 2] {
+        let kind = if self.holds_agent_state {
+            "snapshot"
+        } else {
+            "image"
+        };
+        [
+            (ARCHIVE_VAR, self.archive.clone().into_os_string()),
+            (KIND_VAR, kind.into()),
+        ]
+    }
+
     pub fn from_env() -> Result<Option<Restore>> {
         let Some(archive) = std::env::var_os(ARCHIVE_VAR).filter(|a| !a.is_empty()) else {
             return Ok(None);
