@@ -29,7 +29,7 @@ pub async fn build() -> Result<()> {
         spawn,
     };
     let (events, mut seen) = Events::local();
-    let outcome = super::boot(&cfg, &events).await;
+    let outcome = super::boot(&cfg, &events, None).await;
     drop(events);
     // What the steps said: the setup hook's output, each repository's commit.
     let mut output = None;

@@ -158,10 +158,22 @@ pub async fn run() -> Result<()> {
             return Err(e);
         }
     };
-    let booted_workspace = match finish_restore(unpacking).await {
-        Ok(()) => boot(&cfg, &events).await,
-        Err(e) => Err(e),
+    // The agent's session opens in the primary repository once it is in place (after the
+    // git sync), and the agent warms up while the hooks still run.
+    let (synced_tx, synced_rx) = tokio::sync::oneshot::channel();
+    let workspace = async {
+        finish_restore(unpacking).await?;
+        boot(&cfg, &events, Some(synced_tx)).await
     };
+    let agent_ready = async {
+        synced_rx.await.ok()?;
+        let ready = agent.ready().await;
+        if ready.is_ok() {
+            drop(agent.warm_up());
+        }
+        Some(ready)
+    };
+    let (booted_workspace, agent_ready) = tokio::join!(workspace, agent_ready);
     let repos = match booted_workspace {
         Ok(r) => {
             if let Err(e) = boot::mark_booted(&cfg.root, &cfg.spawn.sandbox_id) {
@@ -182,7 +194,7 @@ pub async fn run() -> Result<()> {
             return Err(e);
         }
     };
-    match agent.ready().await {
+    match agent_ready.unwrap_or_else(|| Err(anyhow::anyhow!("the workspace was never synced"))) {
         Ok(()) => step.end(StepStatus::Succeeded, None, None),
         Err(e) => {
             let e = fail(step, e);
@@ -561,7 +573,13 @@ async fn finish_restore(unpacking: Option<(Step<'_>, restore::Unpacking)>) -> Re
     }
 }
 
-async fn boot(cfg: &RunConfig, events: &Events) -> Result<Vec<(PathBuf, String)>> {
+/// Prepares the workspace; `synced` is told once every repository is in place (before the
+/// hooks run).
+async fn boot(
+    cfg: &RunConfig,
+    events: &Events,
+    synced: Option<tokio::sync::oneshot::Sender<()>>,
+) -> Result<Vec<(PathBuf, String)>> {
     let ws = &cfg.workspace;
     std::fs::create_dir_all(ws)?;
     let mode = cfg.spawn.boot_mode;
@@ -608,6 +626,9 @@ async fn boot(cfg: &RunConfig, events: &Events) -> Result<Vec<(PathBuf, String)>
                 return Err(e.context(format!("syncing {}/{}", repo.owner, repo.name)));
             }
         }
+    }
+    if let Some(synced) = synced {
+        let _ = synced.send(());
     }
     let primary = repos
         .first()

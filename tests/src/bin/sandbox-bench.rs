@@ -3,7 +3,8 @@
 //!
 //! Run: `./scripts/bench.sh` (after the session benchmarks) or
 //! `cargo run --release -p inspect-tests --bin sandbox-bench`. `INSPECT_BENCH=fresh`,
-//! `restore` or `prebuilt` runs one part; `INSPECT_BENCH_RUNS=N` sets the fresh runs;
+//! `restore` or `prebuilt` runs one part (`setup`: the fresh sandboxes, their repository
+//! with a 3-s setup hook); `INSPECT_BENCH_RUNS=N` sets the fresh runs;
 //! `INSPECT_BENCH_STEPS=1` prints each boot step of a restore as it arrives.
 
 use anyhow::{Context, Result};
@@ -339,9 +340,14 @@ async fn main() -> Result<()> {
     if std::env::var("INSPECT_BENCH").as_deref() == Ok("restore") {
         return snapshot_restore(&stack, &host, &model, 3).await;
     }
-    let files: Vec<(String, String)> = (0..50)
+    // `INSPECT_BENCH=setup`: the same sandboxes, their repository with a 3-s setup hook.
+    let with_setup = std::env::var("INSPECT_BENCH").as_deref() == Ok("setup");
+    let mut files: Vec<(String, String)> = (0..50)
         .map(|i| (format!("file{i}.txt"), format!("content {i}\n")))
         .collect();
+    if with_setup {
+        files.push((".openinspect/setup.sh".into(), "sleep 3\n".into()));
+    }
     let files: Vec<(&str, String)> = files.iter().map(|(p, c)| (p.as_str(), c.clone())).collect();
     let repo = committed_repo(&files)?;
     reqwest::Client::new()
@@ -352,6 +358,7 @@ async fn main() -> Result<()> {
 
     let (mut total, mut supervisor_part, mut agent_part, mut rss, mut warm) =
         (vec![], vec![], vec![], vec![], vec![]);
+    let (mut first_turn, mut first_reply) = (vec![], vec![]);
     for run in 0..runs {
         model.push(vec![Reply::text("ok"), Reply::text("ok again")]);
         let id = create_session(
@@ -388,12 +395,15 @@ async fn main() -> Result<()> {
             }
         }
         let ready_ms = t0.elapsed().as_secs_f64() * 1000.0;
+        let ready = Instant::now();
         loop {
             let m = ws.recv_within(60).await?;
             if m["type"] == "sandbox_event" && m["event"]["type"] == "execution_complete" {
                 break;
             }
         }
+        first_turn.push(ready.elapsed().as_secs_f64() * 1000.0);
+        first_reply.push(t0.elapsed().as_secs_f64() * 1000.0);
         if let Some(kib) = supervisor_rss_kib(&sandbox_id) {
             rss.push(kib as f64 / 1024.0);
         }
@@ -419,7 +429,12 @@ async fn main() -> Result<()> {
             .send()
             .await?;
     }
-    println!("# sandbox benchmarks (local provider, {runs} fresh sandboxes, 50-file repository, no hooks)");
+    let hooks = if with_setup {
+        "a 3-s setup hook"
+    } else {
+        "no hooks"
+    };
+    println!("# sandbox benchmarks (local provider, {runs} fresh sandboxes, 50-file repository, {hooks})");
     println!("fresh sandbox -> ready: median {:.0} ms", median(total));
     println!(
         "  of which the agent's start: median {:.0} ms",
@@ -430,12 +445,17 @@ async fn main() -> Result<()> {
         median(supervisor_part)
     );
     println!(
+        "first turn (ready -> execution_complete): median {:.0} ms; prompt -> first execution_complete: median {:.0} ms",
+        median(first_turn),
+        median(first_reply)
+    );
+    println!(
         "warm sandbox, prompt -> execution_complete (one-step turn): median {:.0} ms",
         median(warm)
     );
     println!("supervisor RSS after a turn: median {:.1} MiB", median(rss));
     // `INSPECT_BENCH=fresh` stops after the fresh sandboxes.
-    if std::env::var("INSPECT_BENCH").as_deref() == Ok("fresh") {
+    if with_setup || std::env::var("INSPECT_BENCH").as_deref() == Ok("fresh") {
         return Ok(());
     }
     snapshot_restore(&stack, &host, &model, 3).await?;
