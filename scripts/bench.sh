@@ -11,6 +11,8 @@ cargo run --release --quiet -p inspect-tests --bin session-bench
 export INSPECT_SUPERVISOR_BIN="$CARGO_TARGET_DIR/release/inspect-supervisor"
 cargo build --release --quiet -p inspect-supervisor
 cargo run --release --quiet -p inspect-tests --bin sandbox-bench
+# The same fresh sandboxes with a 3-s setup hook (the agent warms up while it runs).
+INSPECT_BENCH=setup cargo run --release --quiet -p inspect-tests --bin sandbox-bench
 # The scale curve: 100, 300 and 1,000 sessions at once (INSPECT_SCALE changes the sizes).
 cargo run --release --quiet -p inspect-tests --bin scale-bench
 
