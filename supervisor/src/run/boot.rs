@@ -568,30 +568,30 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn a_repository_is_cloned_onto_the_work_branch() {
-        let dir = tempfile::tempdir().unwrap();
-        let src = dir.path().join("src");
+    /// A committed repository `src` holding `files`, and an empty workspace `ws`, in `dir`.
+    async fn source_and_workspace(
+        dir: &Path,
+        files: &[(String, String)],
+    ) -> (PathBuf, WorkspaceRepository) {
+        let src = dir.join("src");
         std::fs::create_dir(&src).unwrap();
         git(&src, &["init", "--quiet", "-b", "main"]).await.unwrap();
-        std::fs::write(src.join("a.txt"), "a").unwrap();
+        for (name, text) in files {
+            std::fs::write(src.join(name), text).unwrap();
+        }
         git(&src, &["add", "."]).await.unwrap();
-        git(
-            &src,
-            &[
-                "-c",
-                "user.name=t",
-                "-c",
-                "user.email=t@t",
-                "commit",
-                "--quiet",
-                "-m",
-                "init",
-            ],
-        )
-        .await
-        .unwrap();
-        let ws = dir.path().join("ws");
+        let commit = [
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "--quiet",
+            "-m",
+            "init",
+        ];
+        git(&src, &commit).await.unwrap();
+        let ws = dir.join("ws");
         std::fs::create_dir(&ws).unwrap();
         let repo = WorkspaceRepository {
             owner: "local".into(),
@@ -599,6 +599,13 @@ mod tests {
             source: src.to_string_lossy().into(),
             base_branch: None,
         };
+        (ws, repo)
+    }
+
+    #[tokio::test]
+    async fn a_repository_is_cloned_onto_the_work_branch() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ws, repo) = source_and_workspace(dir.path(), &[("a.txt".into(), "a".into())]).await;
         let (path, sha) = sync_repository(&ws, &repo, "open-inspect/s1", BootMode::Fresh)
             .await
             .unwrap();
@@ -621,36 +628,10 @@ mod tests {
     #[tokio::test]
     async fn a_restored_clone_trusts_what_the_archive_kept() {
         let dir = tempfile::tempdir().unwrap();
-        let src = dir.path().join("src");
-        std::fs::create_dir(&src).unwrap();
-        git(&src, &["init", "--quiet", "-b", "main"]).await.unwrap();
-        for i in 0..20 {
-            std::fs::write(src.join(format!("f{i}.txt")), format!("file {i}")).unwrap();
-        }
-        git(&src, &["add", "."]).await.unwrap();
-        git(
-            &src,
-            &[
-                "-c",
-                "user.name=t",
-                "-c",
-                "user.email=t@t",
-                "commit",
-                "--quiet",
-                "-m",
-                "init",
-            ],
-        )
-        .await
-        .unwrap();
-        let ws = dir.path().join("ws");
-        std::fs::create_dir(&ws).unwrap();
-        let repo = WorkspaceRepository {
-            owner: "local".into(),
-            name: "src".into(),
-            source: src.to_string_lossy().into(),
-            base_branch: None,
-        };
+        let files: Vec<(String, String)> = (0..20)
+            .map(|i| (format!("f{i}.txt"), format!("file {i}")))
+            .collect();
+        let (ws, repo) = source_and_workspace(dir.path(), &files).await;
         let (path, _) = sync_repository(&ws, &repo, "open-inspect/s1", BootMode::Fresh)
             .await
             .unwrap();

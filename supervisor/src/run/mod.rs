@@ -298,6 +298,7 @@ pub async fn run() -> Result<()> {
                     }
                     stream.abort();
                     agent = agent::Agent::start(&agent_cfg).await.context("restarting the agent")?;
+                    drop(agent.warm_up());
                     stream = agent.stream_events(agent_tx.clone());
                     continue;
                 }
