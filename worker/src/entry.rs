@@ -9,7 +9,7 @@ use crate::routes::{match_route, not_found, Route, SessionAction};
 use crate::{api_tokens, caller, settings, signin};
 use inspect_durable::shell::{ACTOR_HEADER, ORIGIN_HEADER, SESSION_HEADER};
 use inspect_protocol::health::{CheckResult, DurableProbe, HealthReport};
-use inspect_protocol::session::{Actor, CreateSessionRequest, RegisterRepository, SessionState};
+use inspect_protocol::session::{Actor, CreateSessionRequest, RegisterRepository};
 use inspect_protocol::{ApiError, ErrorCode};
 use inspect_scm::app as github_app;
 use worker::{event, Context, Env, Headers, Method, Request, RequestInit, Response, Result};
@@ -678,15 +678,31 @@ pub(crate) async fn create_session_with(
     create.branch = None;
     let body = serde_json::to_vec(&create).map_err(|e| ApiError::internal(e.to_string()))?;
     let id = new_session_id()?;
-    let mut resp = call_object(env, &id, Method::Post, "/init", origin, Some(actor), &body).await?;
-    if resp.status_code() != 201 {
-        let err: inspect_protocol::ErrorBody = resp.json().await.map_err(internal)?;
-        return Err(err.error);
+    // The request is checked here as the object will check it, and the session indexed
+    // from the state it will store while the object stores it (one round trip less than
+    // one after the other). It is indexed before answering, so the creator's next list
+    // shows it; if the object fails, the index forgets it again.
+    let (state, _) =
+        inspect_durable::engine::state::new_session(&id, &create, actor, now_ms() as i64)?;
+    let (stored, indexed) = futures::join!(
+        async {
+            let mut resp =
+                call_object(env, &id, Method::Post, "/init", origin, Some(actor), &body).await?;
+            if resp.status_code() != 201 {
+                let err: inspect_protocol::ErrorBody = resp.json().await.map_err(internal)?;
+                return Err(err.error);
+            }
+            Ok(())
+        },
+        index::insert(env, &state, actor, rate_charge),
+    );
+    if let Err(e) = stored {
+        if indexed.is_ok() {
+            let _ = index::remove(env, &id).await;
+        }
+        return Err(e);
     }
-    // The object answers with the new session's state; it is indexed before answering, so
-    // the creator's next list shows it.
-    let state: SessionState = resp.json().await.map_err(internal)?;
-    index::insert(env, &state, actor, rate_charge).await?;
+    indexed?;
     Ok(inspect_protocol::session::CreateSessionResponse {
         session_id: state.id,
         status: state.status,

@@ -126,6 +126,49 @@ fn validate_short(name: &str, v: &Option<String>) -> EngineResult<()> {
     Ok(())
 }
 
+/// A new session as `create` stores it, checked: the state it answers with (and the Worker
+/// indexes) and the sandbox settings it keeps. Pure, so the Worker can index the session
+/// while the object stores it, from the same answer.
+pub fn new_session(
+    session_id: &str,
+    req: &CreateSessionRequest,
+    actor: &Actor,
+    now: i64,
+) -> EngineResult<(SessionState, inspect_protocol::session::SandboxSettings)> {
+    let repositories = repositories_of(req)?;
+    let title = match &req.title {
+        Some(t) => Some(validate_title(t)?).filter(|t| !t.is_empty()),
+        None => None,
+    };
+    let settings = req.sandbox.clone().unwrap_or_default();
+    validate_tunnel_ports(&settings.tunnel_ports)?;
+    validate_short("model", &req.model)?;
+    validate_short("reasoningEffort", &req.reasoning_effort)?;
+    let primary = repositories.first();
+    let state = SessionState {
+        id: session_id.to_owned(),
+        title,
+        status: SessionStatus::Created,
+        repo_owner: primary.map(|r| r.owner.clone()),
+        repo_name: primary.map(|r| r.name.clone()),
+        branch_name: Some(format!("open-inspect/{session_id}")),
+        model: req.model.clone(),
+        reasoning_effort: req.reasoning_effort.clone(),
+        created_by: actor.user_id.clone(),
+        sandbox_status: "none".into(),
+        message_count: 0,
+        is_processing: false,
+        created_at: now,
+        updated_at: now,
+        environment_id: req.environment_id.clone(),
+        environment_name: req.environment_name.clone(),
+        parent_session_id: req.parent_session_id.clone(),
+        depth: req.depth.unwrap_or(0),
+        repositories,
+    };
+    Ok((state, settings))
+}
+
 impl<S: Store> Session<'_, S> {
     pub fn exists(&self) -> EngineResult<bool> {
         Ok(self
@@ -145,23 +188,14 @@ impl<S: Store> Session<'_, S> {
         actor: &Actor,
         now: i64,
     ) -> EngineResult<SessionState> {
-        let repos = repositories_of(req)?;
-        let title = match &req.title {
-            Some(t) => Some(validate_title(t)?).filter(|t| !t.is_empty()),
-            None => None,
-        };
-        let settings = req.sandbox.clone().unwrap_or_default();
-        validate_tunnel_ports(&settings.tunnel_ports)?;
+        let (state, settings) = new_session(session_id, req, actor, now)?;
         let settings_json =
             serde_json::to_string(&settings).map_err(|e| ApiError::internal(e.to_string()))?;
-        validate_short("model", &req.model)?;
-        validate_short("reasoningEffort", &req.reasoning_effort)?;
         if self.exists()? {
             return Err(ApiError::conflict("session already exists"));
         }
-        let repos_json =
-            serde_json::to_string(&repos).map_err(|e| ApiError::internal(e.to_string()))?;
-        let branch = format!("open-inspect/{session_id}");
+        let repos_json = serde_json::to_string(&state.repositories)
+            .map_err(|e| ApiError::internal(e.to_string()))?;
         self.store
             .atomically(|| {
                 self.store.execute(
@@ -169,26 +203,26 @@ impl<S: Store> Session<'_, S> {
                      VALUES (1, ?, ?, 'created', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     &[
                         session_id.into(),
-                        title.clone().into(),
+                        state.title.clone().into(),
                         repos_json.into(),
-                        branch.into(),
-                        req.model.clone().into(),
-                        req.reasoning_effort.clone().into(),
+                        state.branch_name.clone().into(),
+                        state.model.clone().into(),
+                        state.reasoning_effort.clone().into(),
                         actor.user_id.as_str().into(),
                         now.into(),
                         now.into(),
                         settings_json.clone().into(),
-                        req.environment_id.clone().into(),
-                        req.environment_name.clone().into(),
-                        req.parent_session_id.clone().into(),
-                        req.depth.unwrap_or(0).into(),
+                        state.environment_id.clone().into(),
+                        state.environment_name.clone().into(),
+                        state.parent_session_id.clone().into(),
+                        state.depth.into(),
                     ],
                 )?;
                 self.upsert_participant(actor, "owner", now)?;
                 Ok(())
             })
             .map_err(internal)?;
-        self.state()
+        Ok(state)
     }
 
     /// The session's id, or 404 when this object holds no session.

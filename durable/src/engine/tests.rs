@@ -114,6 +114,13 @@ fn create_validates_repositories() {
         ..Default::default()
     };
     let state = s.create("x", &ok, &actor("a"), 5).unwrap();
+    // What `create` answers (and the Worker indexes, from `new_session`, while the object
+    // stores it) is what the object reads back.
+    assert_eq!(state, s.state().unwrap());
+    assert_eq!(
+        state,
+        state::new_session("x", &ok, &actor("a"), 5).unwrap().0
+    );
     assert_eq!(state.repo_name.as_deref(), Some("api"));
     assert_eq!(state.title.as_deref(), Some("Fix it"));
     assert_eq!(state.status, SessionStatus::Created);
