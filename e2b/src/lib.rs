@@ -157,7 +157,7 @@ pub fn envelopes(mut bytes: &[u8]) -> Result<Vec<(u8, Value)>, String> {
         let Some(message) = bytes.get(5..5 + len) else {
             return Err("a Connect envelope was cut short".into());
         };
-        let value = serde_json::from_slice(message)
+        let value = inspect_protocol::json::from_slice(message)
             .map_err(|e| format!("a Connect message is not JSON: {e}"))?;
         out.push((bytes[0], value));
         bytes = &bytes[5 + len..];

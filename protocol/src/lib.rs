@@ -11,6 +11,7 @@ pub mod client;
 pub mod error;
 pub mod health;
 pub mod images;
+pub mod json;
 pub mod limits;
 pub mod log;
 pub mod provider;

@@ -210,8 +210,8 @@ pub fn strip_mentions(text: &str, bot_login: &str) -> (bool, String) {
 /// Reads a delivery and decides whether the bot acts on it. `bot_login` is the App's bot
 /// account (`name[bot]`).
 pub fn decide(event: &str, body: &[u8], bot_login: &str) -> Result<Trigger, Skip> {
-    let p: Payload =
-        serde_json::from_slice(body).map_err(|e| format!("malformed {event} payload: {e}"))?;
+    let p: Payload = inspect_protocol::json::from_slice(body)
+        .map_err(|e| format!("malformed {event} payload: {e}"))?;
     let action = p.action.clone().unwrap_or_default();
     let (Some(repository), Some(sender)) = (p.repository.clone(), p.sender.clone()) else {
         return Err(format!("{event} without a repository or sender"));

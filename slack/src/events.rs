@@ -108,8 +108,8 @@ pub fn without_mention(text: &str, bot_user: Option<&str>) -> String {
 
 /// Reads a delivery's body; `bot_user` is the bot's own user id (`auth.test`), when known.
 pub fn decide(body: &[u8], bot_user: Option<&str>) -> Result<Decision, String> {
-    let env: Envelope =
-        serde_json::from_slice(body).map_err(|e| format!("not an Events API delivery: {e}"))?;
+    let env: Envelope = inspect_protocol::json::from_slice(body)
+        .map_err(|e| format!("not an Events API delivery: {e}"))?;
     match env.kind.as_str() {
         "url_verification" => {
             return env

@@ -59,7 +59,7 @@ pub async fn create(
     now: i64,
 ) -> Result<CreatedApiToken, ApiError> {
     person(caller)?;
-    let req: CreateApiToken = serde_json::from_slice(body)
+    let req: CreateApiToken = inspect_protocol::json::from_slice(body)
         .map_err(|e| ApiError::bad_request(format!("malformed JSON body: {e}")))?;
     if !tokens::valid_token_name(&req.name) {
         return Err(ApiError::bad_request(

@@ -101,7 +101,7 @@ fn json(value: &impl serde::Serialize, status: u16) -> ApiResult<Response> {
 /// `POST /sessions/:id/children` (the parent's sandbox): one more child, within the limits.
 pub async fn spawn(env: &Env, parent: &str, mut req: Request) -> ApiResult<Response> {
     let body = read_body(&mut req).await?;
-    let spawn: SpawnChildRequest = serde_json::from_slice(&body)
+    let spawn: SpawnChildRequest = inspect_protocol::json::from_slice(&body)
         .map_err(|e| ApiError::bad_request(format!("malformed JSON body: {e}")))?;
     let plan = ask_parent(env, parent, "/children/plan", &req, &body).await?;
     let slot = plan.reservation.clone().unwrap_or_default();
@@ -213,7 +213,7 @@ pub async fn act(
     match op {
         "status" => json(&summary(env, child).await?, 200),
         "prompt" => {
-            let p: ChildPrompt = serde_json::from_slice(&body)
+            let p: ChildPrompt = inspect_protocol::json::from_slice(&body)
                 .map_err(|e| ApiError::bad_request(format!("malformed JSON body: {e}")))?;
             prompt_child(env, child, &plan.actor, &p.prompt).await?;
             json(&summary(env, child).await?, 200)

@@ -203,7 +203,7 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
         Route::CreateSession => {
             crate::ratelimit::check_sessions(env, &actor.user_id, now).await?;
             let mut create: CreateSessionRequest =
-                serde_json::from_slice(if body.is_empty() { b"{}" } else { &body })
+                inspect_protocol::json::from_slice(if body.is_empty() { b"{}" } else { &body })
                     .map_err(|e| ApiError::bad_request(format!("malformed JSON body: {e}")))?;
             // Only the control plane makes child sessions.
             create.parent_session_id = None;
@@ -235,7 +235,7 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
             200,
         ),
         Route::RegisterRepo => {
-            let reg: RegisterRepository = serde_json::from_slice(&body)
+            let reg: RegisterRepository = inspect_protocol::json::from_slice(&body)
                 .map_err(|e| ApiError::bad_request(format!("malformed JSON body: {e}")))?;
             json(&repos::register(env, &reg, actor, now).await?, 201)
         }
@@ -427,7 +427,7 @@ async fn pull_requests(env: &Env, id: &str, mut req: Request) -> ApiResult<Respo
 /// A prompt's body without `callbackContext` (left as it was when it is not JSON: the
 /// object refuses it then).
 fn strip_callback(body: Vec<u8>) -> Vec<u8> {
-    match serde_json::from_slice::<serde_json::Value>(&body) {
+    match inspect_protocol::json::from_slice::<serde_json::Value>(&body) {
         Ok(serde_json::Value::Object(mut map)) => {
             if map.remove("callbackContext").is_some() {
                 serde_json::to_vec(&map).unwrap_or(body)

@@ -147,7 +147,7 @@ pub async fn set_schedule(
     origin: &str,
     now: i64,
 ) -> Result<ImageList, ApiError> {
-    let req: ImageRequest = serde_json::from_slice(body)
+    let req: ImageRequest = inspect_protocol::json::from_slice(body)
         .map_err(|e| ApiError::bad_request(format!("malformed JSON body: {e}")))?;
     let schedule = req
         .schedule
@@ -182,7 +182,7 @@ pub async fn start_by_hand(
     origin: &str,
     now: i64,
 ) -> Result<ImageBuild, ApiError> {
-    let req: ImageRequest = serde_json::from_slice(body)
+    let req: ImageRequest = inspect_protocol::json::from_slice(body)
         .map_err(|e| ApiError::bad_request(format!("malformed JSON body: {e}")))?;
     start(env, &req.scope, "manual", origin, now).await
 }
@@ -338,7 +338,7 @@ pub async fn complete(
     if !tokens::same(&hash, expected) {
         return Err(ApiError::unauthorized("not this build's token"));
     }
-    let report: BuildReport = serde_json::from_slice(body)
+    let report: BuildReport = inspect_protocol::json::from_slice(body)
         .map_err(|e| ApiError::bad_request(format!("malformed build report: {e}")))?;
     let success = report.success && report.image_id.is_some();
     let error = match (&report.error, success) {

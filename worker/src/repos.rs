@@ -252,7 +252,7 @@ pub async fn put_settings(
     if !valid_part(owner) || !valid_part(name) {
         return Err(ApiError::bad_request("invalid repository name"));
     }
-    let settings: inspect_protocol::scm::RepoSettings = serde_json::from_slice(body)
+    let settings: inspect_protocol::scm::RepoSettings = inspect_protocol::json::from_slice(body)
         .map_err(|e| ApiError::bad_request(format!("malformed settings: {e}")))?;
     if let Some(label) = &settings.pr_label {
         if label.trim().is_empty() || label.len() > 50 {

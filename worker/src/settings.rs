@@ -66,7 +66,7 @@ pub async fn set_secrets(
     body: &[u8],
     now: i64,
 ) -> Result<SecretList, ApiError> {
-    let update: SetSecrets = serde_json::from_slice(body).map_err(|e| {
+    let update: SetSecrets = inspect_protocol::json::from_slice(body).map_err(|e| {
         // serde's message may quote the input; keep values out of the answer.
         ApiError::bad_request(format!(
             "the body must be {{\"secrets\": {{\"NAME\": \"value\", …}}}} (error at line {}, column {})",
@@ -195,7 +195,7 @@ async fn checked_environment(
     env: &Env,
     body: &[u8],
 ) -> Result<(String, Option<String>, String), ApiError> {
-    let req: CreateEnvironment = serde_json::from_slice(body)
+    let req: CreateEnvironment = inspect_protocol::json::from_slice(body)
         .map_err(|e| ApiError::bad_request(format!("malformed JSON body: {e}")))?;
     let name = req.name.trim().to_owned();
     if name.is_empty() || name.chars().count() > 100 || name.chars().any(char::is_control) {

@@ -115,7 +115,7 @@ pub async fn events(mut req: Request, env: &Env, ctx: Context) -> Result<Respons
             return answer(200, json!({ "ok": true, "ignored": why }));
         }
         Decision::Request(r) => r.event_id.clone(),
-        Decision::HomeOpened { .. } => serde_json::from_slice::<Value>(&body)
+        Decision::HomeOpened { .. } => inspect_protocol::json::from_slice::<Value>(&body)
             .ok()
             .and_then(|v| v["event_id"].as_str().map(str::to_owned))
             .unwrap_or_default(),
@@ -428,7 +428,7 @@ pub async fn settings(env: &Env) -> Result<SlackSettings, ApiError> {
 
 /// `PUT /integrations/slack/settings`.
 pub async fn put_settings(env: &Env, body: &[u8], now: i64) -> Result<SlackSettings, ApiError> {
-    let s: SlackSettings = serde_json::from_slice(body)
+    let s: SlackSettings = inspect_protocol::json::from_slice(body)
         .map_err(|e| ApiError::bad_request(format!("malformed settings: {e}")))?;
     s.validate().map_err(ApiError::bad_request)?;
     db::run(

@@ -1,0 +1,29 @@
+//! JSON read from bytes.
+//!
+//! Everything in the Worker parses JSON from text: `serde_json` generates its whole parser,
+//! and every type's field visitor, once for each kind of input, so reading bytes through a
+//! second reader (`from_slice`) would put a second copy of them in the wasm. Bytes are
+//! checked as UTF-8 (JSON is UTF-8) and read as text instead.
+
+use serde::de::{DeserializeOwned, Error as _};
+
+/// `serde_json::from_slice`, through the text reader.
+pub fn from_slice<T: DeserializeOwned>(bytes: &[u8]) -> serde_json::Result<T> {
+    let text = std::str::from_utf8(bytes)
+        .map_err(|e| serde_json::Error::custom(format!("the body is not UTF-8: {e}")))?;
+    serde_json::from_str(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_json_and_refuses_what_is_not_utf8() {
+        let v: Vec<u32> = from_slice(b"[1, 2]").unwrap();
+        assert_eq!(v, [1, 2]);
+        assert!(from_slice::<Vec<u32>>(b"[1,").is_err());
+        let e = from_slice::<String>(b"\"\xff\"").unwrap_err();
+        assert!(e.to_string().contains("not UTF-8"), "{e}");
+    }
+}
