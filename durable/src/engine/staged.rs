@@ -62,22 +62,29 @@ impl Staged {
         self.rows.len()
     }
 
-    /// The next sequence: one past the newest the timeline has ever given (a removed
-    /// newest event's number is not given again). Read once per staging.
-    fn next_seq(&mut self, store: &impl Store) -> StoreResult<i64> {
-        if let Some(seq) = self.next_seq {
-            return Ok(seq);
+    /// What a staging starts from, read once with its first frame in one statement: the
+    /// current sandbox (its frames are the ones staged; `None` when there is none) and the
+    /// next sequence, one past the newest the timeline has ever given (a removed newest
+    /// event's number is not given again).
+    fn begin(&mut self, store: &impl Store) -> StoreResult<Option<String>> {
+        if let (Some(id), Some(_)) = (&self.sandbox_id, self.next_seq) {
+            return Ok(Some(id.clone()));
         }
-        let seq = store
-            .scalar(
-                "SELECT MAX(COALESCE((SELECT MAX(seq) FROM events), 0),
+        let row = store
+            .query(
+                "SELECT (SELECT sandbox_id FROM sandbox WHERE id = 1),
+                        MAX(COALESCE((SELECT MAX(seq) FROM events), 0),
                             COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0)) + 1",
                 &[],
             )?
-            .and_then(|v| v.as_i64())
+            .into_iter()
+            .next()
             .ok_or_else(|| StoreError("no next sequence".into()))?;
-        self.next_seq = Some(seq);
-        Ok(seq)
+        let mut c = crate::store::Cols::new(row);
+        let sandbox_id = c.opt_string()?;
+        let seq = c.i64()?;
+        self.next_seq.get_or_insert(seq);
+        Ok(self.sandbox_id.clone().or(sandbox_id))
     }
 
     /// Stages one part's newest version under the next sequence (its earlier staged
@@ -143,10 +150,9 @@ impl<S: Store> Session<'_, S> {
             }
             frames.push(frame);
         }
-        let current = match &staged.sandbox_id {
-            Some(id) => id.clone(),
-            None => self.sandbox_row().ok()??.sandbox_id,
-        };
+        // The one read comes first: if it fails, nothing is staged or told and the frame
+        // goes the usual way.
+        let current = staged.begin(self.store).ok()??;
         if frames.is_empty() || frames.iter().any(|f| f.sandbox_id != current) {
             return None;
         }
@@ -159,9 +165,6 @@ impl<S: Store> Session<'_, S> {
             parts.push(part);
             acks.extend(frame.ack_id.clone());
         }
-        // The one read comes first: if it fails, nothing is staged or told and the frame
-        // goes the usual way.
-        staged.next_seq(self.store).ok()?;
         let mut fx = Effects::none();
         for part in parts {
             let event = staged.stage(part, now);

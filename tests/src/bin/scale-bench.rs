@@ -74,6 +74,8 @@ struct Run {
     expected: usize,
     rss_mib: f64,
     cpu_per_session_pct: f64,
+    /// workerd's CPU time per batch the sandboxes sent (finer than the percentage).
+    cpu_per_batch_ms: f64,
 }
 
 async fn run(n: usize, secs: u64) -> Result<Run> {
@@ -224,6 +226,8 @@ async fn run(n: usize, secs: u64) -> Result<Run> {
         expected,
         rss_mib: rss as f64 / 1024.0,
         cpu_per_session_pct: (cpu_after - cpu_before) / window / n as f64 * 100.0,
+        cpu_per_batch_ms: (cpu_after - cpu_before) * 1000.0
+            / (expected as f64 / PER_BATCH as f64).max(1.0),
     })
 }
 
@@ -243,8 +247,8 @@ async fn main() -> Result<()> {
         let t = Instant::now();
         match run(n, secs).await {
             Ok(r) => println!(
-                "{} sessions: delivery p50 {:.1} ms, p99 {:.1} ms ({} of {} events), workerd RSS {:.0} MiB ({:.2} MiB/session), CPU {:.2} % of a core per session (run took {:.0} s)",
-                r.sessions, r.p50, r.p99, r.delivered, r.expected, r.rss_mib, r.rss_mib / r.sessions as f64, r.cpu_per_session_pct, t.elapsed().as_secs_f64()
+                "{} sessions: delivery p50 {:.1} ms, p99 {:.1} ms ({} of {} events), workerd RSS {:.0} MiB ({:.2} MiB/session), CPU {:.2} % of a core per session, {:.3} ms per batch (run took {:.0} s)",
+                r.sessions, r.p50, r.p99, r.delivered, r.expected, r.rss_mib, r.rss_mib / r.sessions as f64, r.cpu_per_session_pct, r.cpu_per_batch_ms, t.elapsed().as_secs_f64()
             ),
             Err(e) => println!("{n} sessions: failed: {e:#}"),
         }
