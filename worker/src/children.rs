@@ -3,7 +3,7 @@
 //! session (its own object, sandbox and token), prompts it, and the parent records it.
 //! The parent never sees a child's token; a child acts for the parent's prompter.
 
-use crate::entry::{call_object, create_session, internal, origin_of, read_body};
+use crate::entry::{call_object, create_session, internal, json, origin_of, read_body};
 use inspect_protocol::session::{
     Actor, ArtifactList, ChildList, ChildPlan, ChildPrompt, ChildSummary, CreateSessionRequest,
     EventPage, MessageList, MessageStatus, PromptRequest, SessionState, SpawnChildRequest,
@@ -90,12 +90,6 @@ pub async fn summary(env: &Env, child: &str) -> ApiResult<ChildSummary> {
         error: last.and_then(|m| m.error.clone()),
         pull_requests,
     })
-}
-
-fn json(value: &impl serde::Serialize, status: u16) -> ApiResult<Response> {
-    Ok(Response::from_json(value)
-        .map_err(internal)?
-        .with_status(status))
 }
 
 /// `POST /sessions/:id/children` (the parent's sandbox): one more child, within the limits.

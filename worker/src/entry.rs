@@ -105,15 +105,11 @@ fn is_page_navigation(req: &Request) -> bool {
 }
 
 pub(crate) fn error_response(err: &ApiError) -> Result<Response> {
-    let resp = Response::from_json(&err.body())?.with_status(err.status());
-    if let Some(secs) = err.retry_after {
-        let _ = resp.headers().set("Retry-After", &secs.to_string());
-    }
-    Ok(resp)
+    inspect_durable::shell::json_error(err)
 }
 
-fn json<T: serde::Serialize>(value: &T, status: u16) -> ApiResult<Response> {
-    Ok(Response::from_json(value)
+pub(crate) fn json<T: serde::Serialize>(value: &T, status: u16) -> ApiResult<Response> {
+    Ok(inspect_durable::shell::json_ok(value)
         .map_err(internal)?
         .with_status(status))
 }
@@ -823,7 +819,7 @@ async fn health(env: &Env) -> ApiResult<Response> {
         github_bot,
         secrets_key,
     };
-    let resp = Response::from_json(&report).map_err(internal)?;
+    let resp = inspect_durable::shell::json_ok(&report).map_err(internal)?;
     Ok(if ok { resp } else { resp.with_status(503) })
 }
 

@@ -33,7 +33,7 @@ fn log(delivery: &str, event: &str, outcome: &str, detail: &str) {
 }
 
 fn answer(status: u16, body: serde_json::Value) -> Result<Response, ApiError> {
-    Ok(Response::from_json(&body)
+    Ok(inspect_durable::shell::json_ok(&body)
         .map_err(internal)?
         .with_status(status))
 }

@@ -356,7 +356,7 @@ pub async fn sign_out(req: &Request, env: &Env, caller: &Caller) -> Result<Respo
         )
         .map_err(internal)?;
     Ok(
-        Response::from_json(&serde_json::json!({ "signedOut": true }))
+        inspect_durable::shell::json_ok(&serde_json::json!({ "signedOut": true }))
             .map_err(internal)?
             .with_headers(headers),
     )
@@ -369,7 +369,7 @@ pub fn me(caller: &Caller) -> Result<Response, ApiError> {
         Via::ApiToken => "api_token",
         Via::Service { .. } => "service",
     };
-    Response::from_json(&Me {
+    inspect_durable::shell::json_ok(&Me {
         user: caller.actor.clone(),
         via: via.into(),
     })

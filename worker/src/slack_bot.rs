@@ -49,7 +49,7 @@ fn log(outcome: &str, detail: &str) -> LogLine {
 }
 
 fn answer(status: u16, body: Value) -> Result<Response, ApiError> {
-    Ok(Response::from_json(&body)
+    Ok(inspect_durable::shell::json_ok(&body)
         .map_err(internal)?
         .with_status(status))
 }

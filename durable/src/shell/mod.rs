@@ -98,16 +98,27 @@ fn now_ms() -> i64 {
     worker::Date::now().as_millis() as i64
 }
 
-fn json_error(err: &ApiError) -> Result<Response> {
-    let resp = Response::from_json(&err.body())?.with_status(err.status());
+pub fn json_error(err: &ApiError) -> Result<Response> {
+    let resp = json_ok(&err.body())?.with_status(err.status());
     if let Some(secs) = err.retry_after {
         let _ = resp.headers().set("Retry-After", &secs.to_string());
     }
     Ok(resp)
 }
 
-fn json_ok<T: Serialize>(value: &T) -> Result<Response> {
-    Response::from_json(value)
+/// A JSON response. Only the serialisation is per type: the response around it is built by
+/// [`json_text`], once in the wasm (`Response::from_json` put a copy of it in every caller's
+/// type, 34 of them).
+pub fn json_ok<T: Serialize>(value: &T) -> Result<Response> {
+    json_text(serde_json::to_string(value).map_err(|e| worker::Error::RustError(e.to_string()))?)
+}
+
+/// A response whose body is JSON text already written.
+#[inline(never)]
+pub fn json_text(text: String) -> Result<Response> {
+    let resp = Response::from_bytes(text.into_bytes())?;
+    resp.headers().set("Content-Type", "application/json")?;
+    Ok(resp)
 }
 
 impl SessionDO {
