@@ -16,16 +16,7 @@ pub async fn all<T: DeserializeOwned>(
     sql: &str,
     args: &[JsValue],
 ) -> Result<Vec<T>, ApiError> {
-    env.d1("DB")
-        .map_err(unavailable)?
-        .prepare(sql)
-        .bind(args)
-        .map_err(unavailable)?
-        .all()
-        .await
-        .map_err(unavailable)?
-        .results()
-        .map_err(unavailable)
+    run(env, sql, args).await?.results().map_err(unavailable)
 }
 
 /// The first row of a query, if any.
@@ -34,12 +25,18 @@ pub async fn first<T: DeserializeOwned>(
     sql: &str,
     args: &[JsValue],
 ) -> Result<Option<T>, ApiError> {
+    Ok(all(env, sql, args).await?.into_iter().next())
+}
+
+/// Runs a statement. Not generic: the round trip is in the wasm once, and only the rows'
+/// conversion is made per row type.
+async fn run(env: &Env, sql: &str, args: &[JsValue]) -> Result<worker::D1Result, ApiError> {
     env.d1("DB")
         .map_err(unavailable)?
         .prepare(sql)
         .bind(args)
         .map_err(unavailable)?
-        .first(None)
+        .all()
         .await
         .map_err(unavailable)
 }

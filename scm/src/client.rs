@@ -45,6 +45,35 @@ pub async fn send<T: DeserializeOwned>(
     content_type: Option<&str>,
     body: Option<String>,
 ) -> Result<Reply<T>, ApiError> {
+    let (status, text) = exchange(method, url, authorization, content_type, body).await?;
+    if !(200..300).contains(&status) {
+        return Ok(Reply {
+            status,
+            body: None,
+            error: Some(failure_message(&text)),
+        });
+    }
+    let text = if text.trim().is_empty() {
+        "null"
+    } else {
+        &text
+    };
+    Ok(Reply {
+        status,
+        body: Some(serde_json::from_str::<T>(text).map_err(upstream)?),
+        error: None,
+    })
+}
+
+/// The request and its answer's status and text. Not generic: only the parsing in [`send`]
+/// is made once per answer type (the whole exchange was, eleven times in the wasm).
+async fn exchange(
+    method: Method,
+    url: &str,
+    authorization: Option<&str>,
+    content_type: Option<&str>,
+    body: Option<String>,
+) -> Result<(u16, String), ApiError> {
     let headers = Headers::new();
     let set = |k: &str, v: &str| headers.set(k, v).map_err(upstream);
     set("Accept", "application/vnd.github+json")?;
@@ -65,28 +94,15 @@ pub async fn send<T: DeserializeOwned>(
     let mut resp = Fetch::Request(req).send().await.map_err(upstream)?;
     let status = resp.status_code();
     let text = resp.text().await.map_err(upstream)?;
-    if (200..300).contains(&status) {
-        let text = if text.trim().is_empty() {
-            "null"
-        } else {
-            &text
-        };
-        let body = serde_json::from_str::<T>(text).map_err(upstream)?;
-        return Ok(Reply {
-            status,
-            body: Some(body),
-            error: None,
-        });
-    }
-    let error = serde_json::from_str::<serde_json::Value>(&text)
+    Ok((status, text))
+}
+
+/// GitHub's `message` from a failure's body, else the body's start.
+fn failure_message(text: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(text)
         .ok()
         .and_then(|v| v["message"].as_str().map(str::to_owned))
-        .or_else(|| Some(text.chars().take(200).collect()));
-    Ok(Reply {
-        status,
-        body: None,
-        error,
-    })
+        .unwrap_or_else(|| text.chars().take(200).collect())
 }
 
 /// Sends a JSON body to an API path with a token.

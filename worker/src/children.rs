@@ -3,13 +3,13 @@
 //! session (its own object, sandbox and token), prompts it, and the parent records it.
 //! The parent never sees a child's token; a child acts for the parent's prompter.
 
-use crate::entry::{call_object, create_session, internal, json, origin_of, read_body};
+use crate::entry::{call_object, create_session, json, object_answer, origin_of, parse, read_body};
 use inspect_protocol::session::{
     Actor, ArtifactList, ChildList, ChildPlan, ChildPrompt, ChildSummary, CreateSessionRequest,
     EventPage, MessageList, MessageStatus, PromptRequest, SessionState, SpawnChildRequest,
     CHILD_RESERVATION_PREFIX, MAX_RUNNING_CHILDREN,
 };
-use inspect_protocol::{ApiError, ErrorBody, ErrorCode};
+use inspect_protocol::{ApiError, ErrorCode};
 use worker::{Env, Method, Request, Response};
 
 type ApiResult<T> = std::result::Result<T, ApiError>;
@@ -22,21 +22,13 @@ async fn ask_parent(
     req: &Request,
     body: &[u8],
 ) -> ApiResult<ChildPlan> {
-    let mut resp = crate::entry::forward_as_sandbox(env, parent, path, req, Some(body)).await?;
-    if resp.status_code() != 200 {
-        let err: ErrorBody = resp.json().await.map_err(internal)?;
-        return Err(err.error);
-    }
-    resp.json().await.map_err(internal)
+    let resp = crate::entry::forward_as_sandbox(env, parent, path, req, Some(body)).await?;
+    parse(&object_answer(resp, 200).await?)
 }
 
 async fn get_json<T: serde::de::DeserializeOwned>(env: &Env, id: &str, path: &str) -> ApiResult<T> {
-    let mut resp = call_object(env, id, Method::Get, path, "", None, &[]).await?;
-    if resp.status_code() != 200 {
-        let err: ErrorBody = resp.json().await.map_err(internal)?;
-        return Err(err.error);
-    }
-    resp.json().await.map_err(internal)
+    let resp = call_object(env, id, Method::Get, path, "", None, &[]).await?;
+    parse(&object_answer(resp, 200).await?)
 }
 
 /// A child as its parent sees it: status, its last prompt's outcome, last words, PRs.
@@ -172,12 +164,8 @@ async fn prompt_child(env: &Env, child: &str, actor: &Actor, content: &str) -> A
         ..Default::default()
     };
     let body = serde_json::to_vec(&prompt).map_err(|e| ApiError::internal(e.to_string()))?;
-    let mut resp = call_object(env, child, Method::Post, "/prompt", "", Some(actor), &body).await?;
-    if resp.status_code() != 200 {
-        let err: ErrorBody = resp.json().await.map_err(internal)?;
-        return Err(err.error);
-    }
-    Ok(())
+    let resp = call_object(env, child, Method::Post, "/prompt", "", Some(actor), &body).await?;
+    object_answer(resp, 200).await.map(drop)
 }
 
 /// The parent's sandbox acts on one of its children: status, another prompt, or cancel.

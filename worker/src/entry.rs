@@ -439,6 +439,24 @@ pub(crate) fn internal(e: worker::Error) -> ApiError {
     ApiError::internal(e.to_string())
 }
 
+/// A session object's answer: its text when the status is `ok`, its error otherwise. Not
+/// generic, so the reading is in the wasm once and only [`parse`] is made per answer type
+/// (`Response::json` made the whole read once per type).
+pub(crate) async fn object_answer(mut resp: Response, ok: u16) -> ApiResult<String> {
+    let text = resp.text().await.map_err(internal)?;
+    if resp.status_code() != ok {
+        let err: inspect_protocol::ErrorBody =
+            serde_json::from_str(&text).map_err(|e| ApiError::internal(e.to_string()))?;
+        return Err(err.error);
+    }
+    Ok(text)
+}
+
+/// An object's answer read as `T`.
+pub(crate) fn parse<T: serde::de::DeserializeOwned>(text: &str) -> ApiResult<T> {
+    serde_json::from_str(text).map_err(|e| ApiError::internal(e.to_string()))
+}
+
 fn new_session_id() -> ApiResult<String> {
     let mut bytes = [0u8; 16];
     getrandom::fill(&mut bytes).map_err(|e| ApiError::internal(e.to_string()))?;
@@ -508,15 +526,11 @@ pub(crate) async fn store_attachment(
     let url = worker::Url::parse_with_params("https://session/attachments", &[("name", name)])
         .map_err(|e| ApiError::internal(e.to_string()))?;
     let inner = Request::new_with_init(url.as_str(), &init).map_err(internal)?;
-    let mut resp = session_stub(env, id)?
+    let resp = session_stub(env, id)?
         .fetch_with_request(inner)
         .await
         .map_err(|e| ApiError::new(ErrorCode::Unavailable, e.to_string()))?;
-    if resp.status_code() != 201 {
-        let err: inspect_protocol::ErrorBody = resp.json().await.map_err(internal)?;
-        return Err(err.error);
-    }
-    resp.json().await.map_err(internal)
+    parse(&object_answer(resp, 201).await?)
 }
 
 /// `GET /sessions/:id/attachments/:attachment`: the session's sandbox fetches a file.
@@ -682,13 +696,9 @@ pub(crate) async fn create_session_with(
         inspect_durable::engine::state::new_session(&id, &create, actor, now_ms() as i64)?;
     let (stored, indexed) = futures::join!(
         async {
-            let mut resp =
+            let resp =
                 call_object(env, &id, Method::Post, "/init", origin, Some(actor), &body).await?;
-            if resp.status_code() != 201 {
-                let err: inspect_protocol::ErrorBody = resp.json().await.map_err(internal)?;
-                return Err(err.error);
-            }
-            Ok(())
+            object_answer(resp, 201).await.map(drop)
         },
         index::insert(env, &state, actor, rate_charge),
     );

@@ -835,7 +835,7 @@ async fn prompt_session(
         ..Default::default()
     };
     let body = serde_json::to_vec(&prompt).map_err(json_err)?;
-    let mut resp = crate::entry::call_object(
+    let resp = crate::entry::call_object(
         env,
         session,
         Method::Post,
@@ -845,11 +845,7 @@ async fn prompt_session(
         &body,
     )
     .await?;
-    if resp.status_code() != 200 {
-        let err: inspect_protocol::ErrorBody = resp.json().await.map_err(internal)?;
-        return Err(err.error);
-    }
-    Ok(())
+    crate::entry::object_answer(resp, 200).await.map(drop)
 }
 
 /// A message in a thread that has a session: the next prompt to it, with the messages

@@ -12,12 +12,16 @@ pub(super) fn reply<T: Serialize>(r: std::result::Result<T, ApiError>) -> Result
 pub(super) async fn body_json<T: serde::de::DeserializeOwned>(
     req: &mut Request,
 ) -> std::result::Result<T, ApiError> {
-    let text = req
-        .text()
-        .await
-        .map_err(|e| ApiError::bad_request(format!("unreadable body: {e}")))?;
+    let text = body_text(req).await?;
     serde_json::from_str(&text)
         .map_err(|e| ApiError::bad_request(format!("malformed JSON body: {e}")))
+}
+
+/// The body as text. Not generic: the read is in the wasm once, not once per body type.
+async fn body_text(req: &mut Request) -> std::result::Result<String, ApiError> {
+    req.text()
+        .await
+        .map_err(|e| ApiError::bad_request(format!("unreadable body: {e}")))
 }
 
 pub(super) fn actor_of(req: &Request) -> std::result::Result<Actor, ApiError> {
