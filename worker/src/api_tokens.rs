@@ -59,8 +59,7 @@ pub async fn create(
     now: i64,
 ) -> Result<CreatedApiToken, ApiError> {
     person(caller)?;
-    let req: CreateApiToken = inspect_protocol::json::from_slice(body)
-        .map_err(|e| ApiError::bad_request(format!("malformed JSON body: {e}")))?;
+    let req: CreateApiToken = crate::entry::body_as(body)?;
     if !tokens::valid_token_name(&req.name) {
         return Err(ApiError::bad_request(
             "a token's name is 1-100 characters without control characters",

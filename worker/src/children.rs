@@ -87,8 +87,7 @@ pub async fn summary(env: &Env, child: &str) -> ApiResult<ChildSummary> {
 /// `POST /sessions/:id/children` (the parent's sandbox): one more child, within the limits.
 pub async fn spawn(env: &Env, parent: &str, mut req: Request) -> ApiResult<Response> {
     let body = read_body(&mut req).await?;
-    let spawn: SpawnChildRequest = inspect_protocol::json::from_slice(&body)
-        .map_err(|e| ApiError::bad_request(format!("malformed JSON body: {e}")))?;
+    let spawn: SpawnChildRequest = crate::entry::body_as(&body)?;
     let plan = ask_parent(env, parent, "/children/plan", &req, &body).await?;
     let slot = plan.reservation.clone().unwrap_or_default();
     match make_child(env, parent, &req, &spawn, &plan).await {
@@ -195,8 +194,7 @@ pub async fn act(
     match op {
         "status" => json(&summary(env, child).await?, 200),
         "prompt" => {
-            let p: ChildPrompt = inspect_protocol::json::from_slice(&body)
-                .map_err(|e| ApiError::bad_request(format!("malformed JSON body: {e}")))?;
+            let p: ChildPrompt = crate::entry::body_as(&body)?;
             prompt_child(env, child, &plan.actor, &p.prompt).await?;
             json(&summary(env, child).await?, 200)
         }

@@ -199,8 +199,7 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
         Route::CreateSession => {
             crate::ratelimit::check_sessions(env, &actor.user_id, now).await?;
             let mut create: CreateSessionRequest =
-                inspect_protocol::json::from_slice(if body.is_empty() { b"{}" } else { &body })
-                    .map_err(|e| ApiError::bad_request(format!("malformed JSON body: {e}")))?;
+                body_as(if body.is_empty() { b"{}" } else { &body })?;
             // Only the control plane makes child sessions.
             create.parent_session_id = None;
             create.depth = None;
@@ -231,8 +230,7 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
             200,
         ),
         Route::RegisterRepo => {
-            let reg: RegisterRepository = inspect_protocol::json::from_slice(&body)
-                .map_err(|e| ApiError::bad_request(format!("malformed JSON body: {e}")))?;
+            let reg: RegisterRepository = body_as(&body)?;
             json(&repos::register(env, &reg, actor, now).await?, 201)
         }
         Route::RemoveRepo { owner, name } => {
@@ -450,6 +448,12 @@ pub(crate) async fn object_answer(mut resp: Response, ok: u16) -> ApiResult<Stri
         return Err(err.error);
     }
     Ok(text)
+}
+
+/// A request body read as `T`; a 400 that says why when it is not.
+pub(crate) fn body_as<T: serde::de::DeserializeOwned>(body: &[u8]) -> ApiResult<T> {
+    inspect_protocol::json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("malformed JSON body: {e}")))
 }
 
 /// An object's answer read as `T`.

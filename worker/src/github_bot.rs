@@ -4,7 +4,6 @@
 //! decided by [`inspect_scm::webhook`]; this only moves bytes.
 
 use crate::db::{self, num, setting};
-use crate::entry::internal;
 use inspect_protocol::scm::CallbackContext;
 use inspect_protocol::session::{Actor, CreateSessionRequest, PromptRequest, RepositoryRef};
 use inspect_protocol::{ApiError, ErrorCode};
@@ -33,9 +32,7 @@ fn log(delivery: &str, event: &str, outcome: &str, detail: &str) {
 }
 
 fn answer(status: u16, body: serde_json::Value) -> Result<Response, ApiError> {
-    Ok(inspect_durable::shell::json_ok(&body)
-        .map_err(internal)?
-        .with_status(status))
+    crate::entry::json(&body, status)
 }
 
 pub async fn webhook(mut req: Request, env: &Env, ctx: Context) -> Result<Response, ApiError> {

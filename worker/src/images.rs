@@ -147,8 +147,7 @@ pub async fn set_schedule(
     origin: &str,
     now: i64,
 ) -> Result<ImageList, ApiError> {
-    let req: ImageRequest = inspect_protocol::json::from_slice(body)
-        .map_err(|e| ApiError::bad_request(format!("malformed JSON body: {e}")))?;
+    let req: ImageRequest = crate::entry::body_as(body)?;
     let schedule = req
         .schedule
         .ok_or_else(|| ApiError::bad_request("the body needs a schedule"))?;
@@ -182,8 +181,7 @@ pub async fn start_by_hand(
     origin: &str,
     now: i64,
 ) -> Result<ImageBuild, ApiError> {
-    let req: ImageRequest = inspect_protocol::json::from_slice(body)
-        .map_err(|e| ApiError::bad_request(format!("malformed JSON body: {e}")))?;
+    let req: ImageRequest = crate::entry::body_as(body)?;
     start(env, &req.scope, "manual", origin, now).await
 }
 

@@ -195,8 +195,7 @@ async fn checked_environment(
     env: &Env,
     body: &[u8],
 ) -> Result<(String, Option<String>, String), ApiError> {
-    let req: CreateEnvironment = inspect_protocol::json::from_slice(body)
-        .map_err(|e| ApiError::bad_request(format!("malformed JSON body: {e}")))?;
+    let req: CreateEnvironment = crate::entry::body_as(body)?;
     let name = req.name.trim().to_owned();
     if name.is_empty() || name.chars().count() > 100 || name.chars().any(char::is_control) {
         return Err(ApiError::bad_request(

@@ -49,9 +49,7 @@ fn log(outcome: &str, detail: &str) -> LogLine {
 }
 
 fn answer(status: u16, body: Value) -> Result<Response, ApiError> {
-    Ok(inspect_durable::shell::json_ok(&body)
-        .map_err(internal)?
-        .with_status(status))
+    crate::entry::json(&body, status)
 }
 
 /// The body, after the signature and the window were checked.
