@@ -56,7 +56,8 @@ impl ModalProvider {
             session_id: session_id.to_owned(),
             status: data["status"].as_str().unwrap_or("running").to_owned(),
             runtime_version: data["runtime_version"].as_str().unwrap_or("").to_owned(),
-            tunnel_urls: serde_json::from_value(data["tunnel_urls"].clone()).unwrap_or_default(),
+            tunnel_urls: inspect_protocol::json::from_value(&data["tunnel_urls"])
+                .unwrap_or_default(),
             detail: data["detail"].as_str().map(str::to_owned),
         }
     }

@@ -14,6 +14,13 @@ pub fn from_slice<T: DeserializeOwned>(bytes: &[u8]) -> serde_json::Result<T> {
     serde_json::from_str(text)
 }
 
+/// `serde_json::from_value`, through the text reader: the value is written out and read
+/// back. `from_value` drives a second deserializer (for `Value`) with every visitor of the
+/// types read that way inlined into it; the largest function in the wasm was one of them.
+pub fn from_value<T: DeserializeOwned>(value: &serde_json::Value) -> serde_json::Result<T> {
+    serde_json::from_str(&value.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -25,5 +32,12 @@ mod tests {
         assert!(from_slice::<Vec<u32>>(b"[1,").is_err());
         let e = from_slice::<String>(b"\"\xff\"").unwrap_err();
         assert!(e.to_string().contains("not UTF-8"), "{e}");
+    }
+
+    #[test]
+    fn reads_a_value_as_a_type() {
+        let v: Vec<u32> = from_value(&serde_json::json!([1, 2])).unwrap();
+        assert_eq!(v, [1, 2]);
+        assert!(from_value::<Vec<u32>>(&serde_json::json!({"a": 1})).is_err());
     }
 }

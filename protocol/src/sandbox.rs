@@ -34,6 +34,57 @@ pub struct SandboxFrame {
     pub event: SandboxEvent,
 }
 
+/// The events a sandbox frame carries, each still as its JSON text: the frame itself, or
+/// the `events` of a `batch`. Each event is parsed on its own (a bad one spoils no other),
+/// straight from its text: no `Value` tree is built on the way.
+#[derive(Debug, PartialEq)]
+pub struct FrameEvents<'a> {
+    pub batch: bool,
+    pub events: Vec<&'a str>,
+}
+
+/// Splits a sandbox frame into its events (see [`FrameEvents`]). The error is the message
+/// to answer the sandbox with (`bad_request`): the frame is not JSON, or is a batch without
+/// an `events` array or with more than [`MAX_BATCH_EVENTS`].
+pub fn frame_events(text: &str) -> Result<FrameEvents<'_>, String> {
+    #[derive(Deserialize)]
+    struct Envelope<'a> {
+        #[serde(rename = "type", default)]
+        kind: Option<std::borrow::Cow<'a, str>>,
+        #[serde(borrow, default)]
+        events: Option<&'a serde_json::value::RawValue>,
+    }
+    let envelope: Envelope<'_> =
+        serde_json::from_str(text).map_err(|e| format!("malformed frame: {e}"))?;
+    if envelope.kind.as_deref() != Some("batch") {
+        return Ok(FrameEvents {
+            batch: false,
+            events: vec![text],
+        });
+    }
+    let events: Vec<&serde_json::value::RawValue> = envelope
+        .events
+        .and_then(|raw| serde_json::from_str(raw.get()).ok())
+        .ok_or("a batch needs an `events` array")?;
+    if events.len() > MAX_BATCH_EVENTS {
+        return Err(format!("a batch holds at most {MAX_BATCH_EVENTS} events"));
+    }
+    Ok(FrameEvents {
+        batch: true,
+        events: events.into_iter().map(|e| e.get()).collect(),
+    })
+}
+
+/// An event's `type`, read from its text without the rest (`None` if it has none).
+pub fn event_type(text: &str) -> Option<std::borrow::Cow<'_, str>> {
+    #[derive(Deserialize)]
+    struct Kind<'a> {
+        #[serde(rename = "type", borrow)]
+        kind: std::borrow::Cow<'a, str>,
+    }
+    serde_json::from_str::<Kind<'_>>(text).ok().map(|k| k.kind)
+}
+
 /// A boot step's state, as clients show progress.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
@@ -332,6 +383,47 @@ pub enum SandboxCommand {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn frames_split_into_their_events_as_text() {
+        let one = r#"{"type":"heartbeat","sandboxId":"s","timestamp":1}"#;
+        assert_eq!(
+            frame_events(one).unwrap(),
+            FrameEvents {
+                batch: false,
+                events: vec![one]
+            }
+        );
+        let batch = r#"{"type":"batch","events":[{"type":"token","n":1}, {"type":"x"} ,7]}"#;
+        assert_eq!(
+            frame_events(batch).unwrap(),
+            FrameEvents {
+                batch: true,
+                events: vec![r#"{"type":"token","n":1}"#, r#"{"type":"x"}"#, "7"]
+            }
+        );
+        assert_eq!(
+            event_type(r#"{"sandboxId":"s","type":"push\u005ferror"}"#).as_deref(),
+            Some("push_error")
+        );
+        assert_eq!(event_type("7"), None);
+        assert!(frame_events("{")
+            .unwrap_err()
+            .starts_with("malformed frame: "));
+        assert_eq!(
+            frame_events(r#"{"type":"batch","events":5}"#).unwrap_err(),
+            "a batch needs an `events` array"
+        );
+        assert_eq!(
+            frame_events(r#"{"type":"batch"}"#).unwrap_err(),
+            "a batch needs an `events` array"
+        );
+        let many = format!(
+            r#"{{"type":"batch","events":[{}]}}"#,
+            vec!["{}"; MAX_BATCH_EVENTS + 1].join(",")
+        );
+        assert!(frame_events(&many).unwrap_err().contains("at most"));
+    }
 
     #[test]
     fn frames_carry_the_envelope_beside_the_event() {

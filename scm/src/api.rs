@@ -118,7 +118,7 @@ pub async fn user_token(env: &Env, user_id: &str, now: i64) -> Option<String> {
         .append_pair("grant_type", "refresh_token")
         .append_pair("refresh_token", &refresh)
         .finish();
-    let reply: Reply<Value> = send(
+    let reply: Reply<OAuthTokens> = send(
         Method::Post,
         &format!("{}/login/oauth/access_token", oauth_base(env)),
         None,
@@ -127,8 +127,8 @@ pub async fn user_token(env: &Env, user_id: &str, now: i64) -> Option<String> {
     )
     .await
     .ok()?;
-    // Errors come back as 200 with an `error` field.
-    let tokens: OAuthTokens = serde_json::from_value(reply.body?).ok()?;
+    // Errors come back as 200 with an `error` field: they do not read as tokens.
+    let tokens = reply.body?;
     store_user_token(env, user_id, &tokens, now).await.ok()?;
     Some(tokens.access_token)
 }

@@ -142,7 +142,7 @@ pub fn parse_anthropic(body: &Value) -> Result<Classification, String> {
                 .find(|b| b["type"] == "tool_use" && b["name"] == TOOL)
         })
         .ok_or("the model did not call classify_target")?;
-    serde_json::from_value(block["input"].clone())
+    inspect_protocol::json::from_value(&block["input"])
         .map_err(|e| format!("unreadable classification: {e}"))
 }
 

@@ -121,7 +121,7 @@ pub fn decide(body: &[u8], bot_user: Option<&str>) -> Result<Decision, String> {
         other => return Ok(Decision::Ignore(format!("envelope type {other}"))),
     }
     let event_id = env.event_id.unwrap_or_default();
-    let inner: Inner = serde_json::from_value(env.event.unwrap_or(Value::Null))
+    let inner: Inner = inspect_protocol::json::from_value(&env.event.unwrap_or(Value::Null))
         .map_err(|e| format!("unreadable event: {e}"))?;
     if inner.bot_id.is_some() || (bot_user.is_some() && inner.user.as_deref() == bot_user) {
         return Ok(Decision::Ignore("a bot's own message".into()));

@@ -390,7 +390,7 @@ async fn message_files(env: &Env, r: &events::Request) -> Vec<SlackFile> {
                 .find(|m| m["ts"].as_str() == Some(r.ts.as_str()))
                 .map(|m| m["files"].clone())
         })
-        .and_then(|f| serde_json::from_value(f).ok())
+        .and_then(|f| inspect_protocol::json::from_value(&f).ok())
         .unwrap_or_default()
 }
 

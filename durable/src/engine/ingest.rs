@@ -6,8 +6,8 @@ use super::*;
 use crate::store::Store;
 use inspect_protocol::client::ServerMessage;
 use inspect_protocol::sandbox::{
-    GitIdentity, PromptAuthor, SandboxCommand, SandboxEvent, SandboxFrame, MAX_BATCH_EVENTS,
-    MAX_SANDBOX_FRAME_BYTES,
+    frame_events, FrameEvents, GitIdentity, PromptAuthor, SandboxCommand, SandboxEvent,
+    SandboxFrame, MAX_SANDBOX_FRAME_BYTES,
 };
 use inspect_protocol::session::{Actor, Artifact, Message};
 use serde_json::{Map, Value};
@@ -49,36 +49,12 @@ impl<S: Store> Session<'_, S> {
             );
             return fx;
         }
-        let mut value: Value = match serde_json::from_str(text) {
-            Ok(v) => v,
-            Err(e) => {
-                refuse(&mut fx, "bad_request", format!("malformed frame: {e}"));
+        let FrameEvents { batch, events } = match frame_events(text) {
+            Ok(split) => split,
+            Err(message) => {
+                refuse(&mut fx, "bad_request", message);
                 return fx;
             }
-        };
-        let batch = value.get("type").and_then(Value::as_str) == Some("batch");
-        let frames: Vec<Value> = if batch {
-            match value.get_mut("events").and_then(Value::as_array_mut) {
-                Some(events) if events.len() <= MAX_BATCH_EVENTS => std::mem::take(events),
-                Some(_) => {
-                    refuse(
-                        &mut fx,
-                        "bad_request",
-                        format!("a batch holds at most {MAX_BATCH_EVENTS} events"),
-                    );
-                    return fx;
-                }
-                None => {
-                    refuse(
-                        &mut fx,
-                        "bad_request",
-                        "a batch needs an `events` array".into(),
-                    );
-                    return fx;
-                }
-            }
-        } else {
-            vec![value]
         };
         let current = match self.sandbox_row() {
             Ok(Some(r)) => r.sandbox_id,
@@ -91,8 +67,8 @@ impl<S: Store> Session<'_, S> {
         let mut parts: Vec<timeline::Part> = vec![];
         // Their ack ids, sent once they are stored.
         let mut part_acks: Vec<String> = vec![];
-        for raw in frames {
-            let frame: SandboxFrame = match serde_json::from_value(raw) {
+        for raw in events {
+            let frame: SandboxFrame = match serde_json::from_str(raw) {
                 Ok(f) => f,
                 Err(e) => {
                     refuse(&mut fx, "bad_request", format!("malformed event: {e}"));

@@ -314,18 +314,20 @@ pub type PushAnswer = Result<(Option<String>, Option<bool>), String>;
 
 /// The answers to `push` commands a sandbox frame (or batch) carries, by request id.
 pub fn push_answers(frame: &str) -> Vec<(String, PushAnswer)> {
-    use inspect_protocol::sandbox::{SandboxEvent, SandboxFrame};
-    let Ok(value) = serde_json::from_str::<Value>(frame) else {
+    use inspect_protocol::sandbox::{event_type, frame_events, SandboxEvent, SandboxFrame};
+    let Ok(split) = frame_events(frame) else {
         return Vec::new();
     };
-    let frames: Vec<Value> = match value.get("events").and_then(Value::as_array) {
-        Some(events) if value["type"] == "batch" => events.clone(),
-        _ => vec![value],
-    };
-    frames
+    split
+        .events
         .into_iter()
-        .filter(|f| matches!(f["type"].as_str(), Some("push_complete" | "push_error")))
-        .filter_map(|f| serde_json::from_value::<SandboxFrame>(f).ok())
+        .filter(|e| {
+            matches!(
+                event_type(e).as_deref(),
+                Some("push_complete" | "push_error")
+            )
+        })
+        .filter_map(|e| serde_json::from_str::<SandboxFrame>(e).ok())
         .filter_map(|f| match f.event {
             SandboxEvent::PushComplete {
                 request_id: Some(id),

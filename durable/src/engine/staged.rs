@@ -16,7 +16,7 @@ use super::ingest::streamed_part;
 use super::*;
 use crate::store::{Store, StoreError, StoreResult};
 use inspect_protocol::client::ServerMessage;
-use inspect_protocol::sandbox::{SandboxFrame, MAX_BATCH_EVENTS, MAX_SANDBOX_FRAME_BYTES};
+use inspect_protocol::sandbox::{frame_events, SandboxFrame, MAX_SANDBOX_FRAME_BYTES};
 use inspect_protocol::session::TimelineEvent;
 use serde_json::Value;
 
@@ -131,20 +131,11 @@ impl<S: Store> Session<'_, S> {
         if text.len() > MAX_SANDBOX_FRAME_BYTES {
             return None;
         }
-        let mut value: Value = serde_json::from_str(text).ok()?;
-        let batch = value.get("type").and_then(Value::as_str) == Some("batch");
-        let raws = if batch {
-            let events = value.get_mut("events")?.as_array_mut()?;
-            if events.len() > MAX_BATCH_EVENTS {
-                return None;
-            }
-            std::mem::take(events)
-        } else {
-            vec![value]
-        };
-        let mut frames = Vec::with_capacity(raws.len());
-        for raw in raws {
-            let frame: SandboxFrame = serde_json::from_value(raw).ok()?;
+        let split = frame_events(text).ok()?;
+        let batch = split.batch;
+        let mut frames = Vec::with_capacity(split.events.len());
+        for raw in split.events {
+            let frame: SandboxFrame = serde_json::from_str(raw).ok()?;
             if !frame.event.is_streamed_part() {
                 return None;
             }
