@@ -838,12 +838,10 @@ async fn health(env: &Env) -> ApiResult<Response> {
 }
 
 async fn d1_round_trip(env: &Env) -> std::result::Result<(), String> {
-    let db = env.d1("DB").map_err(|e| e.to_string())?;
     // A migrated table, so the check also proves the migrations were applied.
-    db.prepare("SELECT COUNT(*) AS n FROM sessions")
-        .first::<serde_json::Value>(None)
+    crate::db::first::<serde_json::Value>(env, "SELECT COUNT(*) AS n FROM sessions", &[])
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| e.message)?;
     Ok(())
 }
 

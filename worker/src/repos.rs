@@ -1,16 +1,13 @@
 //! The repository registry (D1): which repositories sessions may use and where sandboxes
 //! clone them from. Clone sources come from here only, never from a client's request.
 
+use crate::db;
 use inspect_protocol::session::{
     Actor, RegisterRepository, Repository, RepositoryList, RepositoryRef,
 };
 use inspect_protocol::{ApiError, ErrorCode};
 use serde::Deserialize;
 use worker::Env;
-
-fn unavailable(e: worker::Error) -> ApiError {
-    ApiError::new(ErrorCode::Unavailable, format!("repositories: {e}"))
-}
 
 /// Names as GitHub allows them, so local and hosted repositories share one namespace.
 pub fn valid_part(s: &str) -> bool {
@@ -83,7 +80,7 @@ const COLUMNS: &str =
 /// older than ten minutes, or `refresh` asks). GitHub being unreachable leaves the last
 /// copy in place.
 pub async fn list(env: &Env, refresh: bool, now: i64) -> Result<RepositoryList, ApiError> {
-    if crate::db::setting(env, "GITHUB_APP_ID").is_some() {
+    if db::setting(env, "GITHUB_APP_ID").is_some() {
         if let Err(e) = crate::installation::sync_if_stale(env, now, refresh).await {
             inspect_durable::log::emit(
                 inspect_durable::log::LogLine::warn("repositories", "sync_failed")
@@ -91,16 +88,12 @@ pub async fn list(env: &Env, refresh: bool, now: i64) -> Result<RepositoryList, 
             );
         }
     }
-    let db = env.d1("DB").map_err(unavailable)?;
-    let rows: Vec<Row> = db
-        .prepare(format!(
-            "SELECT {COLUMNS} FROM repositories ORDER BY owner, name"
-        ))
-        .all()
-        .await
-        .map_err(unavailable)?
-        .results()
-        .map_err(unavailable)?;
+    let rows: Vec<Row> = db::all(
+        env,
+        &format!("SELECT {COLUMNS} FROM repositories ORDER BY owner, name"),
+        &[],
+    )
+    .await?;
     Ok(RepositoryList {
         repositories: rows.into_iter().map(Into::into).collect(),
     })
@@ -125,23 +118,20 @@ pub async fn register(
     };
     let checked = host.check_repository(&req.path).await?;
     let default_branch = req.default_branch.clone().or(checked.branch);
-    let db = env.d1("DB").map_err(unavailable)?;
-    db.prepare(
+    db::run(
+        env,
         "INSERT INTO repositories (owner, name, source, kind, default_branch, created_by, created_at) VALUES (?1, ?2, ?3, 'local', ?4, ?5, ?6)
          ON CONFLICT(owner, name) DO UPDATE SET source = excluded.source, default_branch = excluded.default_branch, kind = 'local'",
+        &[
+            owner.as_str().into(),
+            name.as_str().into(),
+            req.path.as_str().into(),
+            db::opt(default_branch.as_deref()),
+            actor.user_id.as_str().into(),
+            db::num(now),
+        ],
     )
-    .bind(&[
-        owner.as_str().into(),
-        name.as_str().into(),
-        req.path.as_str().into(),
-        default_branch.as_deref().map_or(wasm_bindgen::JsValue::NULL, Into::into),
-        actor.user_id.as_str().into(),
-        (now as f64).into(),
-    ])
-    .map_err(unavailable)?
-    .run()
-    .await
-    .map_err(unavailable)?;
+    .await?;
     Ok(Repository {
         owner,
         name,
@@ -156,15 +146,13 @@ pub async fn register(
 }
 
 pub async fn remove(env: &Env, owner: &str, name: &str) -> Result<bool, ApiError> {
-    let db = env.d1("DB").map_err(unavailable)?;
-    let r = db
-        .prepare("DELETE FROM repositories WHERE owner = ?1 AND name = ?2")
-        .bind(&[owner.into(), name.into()])
-        .map_err(unavailable)?
-        .run()
-        .await
-        .map_err(unavailable)?;
-    Ok(r.meta().ok().flatten().and_then(|m| m.changes).unwrap_or(0) > 0)
+    let changed = db::run(
+        env,
+        "DELETE FROM repositories WHERE owner = ?1 AND name = ?2",
+        &[owner.into(), name.into()],
+    )
+    .await?;
+    Ok(changed > 0)
 }
 
 /// Fills each repository's clone source (and default branch) from the registry, dropping
@@ -173,20 +161,17 @@ pub async fn resolve(env: &Env, repos: &mut [RepositoryRef]) -> Result<(), ApiEr
     if repos.is_empty() {
         return Ok(());
     }
-    let db = env.d1("DB").map_err(unavailable)?;
+    let sql = format!("SELECT {COLUMNS} FROM repositories WHERE owner = ?1 AND name = ?2");
     for r in repos.iter_mut() {
         r.source = None;
-        let row: Option<Row> = db
-            .prepare(format!(
-                "SELECT {COLUMNS} FROM repositories WHERE owner = ?1 AND name = ?2"
-            ))
-            .bind(&[r.owner.as_str().into(), r.name.as_str().into()])
-            .map_err(unavailable)?
-            .first(None)
-            .await
-            .map_err(unavailable)?;
+        let row: Option<Row> = db::first(
+            env,
+            &sql,
+            &[r.owner.as_str().into(), r.name.as_str().into()],
+        )
+        .await?;
         let Some(row) = row else {
-            if crate::db::setting(env, "GITHUB_APP_ID").is_some() {
+            if db::setting(env, "GITHUB_APP_ID").is_some() {
                 let (source, default_branch) = github_source(env, &r.owner, &r.name).await?;
                 r.source = Some(source);
                 if r.branch.is_none() {
