@@ -1,9 +1,10 @@
-//! JSON read from bytes.
+//! JSON read from bytes or from a `Value`, through the text reader.
 //!
 //! Everything in the Worker parses JSON from text: `serde_json` generates its whole parser,
-//! and every type's field visitor, once for each kind of input, so reading bytes through a
-//! second reader (`from_slice`) would put a second copy of them in the wasm. Bytes are
-//! checked as UTF-8 (JSON is UTF-8) and read as text instead.
+//! and every type's field visitor, once for each kind of input, so reading bytes (`from_slice`)
+//! or a `Value` (`from_value`) through a reader of their own would put a second copy of them
+//! in the wasm. Bytes are checked as UTF-8 (JSON is UTF-8) and read as text; a `Value` is
+//! written out and read back.
 
 use serde::de::{DeserializeOwned, Error as _};
 

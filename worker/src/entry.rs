@@ -443,9 +443,7 @@ pub(crate) fn internal(e: worker::Error) -> ApiError {
 pub(crate) async fn object_answer(mut resp: Response, ok: u16) -> ApiResult<String> {
     let text = resp.text().await.map_err(internal)?;
     if resp.status_code() != ok {
-        let err: inspect_protocol::ErrorBody =
-            serde_json::from_str(&text).map_err(|e| ApiError::internal(e.to_string()))?;
-        return Err(err.error);
+        return Err(parse::<inspect_protocol::ErrorBody>(&text)?.error);
     }
     Ok(text)
 }
