@@ -197,6 +197,19 @@ pub fn current_version() -> i64 {
 }
 
 /// Brings the database to the newest schema. Idempotent.
+/// Whether this object's database holds a schema: a session was made here (`/init`). An
+/// object addressed by anything else keeps an empty database.
+pub fn exists(store: &impl Store) -> StoreResult<bool> {
+    Ok(store
+        .scalar(
+            "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'",
+            &[],
+        )?
+        .and_then(|v| v.as_i64())
+        .unwrap_or(0)
+        > 0)
+}
+
 pub fn migrate(store: &impl Store) -> StoreResult<i64> {
     store.execute(
         "CREATE TABLE IF NOT EXISTS schema_version (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL)",

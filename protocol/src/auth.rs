@@ -116,6 +116,15 @@ pub struct EnvironmentList {
     pub environments: Vec<Environment>,
 }
 
+/// A session's object vouching for its sandbox before the Worker mints git credentials:
+/// the repositories (names in the GitHub App installation's account) the token is narrowed
+/// to. Between the Worker and the object only.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScmScope {
+    pub repositories: Vec<String>,
+}
+
 /// `POST /sessions/:id/scm-credentials` (sandbox token only).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]

@@ -24,6 +24,8 @@ pub enum ErrorCode {
     Gone,
     /// The body is larger than the route accepts.
     PayloadTooLarge,
+    /// The body is not of a type the route takes (JSON routes take `application/json`).
+    UnsupportedMediaType,
     /// A limit on unfinished work was reached; retry later.
     TooManyRequests,
     /// A bug or an unexpected failure on our side; may be retried.
@@ -43,6 +45,7 @@ impl ErrorCode {
             ErrorCode::Conflict => 409,
             ErrorCode::Gone => 410,
             ErrorCode::PayloadTooLarge => 413,
+            ErrorCode::UnsupportedMediaType => 415,
             ErrorCode::TooManyRequests => 429,
             ErrorCode::Internal => 500,
             ErrorCode::Unavailable => 503,
@@ -59,6 +62,7 @@ impl ErrorCode {
             ErrorCode::Conflict => "conflict",
             ErrorCode::Gone => "gone",
             ErrorCode::PayloadTooLarge => "payload_too_large",
+            ErrorCode::UnsupportedMediaType => "unsupported_media_type",
             ErrorCode::TooManyRequests => "too_many_requests",
             ErrorCode::Internal => "internal",
             ErrorCode::Unavailable => "unavailable",
@@ -165,6 +169,7 @@ mod tests {
             ErrorCode::Conflict,
             ErrorCode::Gone,
             ErrorCode::PayloadTooLarge,
+            ErrorCode::UnsupportedMediaType,
             ErrorCode::TooManyRequests,
             ErrorCode::Internal,
             ErrorCode::Unavailable,

@@ -77,3 +77,95 @@ mod tests {
         assert!(sliding_window(&[], 0, 60_000, 0).is_err());
     }
 }
+
+/// The one check for every branch name a person, a bot or a webhook hands us (sessions,
+/// environments, images, pull requests): what git and GitHub accept, and only characters
+/// no shell gives a meaning to. Refused: `HEAD`, a leading `/`, `.` or `-`, a trailing `/`
+/// or `.`, `..`, `@{`, `//`, a component starting with `.` or ending with `.lock`, and any
+/// character but ASCII letters, digits and `-_./+#@,=`; at most 250 bytes.
+pub fn check_branch(name: &str) -> Result<(), String> {
+    let bad = |why: &str| Err(format!("invalid branch name {name:?}: {why}"));
+    if name.is_empty() || name.len() > 250 {
+        return bad("1 to 250 characters");
+    }
+    if name == "HEAD" {
+        return bad("HEAD is not a branch");
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !c.is_ascii_alphanumeric() && !"-_./+#@,=".contains(*c))
+    {
+        return bad(&format!(
+            "{c:?} is not allowed (letters, digits and -_./+#@,= only)"
+        ));
+    }
+    if name.starts_with(['/', '.', '-']) || name.ends_with(['/', '.']) {
+        return bad("it may not start with '/', '.' or '-', nor end with '/' or '.'");
+    }
+    if name.contains("..") || name.contains("@{") || name.contains("//") {
+        return bad("'..', '@{' and '//' are not allowed");
+    }
+    if name.ends_with(".lock")
+        || name
+            .split('/')
+            .any(|p| p.starts_with('.') || p.ends_with(".lock"))
+    {
+        return bad("no component may start with '.' or end with '.lock'");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod branch_tests {
+    use super::check_branch;
+
+    #[test]
+    fn branch_names_follow_git_and_refuse_shell_syntax() {
+        for good in [
+            "open-inspect/abc",
+            "feature/x-1",
+            "a",
+            "fix_2.0",
+            "user@x/fix#12",
+            "v1+build",
+        ] {
+            assert!(check_branch(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "",
+            "HEAD",
+            "/x",
+            "x/",
+            ".x",
+            "x.",
+            "a b",
+            "a..b",
+            "a@{b",
+            "a~b",
+            "a^b",
+            "a:b",
+            "a?b",
+            "a*b",
+            "a[b",
+            "a\\b",
+            "a//b",
+            "x.lock",
+            "a/.b",
+            "-x",
+            "a\tb",
+            "main;touch${IFS}/tmp/x",
+            "a$(id)",
+            "a`id`",
+            "a|b",
+            "a&b",
+            "a>b",
+            "a'b",
+            "a\"b",
+            "a\nb",
+            "ünï",
+        ] {
+            assert!(check_branch(bad).is_err(), "{bad:?} was accepted");
+        }
+        assert!(check_branch(&"x".repeat(251)).is_err());
+    }
+}

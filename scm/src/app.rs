@@ -21,14 +21,18 @@ const REFRESH_BEFORE_MS: i64 = 10 * 60 * 1000;
 
 /// An installation token and when it expires (ms), for (app id, installation id).
 struct Cached {
-    key: (String, String),
+    /// App, installation and the repositories the token is narrowed to (empty: all).
+    key: (String, String, Vec<String>),
     token: String,
     expires_at: i64,
 }
 
+/// Tokens kept per scope (the App's own, and one per set of sessions' repositories).
+const CACHED_SCOPES: usize = 32;
+
 thread_local! {
     /// One isolate's cache.
-    static CACHE: RefCell<Option<Cached>> = const { RefCell::new(None) };
+    static CACHE: RefCell<Vec<Cached>> = const { RefCell::new(Vec::new()) };
 }
 
 fn unconfigured(what: &str) -> ApiError {
@@ -135,24 +139,63 @@ struct InstallationToken {
     expires_at: String,
 }
 
-/// An installation token, from the cache while it has more than ten minutes left.
+/// An installation token for the App's own calls (pull requests, comments, the
+/// repository list), from the cache while it has more than ten minutes left.
 pub async fn installation_token(env: &Env, now_ms: i64) -> Result<ScmCredentials, ApiError> {
+    mint(env, now_ms, &[]).await
+}
+
+/// An installation token for git in a session's sandbox: narrowed to `repositories` (the
+/// session's repositories' names in the installation's account) and to what git needs
+/// (`contents: write`, `metadata: read`). Never an unnarrowed token: with no repository
+/// there is nothing to give.
+pub async fn git_token(
+    env: &Env,
+    repositories: &[String],
+    now_ms: i64,
+) -> Result<ScmCredentials, ApiError> {
+    if repositories.is_empty() {
+        return Err(ApiError::not_found(
+            "this session has no GitHub repository to give git credentials for",
+        ));
+    }
+    let mut names: Vec<String> = repositories
+        .iter()
+        .map(|r| r.to_ascii_lowercase())
+        .collect();
+    names.sort();
+    names.dedup();
+    mint(env, now_ms, &names).await
+}
+
+async fn mint(env: &Env, now_ms: i64, repositories: &[String]) -> Result<ScmCredentials, ApiError> {
     let app_id = setting(env, "GITHUB_APP_ID").ok_or_else(|| unconfigured("GITHUB_APP_ID"))?;
     let installation = setting(env, "GITHUB_APP_INSTALLATION_ID")
         .ok_or_else(|| unconfigured("GITHUB_APP_INSTALLATION_ID"))?;
     let pem = setting(env, "GITHUB_APP_PRIVATE_KEY")
         .ok_or_else(|| unconfigured("GITHUB_APP_PRIVATE_KEY"))?;
-    let key = (app_id.clone(), installation.clone());
+    let key = (app_id.clone(), installation.clone(), repositories.to_vec());
     let cached = CACHE.with(|c| {
         c.borrow()
-            .as_ref()
-            .filter(|c| c.key == key && c.expires_at - now_ms > REFRESH_BEFORE_MS)
+            .iter()
+            .find(|c| c.key == key && c.expires_at - now_ms > REFRESH_BEFORE_MS)
             .map(|c| (c.token.clone(), c.expires_at))
     });
     if let Some((password, expires)) = cached {
         return Ok(credentials(password, expires));
     }
     let jwt = app_jwt(&app_id, &pem, now_ms / 1000).await?;
+    let body = if repositories.is_empty() {
+        None
+    } else {
+        Some(
+            serde_json::json!({
+                "repositories": repositories,
+                "permissions": { "contents": "write", "metadata": "read" },
+            })
+            .to_string(),
+        )
+    };
     let reply: github::Reply<InstallationToken> = github::send(
         Method::Post,
         &format!(
@@ -160,16 +203,18 @@ pub async fn installation_token(env: &Env, now_ms: i64) -> Result<ScmCredentials
             github::api_base(env)
         ),
         Some(&format!("Bearer {jwt}")),
-        None,
-        None,
+        body.as_ref().map(|_| "application/json"),
+        body,
     )
     .await?;
     let minted = reply.body.ok_or_else(|| {
         ApiError::new(
             ErrorCode::Unavailable,
             format!(
-                "GitHub refused an installation token ({}); check the App id, key and installation",
-                reply.status
+                "GitHub refused an installation token ({}{}); check the App id, key and installation{}",
+                reply.status,
+                reply.error.as_deref().map(|e| format!(": {e}")).unwrap_or_default(),
+                if repositories.is_empty() { "" } else { ", and that the App is installed on the session's repositories" }
             ),
         )
     })?;
@@ -182,11 +227,16 @@ pub async fn installation_token(env: &Env, now_ms: i64) -> Result<ScmCredentials
     }
     let expires = expires as i64;
     CACHE.with(|c| {
-        *c.borrow_mut() = Some(Cached {
+        let mut c = c.borrow_mut();
+        c.retain(|e| e.key != key && e.expires_at - now_ms > REFRESH_BEFORE_MS);
+        if c.len() >= CACHED_SCOPES {
+            c.remove(0);
+        }
+        c.push(Cached {
             key,
             token: minted.token.clone(),
             expires_at: expires,
-        })
+        });
     });
     Ok(credentials(minted.token, expires))
 }

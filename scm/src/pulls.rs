@@ -4,34 +4,7 @@
 
 use inspect_protocol::ApiError;
 
-/// A branch name as git and GitHub accept it, refusing what the reference refuses:
-/// `HEAD`, a leading or trailing `/` or `.`, spaces, `..`, `@{`, `~^:?*[]\`, control
-/// characters, `//`, a trailing `.lock`, and anything over 250 bytes.
-pub fn check_branch(name: &str) -> Result<(), String> {
-    let bad = |why: &str| Err(format!("invalid branch name {name:?}: {why}"));
-    if name.is_empty() || name.len() > 250 {
-        return bad("1 to 250 characters");
-    }
-    if name == "HEAD" {
-        return bad("HEAD is not a branch");
-    }
-    if name.starts_with(['/', '.', '-']) || name.ends_with(['/', '.']) {
-        return bad("it may not start with '/', '.' or '-', nor end with '/' or '.'");
-    }
-    if name.contains("..") || name.contains("@{") || name.contains("//") {
-        return bad("'..', '@{' and '//' are not allowed");
-    }
-    if name.ends_with(".lock") || name.split('/').any(|p| p.starts_with('.')) {
-        return bad("no component may start with '.' or end with '.lock'");
-    }
-    if name
-        .chars()
-        .any(|c| c.is_whitespace() || c.is_control() || "~^:?*[]\\".contains(c))
-    {
-        return bad("spaces, control characters and ~^:?*[]\\ are not allowed");
-    }
-    Ok(())
-}
+pub use inspect_protocol::limits::check_branch;
 
 /// The branch a session's work is pushed to when nothing else is asked.
 pub fn session_branch(session_id: &str) -> String {

@@ -39,9 +39,33 @@ const RESERVED: &[&str] = &[
     "PS1",
     "NODE_OPTIONS",
     "PYTHONPATH",
+    // Read by shells and interpreters as they start: code that runs before anything else.
+    "BASH_ENV",
+    "ENV",
+    "SHELLOPTS",
+    "BASHOPTS",
+    "PROMPT_COMMAND",
+    "PYTHONSTARTUP",
+    "PYTHONHOME",
+    "PERL5OPT",
+    "PERL5LIB",
+    "RUBYOPT",
+    "RUBYLIB",
+    "NODE_PATH",
 ];
-/// Prefixes the sandbox runtime owns.
-const RESERVED_PREFIXES: &[&str] = &["INSPECT_", "OPENINSPECT_", "TUNNEL_", "GIT_", "LD_", "SSH_"];
+/// Prefixes the sandbox runtime owns, or that change how programs load (the dynamic
+/// linker, the agent's own settings, exported bash functions).
+const RESERVED_PREFIXES: &[&str] = &[
+    "INSPECT_",
+    "OPENINSPECT_",
+    "OPENCODE_",
+    "TUNNEL_",
+    "GIT_",
+    "LD_",
+    "SSH_",
+    "BASH_FUNC_",
+    "DYLD_",
+];
 
 /// Where a secret applies. The narrower scope wins when names collide.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -332,6 +356,10 @@ mod tests {
             "INSPECT_SANDBOX_TOKEN",
             "git_askpass",
             "LD_PRELOAD",
+            "LD_LIBRARY_PATH",
+            "BASH_ENV",
+            "ENV",
+            "OPENCODE_CONFIG",
         ] {
             let e = normalize_name(reserved).unwrap_err();
             assert!(e.message.contains("reserved"), "{reserved}: {}", e.message);

@@ -16,21 +16,30 @@ pub struct Wanted {
     pub mime_type: String,
 }
 
-/// Whether `url` is on Slack's hosts (`https://slack.com`, `https://*.slack.com`) or starts
-/// with `also` (a configured file origin).
+/// Whether `url` is on Slack's hosts (`https://slack.com`, `https://*.slack.com`) or on
+/// `also` (a configured file origin). The URL is parsed as the runtime's fetch parses it
+/// (WHATWG): the host compared is the one the bot token would be sent to, whatever the
+/// text looks like (`https://evil.example\.slack.com/` is evil.example).
 pub fn on_slack(url: &str, also: Option<&str>) -> bool {
-    if let Some(origin) = also.filter(|o| !o.is_empty()) {
-        if url.starts_with(&format!("{}/", origin.trim_end_matches('/'))) {
-            return true;
-        }
-    }
-    let Some(rest) = url.strip_prefix("https://") else {
+    let Ok(parsed) = url::Url::parse(url) else {
         return false;
     };
-    let host = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    let host = host.to_ascii_lowercase();
-    !host.contains('@')
-        && !host.contains(':')
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return false;
+    }
+    if let Some(origin) = also.filter(|o| !o.is_empty()) {
+        if let Ok(o) = url::Url::parse(origin) {
+            if o.origin() == parsed.origin() {
+                return true;
+            }
+        }
+    }
+    let host = match parsed.host() {
+        Some(url::Host::Domain(d)) => d.to_ascii_lowercase(),
+        _ => return false,
+    };
+    parsed.scheme() == "https"
+        && parsed.port().is_none()
         && (host == "slack.com" || host.ends_with(".slack.com"))
 }
 
@@ -104,6 +113,9 @@ mod tests {
         assert!(!on_slack("https://files.slack.com.evil.io/x", None));
         assert!(!on_slack("https://evil.io/files.slack.com/x", None));
         assert!(!on_slack("https://user@files.slack.com/x", None));
+        assert!(!on_slack("https://evil.example\\.slack.com/x", None));
+        assert!(!on_slack("https://evil.example%5C.slack.com/x", None));
+        assert!(!on_slack("https://files.slack.com:8443/x", None));
         assert!(on_slack(
             "http://127.0.0.1:9/files/a.png",
             Some("http://127.0.0.1:9")

@@ -1,8 +1,8 @@
-//! `inspect-supervisor credential-helper get`: git's credential-helper protocol, answered
-//! by the control plane. Git runs it for the supervisor's own git commands; it reads the
-//! sandbox's identity from the environment git inherited from the supervisor (the agent's
-//! and the hooks' environments never hold the token), asks
-//! `POST /sessions/:id/scm-credentials`, and prints a short-lived token. Nothing is
+//! `inspect-supervisor credential-helper get`: git's credential-helper protocol. Git runs
+//! it for the supervisor's own git commands, which reach a remote with a short-lived
+//! installation token the supervisor asked the control plane for
+//! (`POST /sessions/:id/scm-credentials`, with the sandbox's token that never leaves the
+//! supervisor); the helper hands it to git for the session's own remotes only. Nothing is
 //! written to disk.
 
 use anyhow::{bail, Context, Result};
@@ -37,13 +37,8 @@ pub fn is_known_remote(request: &HashMap<String, String>, sources: &[String]) ->
 }
 
 /// The lines git reads back.
-pub fn answer(creds: &ScmCredentials) -> String {
-    format!(
-        "username={}\npassword={}\npassword_expiry_utc={}\n\n",
-        creds.username,
-        creds.password,
-        creds.expires_at_epoch_ms / 1000
-    )
+pub fn answer(token: &str) -> String {
+    format!("username=x-access-token\npassword={token}\n\n")
 }
 
 fn var(name: &str) -> Result<String> {
@@ -82,27 +77,29 @@ pub async fn run(operation: &str) -> Result<()> {
         );
         return Ok(());
     }
-    // An image build has no session: the control plane gave it a token for its remotes.
+    // The supervisor that runs this git handed it a token for the session's remotes (or,
+    // in an image build, the token the control plane gave the build). Without one, say
+    // nothing: git fails without a prompt.
     if let Ok(token) = std::env::var(crate::run::boot::GIT_TOKEN_VAR) {
         let mut out = std::io::stdout().lock();
-        write!(out, "username=x-access-token\npassword={token}\n\n")?;
+        out.write_all(answer(&token).as_bytes())?;
         out.flush()?;
-        return Ok(());
     }
-    let url = format!(
-        "{}/sessions/{}/scm-credentials",
-        var("INSPECT_CONTROL_PLANE_URL")?.trim_end_matches('/'),
-        var("INSPECT_SESSION_ID")?
-    );
+    Ok(())
+}
+
+/// Asks the control plane for git credentials with the sandbox's own token.
+pub async fn ask_control_plane(
+    url: &str,
+    sandbox_token: &str,
+    sandbox_id: &str,
+) -> Result<ScmCredentials> {
     let resp = reqwest::Client::builder()
         .timeout(std::time::Duration::from_secs(20))
         .build()?
-        .post(&url)
-        .bearer_auth(var("INSPECT_SANDBOX_TOKEN")?)
-        .header(
-            inspect_protocol::auth::SANDBOX_ID_HEADER,
-            var("INSPECT_SANDBOX_ID")?,
-        )
+        .post(url)
+        .bearer_auth(sandbox_token)
+        .header(inspect_protocol::auth::SANDBOX_ID_HEADER, sandbox_id)
         .send()
         .await
         .context("asking the control plane for git credentials")?;
@@ -111,11 +108,7 @@ pub async fn run(operation: &str) -> Result<()> {
         let body = resp.text().await.unwrap_or_default();
         bail!("the control plane refused git credentials ({status}): {body}");
     }
-    let creds: ScmCredentials = resp.json().await.context("reading git credentials")?;
-    let mut out = std::io::stdout().lock();
-    out.write_all(answer(&creds).as_bytes())?;
-    out.flush()?;
-    Ok(())
+    resp.json().await.context("reading git credentials")
 }
 
 #[cfg(test)]
@@ -157,14 +150,9 @@ mod tests {
 
     #[test]
     fn the_answer_is_gits_format() {
-        let a = answer(&ScmCredentials {
-            username: "x-access-token".into(),
-            password: "ghs_abc".into(),
-            expires_at_epoch_ms: 1_700_000_000_999,
-        });
         assert_eq!(
-            a,
-            "username=x-access-token\npassword=ghs_abc\npassword_expiry_utc=1700000000\n\n"
+            answer("ghs_abc"),
+            "username=x-access-token\npassword=ghs_abc\n\n"
         );
     }
 }

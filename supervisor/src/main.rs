@@ -84,10 +84,33 @@ fn init_logging() {
     }
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
     init_logging();
     let cli = Cli::parse();
+    // Before any other thread starts. The processes that hold secrets (a sandbox's token,
+    // an image build's git token, the host's secret) cannot be read by the other processes
+    // of the same user — the agent and everything it runs: no /proc/<pid>/environ, mem or
+    // ptrace. Their secrets also leave the environment their children inherit.
+    if matches!(
+        cli.command,
+        Command::Run | Command::Build | Command::Host { .. }
+    ) {
+        if let Err(e) = nix::sys::prctl::set_dumpable(false) {
+            tracing::warn!("could not make this process non-dumpable: {e}");
+        }
+    }
+    match &cli.command {
+        Command::Run => run::take_sandbox_token(),
+        Command::Host { .. } => std::env::remove_var("SANDBOX_HOST_SECRET"),
+        _ => {}
+    }
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(serve(cli))
+}
+
+async fn serve(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Host {
             listen,

@@ -28,6 +28,16 @@ pub struct Account {
     pub orgs: Vec<String>,
 }
 
+/// An installation token: when it expires, and the repositories it was narrowed to
+/// (`None`: every repository of the installation), as GitHub's
+/// `POST /app/installations/{id}/access_tokens` grants it.
+#[derive(Debug, Clone)]
+pub struct Grant {
+    pub expires: u64,
+    pub repositories: Option<Vec<String>>,
+    pub permissions: Value,
+}
+
 #[derive(Default)]
 struct World {
     accounts: Vec<Account>,
@@ -46,7 +56,7 @@ struct World {
     refresh_tokens: HashMap<String, String>,
     refreshes: usize,
     /// installation token → expiry (unix seconds)
-    installation_tokens: HashMap<String, u64>,
+    installation_tokens: HashMap<String, Grant>,
     mints: usize,
     git_requests: Vec<(String, u16)>,
     pulls: Vec<Pull>,
@@ -292,6 +302,11 @@ impl FakeGitHub {
     /// How many installation tokens were minted.
     pub fn mints(&self) -> usize {
         self.world().mints
+    }
+
+    /// Every installation token minted so far, with its scope.
+    pub fn grants(&self) -> Vec<Grant> {
+        self.world().installation_tokens.values().cloned().collect()
     }
 
     /// Every git request: path and the status answered.
@@ -621,6 +636,7 @@ async fn installation_token(
     State(s): State<Arc<Shared>>,
     Path(id): Path<String>,
     headers: HeaderMap,
+    body: Bytes,
 ) -> Response {
     let Some(jwt) = bearer(&headers) else {
         return error(
@@ -652,18 +668,99 @@ async fn installation_token(
     if id != s.installation_id {
         return error(StatusCode::NOT_FOUND, "Not Found");
     }
+    // The optional body narrows the token: `repositories` (names in the installation's
+    // account), `repository_ids`, `permissions` (each at most what the App has).
+    let asked: Value = if body.is_empty() {
+        json!({})
+    } else {
+        match serde_json::from_slice(&body) {
+            Ok(v @ Value::Object(_)) => v,
+            _ => return error(StatusCode::BAD_REQUEST, "Problems parsing JSON"),
+        }
+    };
+    let app_permissions = json!({"contents": "write", "metadata": "read", "pull_requests": "write", "issues": "write"});
+    let repositories = match asked.get("repositories") {
+        None => None,
+        Some(Value::Array(names)) => {
+            let mut out = Vec::new();
+            for n in names {
+                let Some(name) = n.as_str() else {
+                    return error(
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        "Invalid request.\n\nFor 'items', is not a string.",
+                    );
+                };
+                let exists = std::fs::read_dir(&s.repos_root)
+                    .map(|owners| {
+                        owners
+                            .flatten()
+                            .any(|o| o.path().join(format!("{name}.git")).exists())
+                    })
+                    .unwrap_or(false);
+                if !exists {
+                    return error(
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        "There is at least one repository that does not exist or is not accessible to the parent installation.",
+                    );
+                }
+                out.push(name.to_ascii_lowercase());
+            }
+            Some(out)
+        }
+        Some(_) => {
+            return error(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "Invalid request.\n\nFor 'properties/repositories', is not an array.",
+            )
+        }
+    };
+    let permissions = match asked.get("permissions") {
+        None => app_permissions.clone(),
+        Some(Value::Object(p)) => {
+            for (k, v) in p {
+                let have = app_permissions.get(k).and_then(Value::as_str);
+                let ok = match (have, v.as_str()) {
+                    (Some("write"), Some("read" | "write")) => true,
+                    (Some("read"), Some("read")) => true,
+                    _ => false,
+                };
+                if !ok {
+                    return error(
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        &format!(
+                            "The permissions requested are not granted to this installation: {k}"
+                        ),
+                    );
+                }
+            }
+            Value::Object(p.clone())
+        }
+        Some(_) => return error(StatusCode::UNPROCESSABLE_ENTITY, "Invalid request."),
+    };
     let token = format!("ghs_{}", random_hex(18));
     let expires = now_s() + 3600;
     let mut w = s.world.lock().unwrap_or_else(|e| e.into_inner());
-    w.installation_tokens.insert(token.clone(), expires);
+    w.installation_tokens.insert(
+        token.clone(),
+        Grant {
+            expires,
+            repositories: repositories.clone(),
+            permissions: permissions.clone(),
+        },
+    );
     w.mints += 1;
     let expires_at = humantime::format_rfc3339_seconds(
         std::time::UNIX_EPOCH + std::time::Duration::from_secs(expires),
     )
     .to_string();
+    let selection = if repositories.is_some() {
+        "selected"
+    } else {
+        "all"
+    };
     (
         StatusCode::CREATED,
-        Json(json!({"token": token, "expires_at": expires_at, "permissions": {"contents": "write"}, "repository_selection": "all"})),
+        Json(json!({"token": token, "expires_at": expires_at, "permissions": permissions, "repository_selection": selection})),
     )
         .into_response()
 }
@@ -672,7 +769,18 @@ fn installation_token_ok(s: &Shared, token: &str) -> bool {
     let w = s.world.lock().unwrap_or_else(|e| e.into_inner());
     w.installation_tokens
         .get(token)
-        .is_some_and(|exp| *exp > now_s())
+        .is_some_and(|g| g.expires > now_s())
+}
+
+/// Whether a good installation token reaches `repo` (its scope names it, or has none).
+fn token_reaches(s: &Shared, token: &str, repo: &str) -> bool {
+    let w = s.world.lock().unwrap_or_else(|e| e.into_inner());
+    w.installation_tokens.get(token).is_some_and(|g| {
+        g.expires > now_s()
+            && g.repositories
+                .as_ref()
+                .is_none_or(|names| names.iter().any(|n| n.eq_ignore_ascii_case(repo)))
+    })
 }
 
 async fn repository(
@@ -682,6 +790,9 @@ async fn repository(
 ) -> Response {
     if !bearer(&headers).is_some_and(|t| installation_token_ok(&s, &t)) {
         return error(StatusCode::UNAUTHORIZED, "Bad credentials");
+    }
+    if !bearer(&headers).is_some_and(|t| token_reaches(&s, &t, &repo)) {
+        return error(StatusCode::NOT_FOUND, "Not Found");
     }
     let path = s.repos_root.join(&owner).join(format!("{repo}.git"));
     if !path.exists() {
@@ -720,6 +831,26 @@ async fn git_http(
         })
         .filter(|(u, _)| u == "x-access-token")
         .map(|(_, p)| p);
+    if password
+        .as_deref()
+        .is_some_and(|p| installation_token_ok(&s, p))
+    {
+        // GitHub: a token narrowed to other repositories does not see this one.
+        let repo = path
+            .trim_start_matches('/')
+            .split('/')
+            .nth(1)
+            .unwrap_or_default()
+            .trim_end_matches(".git")
+            .to_owned();
+        if !password
+            .as_deref()
+            .is_some_and(|p| token_reaches(&s, p, &repo))
+        {
+            record(404);
+            return (StatusCode::NOT_FOUND, "Repository not found.").into_response();
+        }
+    }
     if !password.is_some_and(|p| installation_token_ok(&s, &p)) {
         record(401);
         return (

@@ -39,7 +39,7 @@ export type PresenceStatus = "active" | "idle";
 
 export type Presence = { participantId: string, userId: string, name: string, avatar?: string | null, status: PresenceStatus, lastSeen: number, };
 
-export type ErrorCode = "bad_request" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "gone" | "payload_too_large" | "too_many_requests" | "internal" | "unavailable";
+export type ErrorCode = "bad_request" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "gone" | "payload_too_large" | "unsupported_media_type" | "too_many_requests" | "internal" | "unavailable";
 
 export type ApiError = { code: ErrorCode, message: string, 
 /**

@@ -66,10 +66,10 @@ pub async fn create(
         ));
     }
     if list(env, caller).await?.tokens.len() >= MAX_TOKENS {
-        return Err(ApiError::new(
-            ErrorCode::TooManyRequests,
-            format!("at most {MAX_TOKENS} tokens; revoke one first"),
-        ));
+        // A count, not a rate: waiting does not help, so no 429.
+        return Err(ApiError::conflict(format!(
+            "at most {MAX_TOKENS} tokens; revoke one first"
+        )));
     }
     let token = tokens::encode(tokens::API_TOKEN_PREFIX, &db::random::<32>()?);
     let id = format!("tok_{}", hex::encode(db::random::<8>()?));

@@ -5,7 +5,7 @@
 use crate::auth::{self, sig1, tokens, CallerFacts};
 use crate::db::{self, num, setting};
 use inspect_protocol::session::Actor;
-use inspect_protocol::{ApiError, ErrorCode};
+use inspect_protocol::ApiError;
 use serde::Deserialize;
 use worker::{Env, Request};
 
@@ -73,22 +73,46 @@ pub async fn resolve(req: &Request, body: &[u8], env: &Env) -> Result<Caller, Ap
     if let Some(auth) = header(req, "Authorization") {
         return api_token(&auth, env).await;
     }
+    // A browser can be either of the callers below: refuse what another site's page sent.
+    let url = req
+        .url()
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    auth::origin::check_same_origin(
+        req.method().as_ref(),
+        header(req, "Origin").as_deref(),
+        header(req, "Sec-Fetch-Site").as_deref(),
+        &url.origin().ascii_serialization(),
+    )?;
     if let Some(token) = header(req, "Cookie")
         .as_deref()
         .and_then(|c| tokens::cookie(c, tokens::SESSION_COOKIE).map(str::to_owned))
     {
-        return browser(req, &token, env).await;
+        return browser(&token, env).await;
     }
-    let url = req
-        .url()
-        .map_err(|e| ApiError::bad_request(e.to_string()))?;
     let connecting_ip = header(req, "CF-Connecting-IP");
     let actor_header = header(req, sig1::ACTOR_HEADER);
     let local_user = setting(env, "LOCAL_USER").unwrap_or_else(|| "local".into());
+    let forwarded_by = auth::FORWARDING_HEADERS
+        .iter()
+        .copied()
+        .find(|name| req.headers().has(name).unwrap_or(false));
+    let local_mode = setting(env, "LOCAL_MODE").as_deref() == Some("true");
+    if let (true, Some(name)) = (local_mode, forwarded_by) {
+        // The run command's output shows this: the Worker is reachable through a proxy.
+        inspect_durable::log::emit(
+            inspect_durable::log::LogLine::warn("auth", "local_mode_refused")
+                .with("header", name)
+                .detail(
+                    "a relayed request (proxy or tunnel) reached a Worker in local mode; it \
+                     was refused. Set up sign-in before exposing this Worker",
+                ),
+        );
+    }
     let actor = auth::local::resolve(&CallerFacts {
-        local_mode: setting(env, "LOCAL_MODE").as_deref() == Some("true"),
+        local_mode,
         host: url.host_str().unwrap_or_default(),
         connecting_ip: connecting_ip.as_deref(),
+        forwarded_by,
         actor_header: actor_header.as_deref(),
         local_user: &local_user,
     })?;
@@ -210,7 +234,7 @@ async fn api_token(authorization: &str, env: &Env) -> Result<Caller, ApiError> {
     })
 }
 
-async fn browser(req: &Request, token: &str, env: &Env) -> Result<Caller, ApiError> {
+async fn browser(token: &str, env: &Env) -> Result<Caller, ApiError> {
     let token_hash = tokens::hash(token);
     let row: Option<UserRow> = db::first(
         env,
@@ -222,23 +246,6 @@ async fn browser(req: &Request, token: &str, env: &Env) -> Result<Caller, ApiErr
     .await?;
     let row =
         row.ok_or_else(|| ApiError::unauthorized("your sign-in has expired; sign in again"))?;
-    // Cookies ride along on cross-site requests: a state-changing request must come from
-    // our own pages.
-    let method = req.method();
-    if !matches!(method, worker::Method::Get | worker::Method::Head) {
-        if let Some(origin) = header(req, "Origin") {
-            let ours = req
-                .url()
-                .map(|u| u.origin().ascii_serialization())
-                .unwrap_or_default();
-            if origin != ours {
-                return Err(ApiError::new(
-                    ErrorCode::Forbidden,
-                    "cross-site request refused",
-                ));
-            }
-        }
-    }
     Ok(Caller {
         actor: row.actor(),
         via: Via::Browser { token_hash },

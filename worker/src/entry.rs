@@ -1,13 +1,14 @@
 //! The Worker's fetch entry: the thin runtime shell around [`crate::routes`],
 //! [`crate::auth`] and [`crate::listing`].
 
+use crate::auth::session_ids;
 use crate::index;
 use crate::listing;
 use crate::repos;
 use crate::routes::SecretOp;
 use crate::routes::{match_route, not_found, Route, SessionAction};
 use crate::{api_tokens, caller, settings, signin};
-use inspect_durable::shell::{ACTOR_HEADER, ORIGIN_HEADER, SESSION_HEADER};
+use inspect_durable::shell::{ACTOR_HEADER, ORIGIN_HEADER, SESSION_HEADER, VOUCHED_HEADER};
 use inspect_protocol::health::{CheckResult, DurableProbe, HealthReport};
 use inspect_protocol::session::{Actor, CreateSessionRequest, RegisterRepository};
 use inspect_protocol::{ApiError, ErrorCode};
@@ -115,6 +116,10 @@ pub(crate) fn json<T: serde::Serialize>(value: &T, status: u16) -> ApiResult<Res
 }
 
 async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiResult<Response> {
+    // A made-up session id never reaches the runtime: it would make an object.
+    if let Some(id) = route.session_id() {
+        known_session(env, id).await?;
+    }
     // Routes that carry their own credentials (or none).
     match &route {
         Route::Health => return health(env).await,
@@ -138,7 +143,7 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
             action: SessionAction::Socket,
         } => {
             // The socket's `subscribe` token (or a sandbox's bearer token) says who it is.
-            return forward(env, id, SessionAction::Socket, req, None, Vec::new()).await;
+            return forward(env, id, SessionAction::Socket, req, None, Vec::new(), false).await;
         }
         Route::Session {
             id,
@@ -197,15 +202,19 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
         Route::Me => signin::me(&caller),
         Route::SignOut => signin::sign_out(&req, env, &caller).await,
         Route::CreateSession => {
-            crate::ratelimit::check_sessions(env, &actor.user_id, now).await?;
             let mut create: CreateSessionRequest =
                 body_as(if body.is_empty() { b"{}" } else { &body })?;
             // Only the control plane makes child sessions.
             create.parent_session_id = None;
             create.depth = None;
-            let created =
-                create_session_with(env, &origin_of(&req), actor, create, &[], Some(now)).await?;
-            json(&created, 201)
+            let charge = crate::ratelimit::charge_session(env, &actor.user_id, now).await?;
+            match create_session_with(env, &origin_of(&req), actor, create, &[]).await {
+                Ok(created) => json(&created, 201),
+                Err(e) => {
+                    crate::ratelimit::refund(env, charge).await;
+                    Err(e)
+                }
+            }
         }
         Route::ListSessions => {
             let url = req
@@ -326,16 +335,9 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
             }
         }
         Route::Session { id, action } => {
-            // Where a prompt's outcome is reported is the control plane's or a signed
-            // service's to say, never a person's.
-            let body = if action == SessionAction::Prompt
-                && !matches!(caller.via, caller::Via::Service { .. })
-            {
-                strip_callback(body)
-            } else {
-                body
-            };
-            let resp = forward(env, &id, action, req, Some(actor), body).await?;
+            let vouched = matches!(caller.via, caller::Via::Service { .. });
+            let body = typed_session_body(action, &body, vouched)?;
+            let resp = forward(env, &id, action, req, Some(actor), body, vouched).await?;
             if action == SessionAction::Delete && resp.status_code() == 200 {
                 index::remove(env, &id).await?;
             }
@@ -398,7 +400,8 @@ async fn scm_credentials(env: &Env, id: &str, req: Request) -> ApiResult<Respons
     if resp.status_code() != 200 {
         return Ok(resp);
     }
-    let creds = github_app::installation_token(env, now_ms() as i64).await?;
+    let scope: inspect_protocol::auth::ScmScope = parse(&object_answer(resp, 200).await?)?;
+    let creds = github_app::git_token(env, &scope.repositories, now_ms() as i64).await?;
     let resp = json(&creds, 200)?;
     let _ = resp.headers().set("Cache-Control", "no-store");
     Ok(resp)
@@ -418,18 +421,26 @@ async fn pull_requests(env: &Env, id: &str, mut req: Request) -> ApiResult<Respo
     .await
 }
 
-/// A prompt's body without `callbackContext` (left as it was when it is not JSON: the
-/// object refuses it then).
-fn strip_callback(body: Vec<u8>) -> Vec<u8> {
-    match inspect_protocol::json::from_slice::<serde_json::Value>(&body) {
-        Ok(serde_json::Value::Object(mut map)) => {
-            if map.remove("callbackContext").is_some() {
-                serde_json::to_vec(&map).unwrap_or(body)
-            } else {
-                body
+/// The body a session's object gets for `action`: parsed here, once, with the Worker's
+/// limits, and written anew from its type, so the object never reads what the Worker did
+/// not. Where a prompt's outcome is reported (`callbackContext`) is the control plane's or
+/// a signed service's to say (`vouched`), never a person's. Actions that take no body get
+/// none.
+fn typed_session_body(action: SessionAction, body: &[u8], vouched: bool) -> ApiResult<Vec<u8>> {
+    let write = |r: serde_json::Result<Vec<u8>>| r.map_err(|e| ApiError::internal(e.to_string()));
+    match action {
+        SessionAction::Prompt => {
+            let mut prompt: inspect_protocol::session::PromptRequest = body_as(body)?;
+            if !vouched {
+                prompt.callback_context = None;
             }
+            write(serde_json::to_vec(&prompt))
         }
-        _ => body,
+        SessionAction::Title => {
+            let title: inspect_protocol::session::TitleRequest = body_as(body)?;
+            write(serde_json::to_vec(&title))
+        }
+        _ => Ok(Vec::new()),
     }
 }
 
@@ -459,14 +470,57 @@ pub(crate) fn parse<T: serde::de::DeserializeOwned>(text: &str) -> ApiResult<T> 
     serde_json::from_str(text).map_err(|e| ApiError::internal(e.to_string()))
 }
 
-fn new_session_id() -> ApiResult<String> {
-    let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes).map_err(|e| ApiError::internal(e.to_string()))?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+/// The key session ids are tagged with, from the deployment's secrets key.
+fn session_id_key(env: &Env) -> Option<[u8; 32]> {
+    crate::db::setting(env, inspect_secrets::KEY_VAR).map(|k| session_ids::id_key(&k))
 }
 
+fn new_session_id(env: &Env) -> ApiResult<String> {
+    let mut bytes = [0u8; session_ids::RANDOM_BYTES];
+    getrandom::fill(&mut bytes).map_err(|e| ApiError::internal(e.to_string()))?;
+    Ok(session_ids::mint(session_id_key(env).as_ref(), &bytes))
+}
+
+/// Refuses (404) a session id this control plane did not make: its tag says so, or, for
+/// an id without one, the index does.
+pub(crate) async fn known_session(env: &Env, id: &str) -> ApiResult<()> {
+    if session_id_key(env).is_some_and(|key| session_ids::vouched(&key, id)) {
+        return Ok(());
+    }
+    let row: Option<serde_json::Value> = crate::db::first(
+        env,
+        "SELECT 1 AS found FROM sessions WHERE id = ?1",
+        &[id.into()],
+    )
+    .await?;
+    match row {
+        Some(_) => Ok(()),
+        None => Err(ApiError::not_found(format!("no session {id}"))),
+    }
+}
+
+/// A JSON request body: at most [`MAX_BODY_BYTES`], and said to be JSON (415 otherwise; a
+/// page on another site can send `text/plain` without asking first, never JSON).
 pub(crate) async fn read_body(req: &mut Request) -> ApiResult<Vec<u8>> {
-    read_body_up_to(req, MAX_BODY_BYTES).await
+    let body = read_body_up_to(req, MAX_BODY_BYTES).await?;
+    if !body.is_empty() {
+        let kind = req
+            .headers()
+            .get("Content-Type")
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        if !crate::auth::origin::is_json_content_type(&kind) {
+            return Err(ApiError::new(
+                ErrorCode::UnsupportedMediaType,
+                format!(
+                    "this route takes JSON: send Content-Type: application/json (got {:?})",
+                    kind
+                ),
+            ));
+        }
+    }
+    Ok(body)
 }
 
 /// A body of at most `limit` bytes (declared and read).
@@ -566,6 +620,7 @@ async fn forward(
     req: Request,
     actor: Option<&Actor>,
     body: Vec<u8>,
+    vouched: bool,
 ) -> ApiResult<Response> {
     let stub = session_stub(env, id)?;
     let origin = origin_of(&req);
@@ -598,6 +653,9 @@ async fn forward(
     if let Some(actor) = actor {
         let json = serde_json::to_string(actor).map_err(|e| ApiError::internal(e.to_string()))?;
         headers.set(ACTOR_HEADER, &json).map_err(internal)?;
+    }
+    if vouched {
+        headers.set(VOUCHED_HEADER, "1").map_err(internal)?;
     }
     let mut init = RequestInit::new();
     init.with_method(method.clone()).with_headers(headers);
@@ -637,20 +695,18 @@ pub(crate) async fn create_session(
     actor: &Actor,
     create: CreateSessionRequest,
 ) -> ApiResult<inspect_protocol::session::CreateSessionResponse> {
-    create_session_with(env, origin, actor, create, &[], None).await
+    create_session_with(env, origin, actor, create, &[]).await
 }
 
 /// [`create_session`], with branches that replace an environment's for some of its
 /// repositories (the GitHub bot works on a pull request's branch inside the repository's
-/// default environment), and `rate_charge` (the time) when the session counts towards its
-/// creator's rate limit (a person's own creates; the limit was checked before).
+/// default environment).
 pub(crate) async fn create_session_with(
     env: &Env,
     origin: &str,
     actor: &Actor,
     mut create: CreateSessionRequest,
     branch_overrides: &[inspect_protocol::session::RepositoryRef],
-    rate_charge: Option<i64>,
 ) -> ApiResult<inspect_protocol::session::CreateSessionResponse> {
     create.environment_name = None;
     let mut repositories = match &create.environment_id {
@@ -689,7 +745,7 @@ pub(crate) async fn create_session_with(
     create.repo_name = None;
     create.branch = None;
     let body = serde_json::to_vec(&create).map_err(|e| ApiError::internal(e.to_string()))?;
-    let id = new_session_id()?;
+    let id = new_session_id(env)?;
     // The request is checked here as the object will check it, and the session indexed
     // from the state it will store while the object stores it (one round trip less than
     // one after the other). It is indexed before answering, so the creator's next list
@@ -702,7 +758,7 @@ pub(crate) async fn create_session_with(
                 call_object(env, &id, Method::Post, "/init", origin, Some(actor), &body).await?;
             object_answer(resp, 201).await.map(drop)
         },
-        index::insert(env, &state, actor, rate_charge),
+        index::insert(env, &state, actor),
     );
     if let Err(e) = stored {
         if indexed.is_ok() {
@@ -739,6 +795,8 @@ pub(crate) async fn call_object(
         let json = serde_json::to_string(actor).map_err(|e| ApiError::internal(e.to_string()))?;
         headers.set(ACTOR_HEADER, &json).map_err(internal)?;
     }
+    // The Worker wrote this body itself (a bot's prompt with where to answer).
+    headers.set(VOUCHED_HEADER, "1").map_err(internal)?;
     let mut init = RequestInit::new();
     let has_body = matches!(method, Method::Post | Method::Put | Method::Patch);
     init.with_method(method).with_headers(headers);

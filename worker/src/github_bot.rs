@@ -222,7 +222,7 @@ async fn act(env: &Env, origin: &str, t: &Trigger) -> Result<Acted, ApiError> {
         ..Default::default()
     };
     let created =
-        crate::entry::create_session_with(env, origin, &actor, create, &[on_branch], None).await?;
+        crate::entry::create_session_with(env, origin, &actor, create, &[on_branch]).await?;
     let mut content = webhook::prompt(t, &pull);
     content.push_str(&format!(
         "\n\nTo update this pull request, run `open-inspect pr --head {} --base {} --title \"…\"` after committing.",

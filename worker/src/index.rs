@@ -21,14 +21,8 @@ fn opt(v: &Option<String>) -> JsValue {
     v.as_deref().map_or(JsValue::NULL, JsValue::from)
 }
 
-/// Indexes a new session; `rate_charge` says whether it counts towards its creator's rate
-/// limit (then the count is written in the same batch).
-pub async fn insert(
-    env: &Env,
-    state: &SessionState,
-    actor: &Actor,
-    rate_charge: Option<i64>,
-) -> Result<(), ApiError> {
+/// Indexes a new session.
+pub async fn insert(env: &Env, state: &SessionState, actor: &Actor) -> Result<(), ApiError> {
     let db = env.d1("DB").map_err(unavailable)?;
     let repos = serde_json::to_string(&state.repositories).unwrap_or_else(|_| "[]".into());
     let row = db
@@ -52,11 +46,7 @@ pub async fn insert(
         .prepare("INSERT OR IGNORE INTO session_participants (session_id, user_id) VALUES (?1, ?2)")
         .bind(&[state.id.as_str().into(), actor.user_id.as_str().into()])
         .map_err(unavailable)?;
-    let mut batch = vec![row, member];
-    if let Some(now) = rate_charge {
-        batch.extend(crate::ratelimit::session_charge(&db, &actor.user_id, now)?);
-    }
-    db.batch(batch).await.map_err(unavailable)?;
+    db.batch(vec![row, member]).await.map_err(unavailable)?;
     Ok(())
 }
 

@@ -93,6 +93,19 @@ pub enum Route {
     },
 }
 
+impl Route {
+    /// The session a route addresses (its Durable Object), if any.
+    pub fn session_id(&self) -> Option<&str> {
+        match self {
+            Route::AttachmentUpload { id }
+            | Route::AttachmentDownload { id, .. }
+            | Route::Children { id, .. }
+            | Route::Session { id, .. } => Some(id),
+            _ => None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ChildOp {
     Spawn,

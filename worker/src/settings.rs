@@ -232,9 +232,7 @@ async fn checked_environment(
             )));
         }
         if let Some(b) = &r.branch {
-            if b.is_empty() || b.len() > 250 || b.starts_with('-') || b.contains("..") {
-                return Err(ApiError::bad_request(format!("invalid branch {b:?}")));
-            }
+            inspect_protocol::limits::check_branch(b).map_err(ApiError::bad_request)?;
         }
     }
     crate::repos::resolve(env, &mut repositories).await?;

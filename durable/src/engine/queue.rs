@@ -15,6 +15,8 @@ use serde_json::{json, Map, Value};
 const MAX_ATTACHMENTS: usize = 10;
 const MAX_ATTACHMENT_BYTES: usize = 1024 * 1024;
 const MAX_CLIENT_REQUEST_ID: usize = 128;
+/// When to try again after "too many unfinished prompts": a turn takes seconds at least.
+const UNFINISHED_RETRY_SECS: u64 = 10;
 
 const MESSAGE_COLUMNS: &str = "m.id, m.author_id, COALESCE(p.name, ''), m.content, m.model, m.reasoning_effort, m.status, m.client_request_id, m.error, m.created_at, m.started_at, m.completed_at";
 
@@ -123,11 +125,11 @@ impl<S: Store> Session<'_, S> {
         }
         self.check_prompt_rate(&author.participant_id, now)?;
         if unfinished >= MAX_UNFINISHED_PROMPTS as i64 {
-            return Err(ApiError::new(
-                ErrorCode::TooManyRequests,
+            return Err(ApiError::too_many(
                 format!(
                     "at most {MAX_UNFINISHED_PROMPTS} prompts may wait at once; wait or cancel one"
                 ),
+                UNFINISHED_RETRY_SECS,
             ));
         }
         let id = ids::new_id("msg");

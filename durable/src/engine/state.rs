@@ -50,9 +50,7 @@ pub fn repositories_of(req: &CreateSessionRequest) -> EngineResult<Vec<Repositor
             }
         }
         if let Some(b) = &r.branch {
-            if !valid_branch(b) {
-                return Err(ApiError::bad_request(format!("invalid branch name {b:?}")));
-            }
+            inspect_protocol::limits::check_branch(b).map_err(ApiError::bad_request)?;
         }
         if repos[..i]
             .iter()
@@ -74,15 +72,6 @@ fn valid_repo_part(s: &str) -> bool {
         && s != ".."
         && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-}
-
-fn valid_branch(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 250
-        && !s.starts_with('-')
-        && !s.contains("..")
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
 }
 
 fn validate_tunnel_ports(ports: &[u16]) -> EngineResult<()> {

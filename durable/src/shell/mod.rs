@@ -44,6 +44,9 @@ pub use store::DoStore;
 
 pub const ACTOR_HEADER: &str = "X-Inspect-Actor";
 pub const SESSION_HEADER: &str = "X-Inspect-Session-Id";
+/// Set by the Worker on bodies it wrote itself or a signed service sent: only then is a
+/// prompt's `callbackContext` (where its outcome is posted) honoured.
+pub const VOUCHED_HEADER: &str = "X-Inspect-Vouched";
 /// The control plane's public origin, as the caller reached it (for sandboxes to connect).
 pub const ORIGIN_HEADER: &str = "X-Inspect-Origin";
 
@@ -92,6 +95,9 @@ pub struct SessionDO {
     spawn_deferred: std::cell::Cell<bool>,
     /// Streamed parts told to clients and not yet written.
     staging: Rc<RefCell<staging::Staging>>,
+    /// The database holds the schema: `/init` made a session here. Until then every route
+    /// but `/init` answers 404 and writes nothing.
+    schema_ready: std::cell::Cell<bool>,
 }
 
 fn now_ms() -> i64 {
@@ -132,7 +138,17 @@ impl SessionDO {
         crate::log::emit(line.session(&sid));
     }
 
+    /// Creates (or brings forward) the schema: `/init` and the health probe's object.
+    fn ensure_schema(&self) -> StoreResult<()> {
+        if !self.schema_ready.get() {
+            schema::migrate(&self.store)?;
+            self.schema_ready.set(true);
+        }
+        Ok(())
+    }
+
     fn probe(&self) -> StoreResult<DurableProbe> {
+        self.ensure_schema()?;
         self.store.atomically(|| {
             self.store.execute(
                 "INSERT INTO health_probe (id, probes) VALUES (1, 1) ON CONFLICT(id) DO UPDATE SET probes = probes + 1",
@@ -198,9 +214,25 @@ impl DurableObject for SessionDO {
             sql: state.storage().sql(),
             staging: Some(staging.clone()),
         };
-        if let Err(e) = schema::migrate(&store) {
-            crate::log::emit(LogLine::error("session", "schema_migration_failed").detail(e));
-        }
+        // Only an object a session was made in has a schema to bring forward; anything
+        // else stays empty (strangers' ids never reach here, but nothing is written if
+        // one does).
+        let schema_ready = match schema::exists(&store) {
+            Ok(true) => match schema::migrate(&store) {
+                Ok(_) => true,
+                Err(e) => {
+                    crate::log::emit(
+                        LogLine::error("session", "schema_migration_failed").detail(e),
+                    );
+                    false
+                }
+            },
+            Ok(false) => false,
+            Err(e) => {
+                crate::log::emit(LogLine::error("session", "schema_check_failed").detail(e));
+                false
+            }
+        };
         // Pings are answered by the runtime without waking the object.
         if let Ok(pair) = worker::worker_sys::WebSocketRequestResponsePair::new(
             r#"{"type":"ping"}"#,
@@ -220,7 +252,11 @@ impl DurableObject for SessionDO {
             spawn_deferred: Default::default(),
             slack_progress_at: std::cell::Cell::new(0),
             staging,
+            schema_ready: std::cell::Cell::new(schema_ready),
         };
+        if !schema_ready {
+            return this;
+        }
         // Sockets recorded in SQLite but no longer held by the runtime (lost in a restart)
         // are forgotten, and their owners leave.
         let live: Vec<String> = this

@@ -43,12 +43,17 @@ pub(super) fn query_param(req: &Request, name: &str) -> Option<String> {
 
 impl SessionDO {
     pub(super) async fn route(&self, mut req: Request) -> Result<Response> {
-        self.remember_origin(&req);
         let path = req.path();
         let action = path.trim_matches('/').to_owned();
         let method = req.method();
         let now = now_ms();
         let engine = self.engine();
+        if !self.schema_ready.get() && !matches!(action.as_str(), "init" | "internal/health") {
+            return json_error(&ApiError::not_found("session not found"));
+        }
+        if self.schema_ready.get() {
+            self.remember_origin(&req);
+        }
         match (method, action.as_str()) {
             (Method::Get, "internal/health") => match self.probe() {
                 Ok(p) => json_ok(&p),
@@ -75,10 +80,20 @@ impl SessionDO {
                 r
             }
             // The Worker asks before brokering git credentials: is this the session's
-            // live sandbox?
+            // live sandbox, and which of its repositories are on GitHub (the token is
+            // narrowed to them; local repositories need none)?
             (Method::Post, "scm-credentials") => match self.refuse_sandbox(&req) {
                 Some(refusal) => refusal,
-                None => json_ok(&serde_json::json!({ "sandbox": "ok" })),
+                None => reply(engine.state().map(|state| {
+                    inspect_protocol::auth::ScmScope {
+                        repositories: state
+                            .repositories
+                            .iter()
+                            .filter(|r| !r.owner.eq_ignore_ascii_case("local"))
+                            .map(|r| r.name.clone())
+                            .collect(),
+                    }
+                })),
             },
             // The sandbox asks for its ports' URLs (providers that write no `.tunnels.env`).
             (Method::Post, "sandbox-tunnel-urls") => match self.refuse_sandbox(&req) {
@@ -234,6 +249,8 @@ impl SessionDO {
                         .flatten()
                         .ok_or_else(|| ApiError::bad_request("no session id"))?;
                     let body: CreateSessionRequest = body_json(&mut req).await?;
+                    self.ensure_schema()
+                        .map_err(|e| ApiError::internal(e.to_string()))?;
                     let state = engine.create(&sid, &body, &actor, now)?;
                     Ok::<_, ApiError>(state)
                 }
@@ -289,18 +306,18 @@ impl SessionDO {
                 let storage = self.state.storage();
                 let _ = storage.delete_alarm().await;
                 storage.delete_all().await?;
-                if let Err(e) = schema::migrate(&self.store) {
-                    crate::log::emit(
-                        crate::log::LogLine::error("session", "schema_after_delete_failed")
-                            .detail(e),
-                    );
-                }
+                // Empty again: only a new `/init` makes a schema here.
+                self.schema_ready.set(false);
                 json_ok(&serde_json::json!({ "deleted": true }))
             }
             (Method::Post, "prompt") => {
                 let result = async {
                     let actor = actor_of(&req)?;
-                    let body: PromptRequest = body_json(&mut req).await?;
+                    let mut body: PromptRequest = body_json(&mut req).await?;
+                    // Where the outcome goes is never a person's to say.
+                    if !req.headers().has(VOUCHED_HEADER).unwrap_or(false) {
+                        body.callback_context = None;
+                    }
                     let author = self.author(&actor, now)?;
                     engine.enqueue(&author, &body, now)
                 }

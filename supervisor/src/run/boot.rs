@@ -343,18 +343,104 @@ pub fn end_hook_step(
     }
 }
 
-/// Git, with our credential helper the only one: remotes that need credentials get a
-/// short-lived token from the control plane (see `credential-helper`).
+/// Brokers git credentials for the supervisor's own git in a session's sandbox: asks the
+/// control plane (`POST /sessions/:id/scm-credentials`) with the sandbox's token, which
+/// stays in this process, and keeps the short-lived installation token while it is good.
+pub struct ScmBroker {
+    url: String,
+    token: String,
+    sandbox_id: String,
+    /// Some repository is cloned over HTTP(S): only then are credentials asked for.
+    needed: bool,
+    cached: tokio::sync::Mutex<Option<inspect_protocol::auth::ScmCredentials>>,
+}
+
+static SCM_BROKER: std::sync::OnceLock<ScmBroker> = std::sync::OnceLock::new();
+
+pub fn set_scm_broker(broker: ScmBroker) {
+    let _ = SCM_BROKER.set(broker);
+}
+
+impl ScmBroker {
+    pub fn new(
+        control_plane_url: &str,
+        session_id: &str,
+        sandbox_id: &str,
+        token: &str,
+        needed: bool,
+    ) -> ScmBroker {
+        ScmBroker {
+            url: format!(
+                "{}/sessions/{session_id}/scm-credentials",
+                control_plane_url.trim_end_matches('/')
+            ),
+            token: token.to_owned(),
+            sandbox_id: sandbox_id.to_owned(),
+            needed,
+            cached: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    /// A token for the session's remotes, or `None` (none needed, or the control plane
+    /// has none to give: git then fails with its own words).
+    async fn git_token(&self) -> Option<String> {
+        if !self.needed {
+            return None;
+        }
+        let mut cached = self.cached.lock().await;
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0);
+        if let Some(c) = cached
+            .as_ref()
+            .filter(|c| c.expires_at_epoch_ms - now_ms > 5 * 60_000)
+        {
+            return Some(c.password.clone());
+        }
+        match crate::credential::ask_control_plane(&self.url, &self.token, &self.sandbox_id).await {
+            Ok(creds) => {
+                let password = creds.password.clone();
+                *cached = Some(creds);
+                Some(password)
+            }
+            Err(e) => {
+                tracing::warn!("no git credentials: {e:#}");
+                None
+            }
+        }
+    }
+}
+
+/// Whether a git command talks to a remote (and so may need credentials).
+fn reaches_remote(args: &[&str]) -> bool {
+    matches!(
+        args.first().copied(),
+        Some("clone" | "fetch" | "push" | "pull" | "ls-remote")
+    )
+}
+
+/// Git, with our credential helper the only one: a command that reaches a remote gets a
+/// short-lived token for the session's repositories from the control plane, handed to the
+/// helper through this one git's environment (see `credential-helper`).
 pub async fn git(dir: &Path, args: &[&str]) -> Result<String> {
     let helper = std::env::current_exe()
         .map(|exe| format!("credential.helper=!'{}' credential-helper", exe.display()))
         .unwrap_or_else(|_| "credential.helper=".into());
-    let out = Command::new("git")
-        .args(["-c", "credential.helper=", "-c", &helper])
+    let mut cmd = Command::new("git");
+    cmd.args(["-c", "credential.helper=", "-c", &helper])
         .args(args)
         .current_dir(dir)
         .env("GIT_TERMINAL_PROMPT", "0")
-        .stdin(std::process::Stdio::null())
+        .stdin(std::process::Stdio::null());
+    if reaches_remote(args) {
+        if let Some(broker) = SCM_BROKER.get() {
+            if let Some(token) = broker.git_token().await {
+                cmd.env(GIT_TOKEN_VAR, token);
+            }
+        }
+    }
+    let out = cmd
         .output()
         .await
         .with_context(|| format!("running git {}", args.join(" ")))?;

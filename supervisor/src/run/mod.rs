@@ -43,6 +43,26 @@ fn var(name: &str) -> Result<String> {
     std::env::var(name).with_context(|| format!("{name} is not set"))
 }
 
+/// The sandbox's token, taken out of the environment as the process starts.
+static SANDBOX_TOKEN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Moves `INSPECT_SANDBOX_TOKEN` from the environment into this process's memory, which
+/// (non-dumpable) no other process of the sandbox can read: nothing the supervisor starts
+/// — git, the hooks, the agent — inherits it. Call before any other thread starts.
+pub fn take_sandbox_token() {
+    if let Ok(token) = std::env::var("INSPECT_SANDBOX_TOKEN") {
+        let _ = SANDBOX_TOKEN.set(token);
+    }
+    std::env::remove_var("INSPECT_SANDBOX_TOKEN");
+}
+
+fn sandbox_token() -> Result<String> {
+    SANDBOX_TOKEN
+        .get()
+        .cloned()
+        .context("INSPECT_SANDBOX_TOKEN is not set")
+}
+
 impl RunConfig {
     fn from_env() -> Result<(RunConfig, link::LinkConfig)> {
         // A provider may hand over an empty volume: home lives there (git, the agent).
@@ -51,7 +71,7 @@ impl RunConfig {
         }
         let mut spawn: SpawnRequest =
             serde_json::from_str(&var("INSPECT_SPAWN")?).context("INSPECT_SPAWN")?;
-        spawn.sandbox_token = var("INSPECT_SANDBOX_TOKEN")?;
+        spawn.sandbox_token = sandbox_token()?;
         let link = link::LinkConfig {
             control_plane_url: var("INSPECT_CONTROL_PLANE_URL")?,
             session_id: var("INSPECT_SESSION_ID")?,
@@ -85,6 +105,17 @@ impl RunConfig {
             spawn,
         };
         let mut cfg = cfg;
+        // The supervisor's own git asks the control plane for credentials through this.
+        boot::set_scm_broker(boot::ScmBroker::new(
+            &link.control_plane_url,
+            &link.session_id,
+            &link.sandbox_id,
+            &link.token,
+            cfg.spawn
+                .repositories
+                .iter()
+                .any(|r| r.source.starts_with("https://") || r.source.starts_with("http://")),
+        ));
         // Started again on a workspace this very sandbox booted (a provider that resumes
         // the same machine): resume it rather than boot it afresh.
         if boot::booted_here(&cfg.root, &cfg.spawn.sandbox_id) {

@@ -5,7 +5,9 @@
 
 pub mod admission;
 pub mod local;
+pub mod origin;
+pub mod session_ids;
 pub mod sig1;
 pub mod tokens;
 
-pub use local::{is_loopback_host, CallerFacts};
+pub use local::{is_loopback_host, CallerFacts, FORWARDING_HEADERS};
