@@ -50,7 +50,7 @@ fn bodies_carry_the_supervisor_environment() {
     assert!(start_body()["args"][1]
         .as_str()
         .unwrap()
-        .contains("flock -n"));
+        .contains("inspect-supervisor run"));
 }
 
 #[test]

@@ -79,15 +79,27 @@ pub const SANDBOX_SYSTEM_VARS: [&str; 8] = [
     "HOME",
 ];
 
+/// A file in the sandbox root that may hand the supervisor its token instead of the
+/// environment (the local host writes it, mode 0600): `inspect-supervisor run` reads it and
+/// removes it before it starts anything, so no parent process keeps the token in an
+/// environment the agent could read.
+pub const SANDBOX_TOKEN_FILE: &str = ".sandbox-token";
+
 /// Where the sandbox image keeps the workspace, its home and the agent's state.
 pub const SANDBOX_ROOT: &str = "/sandbox";
 
 /// The shell command that starts the supervisor on a provider's machine that is started
 /// by running a command in it (E2B, Vercel, OpenComputer): in the background, logging to
 /// the sandbox root, at most one at a time (a second start while one runs does nothing, so
-/// starting again after a resume is always safe). The environment comes from the machine
+/// starting again after a resume is always safe: see [`SUPERVISOR_LOCK_FILE`]). The environment comes from the machine
 /// (given when it was created); the command holds no secret, as providers log commands.
-pub const SUPERVISOR_START: &str = "mkdir -p \"$INSPECT_SANDBOX_ROOT\" && cd \"$INSPECT_SANDBOX_ROOT\" && { nohup flock -n -o \"$INSPECT_SANDBOX_ROOT/.supervisor.lock\" inspect-supervisor run >>\"$INSPECT_SANDBOX_ROOT/supervisor.log\" 2>&1 & }";
+/// The supervisor holds its lock itself (`.supervisor.lock`): no `flock` parent stays
+/// behind with the sandbox token in its environment, and the shell exits at once.
+pub const SUPERVISOR_START: &str = "mkdir -p \"$INSPECT_SANDBOX_ROOT\" && cd \"$INSPECT_SANDBOX_ROOT\" && { nohup inspect-supervisor run >>\"$INSPECT_SANDBOX_ROOT/supervisor.log\" 2>&1 & }";
+
+/// The lock file in the sandbox root that keeps a second `inspect-supervisor run` from
+/// starting while one runs.
+pub const SUPERVISOR_LOCK_FILE: &str = ".supervisor.lock";
 
 impl SpawnRequest {
     /// The supervisor's environment on a machine whose sandbox root is `root`: the

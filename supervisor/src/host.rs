@@ -491,6 +491,12 @@ pub(crate) fn sandbox_command(
     let tmp = root.join("tmp");
     std::fs::create_dir_all(&tmp)?;
     std::fs::create_dir_all(root.join("home"))?;
+    // The token travels in a file the supervisor removes as it starts, not in the
+    // environment, which bubblewrap's own process would keep for the agent to read.
+    write_private(
+        &root.join(inspect_protocol::provider::SANDBOX_TOKEN_FILE),
+        &req.sandbox_token,
+    )?;
     let mut cmd = match &state.bwrap {
         Some(bwrap) => {
             let mut c = Command::new(bwrap);
@@ -514,7 +520,6 @@ pub(crate) fn sandbox_command(
         .env("INSPECT_WORKSPACE", &workspace)
         .env("INSPECT_SESSION_ID", &req.session_id)
         .env("INSPECT_SANDBOX_ID", &req.sandbox_id)
-        .env("INSPECT_SANDBOX_TOKEN", &req.sandbox_token)
         .env("INSPECT_CONTROL_PLANE_URL", &req.control_plane_url)
         .env("INSPECT_SPAWN", req.description())
         .env(
@@ -525,6 +530,21 @@ pub(crate) fn sandbox_command(
         .process_group(0)
         .kill_on_drop(true);
     Ok(cmd)
+}
+
+/// Writes `text` to a new file only its owner may read.
+fn write_private(path: &std::path::Path, text: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let _ = std::fs::remove_file(path);
+    let mut f = std::fs::OpenOptions::new()
+        .create_new(true)
+        .write(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("writing {}", path.display()))?;
+    f.write_all(text.as_bytes())?;
+    Ok(())
 }
 
 /// The runtime sandboxes get from this host: its version, or `INSPECT_RUNTIME_VERSION`.
@@ -658,7 +678,15 @@ fn confinement(root: &std::path::Path, req: &SpawnRequest) -> Vec<std::ffi::OsSt
         args.push(dir.clone().into());
         args.push(dir.into());
     }
-    for a in ["--unshare-pid", "--unshare-ipc", "--die-with-parent"] {
+    // Run as root (CI, containers), the sandbox would keep every capability, and with them
+    // the right to read any process's memory and environment: drop them all.
+    for a in [
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--die-with-parent",
+        "--cap-drop",
+        "ALL",
+    ] {
         args.push(a.into());
     }
     args

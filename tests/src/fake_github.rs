@@ -719,11 +719,10 @@ async fn installation_token(
         Some(Value::Object(p)) => {
             for (k, v) in p {
                 let have = app_permissions.get(k).and_then(Value::as_str);
-                let ok = match (have, v.as_str()) {
-                    (Some("write"), Some("read" | "write")) => true,
-                    (Some("read"), Some("read")) => true,
-                    _ => false,
-                };
+                let ok = matches!(
+                    (have, v.as_str()),
+                    (Some("write"), Some("read" | "write")) | (Some("read"), Some("read"))
+                );
                 if !ok {
                     return error(
                         StatusCode::UNPROCESSABLE_ENTITY,

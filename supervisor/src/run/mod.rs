@@ -52,8 +52,33 @@ static SANDBOX_TOKEN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 pub fn take_sandbox_token() {
     if let Ok(token) = std::env::var("INSPECT_SANDBOX_TOKEN") {
         let _ = SANDBOX_TOKEN.set(token);
+    } else if let Ok(root) = std::env::var("INSPECT_SANDBOX_ROOT") {
+        // The local host hands it over in a file (no bubblewrap parent then holds it).
+        let file = std::path::Path::new(&root).join(inspect_protocol::provider::SANDBOX_TOKEN_FILE);
+        if let Ok(token) = std::fs::read_to_string(&file) {
+            let _ = SANDBOX_TOKEN.set(token.trim().to_owned());
+        }
+        let _ = std::fs::remove_file(&file);
     }
     std::env::remove_var("INSPECT_SANDBOX_TOKEN");
+}
+
+/// Holds the sandbox root's supervisor lock for the life of the process, or `None` when
+/// another supervisor holds it (a second start after a resume: nothing to do).
+pub fn hold_supervisor_lock() -> Result<Option<nix::fcntl::Flock<std::fs::File>>> {
+    let root = var("INSPECT_SANDBOX_ROOT")?;
+    std::fs::create_dir_all(&root).context("creating the sandbox root")?;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(std::path::Path::new(&root).join(inspect_protocol::provider::SUPERVISOR_LOCK_FILE))
+        .context("opening the supervisor lock")?;
+    match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+        Ok(lock) => Ok(Some(lock)),
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => Ok(None),
+        Err((_, e)) => Err(anyhow::anyhow!("locking the sandbox root: {e}")),
+    }
 }
 
 fn sandbox_token() -> Result<String> {
@@ -126,6 +151,10 @@ impl RunConfig {
 }
 
 pub async fn run() -> Result<()> {
+    let Some(_lock) = hold_supervisor_lock()? else {
+        tracing::info!("another supervisor runs in this sandbox; nothing to do");
+        return Ok(());
+    };
     let (cfg, link_cfg) = RunConfig::from_env()?;
     let unpacking =
         restore::Restore::from_env()?.map(|r| restore::Unpacking::start(r, cfg.root.clone()));
