@@ -48,11 +48,17 @@ impl LogLine {
     pub fn error(component: &str, event: &str) -> Self {
         Self::new(Level::Error, component, event)
     }
-    /// Adds a field (a `None` adds nothing).
+    /// Adds a field (a `None` adds nothing). The line's own `level`, `component` and
+    /// `event` are never replaced: a field of one of those names is kept as `<name>Field`.
     pub fn with(mut self, key: &str, value: impl Into<Value>) -> Self {
         let value = value.into();
         if !value.is_null() {
-            self.fields.insert(key.into(), value);
+            let key = if matches!(key, "level" | "component" | "event") {
+                format!("{key}Field")
+            } else {
+                key.to_owned()
+            };
+            self.fields.insert(key, value);
         }
         self
     }
@@ -103,5 +109,17 @@ mod tests {
         assert_eq!(v["durationMs"], 12);
         assert!(v.get("missing").is_none());
         assert!(!line.to_json().contains('\n'));
+    }
+
+    #[test]
+    fn a_field_never_replaces_the_lines_event() {
+        let v: Value = serde_json::from_str(
+            &LogLine::info("slack_bot", "handled")
+                .with("event", "Ev123")
+                .to_json(),
+        )
+        .unwrap();
+        assert_eq!(v["event"], "handled");
+        assert_eq!(v["eventField"], "Ev123");
     }
 }

@@ -974,14 +974,26 @@ async fn a_sandbox_clones_a_private_repository_through_the_credential_helper() {
             .any(|(p, s)| p.ends_with("git-upload-pack") && *s == 200),
         "{requests:?}"
     );
-    // One installation token served the repository lookup, the clone and the push: the
-    // Worker keeps it until ten minutes before it expires.
+    // The clone and the push were served by one token narrowed to the session's
+    // repository and to what git needs (the Worker and the supervisor keep it until shortly
+    // before it expires); the App's own token served the repository lookup.
     let asked = requests.iter().filter(|(_, s)| *s == 401).count();
     assert!(
         asked >= 2,
         "clone and push each asked for credentials: {requests:?}"
     );
-    assert_eq!(gh.mints(), 1, "{requests:?}");
+    assert_eq!(gh.mints(), 2, "{requests:?}");
+    let grants = gh.grants();
+    let narrowed: Vec<_> = grants.iter().filter(|g| g.repositories.is_some()).collect();
+    assert_eq!(narrowed.len(), 1, "{grants:?}");
+    assert_eq!(
+        narrowed[0].repositories.as_deref(),
+        Some(&["private".to_owned()][..])
+    );
+    assert_eq!(
+        narrowed[0].permissions,
+        json!({"contents": "write", "metadata": "read"})
+    );
     // The session branch was pushed back through the helper too.
     let branch = format!("open-inspect/{id}");
     let pushed = Command::new("git")
@@ -1043,11 +1055,28 @@ async fn a_sandbox_token_works_only_for_its_own_session_and_sandbox() {
     options.vars = provider.worker_vars();
     options.vars.extend(gh.worker_vars());
     let stack = Stack::start_with(options).await.unwrap();
+    // Tokens are minted only narrowed to a session's GitHub repositories: one to work on.
+    let work = tempfile::tempdir().unwrap();
+    init_repo(work.path());
+    git(
+        work.path(),
+        &[
+            "clone",
+            "--quiet",
+            "--bare",
+            ".",
+            gh.repos_root.join("acme/web.git").to_str().unwrap(),
+        ],
+    );
     let mut spawns = vec![];
     for _ in 0..2 {
-        let r = send(Method::POST, &stack.url("/sessions"), Some(json!({})))
-            .await
-            .unwrap();
+        let r = send(
+            Method::POST,
+            &stack.url("/sessions"),
+            Some(json!({"repoOwner": "acme", "repoName": "web"})),
+        )
+        .await
+        .unwrap();
         let id = r.body["sessionId"].as_str().unwrap().to_owned();
         let r = send(
             Method::POST,
@@ -1077,6 +1106,19 @@ async fn a_sandbox_token_works_only_for_its_own_session_and_sandbox() {
     assert_eq!(body["username"], "x-access-token");
     assert!(body["password"].as_str().unwrap().starts_with("ghs_"));
     assert!(body["expiresAtEpochMs"].as_i64().unwrap() > now_ms() as i64 + 50 * 60 * 1000);
+    // Narrowed to the session's repository and to what git needs (the other token is the
+    // App's own, which looked the repository up when the session was made).
+    let grants = gh.grants();
+    let narrowed: Vec<_> = grants.iter().filter(|g| g.repositories.is_some()).collect();
+    assert_eq!(narrowed.len(), 1, "{grants:?}");
+    assert_eq!(
+        narrowed[0].repositories.as_deref(),
+        Some(&["web".to_owned()][..])
+    );
+    assert_eq!(
+        narrowed[0].permissions,
+        json!({"contents": "write", "metadata": "read"})
+    );
     // Another session's token, or its own with another sandbox's id: refused.
     let r = creds(&b.session_id, &a.sandbox_token, &a.sandbox_id)
         .await

@@ -116,9 +116,28 @@ pub(crate) fn json<T: serde::Serialize>(value: &T, status: u16) -> ApiResult<Res
 }
 
 async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiResult<Response> {
-    // A made-up session id never reaches the runtime: it would make an object.
-    if let Some(id) = route.session_id() {
-        known_session(env, id).await?;
+    // A made-up session id never reaches the runtime: it would make an object. Routes
+    // that carry their own credentials (a sandbox's) are checked here; the others once the
+    // caller is known, so a stranger learns nothing about which sessions exist.
+    let sandbox_route = match &route {
+        Route::Session { action, .. } => {
+            matches!(
+                action,
+                SessionAction::Socket | SessionAction::ScmCredentials | SessionAction::PullRequests
+            ) || (*action == SessionAction::TunnelUrls
+                && req
+                    .headers()
+                    .has(inspect_protocol::auth::SANDBOX_ID_HEADER)
+                    .unwrap_or(false))
+        }
+        Route::AttachmentDownload { .. } => true,
+        Route::Children { op, .. } => !matches!(op, crate::routes::ChildOp::List),
+        _ => false,
+    };
+    if sandbox_route {
+        if let Some(id) = route.session_id() {
+            known_session(env, id).await?;
+        }
     }
     // Routes that carry their own credentials (or none).
     match &route {
@@ -196,6 +215,11 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
         Vec::new()
     };
     let caller = caller::resolve(&req, &body, env).await?;
+    if !sandbox_route {
+        if let Some(id) = route.session_id() {
+            known_session(env, id).await?;
+        }
+    }
     let actor = &caller.actor;
     let now = now_ms() as i64;
     match route {

@@ -225,7 +225,19 @@ async fn github_source(
     }
 }
 
-/// `PUT /repos/:owner/:name/settings`: replaces the repository's settings.
+/// The fields of [`inspect_protocol::scm::RepoSettings`] as they travel.
+const SETTINGS_FIELDS: &[&str] = &[
+    "defaultModel",
+    "alwaysDraft",
+    "prLabel",
+    "botEnabled",
+    "autoReviewOnOpen",
+    "allowedTriggerUsers",
+    "defaultEnvironmentId",
+];
+
+/// `PUT /repos/:owner/:name/settings`: changes the fields the body names and keeps the
+/// others (`null` clears one). An unknown field is a 400, not silently dropped.
 pub async fn put_settings(
     env: &Env,
     owner: &str,
@@ -237,8 +249,33 @@ pub async fn put_settings(
     if !valid_part(owner) || !valid_part(name) {
         return Err(ApiError::bad_request("invalid repository name"));
     }
-    let settings: inspect_protocol::scm::RepoSettings = inspect_protocol::json::from_slice(body)
-        .map_err(|e| ApiError::bad_request(format!("malformed settings: {e}")))?;
+    let changes: serde_json::Map<String, serde_json::Value> =
+        inspect_protocol::json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("malformed settings: {e}")))?;
+    if let Some(unknown) = changes
+        .keys()
+        .find(|k| !SETTINGS_FIELDS.contains(&k.as_str()))
+    {
+        return Err(ApiError::bad_request(format!(
+            "unknown setting {unknown:?}; the settings are {}",
+            SETTINGS_FIELDS.join(", ")
+        )));
+    }
+    let current = inspect_scm::api::repo_settings(env, owner, name).await?;
+    let mut merged = match serde_json::to_value(&current) {
+        Ok(serde_json::Value::Object(m)) => m,
+        _ => serde_json::Map::new(),
+    };
+    for (k, v) in changes {
+        if v.is_null() {
+            merged.remove(&k);
+        } else {
+            merged.insert(k, v);
+        }
+    }
+    let settings: inspect_protocol::scm::RepoSettings =
+        serde_json::from_value(serde_json::Value::Object(merged))
+            .map_err(|e| ApiError::bad_request(format!("malformed settings: {e}")))?;
     if let Some(label) = &settings.pr_label {
         if label.trim().is_empty() || label.len() > 50 {
             return Err(ApiError::bad_request("prLabel is 1 to 50 characters"));

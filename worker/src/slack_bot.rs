@@ -129,7 +129,7 @@ pub async fn events(mut req: Request, env: &Env, ctx: Context) -> Result<Respons
         if claimed == 0 {
             emit(
                 log("duplicate", "event already taken")
-                    .with("event", event_id.as_str())
+                    .with("slackEventId", event_id.as_str())
                     .with("retry", retry),
             );
             return answer(200, json!({ "ok": true, "duplicate": true }));
@@ -147,7 +147,7 @@ pub async fn events(mut req: Request, env: &Env, ctx: Context) -> Result<Respons
             Ok(what) => (log("handled", what), what.clone()),
             Err(e) => (log("failed", &e.message), e.message.clone()),
         };
-        emit(line.with("event", event_id.as_str()));
+        emit(line.with("slackEventId", event_id.as_str()));
         let _ = db::run(
             &env2,
             "UPDATE slack_events SET outcome = ?2 WHERE event_id = ?1",
@@ -746,6 +746,19 @@ async fn start(
         }
     };
     let session = created.session_id;
+    // The first message links the session at once (the progress updates keep the link).
+    if let Some(ts) = &progress_ts {
+        let url = inspect_scm::api::session_url(env, Some(origin), &session);
+        let mut message = blocks::progress(&target.label, "starting", None, 0, &url);
+        message["channel"] = json!(p.channel);
+        message["ts"] = json!(ts);
+        if let Err(e) = api::post(env, "chat.update", &message).await {
+            emit(log(
+                "failed",
+                &format!("linking the session: {}", e.message),
+            ));
+        }
+    }
     let context = if p.thread_ts != p.ts {
         thread_context(env, p, None, bot, CONTEXT_MESSAGES).await
     } else {

@@ -511,7 +511,26 @@ async fn main() -> Result<()> {
 }
 
 async fn print_storm(stack: &Stack) -> Result<()> {
+    let before = runtime_complaints(stack);
     let (all, p50, p99) = connect_storm(stack, 200).await?;
     println!("(f) connect storm, 200 clients join one session at once: all joined in {all:.0} ms (each join p50 {p50:.0} ms, p99 {p99:.0} ms)");
+    // Give background work (the index write) time to end, then count what the runtime said.
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let after = runtime_complaints(stack);
+    println!(
+        "    the runtime during the storm: {} 'IoContext dropped queued cross-context actions', {} 'tail session was canceled'",
+        after.0 - before.0,
+        after.1 - before.1
+    );
     Ok(())
+}
+
+/// How often wrangler's log has the runtime's complaints about work outliving its request.
+fn runtime_complaints(stack: &Stack) -> (usize, usize) {
+    let log = stack.log();
+    (
+        log.matches("IoContext dropped queued cross-context actions")
+            .count(),
+        log.matches("tail session was canceled").count(),
+    )
 }
