@@ -520,3 +520,60 @@ async fn smaller_holes_are_closed() {
         .unwrap();
     assert!(wait >= 1);
 }
+
+#[tokio::test]
+async fn the_slack_bot_sends_its_token_only_to_slacks_own_hosts() {
+    use inspect_tests::fake_slack::{envelope, signed, BOT_USER, SIGNING_SECRET};
+    let provider = CaptureProvider::start().await.unwrap();
+    let slack = FakeSlack::start().await.unwrap();
+    slack.add_user("U1", "Ann", "ann@example.com");
+    slack.add_channel("CENG", "eng", "shipping");
+    let mut options = StackOptions::local();
+    options.vars = provider.worker_vars();
+    options.vars.extend(slack.worker_vars());
+    let stack = Stack::start_with(options).await.unwrap();
+    let repo = source_repo();
+    inspect_tests::client::register_repo(&stack.base_url, "demo", repo.path())
+        .await
+        .unwrap();
+    // The text says slack.com; the URL parser (and so the fetch) says evil.example.
+    let text = format!("<@{BOT_USER}> look at this screenshot");
+    let files = json!([
+        {"id": "F1", "name": "shot.png", "mimetype": "image/png", "size": 10,
+         "url_private_download": "https://evil.example\\.slack.com/shot.png", "mode": "hosted"},
+        {"id": "F2", "name": "other.png", "mimetype": "image/png", "size": 10,
+         "url_private_download": "https://files.slack.com.evil.example/other.png", "mode": "hosted"}
+    ]);
+    let ts = slack.human_message_with_files("CENG", "U1", &text, None, files);
+    let body = envelope(
+        "EvFiles",
+        json!({"type": "app_mention", "user": "U1", "text": text, "ts": ts, "channel": "CENG"}),
+    );
+    let (at, sig, bytes) = signed(&body, SIGNING_SECRET);
+    let r = reqwest::Client::new()
+        .post(stack.url("/webhooks/slack/events"))
+        .header("X-Slack-Request-Timestamp", at.to_string())
+        .header("X-Slack-Signature", sig)
+        .header("Content-Type", "application/json")
+        .body(bytes)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    // Both files are left out, and the thread says why.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let note = loop {
+        let said: Vec<String> = slack
+            .bot_messages("CENG", &ts)
+            .into_iter()
+            .map(|m| m.text)
+            .collect();
+        if let Some(n) = said.iter().find(|t| t.contains("Left out")) {
+            break n.clone();
+        }
+        assert!(std::time::Instant::now() < deadline, "{said:?}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    assert!(note.contains("shot.png: not on Slack's hosts"), "{note}");
+    assert!(note.contains("other.png: not on Slack's hosts"), "{note}");
+}
