@@ -78,6 +78,17 @@ mod tests {
     }
 }
 
+/// A repository owner's or name's part as GitHub allows them (letters, digits, `-_.`, at
+/// most 100, never `.` or `..`), so local and hosted repositories share one namespace.
+pub fn valid_repo_part(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 100
+        && s != "."
+        && s != ".."
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
 /// The one check for every branch name a person, a bot or a webhook hands us (sessions,
 /// environments, images, pull requests): what git and GitHub accept, and only characters
 /// no shell gives a meaning to. Refused: `HEAD`, a leading `/`, `.` or `-`, a trailing `/`

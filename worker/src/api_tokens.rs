@@ -59,7 +59,7 @@ pub async fn create(
     now: i64,
 ) -> Result<CreatedApiToken, ApiError> {
     person(caller)?;
-    let req: CreateApiToken = crate::entry::body_as(body)?;
+    let req: CreateApiToken = crate::http::body_as(body)?;
     if !tokens::valid_token_name(&req.name) {
         return Err(ApiError::bad_request(
             "a token's name is 1-100 characters without control characters",

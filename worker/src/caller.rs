@@ -156,29 +156,21 @@ async fn service(req: &Request, body: &[u8], env: &Env) -> Result<Caller, ApiErr
     // Each signed request is good once: a copy sent again inside its window is refused.
     // Expired entries are swept in the same round trip.
     let now = now_ms();
-    let database = db::database(env)?;
-    let sweep = database
-        .prepare("DELETE FROM service_signatures WHERE expires_at < ?1")
-        .bind(&[num(now)])
-        .map_err(db::unavailable)?;
-    let record = database
-        .prepare(
+    let fresh = db::sweep_then_run(
+        env,
+        (
+            "DELETE FROM service_signatures WHERE expires_at < ?1",
+            &[num(now)],
+        ),
+        (
             "INSERT OR IGNORE INTO service_signatures (signature_hash, expires_at) VALUES (?1, ?2)",
-        )
-        .bind(&[
-            tokens::hash(&signature).into(),
-            num(now + 2 * sig1::WINDOW_MS),
-        ])
-        .map_err(db::unavailable)?;
-    let results = database
-        .batch(vec![sweep, record])
-        .await
-        .map_err(db::unavailable)?;
-    let fresh = results
-        .get(1)
-        .and_then(|r| r.meta().ok().flatten())
-        .and_then(|m| m.changes)
-        .unwrap_or(0);
+            &[
+                tokens::hash(&signature).into(),
+                num(now + 2 * sig1::WINDOW_MS),
+            ],
+        ),
+    )
+    .await?;
     if fresh == 0 {
         return Err(ApiError::unauthorized(
             "this signed request was already used; sign each request anew",

@@ -3,7 +3,8 @@
 //! session (its own object, sandbox and token), prompts it, and the parent records it.
 //! The parent never sees a child's token; a child acts for the parent's prompter.
 
-use crate::entry::{call_object, create_session, json, object_answer, origin_of, parse, read_body};
+use crate::http::{json, origin_of, parse, read_body};
+use crate::objects::{call_object, create_session, object_answer};
 use inspect_protocol::session::{
     Actor, ArtifactList, ChildList, ChildPlan, ChildPrompt, ChildSummary, CreateSessionRequest,
     EventPage, MessageList, MessageStatus, PromptRequest, SessionState, SpawnChildRequest,
@@ -22,7 +23,7 @@ async fn ask_parent(
     req: &Request,
     body: &[u8],
 ) -> ApiResult<ChildPlan> {
-    let resp = crate::entry::forward_as_sandbox(env, parent, path, req, Some(body)).await?;
+    let resp = crate::objects::forward_as_sandbox(env, parent, path, req, Some(body)).await?;
     parse(&object_answer(resp, 200).await?)
 }
 
@@ -87,7 +88,7 @@ pub async fn summary(env: &Env, child: &str) -> ApiResult<ChildSummary> {
 /// `POST /sessions/:id/children` (the parent's sandbox): one more child, within the limits.
 pub async fn spawn(env: &Env, parent: &str, mut req: Request) -> ApiResult<Response> {
     let body = read_body(&mut req).await?;
-    let spawn: SpawnChildRequest = crate::entry::body_as(&body)?;
+    let spawn: SpawnChildRequest = crate::http::body_as(&body)?;
     let plan = ask_parent(env, parent, "/children/plan", &req, &body).await?;
     let slot = plan.reservation.clone().unwrap_or_default();
     match make_child(env, parent, &req, &spawn, &plan).await {
@@ -194,7 +195,7 @@ pub async fn act(
     match op {
         "status" => json(&summary(env, child).await?, 200),
         "prompt" => {
-            let p: ChildPrompt = crate::entry::body_as(&body)?;
+            let p: ChildPrompt = crate::http::body_as(&body)?;
             prompt_child(env, child, &plan.actor, &p.prompt).await?;
             json(&summary(env, child).await?, 200)
         }

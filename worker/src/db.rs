@@ -30,6 +30,33 @@ pub async fn run(env: &Env, sql: &str, args: &[JsValue]) -> Result<usize, ApiErr
     Ok(r.meta().ok().flatten().and_then(|m| m.changes).unwrap_or(0))
 }
 
+/// Runs a sweep and then a statement in one batch: how many rows the statement changed.
+/// (A sweep of what expired, then a claim that counts only if it wrote.)
+pub async fn sweep_then_run(
+    env: &Env,
+    sweep: (&str, &[JsValue]),
+    statement: (&str, &[JsValue]),
+) -> Result<usize, ApiError> {
+    let database = database(env)?;
+    let first = database
+        .prepare(sweep.0)
+        .bind(sweep.1)
+        .map_err(unavailable)?;
+    let second = database
+        .prepare(statement.0)
+        .bind(statement.1)
+        .map_err(unavailable)?;
+    let results = database
+        .batch(vec![first, second])
+        .await
+        .map_err(unavailable)?;
+    Ok(results
+        .get(1)
+        .and_then(|r| r.meta().ok().flatten())
+        .and_then(|m| m.changes)
+        .unwrap_or(0))
+}
+
 pub use inspect_scm::setting;
 
 /// Random bytes from the runtime.

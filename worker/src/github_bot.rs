@@ -32,7 +32,7 @@ fn log(delivery: &str, event: &str, outcome: &str, detail: &str) {
 }
 
 fn answer(status: u16, body: serde_json::Value) -> Result<Response, ApiError> {
-    crate::entry::json(&body, status)
+    crate::http::json(&body, status)
 }
 
 pub async fn webhook(mut req: Request, env: &Env, ctx: Context) -> Result<Response, ApiError> {
@@ -108,7 +108,7 @@ pub async fn webhook(mut req: Request, env: &Env, ctx: Context) -> Result<Respon
             return answer(200, json!({"duplicate": true}));
         }
     }
-    let origin = crate::entry::origin_of(&req);
+    let origin = crate::http::origin_of(&req);
     let env2 = env.clone();
     let delivery2 = delivery.clone();
     let event2 = event.clone();
@@ -222,7 +222,7 @@ async fn act(env: &Env, origin: &str, t: &Trigger) -> Result<Acted, ApiError> {
         ..Default::default()
     };
     let created =
-        crate::entry::create_session_with(env, origin, &actor, create, &[on_branch]).await?;
+        crate::objects::create_session_with(env, origin, &actor, create, &[on_branch]).await?;
     let mut content = webhook::prompt(t, &pull);
     content.push_str(&format!(
         "\n\nTo update this pull request, run `open-inspect pr --head {} --base {} --title \"…\"` after committing.",
@@ -242,7 +242,7 @@ async fn act(env: &Env, origin: &str, t: &Trigger) -> Result<Acted, ApiError> {
         ..Default::default()
     };
     let body = serde_json::to_vec(&prompt).map_err(|e| ApiError::internal(e.to_string()))?;
-    let mut resp = crate::entry::call_object(
+    let mut resp = crate::objects::call_object(
         env,
         &created.session_id,
         Method::Post,

@@ -147,7 +147,7 @@ pub async fn set_schedule(
     origin: &str,
     now: i64,
 ) -> Result<ImageList, ApiError> {
-    let req: ImageRequest = crate::entry::body_as(body)?;
+    let req: ImageRequest = crate::http::body_as(body)?;
     let schedule = req
         .schedule
         .ok_or_else(|| ApiError::bad_request("the body needs a schedule"))?;
@@ -181,7 +181,7 @@ pub async fn start_by_hand(
     origin: &str,
     now: i64,
 ) -> Result<ImageBuild, ApiError> {
-    let req: ImageRequest = crate::entry::body_as(body)?;
+    let req: ImageRequest = crate::http::body_as(body)?;
     start(env, &req.scope, "manual", origin, now).await
 }
 

@@ -103,7 +103,9 @@ pub async fn sync(env: &Env, now: i64) -> Result<usize, ApiError> {
         }
     }
     repos.retain(|r| {
-        !r.archived && crate::repos::valid_part(&r.owner.login) && crate::repos::valid_part(&r.name)
+        !r.archived
+            && inspect_protocol::limits::valid_repo_part(&r.owner.login)
+            && inspect_protocol::limits::valid_repo_part(&r.name)
     });
     let database = db::database(env)?;
     let mut statements = Vec::new();

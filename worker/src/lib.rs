@@ -21,11 +21,17 @@ mod entry;
 #[cfg(target_arch = "wasm32")]
 mod github_bot;
 #[cfg(target_arch = "wasm32")]
+mod health;
+#[cfg(target_arch = "wasm32")]
+mod http;
+#[cfg(target_arch = "wasm32")]
 mod images;
 #[cfg(target_arch = "wasm32")]
 mod index;
 #[cfg(target_arch = "wasm32")]
 mod installation;
+#[cfg(target_arch = "wasm32")]
+mod objects;
 #[cfg(target_arch = "wasm32")]
 mod ratelimit;
 #[cfg(target_arch = "wasm32")]

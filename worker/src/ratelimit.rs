@@ -25,32 +25,24 @@ pub async fn charge_session(env: &Env, user_id: &str, now: i64) -> Result<Charge
         .and_then(|v| v.parse::<u32>().ok())
         .unwrap_or(DEFAULT_SESSIONS_PER_HOUR);
     let key = session_key(user_id);
-    let database = db::database(env)?;
-    let forget = database
-        .prepare("DELETE FROM rate_events WHERE key = ?1 AND at <= ?2")
-        .bind(&[key.as_str().into(), num(now - HOUR_MS)])
-        .map_err(db::unavailable)?;
-    let take = database
-        .prepare(
+    let taken = db::sweep_then_run(
+        env,
+        (
+            "DELETE FROM rate_events WHERE key = ?1 AND at <= ?2",
+            &[key.as_str().into(), num(now - HOUR_MS)],
+        ),
+        (
             "INSERT INTO rate_events (key, at)
              SELECT ?1, ?2 WHERE (SELECT COUNT(*) FROM rate_events WHERE key = ?1 AND at > ?3) < ?4",
-        )
-        .bind(&[
-            key.as_str().into(),
-            num(now),
-            num(now - HOUR_MS),
-            num(i64::from(limit)),
-        ])
-        .map_err(db::unavailable)?;
-    let results = database
-        .batch(vec![forget, take])
-        .await
-        .map_err(db::unavailable)?;
-    let taken = results
-        .get(1)
-        .and_then(|r| r.meta().ok().flatten())
-        .and_then(|m| m.changes)
-        .unwrap_or(0);
+            &[
+                key.as_str().into(),
+                num(now),
+                num(now - HOUR_MS),
+                num(i64::from(limit)),
+            ],
+        ),
+    )
+    .await?;
     if taken == 1 {
         return Ok(Charge { key, at: now });
     }

@@ -9,15 +9,7 @@ use inspect_protocol::{ApiError, ErrorCode};
 use serde::Deserialize;
 use worker::Env;
 
-/// Names as GitHub allows them, so local and hosted repositories share one namespace.
-pub fn valid_part(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 100
-        && s != "."
-        && s != ".."
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-}
+pub use inspect_protocol::limits::valid_repo_part as valid_part;
 
 pub fn validate(req: &RegisterRepository) -> Result<(String, String), ApiError> {
     let owner = req.owner.clone().unwrap_or_else(|| "local".into());

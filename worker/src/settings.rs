@@ -195,7 +195,7 @@ async fn checked_environment(
     env: &Env,
     body: &[u8],
 ) -> Result<(String, Option<String>, String), ApiError> {
-    let req: CreateEnvironment = crate::entry::body_as(body)?;
+    let req: CreateEnvironment = crate::http::body_as(body)?;
     let name = req.name.trim().to_owned();
     if name.is_empty() || name.chars().count() > 100 || name.chars().any(char::is_control) {
         return Err(ApiError::bad_request(

@@ -6,7 +6,7 @@
 //! moves bytes and keeps the thread ↔ session map in D1.
 
 use crate::db::{self, num, setting};
-use crate::entry::internal;
+use crate::http::internal;
 use inspect_durable::log::{emit, LogLine};
 use inspect_protocol::scm::CallbackContext;
 use inspect_protocol::session::{
@@ -49,7 +49,7 @@ fn log(outcome: &str, detail: &str) -> LogLine {
 }
 
 fn answer(status: u16, body: Value) -> Result<Response, ApiError> {
-    crate::entry::json(&body, status)
+    crate::http::json(&body, status)
 }
 
 /// The body, after the signature and the window were checked.
@@ -135,7 +135,7 @@ pub async fn events(mut req: Request, env: &Env, ctx: Context) -> Result<Respons
             return answer(200, json!({ "ok": true, "duplicate": true }));
         }
     }
-    let origin = crate::entry::origin_of(&req);
+    let origin = crate::http::origin_of(&req);
     let env2 = env.clone();
     ctx.wait_until(async move {
         let outcome = match decision {
@@ -688,7 +688,7 @@ async fn attach_images(env: &Env, session: &str, p: &Pending) -> (Vec<Attachment
     for w in wanted {
         let stored = async {
             let bytes = api::download(env, &w.url, files::MAX_IMAGE_BYTES).await?;
-            crate::entry::store_attachment(env, session, &w.name, &w.mime_type, &bytes).await
+            crate::objects::store_attachment(env, session, &w.name, &w.mime_type, &bytes).await
         }
         .await;
         match stored {
@@ -736,7 +736,7 @@ async fn start(
             }]);
         }
     }
-    let created = match crate::entry::create_session(env, origin, &actor, create).await {
+    let created = match crate::objects::create_session(env, origin, &actor, create).await {
         Ok(c) => c,
         Err(e) => {
             if let Some(ts) = &progress_ts {
@@ -846,7 +846,7 @@ async fn prompt_session(
         ..Default::default()
     };
     let body = serde_json::to_vec(&prompt).map_err(json_err)?;
-    let resp = crate::entry::call_object(
+    let resp = crate::objects::call_object(
         env,
         session,
         Method::Post,
@@ -856,7 +856,7 @@ async fn prompt_session(
         &body,
     )
     .await?;
-    crate::entry::object_answer(resp, 200).await.map(drop)
+    crate::objects::object_answer(resp, 200).await.map(drop)
 }
 
 /// A message in a thread that has a session: the next prompt to it, with the messages
@@ -869,7 +869,7 @@ async fn follow_up(
 ) -> Result<String, ApiError> {
     let now = now_ms();
     let mut resp =
-        crate::entry::call_object(env, &t.session_id, Method::Get, "/", "", None, &[]).await?;
+        crate::objects::call_object(env, &t.session_id, Method::Get, "/", "", None, &[]).await?;
     if resp.status_code() == 404 {
         return Err(ApiError::not_found("the thread's session is gone"));
     }
@@ -1008,7 +1008,7 @@ pub async fn interactions(mut req: Request, env: &Env, ctx: Context) -> Result<R
     let action = &payload["actions"][0];
     let action_id = action["action_id"].as_str().unwrap_or("").to_owned();
     let user = payload["user"]["id"].as_str().unwrap_or("").to_owned();
-    let origin = crate::entry::origin_of(&req);
+    let origin = crate::http::origin_of(&req);
     let env2 = env.clone();
     let payload2 = payload.clone();
     ctx.wait_until(async move {

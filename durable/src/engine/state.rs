@@ -42,7 +42,7 @@ pub fn repositories_of(req: &CreateSessionRequest) -> EngineResult<Vec<Repositor
     }
     for (i, r) in repos.iter().enumerate() {
         for (what, value) in [("owner", &r.owner), ("name", &r.name)] {
-            if !valid_repo_part(value) {
+            if !inspect_protocol::limits::valid_repo_part(value) {
                 return Err(ApiError::bad_request(format!(
                     "repository {} has an invalid {what}: {value:?}",
                     i + 1
@@ -63,15 +63,6 @@ pub fn repositories_of(req: &CreateSessionRequest) -> EngineResult<Vec<Repositor
         }
     }
     Ok(repos)
-}
-
-fn valid_repo_part(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 100
-        && s != "."
-        && s != ".."
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
 fn validate_tunnel_ports(ports: &[u16]) -> EngineResult<()> {

@@ -1,0 +1,404 @@
+//! Calls into a session's Durable Object: forwarding a route with the resolved caller (and
+//! a body the Worker parsed and wrote anew), a sandbox's own requests, creating a session
+//! (its object and its index row), and the session-id check that keeps made-up ids from
+//! ever addressing an object.
+
+use crate::auth::session_ids;
+use crate::http::{body_as, internal, json, now_ms, origin_of, parse, read_body, ApiResult};
+use crate::routes::SessionAction;
+use crate::{index, repos, settings};
+use inspect_durable::shell::{ACTOR_HEADER, ORIGIN_HEADER, SESSION_HEADER, VOUCHED_HEADER};
+use inspect_protocol::session::{Actor, CreateSessionRequest};
+use inspect_protocol::{ApiError, ErrorCode};
+use inspect_scm::app as github_app;
+use worker::{Env, Headers, Method, Request, RequestInit, Response};
+
+/// The sandbox's own credentials from its request (bearer token and `X-Sandbox-ID`), for
+/// the object to check.
+fn sandbox_credentials(req: &Request) -> ApiResult<Headers> {
+    let headers = Headers::new();
+    for name in ["Authorization", inspect_protocol::auth::SANDBOX_ID_HEADER] {
+        if let Some(v) = req.headers().get(name).ok().flatten() {
+            headers.set(name, &v).map_err(internal)?;
+        }
+    }
+    Ok(headers)
+}
+
+/// Sends a sandbox's request on to its session's object at `path`, with the sandbox's own
+/// credentials for the object to check.
+pub(crate) async fn forward_as_sandbox(
+    env: &Env,
+    id: &str,
+    path: &str,
+    req: &Request,
+    body: Option<&[u8]>,
+) -> ApiResult<Response> {
+    let headers = sandbox_credentials(req)?;
+    let mut init = RequestInit::new();
+    init.with_method(Method::Post);
+    if let Some(body) = body {
+        headers
+            .set("Content-Type", "application/json")
+            .map_err(internal)?;
+        init.with_body(Some(js_sys_bytes(body)));
+    }
+    init.with_headers(headers);
+    let inner =
+        Request::new_with_init(&format!("https://session{path}"), &init).map_err(internal)?;
+    session_stub(env, id)?
+        .fetch_with_request(inner)
+        .await
+        .map_err(|e| ApiError::new(ErrorCode::Unavailable, e.to_string()))
+}
+
+/// `POST /sessions/:id/scm-credentials`: the session's object vouches for the sandbox's
+/// token and names its GitHub repositories, then the Worker hands out an installation
+/// token narrowed to them.
+pub(crate) async fn scm_credentials(env: &Env, id: &str, req: Request) -> ApiResult<Response> {
+    let resp = forward_as_sandbox(
+        env,
+        id,
+        SessionAction::ScmCredentials.object_path(),
+        &req,
+        None,
+    )
+    .await?;
+    if resp.status_code() != 200 {
+        return Ok(resp);
+    }
+    let scope: inspect_protocol::auth::ScmScope = parse(&object_answer(resp, 200).await?)?;
+    let creds = github_app::git_token(env, &scope.repositories, now_ms() as i64).await?;
+    let resp = json(&creds, 200)?;
+    let _ = resp.headers().set("Cache-Control", "no-store");
+    Ok(resp)
+}
+
+/// `POST /sessions/:id/pull-requests`: from the session's sandbox (its token and id); the
+/// object checks them and does the rest.
+pub(crate) async fn pull_requests(env: &Env, id: &str, mut req: Request) -> ApiResult<Response> {
+    let body = read_body(&mut req).await?;
+    forward_as_sandbox(
+        env,
+        id,
+        SessionAction::PullRequests.object_path(),
+        &req,
+        Some(&body),
+    )
+    .await
+}
+
+/// The body a session's object gets for `action`: parsed here, once, with the Worker's
+/// limits, and written anew from its type, so the object never reads what the Worker did
+/// not. Where a prompt's outcome is reported (`callbackContext`) is the control plane's or
+/// a signed service's to say (`vouched`), never a person's. Actions that take no body get
+/// none.
+pub(crate) fn typed_session_body(
+    action: SessionAction,
+    body: &[u8],
+    vouched: bool,
+) -> ApiResult<Vec<u8>> {
+    let write = |r: serde_json::Result<Vec<u8>>| r.map_err(|e| ApiError::internal(e.to_string()));
+    match action {
+        SessionAction::Prompt => {
+            let mut prompt: inspect_protocol::session::PromptRequest = body_as(body)?;
+            if !vouched {
+                prompt.callback_context = None;
+            }
+            write(serde_json::to_vec(&prompt))
+        }
+        SessionAction::Title => {
+            let title: inspect_protocol::session::TitleRequest = body_as(body)?;
+            write(serde_json::to_vec(&title))
+        }
+        _ => Ok(Vec::new()),
+    }
+}
+
+/// A session object's answer: its text when the status is `ok`, its error otherwise. Not
+/// generic, so the reading is in the wasm once and only [`parse`] is made per answer type
+/// (`Response::json` made the whole read once per type).
+pub(crate) async fn object_answer(mut resp: Response, ok: u16) -> ApiResult<String> {
+    let text = resp.text().await.map_err(internal)?;
+    if resp.status_code() != ok {
+        return Err(parse::<inspect_protocol::ErrorBody>(&text)?.error);
+    }
+    Ok(text)
+}
+
+/// The key session ids are tagged with, from the deployment's secrets key.
+pub(crate) fn session_id_key(env: &Env) -> Option<[u8; 32]> {
+    crate::db::setting(env, inspect_secrets::KEY_VAR).map(|k| session_ids::id_key(&k))
+}
+
+pub(crate) fn new_session_id(env: &Env) -> ApiResult<String> {
+    let mut bytes = [0u8; session_ids::RANDOM_BYTES];
+    getrandom::fill(&mut bytes).map_err(|e| ApiError::internal(e.to_string()))?;
+    Ok(session_ids::mint(session_id_key(env).as_ref(), &bytes))
+}
+
+/// Refuses (404) a session id this control plane did not make: its tag says so, or, for
+/// an id without one, the index does.
+pub(crate) async fn known_session(env: &Env, id: &str) -> ApiResult<()> {
+    if session_id_key(env).is_some_and(|key| session_ids::vouched(&key, id)) {
+        return Ok(());
+    }
+    let row: Option<serde_json::Value> = crate::db::first(
+        env,
+        "SELECT 1 AS found FROM sessions WHERE id = ?1",
+        &[id.into()],
+    )
+    .await?;
+    match row {
+        Some(_) => Ok(()),
+        None => Err(ApiError::not_found(format!("no session {id}"))),
+    }
+}
+
+/// Keeps a file in a session for its prompts (`POST /sessions/:id/attachments`, and the
+/// Slack bot's images): what a prompt lists to carry it.
+pub(crate) async fn store_attachment(
+    env: &Env,
+    id: &str,
+    name: &str,
+    mime_type: &str,
+    bytes: &[u8],
+) -> ApiResult<inspect_protocol::session::Attachment> {
+    let headers = Headers::new();
+    headers.set("Content-Type", mime_type).map_err(internal)?;
+    headers.set(SESSION_HEADER, id).map_err(internal)?;
+    let service = Actor {
+        user_id: "system:attachments".into(),
+        name: "attachments".into(),
+        email: None,
+        avatar: None,
+    };
+    headers
+        .set(
+            ACTOR_HEADER,
+            &serde_json::to_string(&service).map_err(|e| ApiError::internal(e.to_string()))?,
+        )
+        .map_err(internal)?;
+    let mut init = RequestInit::new();
+    init.with_method(Method::Post)
+        .with_headers(headers)
+        .with_body(Some(js_sys_bytes(bytes)));
+    let url = worker::Url::parse_with_params("https://session/attachments", &[("name", name)])
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    let inner = Request::new_with_init(url.as_str(), &init).map_err(internal)?;
+    let resp = session_stub(env, id)?
+        .fetch_with_request(inner)
+        .await
+        .map_err(|e| ApiError::new(ErrorCode::Unavailable, e.to_string()))?;
+    parse(&object_answer(resp, 201).await?)
+}
+
+/// `GET /sessions/:id/attachments/:attachment`: the session's sandbox fetches a file.
+pub(crate) async fn attachment_for_sandbox(
+    env: &Env,
+    id: &str,
+    attachment: &str,
+    req: &Request,
+) -> ApiResult<Response> {
+    let headers = sandbox_credentials(req)?;
+    let mut init = RequestInit::new();
+    init.with_method(Method::Get).with_headers(headers);
+    let inner = Request::new_with_init(&format!("https://session/attachments/{attachment}"), &init)
+        .map_err(internal)?;
+    session_stub(env, id)?
+        .fetch_with_request(inner)
+        .await
+        .map_err(|e| ApiError::new(ErrorCode::Unavailable, e.to_string()))
+}
+
+/// Sends a request to the session's Durable Object, with the caller attached.
+pub(crate) async fn forward(
+    env: &Env,
+    id: &str,
+    action: SessionAction,
+    req: Request,
+    actor: Option<&Actor>,
+    body: Vec<u8>,
+    vouched: bool,
+) -> ApiResult<Response> {
+    let stub = session_stub(env, id)?;
+    let origin = origin_of(&req);
+    let query = req
+        .url()
+        .ok()
+        .and_then(|u| u.query().map(|q| format!("?{q}")))
+        .unwrap_or_default();
+    if action == SessionAction::Socket {
+        // Upgrades go through with their own headers (a sandbox's credentials among them);
+        // the runtime carries the socket across.
+        let headers = req.headers().clone();
+        headers.set(ORIGIN_HEADER, &origin).map_err(internal)?;
+        let mut init = RequestInit::new();
+        init.with_method(Method::Get).with_headers(headers);
+        let url = format!("https://session{}{}", action.object_path(), query);
+        let inner = Request::new_with_init(&url, &init).map_err(internal)?;
+        return stub
+            .fetch_with_request(inner)
+            .await
+            .map_err(|e| ApiError::new(ErrorCode::Unavailable, e.to_string()));
+    }
+    let method = req.method();
+    let headers = Headers::new();
+    headers
+        .set("Content-Type", "application/json")
+        .map_err(internal)?;
+    headers.set(SESSION_HEADER, id).map_err(internal)?;
+    headers.set(ORIGIN_HEADER, &origin).map_err(internal)?;
+    if let Some(actor) = actor {
+        let json = serde_json::to_string(actor).map_err(|e| ApiError::internal(e.to_string()))?;
+        headers.set(ACTOR_HEADER, &json).map_err(internal)?;
+    }
+    if vouched {
+        headers.set(VOUCHED_HEADER, "1").map_err(internal)?;
+    }
+    let mut init = RequestInit::new();
+    init.with_method(method.clone()).with_headers(headers);
+    if matches!(method, Method::Post | Method::Patch | Method::Put) {
+        init.with_body(Some(js_sys_bytes(&body)));
+    }
+    let url = format!("https://session{}{}", action.object_path(), query);
+    let inner = Request::new_with_init(&url, &init).map_err(internal)?;
+    stub.fetch_with_request(inner)
+        .await
+        .map_err(|e| ApiError::new(ErrorCode::Unavailable, e.to_string()))
+}
+
+/// The stub of a session's Durable Object (named by the session id).
+pub(crate) fn session_stub(env: &Env, id: &str) -> ApiResult<worker::Stub> {
+    env.durable_object("SESSION")
+        .and_then(|ns| ns.get_by_name(id))
+        .map_err(internal)
+}
+
+pub(crate) fn js_sys_bytes(bytes: &[u8]) -> wasm_bindgen::JsValue {
+    worker::js_sys::Uint8Array::from(bytes).into()
+}
+
+/// Creates a session for `actor` (the REST route and the bots): resolves its
+/// repositories from the registry or the GitHub App, makes the object, indexes it.
+pub(crate) async fn create_session(
+    env: &Env,
+    origin: &str,
+    actor: &Actor,
+    create: CreateSessionRequest,
+) -> ApiResult<inspect_protocol::session::CreateSessionResponse> {
+    create_session_with(env, origin, actor, create, &[]).await
+}
+
+/// [`create_session`], with branches that replace an environment's for some of its
+/// repositories (the GitHub bot works on a pull request's branch inside the repository's
+/// default environment).
+pub(crate) async fn create_session_with(
+    env: &Env,
+    origin: &str,
+    actor: &Actor,
+    mut create: CreateSessionRequest,
+    branch_overrides: &[inspect_protocol::session::RepositoryRef],
+) -> ApiResult<inspect_protocol::session::CreateSessionResponse> {
+    create.environment_name = None;
+    let mut repositories = match &create.environment_id {
+        Some(environment) => {
+            if create.repositories.is_some() || create.repo_owner.is_some() {
+                return Err(ApiError::bad_request(
+                    "name an environment or repositories, not both",
+                ));
+            }
+            // The session keeps its own copy of the environment as it is now.
+            let found = settings::get_environment(env, environment).await?;
+            create.environment_name = Some(found.name);
+            let mut repositories = found.repositories;
+            for r in repositories.iter_mut() {
+                if let Some(o) = branch_overrides.iter().find(|o| {
+                    o.owner.eq_ignore_ascii_case(&r.owner) && o.name.eq_ignore_ascii_case(&r.name)
+                }) {
+                    r.branch = o.branch.clone();
+                }
+            }
+            repositories
+        }
+        None => inspect_durable::engine::state::repositories_of(&create)?,
+    };
+    repos::resolve(env, &mut repositories).await?;
+    // A session that names no model gets its primary repository's default, if it has one.
+    if create.model.is_none() {
+        if let Some(primary) = repositories.first() {
+            create.model = inspect_scm::api::repo_settings(env, &primary.owner, &primary.name)
+                .await?
+                .default_model;
+        }
+    }
+    create.repositories = Some(repositories);
+    create.repo_owner = None;
+    create.repo_name = None;
+    create.branch = None;
+    let body = serde_json::to_vec(&create).map_err(|e| ApiError::internal(e.to_string()))?;
+    let id = new_session_id(env)?;
+    // The request is checked here as the object will check it, and the session indexed
+    // from the state it will store while the object stores it (one round trip less than
+    // one after the other). It is indexed before answering, so the creator's next list
+    // shows it; if the object fails, the index forgets it again.
+    let (state, _) =
+        inspect_durable::engine::state::new_session(&id, &create, actor, now_ms() as i64)?;
+    let (stored, indexed) = futures::join!(
+        async {
+            let resp =
+                call_object(env, &id, Method::Post, "/init", origin, Some(actor), &body).await?;
+            object_answer(resp, 201).await.map(drop)
+        },
+        index::insert(env, &state, actor),
+    );
+    if let Err(e) = stored {
+        if indexed.is_ok() {
+            let _ = index::remove(env, &id).await;
+        }
+        return Err(e);
+    }
+    indexed?;
+    Ok(inspect_protocol::session::CreateSessionResponse {
+        session_id: state.id,
+        status: state.status,
+    })
+}
+
+/// One request to a session's object, as the Worker makes them.
+pub(crate) async fn call_object(
+    env: &Env,
+    id: &str,
+    method: Method,
+    path: &str,
+    origin: &str,
+    actor: Option<&Actor>,
+    body: &[u8],
+) -> ApiResult<Response> {
+    let headers = Headers::new();
+    headers
+        .set("Content-Type", "application/json")
+        .map_err(internal)?;
+    headers.set(SESSION_HEADER, id).map_err(internal)?;
+    if !origin.is_empty() {
+        headers.set(ORIGIN_HEADER, origin).map_err(internal)?;
+    }
+    if let Some(actor) = actor {
+        let json = serde_json::to_string(actor).map_err(|e| ApiError::internal(e.to_string()))?;
+        headers.set(ACTOR_HEADER, &json).map_err(internal)?;
+    }
+    // The Worker wrote this body itself (a bot's prompt with where to answer).
+    headers.set(VOUCHED_HEADER, "1").map_err(internal)?;
+    let mut init = RequestInit::new();
+    let has_body = matches!(method, Method::Post | Method::Put | Method::Patch);
+    init.with_method(method).with_headers(headers);
+    if has_body {
+        init.with_body(Some(js_sys_bytes(body)));
+    }
+    let inner =
+        Request::new_with_init(&format!("https://session{path}"), &init).map_err(internal)?;
+    session_stub(env, id)?
+        .fetch_with_request(inner)
+        .await
+        .map_err(|e| ApiError::new(ErrorCode::Unavailable, e.to_string()))
+}
