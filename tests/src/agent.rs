@@ -1,7 +1,7 @@
 //! The whole local stack an agent runs on: the scripted model, the local sandbox host (the
 //! real supervisor and OpenCode) and `wrangler dev` in local mode pointed at that host.
 
-use crate::fake_model::{FakeModel, Reply};
+use crate::fakes::model::{FakeModel, Reply};
 use crate::host::SandboxHost;
 use crate::{Stack, StackOptions};
 use anyhow::Result;

@@ -6,8 +6,8 @@
 
 use inspect_tests::agent::AgentStack;
 use inspect_tests::client::{send, WsClient};
-use inspect_tests::fake_github::{Account, FakeGitHub};
-use inspect_tests::fake_model::Reply;
+use inspect_tests::fakes::github::{Account, FakeGitHub};
+use inspect_tests::fakes::model::Reply;
 use inspect_tests::host::SandboxHost;
 use inspect_tests::repo::{git, init_repo};
 use inspect_tests::signing::{now_ms, sig1};

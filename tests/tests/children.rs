@@ -7,7 +7,7 @@
 
 use inspect_tests::agent::AgentStack;
 use inspect_tests::client::{get, send};
-use inspect_tests::fake_model::Reply;
+use inspect_tests::fakes::model::Reply;
 use inspect_tests::repo::source_repo;
 use reqwest::Method;
 use serde_json::{json, Value};

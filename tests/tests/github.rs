@@ -8,8 +8,8 @@
 
 use inspect_tests::agent::AgentStack;
 use inspect_tests::client::send;
-use inspect_tests::fake_github::{Account, FakeGitHub};
-use inspect_tests::fake_model::Reply;
+use inspect_tests::fakes::github::{Account, FakeGitHub};
+use inspect_tests::fakes::model::Reply;
 use inspect_tests::repo::{commit_all, git, init_repo};
 use inspect_tests::signing::github_webhook;
 use reqwest::header::{COOKIE, LOCATION, SET_COOKIE};

@@ -7,8 +7,8 @@
 
 use inspect_tests::agent::AgentStack;
 use inspect_tests::client::{get, send};
-use inspect_tests::fake_github::FakeGitHub;
-use inspect_tests::fake_model::Reply;
+use inspect_tests::fakes::github::FakeGitHub;
+use inspect_tests::fakes::model::Reply;
 use inspect_tests::host::SandboxHost;
 use inspect_tests::repo::source_repo;
 use inspect_tests::stack::{apply_tool_env, free_port};
@@ -299,7 +299,7 @@ async fn a_deleted_session_leaves_nothing_and_an_archived_one_no_sandbox() {
 
 #[tokio::test]
 async fn past_the_sandbox_cap_a_session_waits_and_says_so_then_runs() {
-    let model = inspect_tests::fake_model::FakeModel::start(vec![
+    let model = inspect_tests::fakes::model::FakeModel::start(vec![
         Reply::text("First done."),
         Reply::text("Second done."),
     ])

@@ -8,13 +8,13 @@
 #![allow(clippy::unwrap_used)] // a test fails loudly by design
 
 use inspect_tests::client::{create_session, get, WsClient};
-use inspect_tests::fake_daytona::FakeDaytona;
-use inspect_tests::fake_e2b::FakeE2b;
-use inspect_tests::fake_kubernetes::{self, FakeKubernetes};
-use inspect_tests::fake_modal::{self, FakeModal};
-use inspect_tests::fake_model::{FakeModel, Reply};
-use inspect_tests::fake_opencomputer::FakeOpenComputer;
-use inspect_tests::fake_vercel::FakeVercel;
+use inspect_tests::fakes::daytona::FakeDaytona;
+use inspect_tests::fakes::e2b::FakeE2b;
+use inspect_tests::fakes::kubernetes::{self, FakeKubernetes};
+use inspect_tests::fakes::modal::{self, FakeModal};
+use inspect_tests::fakes::model::{FakeModel, Reply};
+use inspect_tests::fakes::opencomputer::FakeOpenComputer;
+use inspect_tests::fakes::vercel::FakeVercel;
 use inspect_tests::host::{opencode_bin, sandbox_groups_of, SandboxHost};
 use inspect_tests::repo::{commit_all, source_repo};
 use inspect_tests::{Stack, StackOptions};
@@ -726,7 +726,7 @@ async fn kubernetes_objects_refusals_and_deletion() {
         spec["containers"][0]["securityContext"]["capabilities"]["drop"],
         json!(["ALL"])
     );
-    assert_eq!(spec["containers"][0]["image"], fake_kubernetes::IMAGE);
+    assert_eq!(spec["containers"][0]["image"], kubernetes::IMAGE);
     assert_eq!(
         pod["metadata"]["labels"]["open-inspect.dev/session"],
         id.as_str()
@@ -735,7 +735,7 @@ async fn kubernetes_objects_refusals_and_deletion() {
     let secrets = c.objects("secrets");
     let env = secrets
         .iter()
-        .find(|s| s["metadata"]["name"] != fake_kubernetes::MODEL_SECRET)
+        .find(|s| s["metadata"]["name"] != kubernetes::MODEL_SECRET)
         .unwrap();
     assert!(env["data"]["INSPECT_SANDBOX_TOKEN"].is_string());
     assert!(!pod.to_string().contains("INSPECT_SANDBOX_TOKEN\",\"value"));
@@ -943,7 +943,7 @@ async fn modal_health_refusals_retries_and_deletion() {
     assert_eq!(part["ok"], true, "{}", h.body);
     assert_eq!(
         part["detail"],
-        format!("modal app with runtime {}", fake_modal::RUNTIME)
+        format!("modal app with runtime {}", modal::RUNTIME)
     );
 
     // Modal is briefly unavailable: said, retried, then the prompt runs.
@@ -1011,7 +1011,7 @@ async fn modal_builds_a_prebuilt_image_and_a_session_starts_from_it() {
     assert_eq!(build["status"], "ready", "{build}\n{}", w.logs());
     let image = build["imageId"].as_str().unwrap().to_owned();
     assert!(m.images().contains(&image));
-    assert_eq!(build["runtimeVersion"], fake_modal::RUNTIME);
+    assert_eq!(build["runtimeVersion"], modal::RUNTIME);
 
     let (_id, mut ws) = w.session().await;
     ws.send(json!({"type": "prompt", "content": "go"}))

@@ -5,7 +5,7 @@
 
 use inspect_tests::agent::AgentStack;
 use inspect_tests::client::{create_session, send, WsClient};
-use inspect_tests::fake_model::{FakeModel, Reply};
+use inspect_tests::fakes::model::{FakeModel, Reply};
 use inspect_tests::host::{sandbox_groups_of, SandboxHost};
 use inspect_tests::repo::{commit_all, git, source_repo};
 use inspect_tests::Stack;

@@ -8,8 +8,8 @@ use futures::SinkExt;
 use inspect_tests::agent::AgentStack;
 use inspect_tests::capture_provider::{connect_sandbox, next_command, CaptureProvider};
 use inspect_tests::client::{create_session, events_until, get, send, send_as};
-use inspect_tests::fake_model::Reply;
-use inspect_tests::fake_slack::FakeSlack;
+use inspect_tests::fakes::model::Reply;
+use inspect_tests::fakes::slack::FakeSlack;
 use inspect_tests::repo::source_repo;
 use inspect_tests::{Stack, StackOptions};
 use reqwest::Method;
@@ -523,7 +523,7 @@ async fn smaller_holes_are_closed() {
 
 #[tokio::test]
 async fn the_slack_bot_sends_its_token_only_to_slacks_own_hosts() {
-    use inspect_tests::fake_slack::{envelope, signed, BOT_USER, SIGNING_SECRET};
+    use inspect_tests::fakes::slack::{envelope, signed, BOT_USER, SIGNING_SECRET};
     let provider = CaptureProvider::start().await.unwrap();
     let slack = FakeSlack::start().await.unwrap();
     slack.add_user("U1", "Ann", "ann@example.com");

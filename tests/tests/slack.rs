@@ -9,8 +9,8 @@
 #![allow(clippy::unwrap_used)] // a test fails loudly by design
 
 use inspect_tests::client::{get, send};
-use inspect_tests::fake_model::{FakeModel, Reply};
-use inspect_tests::fake_slack::{envelope, signed, FakeSlack, BOT_USER, SIGNING_SECRET};
+use inspect_tests::fakes::model::{FakeModel, Reply};
+use inspect_tests::fakes::slack::{envelope, signed, FakeSlack, BOT_USER, SIGNING_SECRET};
 use inspect_tests::host::SandboxHost;
 use inspect_tests::repo::source_repo;
 use inspect_tests::{Stack, StackOptions};

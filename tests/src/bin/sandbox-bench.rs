@@ -9,7 +9,7 @@
 
 use anyhow::{Context, Result};
 use inspect_tests::client::{create_session, WsClient};
-use inspect_tests::fake_model::{FakeModel, Reply};
+use inspect_tests::fakes::model::{FakeModel, Reply};
 use inspect_tests::host::SandboxHost;
 use inspect_tests::{Stack, StackOptions};
 use serde_json::json;

@@ -28,7 +28,7 @@ struct Sandbox {
     session_id: String,
     dir: PathBuf,
     /// Dropping it kills the sandbox.
-    kill: Option<crate::fake_machine::Running>,
+    kill: Option<crate::fakes::machine::Running>,
     exit: Option<String>,
 }
 
@@ -132,7 +132,7 @@ impl FakeModal {
     }
 
     pub fn logs(&self) -> String {
-        crate::fake_machine::tail_logs(&self.app.root.join("logs"))
+        crate::fakes::machine::tail_logs(&self.app.root.join("logs"))
     }
 }
 
@@ -370,7 +370,7 @@ fn start(app: &Arc<App>, body: &Value, image: Option<&str>) -> Response {
         }
         let _ = std::fs::write(dir.join("workspace").join(".tunnels.env"), file);
     }
-    let launch = crate::fake_machine::Launch {
+    let launch = crate::fakes::machine::Launch {
         program: app.supervisor.clone(),
         args: vec!["run".into()],
         env,
@@ -380,10 +380,10 @@ fn start(app: &Arc<App>, body: &Value, image: Option<&str>) -> Response {
     };
     let watcher = app.clone();
     let id = sandbox_id.clone();
-    let kill = crate::fake_machine::launch(launch, move |ended| {
+    let kill = crate::fakes::machine::launch(launch, move |ended| {
         let how = match ended {
-            crate::fake_machine::Ended::Exited(code) => format!("exited with {code}"),
-            crate::fake_machine::Ended::Deadline => "reached its timeout".to_owned(),
+            crate::fakes::machine::Ended::Exited(code) => format!("exited with {code}"),
+            crate::fakes::machine::Ended::Deadline => "reached its timeout".to_owned(),
         };
         watcher.with(|w| {
             if let Some(s) = w.sandboxes.get_mut(&id) {

@@ -12,7 +12,7 @@
 //! and a process started through envd runs in it; pausing stops the group where it is,
 //! connecting continues it. A sandbox whose processes all end is killed (gone from lists).
 
-use crate::fake_cloud::{Cloud, Machine};
+use crate::fakes::cloud::{Cloud, Machine};
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, Method, StatusCode};

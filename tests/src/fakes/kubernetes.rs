@@ -36,7 +36,7 @@ struct World {
     /// (resource, name) → object.
     objects: BTreeMap<(String, String), Value>,
     /// A running Pod's kill switch.
-    running: HashMap<String, crate::fake_machine::Running>,
+    running: HashMap<String, crate::fakes::machine::Running>,
     /// (method, resource) → the Status the next such call answers.
     fail_next: Vec<(String, String, u16, String, String)>,
     calls: Vec<String>,
@@ -169,7 +169,7 @@ impl FakeKubernetes {
 
     /// Every Pod's output (the supervisor's log), for failure messages.
     pub fn logs(&self) -> String {
-        crate::fake_machine::tail_logs(&self.kubelet.root.join("logs"))
+        crate::fakes::machine::tail_logs(&self.kubelet.root.join("logs"))
     }
 }
 
@@ -582,7 +582,7 @@ fn start_pod(k: &Arc<Kubelet>, name: &str) {
     };
     let workdir = host_path(c["workingDir"].as_str().unwrap_or("/"));
     let deadline = pod["spec"]["activeDeadlineSeconds"].as_u64();
-    let launch = crate::fake_machine::Launch {
+    let launch = crate::fakes::machine::Launch {
         program,
         args: command[1..].to_vec(),
         env: env
@@ -601,9 +601,9 @@ fn start_pod(k: &Arc<Kubelet>, name: &str) {
     );
     let watcher = k.clone();
     let pod_name = name.to_owned();
-    let started = crate::fake_machine::launch(launch, move |ended| {
+    let started = crate::fakes::machine::launch(launch, move |ended| {
         let status = match ended {
-            crate::fake_machine::Ended::Exited(code) => {
+            crate::fakes::machine::Ended::Exited(code) => {
                 let (phase, reason) = if code == 0 {
                     ("Succeeded", "Completed")
                 } else {
@@ -611,7 +611,7 @@ fn start_pod(k: &Arc<Kubelet>, name: &str) {
                 };
                 json!({"phase": phase, "containerStatuses": [{"name": "sandbox", "ready": false, "state": {"terminated": {"exitCode": code, "reason": reason}}}]})
             }
-            crate::fake_machine::Ended::Deadline => {
+            crate::fakes::machine::Ended::Deadline => {
                 json!({"phase": "Failed", "reason": "DeadlineExceeded", "message": "Pod was active on the node longer than the specified deadline"})
             }
         };

@@ -9,7 +9,7 @@
 //!
 //! Also the API's bookkeeping: calls recorded, a call made to fail once.
 
-use crate::fake_machine::{launch, Ended, Launch, Running};
+use crate::fakes::machine::{launch, Ended, Launch, Running};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -355,7 +355,7 @@ impl Cloud {
     }
 
     pub fn logs(&self) -> String {
-        let mut out = crate::fake_machine::tail_logs(&self.root.join("logs"));
+        let mut out = crate::fakes::machine::tail_logs(&self.root.join("logs"));
         // The supervisors log on their disks.
         let disks: Vec<PathBuf> =
             self.with(|s| s.machines.values().map(|m| m.disk.clone()).collect());

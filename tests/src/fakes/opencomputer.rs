@@ -11,7 +11,7 @@
 //! they are, waking continues them, or boots the machine again on its disk when its
 //! processes had ended (a cold boot). A sandbox whose processes all end is in `error`.
 
-use crate::fake_cloud::{Cloud, Machine};
+use crate::fakes::cloud::{Cloud, Machine};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, Method, StatusCode};

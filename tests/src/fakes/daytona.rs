@@ -30,7 +30,7 @@ struct Sandbox {
     object: Value,
     env: Vec<(String, String)>,
     dir: PathBuf,
-    kill: Option<crate::fake_machine::Running>,
+    kill: Option<crate::fakes::machine::Running>,
     /// How many times its entrypoint was started.
     boots: u32,
 }
@@ -147,7 +147,7 @@ impl FakeDaytona {
     }
 
     pub fn logs(&self) -> String {
-        crate::fake_machine::tail_logs(&self.machine.root.join("logs"))
+        crate::fakes::machine::tail_logs(&self.machine.root.join("logs"))
     }
 }
 
@@ -215,7 +215,7 @@ fn boot(m: &Arc<Machine>, id: &str) {
         };
         (k, v)
     }));
-    let launch = crate::fake_machine::Launch {
+    let launch = crate::fakes::machine::Launch {
         program: m.supervisor.clone(),
         args: vec!["run".into()],
         env: all,
@@ -225,12 +225,12 @@ fn boot(m: &Arc<Machine>, id: &str) {
     };
     let watcher = m.clone();
     let sid = id.to_owned();
-    let started = crate::fake_machine::launch(launch, move |ended| {
+    let started = crate::fakes::machine::launch(launch, move |ended| {
         let why = match ended {
-            crate::fake_machine::Ended::Exited(code) => {
+            crate::fakes::machine::Ended::Exited(code) => {
                 format!("the entrypoint exited with {code}")
             }
-            crate::fake_machine::Ended::Deadline => "timed out".into(),
+            crate::fakes::machine::Ended::Deadline => "timed out".into(),
         };
         watcher.with(|w| {
             if let Some(s) = w.sandboxes.get_mut(&sid) {

@@ -11,7 +11,7 @@
 //! It is also the machine (`fake_cloud`): a session is a process group on this machine; a
 //! command runs in it (`sudo -E` is dropped: the fake runs as this user).
 
-use crate::fake_cloud::{Cloud, Machine};
+use crate::fakes::cloud::{Cloud, Machine};
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};

@@ -1,0 +1,18 @@
+//! Fakes of the outside services the system talks to, each written from the vendor's own
+//! documentation, SDK or server code and refusing what the service refuses: GitHub (REST,
+//! OAuth, App tokens, git over smart HTTP), Slack (the Web API, signed deliveries), the
+//! model (the OpenAI-compatible chat API), and the cloud sandbox vendors (Daytona, E2B,
+//! Modal, Vercel, OpenComputer, Kubernetes). `machine` and `cloud` are what the vendor
+//! fakes share: a sandbox machine on this host, and the common HTTP plumbing.
+
+pub mod cloud;
+pub mod daytona;
+pub mod e2b;
+pub mod github;
+pub mod kubernetes;
+pub mod machine;
+pub mod modal;
+pub mod model;
+pub mod opencomputer;
+pub mod slack;
+pub mod vercel;
