@@ -47,6 +47,14 @@ pub struct RepositoryRef {
     pub source: Option<String>,
 }
 
+impl RepositoryRef {
+    /// A repository on this machine (its source a path): no pull-request host, and no git
+    /// credentials to broker.
+    pub fn is_local(&self) -> bool {
+        self.source.as_deref().is_some_and(|s| s.starts_with('/'))
+    }
+}
+
 /// `POST /sessions`. Either `repositories` (0–10, first is primary) or the single-repository
 /// shorthand `repoOwner` + `repoName` (+ `branch`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

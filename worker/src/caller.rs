@@ -92,12 +92,17 @@ pub async fn resolve(req: &Request, body: &[u8], env: &Env) -> Result<Caller, Ap
     let connecting_ip = header(req, "CF-Connecting-IP");
     let actor_header = header(req, sig1::ACTOR_HEADER);
     let local_user = setting(env, "LOCAL_USER").unwrap_or_else(|| "local".into());
-    let forwarded_by = auth::FORWARDING_HEADERS
-        .iter()
-        .copied()
-        .find(|name| req.headers().has(name).unwrap_or(false));
     let local_mode = setting(env, "LOCAL_MODE").as_deref() == Some("true");
-    if let (true, Some(name)) = (local_mode, forwarded_by) {
+    // Only local mode asks whether a proxy relayed the request.
+    let forwarded_by = local_mode
+        .then(|| {
+            auth::FORWARDING_HEADERS
+                .iter()
+                .copied()
+                .find(|name| req.headers().has(name).unwrap_or(false))
+        })
+        .flatten();
+    if let Some(name) = forwarded_by {
         // The run command's output shows this: the Worker is reachable through a proxy.
         inspect_durable::log::emit(
             inspect_durable::log::LogLine::warn("auth", "local_mode_refused")

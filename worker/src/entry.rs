@@ -107,21 +107,11 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
     // A made-up session id never reaches the runtime: it would make an object. Routes
     // that carry their own credentials (a sandbox's) are checked here; the others once the
     // caller is known, so a stranger learns nothing about which sessions exist.
-    let sandbox_route = match &route {
-        Route::Session { action, .. } => {
-            matches!(
-                action,
-                SessionAction::Socket | SessionAction::ScmCredentials | SessionAction::PullRequests
-            ) || (*action == SessionAction::TunnelUrls
-                && req
-                    .headers()
-                    .has(inspect_protocol::auth::SANDBOX_ID_HEADER)
-                    .unwrap_or(false))
-        }
-        Route::AttachmentDownload { .. } => true,
-        Route::Children { op, .. } => !matches!(op, crate::routes::ChildOp::List),
-        _ => false,
-    };
+    let sandbox_route = route.is_sandbox_call(
+        req.headers()
+            .has(inspect_protocol::auth::SANDBOX_ID_HEADER)
+            .unwrap_or(false),
+    );
     if sandbox_route {
         if let Some(id) = route.session_id() {
             known_session(env, id).await?;
@@ -160,11 +150,7 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
         Route::Session {
             id,
             action: SessionAction::TunnelUrls,
-        } if req
-            .headers()
-            .has(inspect_protocol::auth::SANDBOX_ID_HEADER)
-            .unwrap_or(false) =>
-        {
+        } if sandbox_route => {
             return forward_as_sandbox(env, id, "/sandbox-tunnel-urls", &req, None).await;
         }
         Route::AttachmentDownload { id, attachment } => {

@@ -94,6 +94,25 @@ pub enum Route {
 }
 
 impl Route {
+    /// Routes a session's sandbox calls with its own credentials (bearer token and
+    /// `X-Sandbox-ID`, checked by the session's object), not a person's: the tunnel URLs
+    /// are asked by either, and by the sandbox when it names itself.
+    pub fn is_sandbox_call(&self, names_a_sandbox: bool) -> bool {
+        match self {
+            Route::Session { action, .. } => {
+                matches!(
+                    action,
+                    SessionAction::Socket
+                        | SessionAction::ScmCredentials
+                        | SessionAction::PullRequests
+                ) || (*action == SessionAction::TunnelUrls && names_a_sandbox)
+            }
+            Route::AttachmentDownload { .. } => true,
+            Route::Children { op, .. } => !matches!(op, ChildOp::List),
+            _ => false,
+        }
+    }
+
     /// The session a route addresses (its Durable Object), if any.
     pub fn session_id(&self) -> Option<&str> {
         match self {
@@ -427,6 +446,19 @@ mod tests {
         assert_eq!(match_route("GET", "/health/"), Some(Ok(Route::Health)));
         let err = match_route("POST", "/health").unwrap().unwrap_err();
         assert_eq!(err.code, ErrorCode::MethodNotAllowed);
+    }
+
+    #[test]
+    fn sandbox_calls_are_told_from_peoples() {
+        let route = |m: &str, p: &str| match_route(m, p).unwrap().unwrap();
+        assert!(route("POST", "/sessions/abc/scm-credentials").is_sandbox_call(false));
+        assert!(route("GET", "/sessions/abc/ws").is_sandbox_call(false));
+        assert!(route("POST", "/sessions/abc/children").is_sandbox_call(false));
+        assert!(!route("GET", "/sessions/abc/children").is_sandbox_call(false));
+        assert!(route("GET", "/sessions/abc/tunnel-urls").is_sandbox_call(true));
+        assert!(!route("GET", "/sessions/abc/tunnel-urls").is_sandbox_call(false));
+        assert!(!route("POST", "/sessions/abc/prompt").is_sandbox_call(true));
+        assert!(!route("GET", "/sessions").is_sandbox_call(true));
     }
 
     #[test]

@@ -224,6 +224,20 @@ impl<S: Store> Session<'_, S> {
         SessionStatus::parse(&s).ok_or_else(|| ApiError::internal(format!("unknown status {s}")))
     }
 
+    /// What git credentials for this session's sandbox may reach: its repositories that
+    /// are not on this machine (names in the GitHub App installation's account).
+    pub fn scm_scope(&self) -> EngineResult<inspect_protocol::auth::ScmScope> {
+        Ok(inspect_protocol::auth::ScmScope {
+            repositories: self
+                .state()?
+                .repositories
+                .iter()
+                .filter(|r| !r.is_local())
+                .map(|r| r.name.clone())
+                .collect(),
+        })
+    }
+
     pub fn state(&self) -> EngineResult<SessionState> {
         let row = self
             .store

@@ -32,10 +32,6 @@ impl Drop for Claim<'_> {
     }
 }
 
-fn is_local(repo: &RepositoryRef) -> bool {
-    repo.source.as_deref().is_some_and(|s| s.starts_with('/'))
-}
-
 impl SessionDO {
     /// Hands `push_complete` / `push_error` answers to whoever waits for them.
     pub(super) fn resolve_pushes(&self, frame: &str) {
@@ -202,7 +198,7 @@ impl SessionDO {
     ) -> ApiResultT<Option<PullRequestResult>> {
         let now = now_ms();
         let mut base = pulls::choose_base(req.base_branch.as_deref(), repo.branch.as_deref())?;
-        let local = is_local(repo);
+        let local = repo.is_local();
         // A GitHub repository's default branch is asked of GitHub when nothing names a base.
         let mut token = None;
         if !local {

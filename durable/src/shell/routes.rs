@@ -48,11 +48,10 @@ impl SessionDO {
         let method = req.method();
         let now = now_ms();
         let engine = self.engine();
-        if !self.schema_ready.get() && !matches!(action.as_str(), "init" | "internal/health") {
-            return json_error(&ApiError::not_found("session not found"));
-        }
         if self.schema_ready.get() {
             self.remember_origin(&req);
+        } else if !matches!(action.as_str(), "init" | "internal/health") {
+            return json_error(&ApiError::not_found("session not found"));
         }
         match (method, action.as_str()) {
             (Method::Get, "internal/health") => match self.probe() {
@@ -84,16 +83,7 @@ impl SessionDO {
             // narrowed to them; local repositories need none)?
             (Method::Post, "scm-credentials") => match self.refuse_sandbox(&req) {
                 Some(refusal) => refusal,
-                None => reply(engine.state().map(|state| {
-                    inspect_protocol::auth::ScmScope {
-                        repositories: state
-                            .repositories
-                            .iter()
-                            .filter(|r| !r.owner.eq_ignore_ascii_case("local"))
-                            .map(|r| r.name.clone())
-                            .collect(),
-                    }
-                })),
+                None => reply(engine.scm_scope()),
             },
             // The sandbox asks for its ports' URLs (providers that write no `.tunnels.env`).
             (Method::Post, "sandbox-tunnel-urls") => match self.refuse_sandbox(&req) {
