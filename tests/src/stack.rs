@@ -111,10 +111,21 @@ impl Stack {
         format!("ws://127.0.0.1:{}{}", self.port, path)
     }
 
-    /// Stops wrangler and starts it again on the same state directory and port.
+    /// Stops wrangler and starts it again on the same state directory and port. wrangler's
+    /// bundler (esbuild) has been seen to crash on start on a busy machine, so a start that
+    /// exits on its own is tried again, on the same port (the state is bound to it).
     pub async fn restart(&mut self) -> Result<()> {
         self.stop();
-        self.spawn().await
+        let mut tries = 0;
+        loop {
+            match self.spawn().await {
+                Err(e) if tries < 3 && e.to_string().contains("wrangler dev exited") => {
+                    tries += 1;
+                    eprintln!("wrangler dev exited on restart; starting it again ({tries})");
+                }
+                other => return other,
+            }
+        }
     }
 
     /// Stops the whole process group; idempotent.
@@ -245,10 +256,30 @@ pub fn stop_group(mut child: Child, grace: Duration) {
     let _ = child.wait();
 }
 
+/// The last 40 lines of a log, after the lines that say why a crash happened (a Go or
+/// Node crash prints its reason first and a long stack dump after it).
 fn tail(path: &Path) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(40)..].join("\n")
+    let start = lines.len().saturating_sub(40);
+    let reasons: Vec<&str> = lines[..start]
+        .iter()
+        .filter(|l| {
+            l.starts_with("fatal error")
+                || l.starts_with("panic:")
+                || l.contains("ERROR")
+                || l.contains("Error:")
+        })
+        .take(10)
+        .copied()
+        .collect();
+    let mut out = String::new();
+    if !reasons.is_empty() {
+        out.push_str(&reasons.join("\n"));
+        out.push_str("\n[…]\n");
+    }
+    out.push_str(&lines[start..].join("\n"));
+    out
 }
 
 /// PATH and variables that make wrangler run offline with the project's Node 22.
