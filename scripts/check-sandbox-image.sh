@@ -4,7 +4,7 @@
 # and `docker build --check` passes when an engine is there to run it.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-FILE="${SANDBOX_DOCKERFILE:-$ROOT/sandbox-image/Dockerfile}"
+FILE="${SANDBOX_DOCKERFILE:-$ROOT/providers/image/Dockerfile}"
 fail=0
 problem() { echo "sandbox image: $*" >&2; fail=1; }
 
@@ -33,9 +33,13 @@ while read -r _ image _ stage; do
   esac
 done < <(grep -E '^FROM ' "$FILE" | sed 's/ AS / _ /I' | awk '{print $1, $2, $3, $4}')
 
-# Each crate the supervisor build needs is copied in (a new workspace member must be too).
-for member in $(sed -n 's/^members = \[\(.*\)\]/\1/p' "$ROOT/Cargo.toml" | tr -d '",'); do
-  grep -qE "^COPY $member $member\$" "$FILE" || problem "workspace member $member is not copied into the build stage"
+# Each crate the supervisor build needs is copied in (a new workspace member must be too):
+# its top folder (`providers`, `integrations` or the crate's own).
+members="$(sed -n '/^members = \[/,/\]/p' "$ROOT/Cargo.toml" | sed 's/members = \[//; s/\]//' | tr -d '", ' | tr '\n' ' ')"
+[ -n "${members// /}" ] || problem "no workspace members found in Cargo.toml"
+for member in $members; do
+  top="${member%%/*}"
+  grep -qE "^COPY $top $top\$" "$FILE" || problem "workspace member $member is not copied into the build stage (COPY $top $top)"
 done
 
 grep -qE '^USER [1-9][0-9]*(:[1-9][0-9]*)?$' "$FILE" || problem "the image does not end as a non-root numeric USER"

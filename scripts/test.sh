@@ -13,12 +13,13 @@ cargo fmt --all -- --check
 log "clippy (native)"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 log "clippy (wasm32)"
-cargo clippy -p inspect-worker -p inspect-durable -p inspect-protocol -p inspect-scm -p inspect-slack -p inspect-kubernetes -p inspect-modal -p inspect-daytona -p inspect-e2b -p inspect-vercel -p inspect-opencomputer \
+# Every crate but the native-only ones (tokio) builds for the Worker.
+cargo clippy --workspace --exclude inspect-supervisor --exclude inspect-tests \
   --target wasm32-unknown-unknown --quiet -- -D warnings
 
 log "the Modal app's pure part (python3 unittest)"
-python3 -m unittest discover -s "$ROOT/modal-app" -q
-rm -rf "$ROOT/modal-app/__pycache__"
+python3 -m unittest discover -s "$ROOT/providers/modal/app" -q
+rm -rf "$ROOT/providers/modal/app/__pycache__"
 
 log "web/src/wire.ts is generated from protocol/ and current"
 cargo test -p inspect-protocol --features ts --test typescript --quiet

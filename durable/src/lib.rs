@@ -5,38 +5,19 @@
 //! rusqlite with the same SQL the object runs.
 
 pub mod engine;
-pub mod provider;
 pub mod schema;
 pub mod store;
 
 #[cfg(target_arch = "wasm32")]
 pub mod d1;
 #[cfg(target_arch = "wasm32")]
-pub mod daytona_provider;
-#[cfg(target_arch = "wasm32")]
-pub mod e2b_provider;
-#[cfg(target_arch = "wasm32")]
-pub mod http;
-#[cfg(target_arch = "wasm32")]
 pub mod images;
 #[cfg(target_arch = "wasm32")]
-pub mod kubernetes_provider;
-#[cfg(target_arch = "wasm32")]
-pub mod local_provider;
-#[cfg(target_arch = "wasm32")]
 pub mod log;
-#[cfg(target_arch = "wasm32")]
-pub mod modal_provider;
-#[cfg(target_arch = "wasm32")]
-pub mod opencomputer_provider;
-#[cfg(target_arch = "wasm32")]
-pub mod providers;
 #[cfg(target_arch = "wasm32")]
 pub mod sealed;
 #[cfg(target_arch = "wasm32")]
 pub mod shell;
-#[cfg(target_arch = "wasm32")]
-pub mod vercel_provider;
 #[cfg(target_arch = "wasm32")]
 pub use shell::SessionDO;
 

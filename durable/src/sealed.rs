@@ -13,7 +13,7 @@ pub async fn open_secrets(
     repositories: &[(String, String)],
 ) -> Result<std::collections::BTreeMap<String, String>, ApiError> {
     // Without a key nothing can have been stored.
-    let Some(key) = inspect_scm::setting(env, inspect_secrets::KEY_VAR) else {
+    let Some(key) = inspect_github::setting(env, inspect_secrets::KEY_VAR) else {
         return Ok(Default::default());
     };
     let key = inspect_secrets::SealingKey::from_config(Some(&key))?;

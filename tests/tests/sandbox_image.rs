@@ -24,7 +24,7 @@ fn check(dockerfile: &std::path::Path) -> (bool, String) {
 
 #[test]
 fn the_image_keeps_the_projects_pins_and_an_unprivileged_user() {
-    let committed = inspect_tests::root().join("sandbox-image/Dockerfile");
+    let committed = inspect_tests::root().join("providers/image/Dockerfile");
     let (ok, said) = check(&committed);
     assert!(ok, "{said}");
 
@@ -44,7 +44,7 @@ fn the_image_keeps_the_projects_pins_and_an_unprivileged_user() {
         .join("\n");
     let bad = bad
         .replace("USER 1000:1000\n", "")
-        .replace("COPY slack slack\n", "")
+        .replace("COPY integrations integrations\n", "")
         .replace(
             "FROM node:${NODE_VERSION}",
             "FROM node:latest AS x\nFROM node:${NODE_VERSION}",
@@ -55,7 +55,7 @@ fn the_image_keeps_the_projects_pins_and_an_unprivileged_user() {
     for want in [
         "OPENCODE_VERSION 1.0.0 is not package.json's opencode-ai",
         "non-root numeric USER",
-        "workspace member slack is not copied",
+        "workspace member integrations/slack is not copied",
         "FROM node:latest is not pinned",
     ] {
         assert!(said.contains(want), "missing {want:?} in:\n{said}");

@@ -57,7 +57,7 @@ pub async fn sweep_then_run(
         .unwrap_or(0))
 }
 
-pub use inspect_scm::setting;
+pub use inspect_github::setting;
 
 /// Random bytes from the runtime.
 pub fn random<const N: usize>() -> Result<[u8; N], ApiError> {

@@ -327,7 +327,7 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
                 )
             } else {
                 json(
-                    &inspect_scm::api::repo_settings(env, &owner, &name).await?,
+                    &inspect_github::api::repo_settings(env, &owner, &name).await?,
                     200,
                 )
             }

@@ -1,14 +1,14 @@
 //! `POST /webhooks/github`: the GitHub bot, inside the Worker. The request is checked
 //! (signature, size, delivery id) and answered at once; the work — gating, 👀, a session on
 //! the pull request's branch, the prompt — continues with `waitUntil`. What to do is
-//! decided by [`inspect_scm::webhook`]; this only moves bytes.
+//! decided by [`inspect_github::webhook`]; this only moves bytes.
 
 use crate::db::{self, num, setting};
+use inspect_github::api;
+use inspect_github::webhook::{self, Ask, Trigger, MAX_PAYLOAD_BYTES};
 use inspect_protocol::scm::CallbackContext;
 use inspect_protocol::session::{Actor, CreateSessionRequest, PromptRequest, RepositoryRef};
 use inspect_protocol::{ApiError, ErrorCode};
-use inspect_scm::api;
-use inspect_scm::webhook::{self, Ask, Trigger, MAX_PAYLOAD_BYTES};
 use serde_json::json;
 use worker::{Context, Env, Method, Request, Response};
 

@@ -2,8 +2,8 @@
 //! provider, the GitHub App), what is configured, and the status a load balancer reads.
 
 use crate::http::{internal, now_ms, ApiResult};
+use inspect_github::app as github_app;
 use inspect_protocol::health::{CheckResult, DurableProbe, HealthReport};
-use inspect_scm::app as github_app;
 use worker::{Env, Response};
 
 fn check<T>(started: f64, r: std::result::Result<T, String>) -> CheckResult {
@@ -31,7 +31,7 @@ pub(crate) async fn health(env: &Env) -> ApiResult<Response> {
     };
     // The sandbox provider, asked whether it answers (the local host adds its disk use).
     let mut sandbox_provider = part(false);
-    match inspect_durable::providers::AnyProvider::from_env(env) {
+    match inspect_providers::AnyProvider::from_settings(&|n| crate::db::setting(env, n)) {
         Ok(provider) => {
             sandbox_provider.configured = true;
             let t = now_ms();

@@ -8,8 +8,6 @@ use crate::auth::tokens;
 use crate::db::{self, num};
 use inspect_durable::images::{builds, scope_of, BuildRow, BUILD_COLUMNS};
 use inspect_durable::log::{emit, LogLine};
-use inspect_durable::provider::SandboxProvider;
-use inspect_durable::providers::AnyProvider;
 use inspect_protocol::images::{
     due, past_keep, BuildImageRequest, BuildReport, BuildStatus, ImageBuild, ImageList,
     ImageRequest, ImageSchedule, ImageScope, DEFAULT_BUILD_TIMEOUT_SECONDS, OUTPUT_LIMIT,
@@ -17,6 +15,8 @@ use inspect_protocol::images::{
 use inspect_protocol::provider::WorkspaceRepository;
 use inspect_protocol::session::RepositoryRef;
 use inspect_protocol::{ApiError, ErrorCode};
+use inspect_provider::SandboxProvider;
+use inspect_providers::AnyProvider;
 use serde::Deserialize;
 use worker::Env;
 
@@ -24,7 +24,8 @@ use worker::Env;
 const LISTED: u32 = 20;
 
 fn provider(env: &Env) -> Result<AnyProvider, ApiError> {
-    AnyProvider::from_env(env).map_err(|why| ApiError::new(ErrorCode::Unavailable, why))
+    AnyProvider::from_settings(&|n| db::setting(env, n))
+        .map_err(|why| ApiError::new(ErrorCode::Unavailable, why))
 }
 
 fn build_timeout_seconds(env: &Env) -> u64 {
@@ -236,7 +237,7 @@ async fn start(
             .any(|r| r.source.starts_with("https://"));
         let git_token = if needs_github && db::setting(env, "GITHUB_APP_ID").is_some() {
             Some(
-                inspect_scm::app::installation_token(env, now)
+                inspect_github::app::installation_token(env, now)
                     .await?
                     .password,
             )

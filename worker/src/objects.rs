@@ -8,9 +8,9 @@ use crate::http::{body_as, internal, json, now_ms, origin_of, parse, read_body, 
 use crate::routes::SessionAction;
 use crate::{index, repos, settings};
 use inspect_durable::shell::{ACTOR_HEADER, ORIGIN_HEADER, SESSION_HEADER, VOUCHED_HEADER};
+use inspect_github::app as github_app;
 use inspect_protocol::session::{Actor, CreateSessionRequest};
 use inspect_protocol::{ApiError, ErrorCode};
-use inspect_scm::app as github_app;
 use worker::{Env, Headers, Method, Request, RequestInit, Response};
 
 /// The sandbox's own credentials from its request (bearer token and `X-Sandbox-ID`), for
@@ -327,7 +327,7 @@ pub(crate) async fn create_session_with(
     // A session that names no model gets its primary repository's default, if it has one.
     if create.model.is_none() {
         if let Some(primary) = repositories.first() {
-            create.model = inspect_scm::api::repo_settings(env, &primary.owner, &primary.name)
+            create.model = inspect_github::api::repo_settings(env, &primary.owner, &primary.name)
                 .await?
                 .default_model;
         }

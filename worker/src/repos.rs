@@ -99,7 +99,7 @@ pub async fn register(
 ) -> Result<Repository, ApiError> {
     let (owner, name) = validate(req)?;
     // The host that will clone it says whether it is a git repository with commits.
-    let host = match inspect_durable::local_provider::LocalProvider::from_env(env) {
+    let host = match inspect_local::LocalProvider::from_settings(|n| crate::db::setting(env, n)) {
         Some(host) => host,
         None => {
             return Err(ApiError::new(
@@ -202,9 +202,11 @@ async fn github_source(
         default_branch: Option<String>,
     }
     let token =
-        inspect_scm::app::installation_token(env, worker::Date::now().as_millis() as i64).await?;
-    let reply: inspect_scm::client::Reply<GitHubRepo> =
-        inspect_scm::client::get(env, &token.password, &format!("/repos/{owner}/{name}")).await?;
+        inspect_github::app::installation_token(env, worker::Date::now().as_millis() as i64)
+            .await?;
+    let reply: inspect_github::client::Reply<GitHubRepo> =
+        inspect_github::client::get(env, &token.password, &format!("/repos/{owner}/{name}"))
+            .await?;
     match reply.body {
         Some(repo) => Ok((repo.clone_url, repo.default_branch)),
         None if matches!(reply.status, 403 | 404) => Err(ApiError::bad_request(format!(
@@ -253,7 +255,7 @@ pub async fn put_settings(
             SETTINGS_FIELDS.join(", ")
         )));
     }
-    let current = inspect_scm::api::repo_settings(env, owner, name).await?;
+    let current = inspect_github::api::repo_settings(env, owner, name).await?;
     let mut merged = match serde_json::to_value(&current) {
         Ok(serde_json::Value::Object(m)) => m,
         _ => serde_json::Map::new(),

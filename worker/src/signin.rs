@@ -5,9 +5,9 @@ use crate::auth::admission::{self, Identity, Policy};
 use crate::auth::{is_loopback_host, tokens};
 use crate::caller::{Caller, Via};
 use crate::db::{self, num, setting};
+use inspect_github::client as github;
 use inspect_protocol::auth::Me;
 use inspect_protocol::{ApiError, ErrorCode};
-use inspect_scm::client as github;
 use serde::Deserialize;
 use worker::{Env, Headers, Method, Request, Response};
 
@@ -291,10 +291,10 @@ pub async fn finish(req: &Request, env: &Env) -> Result<Response, ApiError> {
     )
     .await?;
     // Kept sealed, so pull requests the agent opens for this person are theirs.
-    inspect_scm::api::store_user_token(
+    inspect_github::api::store_user_token(
         env,
         &user_id,
-        &inspect_scm::api::OAuthTokens {
+        &inspect_github::api::OAuthTokens {
             access_token: access_token.clone(),
             refresh_token: refresh.0,
             expires_in: refresh.1,

@@ -627,7 +627,11 @@ async fn thread_context(
             }
         };
         let text = events::without_mention(m["text"].as_str().unwrap_or(""), bot);
-        out.push_str(&inspect_scm::untrusted::wrap("slack_thread", &name, &text));
+        out.push_str(&inspect_github::untrusted::wrap(
+            "slack_thread",
+            &name,
+            &text,
+        ));
         out.push('\n');
     }
     out
@@ -644,7 +648,7 @@ async fn channel_context(env: &Env, channel: &str) -> String {
     }
     let name = c["name"].as_str().unwrap_or(channel);
     let topic = c["topic"]["value"].as_str().unwrap_or("");
-    inspect_scm::untrusted::wrap(
+    inspect_github::untrusted::wrap(
         "slack_channel",
         "channel",
         &format!(
@@ -676,7 +680,7 @@ fn prompt_text(
     }
     format!(
         "{request}\n\n(Asked in Slack by {sender}.) {}\n\n{channel}\n{context}",
-        inspect_scm::untrusted::PREAMBLE
+        inspect_github::untrusted::PREAMBLE
     )
 }
 
@@ -748,7 +752,7 @@ async fn start(
     let session = created.session_id;
     // The first message links the session at once (the progress updates keep the link).
     if let Some(ts) = &progress_ts {
-        let url = inspect_scm::api::session_url(env, Some(origin), &session);
+        let url = inspect_github::api::session_url(env, Some(origin), &session);
         let mut message = blocks::progress(&target.label, "starting", None, 0, &url);
         message["channel"] = json!(p.channel);
         message["ts"] = json!(ts);

@@ -188,7 +188,7 @@ impl SessionDO {
         }
         let engine = self.engine();
         // The settings are read once: the plan and the spawn use the same provider.
-        let configured = AnyProvider::from_env(&self.env);
+        let configured = AnyProvider::from_settings(&|n| inspect_github::setting(&self.env, n));
         let provider = configured.as_ref().ok();
         // Decide before begin_spawn replaces the record of the last sandbox.
         let mut runtime = String::new();
@@ -332,7 +332,7 @@ impl SessionDO {
                     // An image the provider cannot use (deleted, unreadable) is not worth a
                     // failed spawn: start fresh at once, and say why.
                     if let (Some(image), Err(e)) = (&prebuilt, &made) {
-                        if !matches!(e, crate::provider::ProviderError::AtCapacity(_)) {
+                        if !matches!(e, inspect_provider::ProviderError::AtCapacity(_)) {
                             let why = format!(
                                 "the prebuilt image {image} could not be used ({e}): starting fresh"
                             );
@@ -349,9 +349,9 @@ impl SessionDO {
                     }
                     made
                 }
-                Err(why) => Err(crate::provider::ProviderError::Permanent(why.clone())),
+                Err(why) => Err(inspect_provider::ProviderError::Permanent(why.clone())),
             },
-            Err(e) => Err(crate::provider::ProviderError::Permanent(e.message)),
+            Err(e) => Err(inspect_provider::ProviderError::Permanent(e.message)),
         };
         let took = now_ms() - asked;
         match &result {
@@ -360,7 +360,7 @@ impl SessionDO {
                     .sandbox(&ticket.sandbox_id)
                     .duration_ms(took),
             ),
-            Err(crate::provider::ProviderError::AtCapacity(why)) => self.log(
+            Err(inspect_provider::ProviderError::AtCapacity(why)) => self.log(
                 LogLine::warn("sandbox", "spawn_waiting")
                     .sandbox(&ticket.sandbox_id)
                     .detail(why),
@@ -385,7 +385,7 @@ impl SessionDO {
                     }
                     Ok(fx)
                 }),
-            Err(crate::provider::ProviderError::AtCapacity(why)) => {
+            Err(inspect_provider::ProviderError::AtCapacity(why)) => {
                 engine.spawn_waiting(&ticket.sandbox_id, &why, now_ms())
             }
             Err(e) => engine.spawn_failed_as(
@@ -463,7 +463,7 @@ impl SessionDO {
     }
 
     pub(super) fn provider(&self) -> Option<AnyProvider> {
-        AnyProvider::from_env(&self.env).ok()
+        AnyProvider::from_settings(&|n| inspect_github::setting(&self.env, n)).ok()
     }
 
     pub(super) fn spawn_request(

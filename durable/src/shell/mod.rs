@@ -10,8 +10,6 @@ use crate::engine::plan::SpawnPlan;
 use crate::engine::sockets::{KIND_CLIENT, KIND_SANDBOX};
 use crate::engine::{ids, timeline, Effects, Session, Target};
 use crate::log::LogLine;
-use crate::provider::{Resumed, SandboxProvider};
-use crate::providers::AnyProvider;
 use crate::schema;
 use crate::store::{Row, SqlValue, Store, StoreError, StoreResult};
 use inspect_protocol::client::ServerMessage;
@@ -22,6 +20,8 @@ use inspect_protocol::session::{
     PromptRequest, SessionStatus, TitleRequest,
 };
 use inspect_protocol::ApiError;
+use inspect_provider::{Resumed, SandboxProvider};
+use inspect_providers::AnyProvider;
 use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};

@@ -6,12 +6,12 @@
 use super::*;
 use crate::engine::pulls::push_answers;
 use futures::channel::oneshot;
+use inspect_github::{api, pulls};
 use inspect_protocol::scm::{
     AuthoredAs, Completion, PullRequestRequest, PullRequestResponse, PullRequestResult, PushSpec,
 };
 use inspect_protocol::session::RepositoryRef;
 use inspect_protocol::ErrorCode;
-use inspect_scm::{api, pulls};
 
 /// How long the sandbox has to push.
 const PUSH_TIMEOUT_MS: u64 = 90_000;
@@ -407,7 +407,7 @@ async fn report(env: &Env, c: &Completion, session_url: &str) -> ApiResultT<()> 
         }
     };
     let token = api::app_token(env, now_ms()).await?;
-    let body = inspect_scm::webhook::completion_comment(c, session_url);
+    let body = inspect_github::webhook::completion_comment(c, session_url);
     match review_comment_id {
         Some(id) => {
             api::reply_to_review_comment(env, &token, owner, repo, *number, *id, &body).await

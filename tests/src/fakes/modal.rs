@@ -1,5 +1,5 @@
-//! A fake of our Modal app (`modal-app/`): the same endpoints, bodies, envelope and errors
-//! (`{success, data}`; 400/401/404 with `{detail}`; Modal's own failures as `success:
+//! A fake of our Modal app (`providers/modal/app/`): the same endpoints, bodies, envelope
+//! and errors (`{success, data}`; 400/401/404 with `{detail}`; Modal's own failures as `success:
 //! false`), the same bearer token check (HMAC-SHA256 of the time, five minutes either
 //! side) and allowed control-plane hosts. Where the app asks Modal for a sandbox, the fake
 //! runs the real supervisor on this machine in a directory of its own; a filesystem

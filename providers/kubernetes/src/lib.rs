@@ -1,0 +1,570 @@
+//! Kubernetes as a sandbox provider. A sandbox is a Pod running
+//! `inspect-supervisor run` from the sandbox image, its environment in a Secret of its own,
+//! its workspace on a PersistentVolumeClaim that outlives the Pod: stopping deletes the Pod
+//! and keeps the claim, resuming starts a new Pod on the same claim. Ports go through a
+//! Service and an Ingress whose hosts are `{port}-{pod}.{domain}`.
+//!
+//! This crate builds the objects, reads Pod state and classifies the API server's `Status`
+//! errors; the client
+//! (`client.rs`, wasm only) sends them from the SessionDO.
+
+#[cfg(target_arch = "wasm32")]
+mod client;
+#[cfg(target_arch = "wasm32")]
+pub use client::KubernetesProvider;
+
+use inspect_protocol::provider::{SpawnRequest, SANDBOX_SYSTEM_VARS};
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+
+/// Where the claim is mounted; the sandbox's root (workspace, home, agent state).
+pub const MOUNT: &str = "/sandbox";
+pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+pub const MANAGER: &str = "open-inspect";
+pub const LABEL_SESSION: &str = "open-inspect.dev/session";
+pub const LABEL_SANDBOX: &str = "open-inspect.dev/sandbox";
+/// A sandbox's lifetime cap when none is configured (`activeDeadlineSeconds`).
+pub const DEFAULT_TIMEOUT_SECONDS: u64 = 7200;
+pub const DEFAULT_WORKSPACE_SIZE: &str = "10Gi";
+/// The user the sandbox runs as (the image's `sandbox` user).
+pub const SANDBOX_UID: u64 = 1000;
+
+/// The settings (`K8S_*`) the provider needs; see `docs/providers.md`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KubeConfig {
+    /// The API server, e.g. `https://k8s.example.com:6443` (a public certificate: a Worker
+    /// trusts no private CA).
+    pub api_url: String,
+    /// A ServiceAccount token allowed the namespace's pods, secrets, claims, services and
+    /// ingresses (see `deploy/kubernetes/rbac.yaml`).
+    pub token: String,
+    pub namespace: String,
+    /// The sandbox image (`providers/image/Dockerfile`).
+    pub image: String,
+    pub storage_class: Option<String>,
+    pub workspace_size: String,
+    /// A Secret in the namespace with the model's keys, given to every sandbox.
+    pub model_secret: Option<String>,
+    /// With it, ports get a Service and an Ingress with hosts `{port}-{pod}.{domain}`.
+    pub ingress_domain: Option<String>,
+    pub ingress_class: Option<String>,
+    pub image_pull_secret: Option<String>,
+    pub timeout_seconds: u64,
+    pub cpu: Option<String>,
+    pub memory: Option<String>,
+}
+
+/// The settings that must be present.
+pub const REQUIRED: [&str; 4] = [
+    "K8S_API_URL",
+    "K8S_TOKEN",
+    "K8S_NAMESPACE",
+    "K8S_SANDBOX_IMAGE",
+];
+
+impl KubeConfig {
+    /// Reads the settings through `get`; the error names every missing or bad one.
+    pub fn from_settings(get: impl Fn(&str) -> Option<String>) -> Result<KubeConfig, String> {
+        let missing: Vec<&str> = REQUIRED
+            .iter()
+            .copied()
+            .filter(|n| get(n).is_none_or(|v| v.trim().is_empty()))
+            .collect();
+        if !missing.is_empty() {
+            return Err(format!("missing {}", missing.join(", ")));
+        }
+        let need = |n: &str| get(n).unwrap_or_default().trim().to_owned();
+        let api_url = need("K8S_API_URL").trim_end_matches('/').to_owned();
+        let mut bad = Vec::new();
+        if !(api_url.starts_with("https://") || api_url.starts_with("http://")) {
+            bad.push(format!("K8S_API_URL is not an http(s) URL: {api_url}"));
+        }
+        let namespace = need("K8S_NAMESPACE");
+        if !is_dns_label(&namespace) {
+            bad.push(format!("K8S_NAMESPACE is not a DNS label: {namespace}"));
+        }
+        let workspace_size =
+            get("K8S_WORKSPACE_SIZE").unwrap_or_else(|| DEFAULT_WORKSPACE_SIZE.into());
+        if !is_quantity(&workspace_size) {
+            bad.push(format!(
+                "K8S_WORKSPACE_SIZE is not a quantity like 10Gi: {workspace_size}"
+            ));
+        }
+        let timeout_seconds = match get("SANDBOX_TIMEOUT_SECONDS") {
+            None => DEFAULT_TIMEOUT_SECONDS,
+            Some(v) => match v.trim().parse::<u64>() {
+                Ok(n) if n > 0 => n,
+                _ => {
+                    bad.push(format!(
+                        "SANDBOX_TIMEOUT_SECONDS is not a positive number: {v}"
+                    ));
+                    0
+                }
+            },
+        };
+        let optional = |n: &str| {
+            get(n)
+                .map(|v| v.trim().to_owned())
+                .filter(|v| !v.is_empty())
+        };
+        for n in ["K8S_CPU", "K8S_MEMORY"] {
+            if let Some(v) = optional(n) {
+                if !is_quantity(&v) {
+                    bad.push(format!("{n} is not a quantity: {v}"));
+                }
+            }
+        }
+        if !bad.is_empty() {
+            return Err(bad.join("; "));
+        }
+        Ok(KubeConfig {
+            api_url,
+            token: need("K8S_TOKEN"),
+            namespace,
+            image: need("K8S_SANDBOX_IMAGE"),
+            storage_class: optional("K8S_STORAGE_CLASS"),
+            workspace_size,
+            model_secret: optional("K8S_MODEL_SECRET"),
+            ingress_domain: optional("K8S_INGRESS_DOMAIN"),
+            ingress_class: optional("K8S_INGRESS_CLASS"),
+            image_pull_secret: optional("K8S_IMAGE_PULL_SECRET"),
+            timeout_seconds,
+            cpu: optional("K8S_CPU"),
+            memory: optional("K8S_MEMORY"),
+        })
+    }
+
+    /// `…/api/v1/namespaces/{ns}/{resource}` (core) or the networking group for ingresses.
+    pub fn collection(&self, resource: Resource) -> String {
+        let group = match resource {
+            Resource::Ingresses => "apis/networking.k8s.io/v1",
+            _ => "api/v1",
+        };
+        format!(
+            "{}/{group}/namespaces/{}/{}",
+            self.api_url,
+            self.namespace,
+            resource.plural()
+        )
+    }
+
+    pub fn object(&self, resource: Resource, name: &str) -> String {
+        format!("{}/{name}", self.collection(resource))
+    }
+
+    /// The objects of `resource` labelled with this session.
+    pub fn of_session(&self, resource: Resource, session_id: &str) -> String {
+        format!(
+            "{}?labelSelector={LABEL_SESSION}%3D{}",
+            self.collection(resource),
+            label_value(session_id)
+        )
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resource {
+    Pods,
+    Secrets,
+    Claims,
+    Services,
+    Ingresses,
+}
+
+impl Resource {
+    pub fn plural(self) -> &'static str {
+        match self {
+            Resource::Pods => "pods",
+            Resource::Secrets => "secrets",
+            Resource::Claims => "persistentvolumeclaims",
+            Resource::Services => "services",
+            Resource::Ingresses => "ingresses",
+        }
+    }
+}
+
+fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+fn is_quantity(s: &str) -> bool {
+    let digits = s.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let suffix = &s[digits.len()..];
+    !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit() || b == b'.')
+        && ["", "m", "k", "K", "M", "G", "T", "Ki", "Mi", "Gi", "Ti"].contains(&suffix)
+}
+
+/// A DNS label made of `id` (lowercase, `_` to `-`, at most 63 characters).
+fn label_value(id: &str) -> String {
+    let mut s: String = id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    s.truncate(63);
+    s.trim_matches('-').to_owned()
+}
+
+/// The names of one sandbox's objects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Names {
+    /// The Pod, its Service and its Ingress.
+    pub pod: String,
+    pub secret: String,
+    /// The claim a fresh sandbox makes; a resumed one mounts its predecessor's.
+    pub claim: String,
+}
+
+pub fn names(sandbox_id: &str) -> Names {
+    let id = label_value(sandbox_id);
+    Names {
+        pod: format!("inspect-{id}"),
+        secret: format!("inspect-env-{id}"),
+        claim: format!("inspect-ws-{id}"),
+    }
+}
+
+fn labels(req: &SpawnRequest) -> Value {
+    json!({
+        LABEL_MANAGED_BY: MANAGER,
+        LABEL_SESSION: label_value(&req.session_id),
+        LABEL_SANDBOX: label_value(&req.sandbox_id),
+    })
+}
+
+/// The sandbox's environment: the session's secrets, then the system variables on top.
+pub fn env_secret(req: &SpawnRequest) -> Value {
+    let mut data: BTreeMap<String, String> = req
+        .env
+        .iter()
+        .filter(|(k, _)| !SANDBOX_SYSTEM_VARS.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let spawn = req.description();
+    for (k, v) in [
+        ("INSPECT_SPAWN", spawn),
+        ("INSPECT_SANDBOX_TOKEN", req.sandbox_token.clone()),
+        ("INSPECT_SESSION_ID", req.session_id.clone()),
+        ("INSPECT_SANDBOX_ID", req.sandbox_id.clone()),
+        ("INSPECT_CONTROL_PLANE_URL", req.control_plane_url.clone()),
+    ] {
+        data.insert(k.into(), v);
+    }
+    json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": names(&req.sandbox_id).secret, "labels": labels(req)},
+        "type": "Opaque",
+        "stringData": data,
+    })
+}
+
+/// The workspace claim of a fresh sandbox.
+pub fn claim(cfg: &KubeConfig, req: &SpawnRequest) -> Value {
+    let mut spec = json!({
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": cfg.workspace_size}},
+    });
+    if let Some(class) = &cfg.storage_class {
+        spec["storageClassName"] = json!(class);
+    }
+    json!({
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": names(&req.sandbox_id).claim, "labels": labels(req)},
+        "spec": spec,
+    })
+}
+
+/// The sandbox's Pod on the workspace claim `claim`: the supervisor as a non-root user with
+/// every capability dropped, no service-account token, and a deadline.
+pub fn pod(cfg: &KubeConfig, req: &SpawnRequest, claim: &str) -> Value {
+    let n = names(&req.sandbox_id);
+    let mut env_from = vec![json!({"secretRef": {"name": n.secret}})];
+    if let Some(model) = &cfg.model_secret {
+        env_from.push(json!({"secretRef": {"name": model}}));
+    }
+    let mut resources = Map::new();
+    let mut amounts = Map::new();
+    if let Some(cpu) = &cfg.cpu {
+        amounts.insert("cpu".into(), json!(cpu));
+    }
+    if let Some(memory) = &cfg.memory {
+        amounts.insert("memory".into(), json!(memory));
+    }
+    if !amounts.is_empty() {
+        resources.insert("requests".into(), Value::Object(amounts.clone()));
+        resources.insert("limits".into(), Value::Object(amounts));
+    }
+    let ports: Vec<Value> = req
+        .tunnel_ports
+        .iter()
+        .map(|p| json!({"name": format!("p{p}"), "containerPort": p}))
+        .collect();
+    let mut spec = json!({
+        "restartPolicy": "Never",
+        "activeDeadlineSeconds": cfg.timeout_seconds,
+        "automountServiceAccountToken": false,
+        "enableServiceLinks": false,
+        "securityContext": {
+            "runAsNonRoot": true,
+            "runAsUser": SANDBOX_UID,
+            "runAsGroup": SANDBOX_UID,
+            "fsGroup": SANDBOX_UID,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [{
+            "name": "sandbox",
+            "image": cfg.image,
+            "command": ["inspect-supervisor", "run"],
+            "workingDir": MOUNT,
+            "envFrom": env_from,
+            "env": [
+                {"name": "INSPECT_SANDBOX_ROOT", "value": MOUNT},
+                {"name": "INSPECT_WORKSPACE", "value": format!("{MOUNT}/workspace")},
+                {"name": "HOME", "value": format!("{MOUNT}/home")},
+            ],
+            "ports": ports,
+            "resources": resources,
+            "securityContext": {
+                "allowPrivilegeEscalation": false,
+                "privileged": false,
+                "capabilities": {"drop": ["ALL"]},
+            },
+            "volumeMounts": [{"name": "workspace", "mountPath": MOUNT}],
+        }],
+        "volumes": [{"name": "workspace", "persistentVolumeClaim": {"claimName": claim}}],
+    });
+    if let Some(pull) = &cfg.image_pull_secret {
+        spec["imagePullSecrets"] = json!([{"name": pull}]);
+    }
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": n.pod, "labels": labels(req)},
+        "spec": spec,
+    })
+}
+
+/// The Service and Ingress that expose the sandbox's ports, when it has ports and an
+/// ingress domain is configured.
+pub fn exposure(cfg: &KubeConfig, req: &SpawnRequest) -> Option<(Value, Value)> {
+    let domain = cfg.ingress_domain.as_ref()?;
+    if req.tunnel_ports.is_empty() {
+        return None;
+    }
+    let n = names(&req.sandbox_id);
+    let service = json!({
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": n.pod, "labels": labels(req)},
+        "spec": {
+            "type": "ClusterIP",
+            "selector": {LABEL_SANDBOX: label_value(&req.sandbox_id)},
+            "ports": req.tunnel_ports.iter().map(|p| json!({"name": format!("p{p}"), "port": p, "targetPort": p})).collect::<Vec<_>>(),
+        },
+    });
+    let rules: Vec<Value> = req
+        .tunnel_ports
+        .iter()
+        .map(|p| {
+            json!({
+                "host": format!("{p}-{}.{domain}", n.pod),
+                "http": {"paths": [{
+                    "path": "/",
+                    "pathType": "Prefix",
+                    "backend": {"service": {"name": n.pod, "port": {"number": p}}},
+                }]},
+            })
+        })
+        .collect();
+    let mut spec = json!({"rules": rules});
+    if let Some(class) = &cfg.ingress_class {
+        spec["ingressClassName"] = json!(class);
+    }
+    let ingress = json!({
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "Ingress",
+        "metadata": {"name": n.pod, "labels": labels(req)},
+        "spec": spec,
+    });
+    Some((service, ingress))
+}
+
+/// Each port's public URL (computed, as the Ingress hosts are).
+pub fn tunnel_urls(cfg: &KubeConfig, req: &SpawnRequest) -> BTreeMap<String, String> {
+    let Some(domain) = &cfg.ingress_domain else {
+        return BTreeMap::new();
+    };
+    let pod = names(&req.sandbox_id).pod;
+    req.tunnel_ports
+        .iter()
+        .map(|p| (p.to_string(), format!("https://{p}-{pod}.{domain}")))
+        .collect()
+}
+
+/// Where a Pod is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PodState {
+    /// Scheduled or pulling: on its way.
+    Starting,
+    Running,
+    /// It ended (its process exited, its deadline passed, it was evicted).
+    Ended {
+        reason: String,
+    },
+    /// It cannot start without someone changing something (bad image, missing secret).
+    Stuck {
+        reason: String,
+    },
+}
+
+impl PodState {
+    /// The status word of [`inspect_protocol::provider::SandboxInfo`].
+    pub fn status(&self) -> &'static str {
+        match self {
+            PodState::Starting | PodState::Running => "running",
+            PodState::Ended { .. } | PodState::Stuck { .. } => "exited",
+        }
+    }
+}
+
+const STUCK: [&str; 6] = [
+    "ImagePullBackOff",
+    "ErrImagePull",
+    "InvalidImageName",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+    "CrashLoopBackOff",
+];
+
+pub fn pod_state(pod: &Value) -> PodState {
+    let status = &pod["status"];
+    let phase = status["phase"].as_str().unwrap_or("Pending");
+    let says = |what: &str| {
+        let reason = status["reason"].as_str().unwrap_or(what);
+        match status["message"].as_str() {
+            Some(m) => format!("{reason}: {m}"),
+            None => reason.to_owned(),
+        }
+    };
+    match phase {
+        "Succeeded" => {
+            return PodState::Ended {
+                reason: says("the sandbox exited"),
+            }
+        }
+        "Failed" => {
+            return PodState::Ended {
+                reason: says("the sandbox failed"),
+            }
+        }
+        _ => {}
+    }
+    let containers = status["containerStatuses"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    for c in &containers {
+        let waiting = &c["state"]["waiting"];
+        if let Some(reason) = waiting["reason"].as_str() {
+            if STUCK.contains(&reason) {
+                let message = waiting["message"].as_str().unwrap_or("");
+                return PodState::Stuck {
+                    reason: format!("{reason}: {message}")
+                        .trim_end_matches(": ")
+                        .to_owned(),
+                };
+            }
+        }
+        if let Some(t) = c["state"]["terminated"].as_object() {
+            let reason = t
+                .get("reason")
+                .and_then(Value::as_str)
+                .unwrap_or("Terminated");
+            return PodState::Ended {
+                reason: reason.to_owned(),
+            };
+        }
+    }
+    if phase == "Running" {
+        PodState::Running
+    } else {
+        PodState::Starting
+    }
+}
+
+/// What an API server's refusal means for the caller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    NotFound,
+    /// `AlreadyExists` or `Conflict`: a retried create found its object.
+    AlreadyExists,
+    /// Try again later (429, 5xx, timeouts).
+    Transient(String),
+    /// A quota is used up: wait until sandboxes end.
+    Quota(String),
+    /// Will not work unchanged (bad object, no permission, bad token).
+    Permanent(String),
+}
+
+/// Classifies an answer by its code and its `Status` body (`{reason, message, code}`).
+pub fn classify(code: u16, body: &str) -> Failure {
+    let status: Value = serde_json::from_str(body).unwrap_or(Value::Null);
+    let reason = status["reason"].as_str().unwrap_or("");
+    let message = status["message"]
+        .as_str()
+        .map(str::to_owned)
+        .unwrap_or_else(|| body.chars().take(300).collect());
+    let said = format!("kubernetes answered {code} {reason}: {message}");
+    match code {
+        404 => Failure::NotFound,
+        409 => Failure::AlreadyExists,
+        403 if message.contains("exceeded quota") => Failure::Quota(said),
+        429 | 500..=599 => Failure::Transient(said),
+        _ if reason == "Timeout" || reason == "ServerTimeout" => Failure::Transient(said),
+        _ => Failure::Permanent(said),
+    }
+}
+
+/// The newest object in a list answer (by `creationTimestamp`, RFC 3339 sorts as text).
+pub fn newest_name(list: &Value) -> Option<String> {
+    list["items"]
+        .as_array()?
+        .iter()
+        .filter(|i| i["metadata"]["deletionTimestamp"].is_null())
+        .max_by_key(|i| {
+            i["metadata"]["creationTimestamp"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned()
+        })
+        .and_then(|i| i["metadata"]["name"].as_str().map(str::to_owned))
+}
+
+/// Every name in a list answer.
+pub fn item_names(list: &Value) -> Vec<String> {
+    list["items"]
+        .as_array()
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(|i| i["metadata"]["name"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests;

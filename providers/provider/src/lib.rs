@@ -1,0 +1,117 @@
+//! The sandbox provider interface: one trait with capability flags, errors classified as
+//! transient (try again later) or permanent (do not retry unchanged). Each vendor's crate
+//! under `providers/` implements it; the SessionDO sees only this.
+
+use inspect_protocol::images::{BuildImageRequest, BuildStarted};
+use inspect_protocol::provider::{Capabilities, SandboxInfo, SnapshotInfo, SpawnRequest};
+use std::fmt;
+
+#[cfg(target_arch = "wasm32")]
+pub mod http;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProviderError {
+    /// The provider could not be reached or was busy: retrying later may work.
+    Transient(String),
+    /// The provider refused: retrying the same request will not work.
+    Permanent(String),
+    /// The provider runs as many sandboxes as it may (or rate-limits): wait, then ask
+    /// again. Not a failure of the session's sandbox.
+    AtCapacity(String),
+}
+
+impl ProviderError {
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            ProviderError::Transient(_) | ProviderError::AtCapacity(_)
+        )
+    }
+
+    /// Classifies an HTTP answer the way every provider's API does.
+    pub fn from_status(status: u16, body: &str) -> Self {
+        let detail = format!(
+            "provider answered {status}: {}",
+            body.chars().take(300).collect::<String>()
+        );
+        if status == 429 {
+            ProviderError::AtCapacity(detail)
+        } else if status == 408 || status >= 500 {
+            ProviderError::Transient(detail)
+        } else {
+            ProviderError::Permanent(detail)
+        }
+    }
+}
+
+impl fmt::Display for ProviderError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProviderError::Transient(m) => write!(f, "{m} (transient)"),
+            ProviderError::Permanent(m) => write!(f, "{m}"),
+            ProviderError::AtCapacity(m) => write!(f, "{m} (at capacity)"),
+        }
+    }
+}
+
+impl ProviderError {
+    /// A vendor API's refusal as the lifecycle takes it (a 404 in the vendor's words too).
+    pub fn from_vendor(vendor: &str, failure: inspect_protocol::vendor::Failure) -> Self {
+        use inspect_protocol::vendor::Failure;
+        match failure {
+            Failure::NotFound => ProviderError::Permanent(format!("{vendor}: not found")),
+            Failure::Transient(m) => ProviderError::Transient(m),
+            Failure::Quota(m) => ProviderError::AtCapacity(m),
+            Failure::Permanent(m) => ProviderError::Permanent(m),
+        }
+    }
+}
+
+/// What resuming a stopped sandbox came to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Resumed {
+    /// The stopped sandbox's workspace runs again, as the request's sandbox.
+    Started(SandboxInfo),
+    /// Nothing is left to resume (deleted, expired): spawn a fresh one.
+    Gone,
+}
+
+/// A sandbox provider. Async methods run in the Durable Object (wasm, single-threaded).
+#[allow(async_fn_in_trait)]
+pub trait SandboxProvider {
+    fn name(&self) -> &'static str;
+    fn capabilities(&self) -> Capabilities;
+    async fn create(&self, req: &SpawnRequest) -> Result<SandboxInfo, ProviderError>;
+    async fn status(&self, sandbox_id: &str) -> Result<SandboxInfo, ProviderError>;
+    async fn stop(&self, sandbox_id: &str) -> Result<(), ProviderError>;
+    /// Starts the stopped sandbox `previous` again as `req`'s sandbox (providers with
+    /// `persistent_resume`; the others answer `Permanent`).
+    async fn resume(&self, previous: &str, req: &SpawnRequest) -> Result<Resumed, ProviderError>;
+    /// Saves the sandbox's filesystem (providers with `snapshots`).
+    async fn snapshot(&self, sandbox_id: &str) -> Result<SnapshotInfo, ProviderError>;
+    /// The runtime new sandboxes get; snapshots restore only into the one that made them.
+    async fn runtime_version(&self) -> Result<String, ProviderError>;
+    /// Removes everything kept for a session: its sandboxes, their files, its snapshots.
+    async fn delete_session(&self, session_id: &str) -> Result<(), ProviderError>;
+    /// Starts building a prebuilt image; the provider reports how it ended to the request's
+    /// callback URL. Providers without image builds answer `Permanent`.
+    async fn build_image(&self, req: &BuildImageRequest) -> Result<BuildStarted, ProviderError>;
+    /// Deletes an image (a newer one replaced it). An unknown image is not an error.
+    async fn delete_image(&self, image_id: &str) -> Result<(), ProviderError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_classify() {
+        assert!(ProviderError::from_status(503, "").is_transient());
+        assert!(matches!(
+            ProviderError::from_status(429, ""),
+            ProviderError::AtCapacity(_)
+        ));
+        assert!(!ProviderError::from_status(400, "bad").is_transient());
+        assert!(!ProviderError::from_status(401, "").is_transient());
+    }
+}
