@@ -70,7 +70,7 @@ pub async fn builds(
     limit: u32,
 ) -> Result<Vec<ImageBuild>, ApiError> {
     let (kind, key) = scope.key();
-    let rows: Vec<BuildRow> = crate::d1::all(
+    let rows: Vec<BuildRow> = inspect_runtime::d1::all(
         env,
         &format!(
             "SELECT {BUILD_COLUMNS} FROM image_builds WHERE scope_kind = ?1 AND scope_key = ?2 AND (?3 IS NULL OR status = ?3) ORDER BY started_at DESC LIMIT ?4"

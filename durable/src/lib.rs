@@ -9,11 +9,7 @@ pub mod schema;
 pub mod store;
 
 #[cfg(target_arch = "wasm32")]
-pub mod d1;
-#[cfg(target_arch = "wasm32")]
 pub mod images;
-#[cfg(target_arch = "wasm32")]
-pub mod log;
 #[cfg(target_arch = "wasm32")]
 pub mod sealed;
 #[cfg(target_arch = "wasm32")]

@@ -13,7 +13,7 @@ pub async fn open_secrets(
     repositories: &[(String, String)],
 ) -> Result<std::collections::BTreeMap<String, String>, ApiError> {
     // Without a key nothing can have been stored.
-    let Some(key) = inspect_github::setting(env, inspect_secrets::KEY_VAR) else {
+    let Some(key) = inspect_runtime::setting(env, inspect_secrets::KEY_VAR) else {
         return Ok(Default::default());
     };
     let key = inspect_secrets::SealingKey::from_config(Some(&key))?;
@@ -46,7 +46,7 @@ pub async fn open_secrets(
         name: String,
         sealed: String,
     }
-    let rows: Vec<Row> = crate::d1::all(env, &sql, &args)
+    let rows: Vec<Row> = inspect_runtime::d1::all(env, &sql, &args)
         .await
         .map_err(|e| ApiError::new(e.code, format!("reading secrets: {}", e.message)))?;
     let stored: Vec<inspect_secrets::StoredSecret> = rows

@@ -104,8 +104,8 @@ pub async fn resolve(req: &Request, body: &[u8], env: &Env) -> Result<Caller, Ap
         .flatten();
     if let Some(name) = forwarded_by {
         // The run command's output shows this: the Worker is reachable through a proxy.
-        inspect_durable::log::emit(
-            inspect_durable::log::LogLine::warn("auth", "local_mode_refused")
+        inspect_runtime::log::emit(
+            inspect_runtime::log::LogLine::warn("auth", "local_mode_refused")
                 .with("header", name)
                 .detail(
                     "a relayed request (proxy or tunnel) reached a Worker in local mode; it \

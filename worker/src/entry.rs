@@ -13,6 +13,7 @@ use crate::objects::{
     attachment_for_sandbox, create_session_with, forward, forward_as_sandbox, known_session,
     pull_requests, scm_credentials, store_attachment, typed_session_body,
 };
+use crate::plane::Plane;
 use crate::repos;
 use crate::routes::SecretOp;
 use crate::routes::{match_route, not_found, Route, SessionAction};
@@ -40,7 +41,7 @@ async fn scheduled(event: worker::ScheduledEvent, env: Env, _ctx: worker::Schedu
         "started",
         images,
     );
-    let pruned = crate::slack_bot::prune(&env, now).await;
+    let pruned = inspect_slack::bot::prune(&env, now).await;
     cron_step(
         &cron,
         ("slack_pruned", "slack_prune_failed"),
@@ -48,7 +49,7 @@ async fn scheduled(event: worker::ScheduledEvent, env: Env, _ctx: worker::Schedu
         pruned,
     );
     if crate::db::setting(&env, "GITHUB_APP_ID").is_some() {
-        let synced = crate::installation::sync(&env, now).await;
+        let synced = inspect_github::installation::sync(&env, now).await;
         let names = ("repositories_synced", "repositories_sync_failed");
         cron_step(&cron, names, "repositories", synced);
     }
@@ -57,7 +58,7 @@ async fn scheduled(event: worker::ScheduledEvent, env: Env, _ctx: worker::Schedu
 /// One line for a step of the cron trigger (its event when it worked, when it failed): how
 /// many things it did, or why it failed.
 fn cron_step(cron: &str, (done, failed): (&str, &str), counted: &str, outcome: ApiResult<usize>) {
-    use inspect_durable::log::{emit, LogLine};
+    use inspect_runtime::log::{emit, LogLine};
     match outcome {
         Ok(n) => emit(
             LogLine::info("cron", done)
@@ -120,7 +121,9 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
     // Routes that carry their own credentials (or none).
     match &route {
         Route::Health => return crate::health::health(env).await,
-        Route::GitHubWebhook => return crate::github_bot::webhook(req, env, ctx).await,
+        Route::GitHubWebhook => {
+            return inspect_github::bot::webhook(req, env, ctx, Plane::new(env)).await
+        }
         Route::ImageBuildReport { id } => {
             let bearer = req
                 .headers()
@@ -156,8 +159,12 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
         Route::AttachmentDownload { id, attachment } => {
             return attachment_for_sandbox(env, id, attachment, &req).await
         }
-        Route::SlackEvents => return crate::slack_bot::events(req, env, ctx).await,
-        Route::SlackInteractions => return crate::slack_bot::interactions(req, env, ctx).await,
+        Route::SlackEvents => {
+            return inspect_slack::bot::events(req, env, ctx, Plane::new(env)).await
+        }
+        Route::SlackInteractions => {
+            return inspect_slack::bot::interactions(req, env, ctx, Plane::new(env)).await
+        }
         Route::Session {
             id,
             action: SessionAction::PullRequests,
@@ -233,7 +240,7 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
             json(&repos::list(env, refresh, now).await?, 200)
         }
         Route::RepoBranches { owner, name } => json(
-            &crate::installation::branches(env, &owner, &name, now).await?,
+            &inspect_github::installation::branches(env, &owner, &name, now).await?,
             200,
         ),
         Route::RegisterRepo => {
@@ -295,9 +302,12 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
         }
         Route::SlackSettings { write } => {
             if write {
-                json(&crate::slack_bot::put_settings(env, &body, now).await?, 200)
+                json(
+                    &inspect_slack::bot::put_settings(env, &body, now).await?,
+                    200,
+                )
             } else {
-                json(&crate::slack_bot::settings(env).await?, 200)
+                json(&inspect_slack::bot::settings(env).await?, 200)
             }
         }
         Route::ListImages => {

@@ -31,7 +31,7 @@ pub(crate) async fn health(env: &Env) -> ApiResult<Response> {
     };
     // The sandbox provider, asked whether it answers (the local host adds its disk use).
     let mut sandbox_provider = part(false);
-    match inspect_providers::AnyProvider::from_settings(&|n| crate::db::setting(env, n)) {
+    match inspect_providers::AnyProvider::from_env(env) {
         Ok(provider) => {
             sandbox_provider.configured = true;
             let t = now_ms();

@@ -3,7 +3,7 @@
 //! caller reached us at. Every handler uses these; none of them knows a route.
 
 use inspect_protocol::{ApiError, ErrorCode};
-use worker::{Request, Response, Result};
+use worker::Request;
 
 pub(crate) type ApiResult<T> = std::result::Result<T, ApiError>;
 
@@ -14,19 +14,9 @@ pub(crate) const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
 pub(crate) const MAX_ATTACHMENT_UPLOAD_BYTES: usize =
     inspect_protocol::limits::MAX_ATTACHMENT_FILE_BYTES + 64 * 1024;
 
-pub(crate) fn error_response(err: &ApiError) -> Result<Response> {
-    inspect_durable::shell::json_error(err)
-}
+pub(crate) use inspect_runtime::answer::{json, json_error as error_response};
 
-pub(crate) fn json<T: serde::Serialize>(value: &T, status: u16) -> ApiResult<Response> {
-    Ok(inspect_durable::shell::json_ok(value)
-        .map_err(internal)?
-        .with_status(status))
-}
-
-pub(crate) fn internal(e: worker::Error) -> ApiError {
-    ApiError::internal(e.to_string())
-}
+pub(crate) use inspect_runtime::answer::internal;
 
 /// A request body read as `T`; a 400 that says why when it is not.
 pub(crate) fn body_as<T: serde::de::DeserializeOwned>(body: &[u8]) -> ApiResult<T> {
@@ -91,12 +81,7 @@ pub(crate) async fn read_body_up_to(req: &mut Request, limit: usize) -> ApiResul
     Ok(body)
 }
 
-/// The origin the caller reached us at (`http://127.0.0.1:8787`), for sandboxes.
-pub(crate) fn origin_of(req: &Request) -> String {
-    req.url()
-        .map(|u| u.origin().ascii_serialization())
-        .unwrap_or_default()
-}
+pub(crate) use inspect_runtime::origin_of;
 
 /// The runtime's clock (ms since the epoch).
 pub(crate) fn now_ms() -> f64 {

@@ -7,7 +7,6 @@
 use crate::auth::tokens;
 use crate::db::{self, num};
 use inspect_durable::images::{builds, scope_of, BuildRow, BUILD_COLUMNS};
-use inspect_durable::log::{emit, LogLine};
 use inspect_protocol::images::{
     due, past_keep, BuildImageRequest, BuildReport, BuildStatus, ImageBuild, ImageList,
     ImageRequest, ImageSchedule, ImageScope, DEFAULT_BUILD_TIMEOUT_SECONDS, OUTPUT_LIMIT,
@@ -17,6 +16,7 @@ use inspect_protocol::session::RepositoryRef;
 use inspect_protocol::{ApiError, ErrorCode};
 use inspect_provider::SandboxProvider;
 use inspect_providers::AnyProvider;
+use inspect_runtime::log::{emit, LogLine};
 use serde::Deserialize;
 use worker::Env;
 
@@ -24,8 +24,7 @@ use worker::Env;
 const LISTED: u32 = 20;
 
 fn provider(env: &Env) -> Result<AnyProvider, ApiError> {
-    AnyProvider::from_settings(&|n| db::setting(env, n))
-        .map_err(|why| ApiError::new(ErrorCode::Unavailable, why))
+    AnyProvider::from_env(env).map_err(|why| ApiError::new(ErrorCode::Unavailable, why))
 }
 
 fn build_timeout_seconds(env: &Env) -> u64 {

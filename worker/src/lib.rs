@@ -19,8 +19,6 @@ mod db;
 #[cfg(target_arch = "wasm32")]
 mod entry;
 #[cfg(target_arch = "wasm32")]
-mod github_bot;
-#[cfg(target_arch = "wasm32")]
 mod health;
 #[cfg(target_arch = "wasm32")]
 mod http;
@@ -29,9 +27,9 @@ mod images;
 #[cfg(target_arch = "wasm32")]
 mod index;
 #[cfg(target_arch = "wasm32")]
-mod installation;
-#[cfg(target_arch = "wasm32")]
 mod objects;
+#[cfg(target_arch = "wasm32")]
+mod plane;
 #[cfg(target_arch = "wasm32")]
 mod ratelimit;
 #[cfg(target_arch = "wasm32")]
@@ -40,8 +38,6 @@ mod repos;
 mod settings;
 #[cfg(target_arch = "wasm32")]
 mod signin;
-#[cfg(target_arch = "wasm32")]
-mod slack_bot;
 #[cfg(target_arch = "wasm32")]
 pub use inspect_durable::SessionDO;
 

@@ -73,9 +73,9 @@ const COLUMNS: &str =
 /// copy in place.
 pub async fn list(env: &Env, refresh: bool, now: i64) -> Result<RepositoryList, ApiError> {
     if db::setting(env, "GITHUB_APP_ID").is_some() {
-        if let Err(e) = crate::installation::sync_if_stale(env, now, refresh).await {
-            inspect_durable::log::emit(
-                inspect_durable::log::LogLine::warn("repositories", "sync_failed")
+        if let Err(e) = inspect_github::installation::sync_if_stale(env, now, refresh).await {
+            inspect_runtime::log::emit(
+                inspect_runtime::log::LogLine::warn("repositories", "sync_failed")
                     .detail(e.message),
             );
         }
@@ -99,7 +99,7 @@ pub async fn register(
 ) -> Result<Repository, ApiError> {
     let (owner, name) = validate(req)?;
     // The host that will clone it says whether it is a git repository with commits.
-    let host = match inspect_local::LocalProvider::from_settings(|n| crate::db::setting(env, n)) {
+    let host = match inspect_local::LocalProvider::from_env(env) {
         Some(host) => host,
         None => {
             return Err(ApiError::new(

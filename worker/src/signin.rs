@@ -263,8 +263,8 @@ pub async fn finish(req: &Request, env: &Env) -> Result<Response, ApiError> {
         active_orgs,
     };
     if let Err(why) = admission::admit(&policy, &identity) {
-        inspect_durable::log::emit(
-            inspect_durable::log::LogLine::warn("sign_in", "refused")
+        inspect_runtime::log::emit(
+            inspect_runtime::log::LogLine::warn("sign_in", "refused")
                 .with("login", user.login.as_str())
                 .detail(&why),
         );
@@ -272,8 +272,8 @@ pub async fn finish(req: &Request, env: &Env) -> Result<Response, ApiError> {
     }
 
     let user_id = format!("github:{}", user.id);
-    inspect_durable::log::emit(
-        inspect_durable::log::LogLine::info("sign_in", "signed_in").actor(&user_id),
+    inspect_runtime::log::emit(
+        inspect_runtime::log::LogLine::info("sign_in", "signed_in").actor(&user_id),
     );
     let now = now_ms();
     db::run(

@@ -52,8 +52,8 @@ impl SessionDO {
                 let started = now_ms();
                 if let Ok(update) = Session::new(&store).index_update() {
                     if let Err(e) = write_index(&env, &update).await {
-                        crate::log::emit(
-                            crate::log::LogLine::error("session", "index_update_failed")
+                        inspect_runtime::log::emit(
+                            inspect_runtime::log::LogLine::error("session", "index_update_failed")
                                 .session(&update.id)
                                 .detail(e),
                         );

@@ -188,7 +188,7 @@ impl SessionDO {
         }
         let engine = self.engine();
         // The settings are read once: the plan and the spawn use the same provider.
-        let configured = AnyProvider::from_settings(&|n| inspect_github::setting(&self.env, n));
+        let configured = AnyProvider::from_env(&self.env);
         let provider = configured.as_ref().ok();
         // Decide before begin_spawn replaces the record of the last sandbox.
         let mut runtime = String::new();
@@ -463,7 +463,7 @@ impl SessionDO {
     }
 
     pub(super) fn provider(&self) -> Option<AnyProvider> {
-        AnyProvider::from_settings(&|n| inspect_github::setting(&self.env, n)).ok()
+        AnyProvider::from_env(&self.env).ok()
     }
 
     pub(super) fn spawn_request(

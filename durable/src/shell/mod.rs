@@ -9,7 +9,6 @@
 use crate::engine::plan::SpawnPlan;
 use crate::engine::sockets::{KIND_CLIENT, KIND_SANDBOX};
 use crate::engine::{ids, timeline, Effects, Session, Target};
-use crate::log::LogLine;
 use crate::schema;
 use crate::store::{Row, SqlValue, Store, StoreError, StoreResult};
 use inspect_protocol::client::ServerMessage;
@@ -22,6 +21,7 @@ use inspect_protocol::session::{
 use inspect_protocol::ApiError;
 use inspect_provider::{Resumed, SandboxProvider};
 use inspect_providers::AnyProvider;
+use inspect_runtime::log::LogLine;
 use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
@@ -104,28 +104,7 @@ fn now_ms() -> i64 {
     worker::Date::now().as_millis() as i64
 }
 
-pub fn json_error(err: &ApiError) -> Result<Response> {
-    let resp = json_ok(&err.body())?.with_status(err.status());
-    if let Some(secs) = err.retry_after {
-        let _ = resp.headers().set("Retry-After", &secs.to_string());
-    }
-    Ok(resp)
-}
-
-/// A JSON response. Only the serialisation is per type: the response around it is built by
-/// [`json_text`], once in the wasm (`Response::from_json` put a copy of it in every caller's
-/// type, 34 of them).
-pub fn json_ok<T: Serialize>(value: &T) -> Result<Response> {
-    json_text(serde_json::to_string(value).map_err(|e| worker::Error::RustError(e.to_string()))?)
-}
-
-/// A response whose body is JSON text already written.
-#[inline(never)]
-pub fn json_text(text: String) -> Result<Response> {
-    let resp = Response::from_bytes(text.into_bytes())?;
-    resp.headers().set("Content-Type", "application/json")?;
-    Ok(resp)
-}
+pub use inspect_runtime::answer::{json_error, json_ok, json_text};
 
 impl SessionDO {
     fn engine(&self) -> Session<'_, DoStore> {
@@ -133,9 +112,9 @@ impl SessionDO {
     }
 
     /// Writes a log line about this session (its id added).
-    pub(super) fn log(&self, line: crate::log::LogLine) {
+    pub(super) fn log(&self, line: inspect_runtime::log::LogLine) {
         let sid = self.engine().session_id().unwrap_or_default();
-        crate::log::emit(line.session(&sid));
+        inspect_runtime::log::emit(line.session(&sid));
     }
 
     /// Creates (or brings forward) the schema: `/init` and the health probe's object.
@@ -221,7 +200,7 @@ impl DurableObject for SessionDO {
             Ok(true) => match schema::migrate(&store) {
                 Ok(_) => true,
                 Err(e) => {
-                    crate::log::emit(
+                    inspect_runtime::log::emit(
                         LogLine::error("session", "schema_migration_failed").detail(e),
                     );
                     false
@@ -229,7 +208,9 @@ impl DurableObject for SessionDO {
             },
             Ok(false) => false,
             Err(e) => {
-                crate::log::emit(LogLine::error("session", "schema_check_failed").detail(e));
+                inspect_runtime::log::emit(
+                    LogLine::error("session", "schema_check_failed").detail(e),
+                );
                 false
             }
         };

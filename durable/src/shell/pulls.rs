@@ -372,7 +372,7 @@ impl SessionDO {
                     }
                     match report(&env, &completion, &url).await {
                         Ok(()) => {
-                            crate::log::emit(
+                            inspect_runtime::log::emit(
                                 LogLine::info("callback", "completion_delivered")
                                     .session(&completion.session_id)
                                     .message(&completion.message_id)
@@ -383,7 +383,7 @@ impl SessionDO {
                         Err(e) => last = e.message,
                     }
                 }
-                crate::log::emit(
+                inspect_runtime::log::emit(
                     LogLine::error("callback", "completion_not_delivered")
                         .session(&completion.session_id)
                         .message(&completion.message_id)
@@ -403,7 +403,7 @@ async fn report(env: &Env, c: &Completion, session_url: &str) -> ApiResultT<()> 
             review_comment_id,
         } => (owner, repo, number, review_comment_id),
         inspect_protocol::scm::CallbackContext::Slack(thread) => {
-            return super::slack::report(env, c, thread, session_url).await
+            return inspect_slack::thread::report(env, c, thread, session_url).await
         }
     };
     let token = api::app_token(env, now_ms()).await?;

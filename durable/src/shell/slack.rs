@@ -1,13 +1,11 @@
 //! A Slack-started prompt's thread from the object's side: its progress message updated
-//! as tools run (at most once every 3 s), and the final message with the outcome when the
-//! prompt ends; the 👀 taken off. Sent with `waitUntil`, never holding the session up.
+//! as tools run (at most once every 3 s), sent with `waitUntil`, never holding the session
+//! up. The messages themselves (and the final one) are `inspect_slack::thread`'s.
 
 use super::*;
-use inspect_protocol::scm::{CallbackContext, Completion};
+use inspect_protocol::scm::CallbackContext;
 use inspect_protocol::session::TimelineEvent;
-use inspect_protocol::slack::SlackThread;
-use inspect_slack::{api, blocks};
-use serde_json::json;
+use inspect_slack::thread as slack_thread;
 
 /// Progress updates are at most this frequent.
 const PROGRESS_EVERY_MS: i64 = 3000;
@@ -40,17 +38,11 @@ impl SessionDO {
         let url = self.session_url(&session);
         let env = self.env.clone();
         self.state.wait_until(async move {
-            let mut message = blocks::progress(
-                &thread.target,
-                "working",
-                tool.as_deref(),
-                (now - thread.started_at) / 1000,
-                &url,
-            );
-            message["channel"] = json!(thread.channel);
-            message["ts"] = json!(ts);
-            if let Err(e) = api::post(&env, "chat.update", &message).await {
-                crate::log::emit(
+            let elapsed = (now - thread.started_at) / 1000;
+            let said =
+                slack_thread::progress(&env, &thread, &ts, tool.as_deref(), elapsed, &url).await;
+            if let Err(e) = said {
+                inspect_runtime::log::emit(
                     LogLine::warn("callback", "slack_progress_failed")
                         .session(&session)
                         .detail(e.message),
@@ -70,45 +62,4 @@ impl SessionDO {
             .and_then(|v| v.into_string())
             .and_then(|c| serde_json::from_str(&c).ok())
     }
-}
-
-/// The final message in the thread (in place of the progress message), and the 👀 off.
-pub(super) async fn report(
-    env: &Env,
-    c: &Completion,
-    thread: &SlackThread,
-    session_url: &str,
-) -> std::result::Result<(), ApiError> {
-    let secs = (now_ms() - thread.started_at) / 1000;
-    let outcome = blocks::Outcome {
-        success: c.success,
-        error: c.error.as_deref(),
-        summary: c.summary.as_deref(),
-        pull_requests: &c.pull_requests,
-        changed_files: &c.changed_files,
-        target: &thread.target,
-        secs,
-    };
-    let mut message = blocks::finished(&outcome, session_url);
-    message["channel"] = json!(thread.channel);
-    match &thread.progress_ts {
-        Some(ts) => {
-            message["ts"] = json!(ts);
-            api::post(env, "chat.update", &message).await?;
-        }
-        None => {
-            message["thread_ts"] = json!(thread.thread_ts);
-            api::post(env, "chat.postMessage", &message).await?;
-        }
-    }
-    if let Some(ts) = &thread.reaction_ts {
-        // Already gone is fine.
-        let _ = api::post(
-            env,
-            "reactions.remove",
-            &json!({"channel": thread.channel, "timestamp": ts, "name": "eyes"}),
-        )
-        .await;
-    }
-    Ok(())
 }

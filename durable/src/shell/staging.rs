@@ -77,7 +77,7 @@ pub(super) fn write_staged(store: &DoStore, staging: &RefCell<Staging>) {
             }
         }
         Err(e) => {
-            crate::log::emit(
+            inspect_runtime::log::emit(
                 LogLine::error("session", "staged_write_failed")
                     .session(&engine.session_id().unwrap_or_default())
                     .detail(e.message),

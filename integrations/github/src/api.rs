@@ -2,9 +2,9 @@
 //! person's own (sealed in D1 at sign-in, refreshed when it expires) or the App's.
 
 use crate::client::{self, api_base, oauth_base, send, send_json, Reply};
-use crate::setting;
 use inspect_protocol::scm::AuthoredAs;
 use inspect_protocol::{ApiError, ErrorCode};
+use inspect_runtime::setting;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use wasm_bindgen::JsValue;

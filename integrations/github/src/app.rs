@@ -4,11 +4,11 @@
 //! Sandboxes never hold a long-lived credential.
 
 use crate::client as github;
-use crate::setting;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use base64::Engine;
 use inspect_protocol::auth::ScmCredentials;
 use inspect_protocol::{ApiError, ErrorCode};
+use inspect_runtime::setting;
 use serde::Deserialize;
 use std::cell::RefCell;
 use worker::js_sys::{self, Array, Function, Object, Promise, Reflect, Uint8Array};

@@ -2,8 +2,8 @@
 //! membership, App installation tokens). Base URLs are settings so tests can point them
 //! at a fake that follows GitHub's documented API.
 
-use crate::setting;
 use inspect_protocol::{ApiError, ErrorCode};
+use inspect_runtime::setting;
 use serde::de::DeserializeOwned;
 use worker::{Env, Fetch, Headers, Method, Request, RequestInit};
 

@@ -2,9 +2,10 @@
 //!
 //! The pure parts — which branch a pull request uses, what state a PR is in, whether a
 //! webhook delivery is genuine and what it asks for, how untrusted text is put into a
-//! prompt — are plain functions tested natively. The runtime parts (`client`, `app`) send
-//! requests with the Workers runtime's `fetch` and are shared by the Worker and the
-//! SessionDO.
+//! prompt — are plain functions tested natively. The runtime parts (`client`, `app`,
+//! `api`) send requests with the Workers runtime's `fetch` and are shared by the Worker and
+//! the SessionDO; `bot` is the webhook's handler the Worker dispatches to, `installation`
+//! the App's repositories kept in D1.
 
 pub mod pulls;
 pub mod untrusted;
@@ -15,14 +16,8 @@ pub mod api;
 #[cfg(target_arch = "wasm32")]
 pub mod app;
 #[cfg(target_arch = "wasm32")]
-pub mod client;
-
-/// A Worker secret or, failing that, a plain variable; empty counts as unset.
+pub mod bot;
 #[cfg(target_arch = "wasm32")]
-pub fn setting(env: &worker::Env, name: &str) -> Option<String> {
-    env.secret(name)
-        .map(|s| s.to_string())
-        .or_else(|_| env.var(name).map(|v| v.to_string()))
-        .ok()
-        .filter(|v| !v.is_empty())
-}
+pub mod client;
+#[cfg(target_arch = "wasm32")]
+pub mod installation;

@@ -4,8 +4,8 @@
 //! retry when Slack says `ratelimited` (`Retry-After`), and file downloads with the token.
 //! The base URL is a setting (`SLACK_API_BASE_URL`) so tests point it at a fake.
 
-use inspect_github::setting;
 use inspect_protocol::{ApiError, ErrorCode};
+use inspect_runtime::setting;
 use serde_json::Value;
 use worker::{Env, Fetch, Headers, Method, Request, RequestInit, Url};
 

@@ -3,9 +3,9 @@
 //!
 //! The pure parts — whether a delivery is Slack's, what an event asks for, which repository
 //! or environment a request is for, the classifier's request and answer, which images may
-//! be taken, the messages' Block Kit — are plain functions tested natively. The Web API
-//! client (`api`) sends requests with the Workers runtime's `fetch` and is shared by the
-//! Worker and the SessionDO.
+//! be taken, the messages' Block Kit — are plain functions tested natively. In wasm: the
+//! Web API client (`api`), the bot's handlers the Worker dispatches to (`bot`), and what
+//! the SessionDO posts to a thread (`thread`).
 
 pub mod blocks;
 pub mod classifier;
@@ -16,3 +16,7 @@ pub mod verify;
 
 #[cfg(target_arch = "wasm32")]
 pub mod api;
+#[cfg(target_arch = "wasm32")]
+pub mod bot;
+#[cfg(target_arch = "wasm32")]
+pub mod thread;

@@ -23,24 +23,25 @@ pub enum AnyProvider {
 }
 
 impl AnyProvider {
-    /// The provider the settings (`get`: a Worker secret or variable by name) configure, or
-    /// what is missing in words.
-    pub fn from_settings(get: &dyn Fn(&str) -> Option<String>) -> Result<AnyProvider, String> {
-        Ok(match provider_setup(get)? {
-            ProviderSetup::Local { base_url, secret } => {
-                AnyProvider::Local(LocalProvider { base_url, secret })
-            }
-            ProviderSetup::Kubernetes(cfg) => {
-                AnyProvider::Kubernetes(KubernetesProvider { cfg: *cfg })
-            }
-            ProviderSetup::Modal(cfg) => AnyProvider::Modal(ModalProvider { cfg }),
-            ProviderSetup::Daytona(cfg) => AnyProvider::Daytona(DaytonaProvider { cfg }),
-            ProviderSetup::E2b(cfg) => AnyProvider::E2b(E2bProvider { cfg }),
-            ProviderSetup::Vercel(cfg) => AnyProvider::Vercel(VercelProvider { cfg }),
-            ProviderSetup::OpenComputer(cfg) => {
-                AnyProvider::OpenComputer(OpenComputerProvider { cfg })
-            }
-        })
+    /// The configured provider, or what is missing in words.
+    pub fn from_env(env: &worker::Env) -> Result<AnyProvider, String> {
+        Ok(
+            match provider_setup(|n| inspect_runtime::setting(env, n))? {
+                ProviderSetup::Local { base_url, secret } => {
+                    AnyProvider::Local(LocalProvider { base_url, secret })
+                }
+                ProviderSetup::Kubernetes(cfg) => {
+                    AnyProvider::Kubernetes(KubernetesProvider { cfg: *cfg })
+                }
+                ProviderSetup::Modal(cfg) => AnyProvider::Modal(ModalProvider { cfg }),
+                ProviderSetup::Daytona(cfg) => AnyProvider::Daytona(DaytonaProvider { cfg }),
+                ProviderSetup::E2b(cfg) => AnyProvider::E2b(E2bProvider { cfg }),
+                ProviderSetup::Vercel(cfg) => AnyProvider::Vercel(VercelProvider { cfg }),
+                ProviderSetup::OpenComputer(cfg) => {
+                    AnyProvider::OpenComputer(OpenComputerProvider { cfg })
+                }
+            },
+        )
     }
 }
 

@@ -14,12 +14,12 @@ pub struct LocalProvider {
 }
 
 impl LocalProvider {
-    /// The provider the settings configure (`SANDBOX_HOST_URL` and `SANDBOX_HOST_SECRET`),
-    /// if they do.
-    pub fn from_settings(get: impl Fn(&str) -> Option<String>) -> Option<LocalProvider> {
+    /// The provider the Worker's settings configure (`SANDBOX_HOST_URL` and
+    /// `SANDBOX_HOST_SECRET`), if they do.
+    pub fn from_env(env: &worker::Env) -> Option<LocalProvider> {
         Some(LocalProvider {
-            base_url: get("SANDBOX_HOST_URL")?,
-            secret: get("SANDBOX_HOST_SECRET")?,
+            base_url: inspect_runtime::setting(env, "SANDBOX_HOST_URL")?,
+            secret: inspect_runtime::setting(env, "SANDBOX_HOST_SECRET")?,
         })
     }
 

@@ -2,22 +2,25 @@
 //! `POST /webhooks/slack/interactions` (also the options-load URL). Deliveries are checked
 //! (v0 signature, 5-minute window, event id seen once) and answered at once; the work — the
 //! thread's session or a new one, the picker, 👀, the prompt with the thread's context and
-//! images — continues with `waitUntil`. What to do is decided by [`inspect_slack`]; this
-//! moves bytes and keeps the thread ↔ session map in D1.
+//! images — continues with `waitUntil`. What to do is decided by this crate's pure
+//! modules; this moves bytes, keeps the thread ↔ session map in D1 and asks the control
+//! plane ([`ControlPlane`]) for sessions. Wasm only.
 
-use crate::db::{self, num, setting};
-use crate::http::internal;
-use inspect_durable::log::{emit, LogLine};
+use crate::blocks::{self, Preferences};
+use crate::events::{self, Decision, SlackFile};
+use crate::routing::{self, Routed, Target};
+use crate::{api, classifier, files, verify};
 use inspect_protocol::scm::CallbackContext;
 use inspect_protocol::session::{
-    Actor, Attachment, CreateSessionRequest, PromptRequest, RepositoryRef,
+    Actor, Attachment, CreateSessionRequest, PromptRequest, RepositoryRef, SessionStatus,
 };
 use inspect_protocol::slack::{SlackSettings, SlackThread};
 use inspect_protocol::{ApiError, ErrorCode};
-use inspect_slack::blocks::{self, Preferences};
-use inspect_slack::events::{self, Decision, SlackFile};
-use inspect_slack::routing::{self, Routed, Target};
-use inspect_slack::{api, classifier, files, verify};
+use inspect_runtime::answer::json as json_answer;
+use inspect_runtime::d1::{self as db, num};
+use inspect_runtime::log::{emit, LogLine};
+use inspect_runtime::plane::ControlPlane;
+use inspect_runtime::{origin_of, setting};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use worker::{Context, Env, Method, Request, Response};
@@ -49,7 +52,7 @@ fn log(outcome: &str, detail: &str) -> LogLine {
 }
 
 fn answer(status: u16, body: Value) -> Result<Response, ApiError> {
-    crate::http::json(&body, status)
+    json_answer(&body, status)
 }
 
 /// The body, after the signature and the window were checked.
@@ -96,7 +99,12 @@ async fn signed_body(req: &mut Request, env: &Env) -> Result<Vec<u8>, ApiError> 
 }
 
 /// `POST /webhooks/slack/events`.
-pub async fn events(mut req: Request, env: &Env, ctx: Context) -> Result<Response, ApiError> {
+pub async fn events(
+    mut req: Request,
+    env: &Env,
+    ctx: Context,
+    plane: impl ControlPlane + 'static,
+) -> Result<Response, ApiError> {
     let body = signed_body(&mut req, env).await?;
     let retry = req
         .headers()
@@ -135,11 +143,11 @@ pub async fn events(mut req: Request, env: &Env, ctx: Context) -> Result<Respons
             return answer(200, json!({ "ok": true, "duplicate": true }));
         }
     }
-    let origin = crate::http::origin_of(&req);
+    let origin = origin_of(&req);
     let env2 = env.clone();
     ctx.wait_until(async move {
         let outcome = match decision {
-            Decision::Request(r) => take_request(&env2, &origin, r).await,
+            Decision::Request(r) => take_request(&plane, &env2, &origin, r).await,
             Decision::HomeOpened { user } => publish_home(&env2, &user).await,
             _ => Ok("nothing".into()),
         };
@@ -253,7 +261,12 @@ struct ThreadRow {
 
 /// A mention or DM: the thread's session gets a follow-up, or a new one starts (after a
 /// pick when the request is ambiguous).
-async fn take_request(env: &Env, origin: &str, r: events::Request) -> Result<String, ApiError> {
+async fn take_request(
+    plane: &impl ControlPlane,
+    env: &Env,
+    origin: &str,
+    r: events::Request,
+) -> Result<String, ApiError> {
     let bot = bot_user(env).await;
     let text = events::without_mention(&r.text, bot.as_deref());
     let mut request = events::Request { text, ..r };
@@ -270,7 +283,7 @@ async fn take_request(env: &Env, origin: &str, r: events::Request) -> Result<Str
     )
     .await?;
     if let Some(t) = thread {
-        match follow_up(env, &pending, &t, bot.as_deref()).await {
+        match follow_up(plane, env, &pending, &t, bot.as_deref()).await {
             Ok(done) => return Ok(done),
             // The session is gone: forget the thread and start anew.
             Err(e) if e.code == ErrorCode::NotFound => {
@@ -287,7 +300,7 @@ async fn take_request(env: &Env, origin: &str, r: events::Request) -> Result<Str
             Err(e) => return Err(e),
         }
     }
-    let catalog = catalog(env).await?;
+    let catalog = catalog(plane).await?;
     let settings = settings(env).await?;
     let routed = routing::route(&pending.text, &pending.channel, &catalog, &settings);
     let (target, why) = match routed {
@@ -345,7 +358,7 @@ async fn take_request(env: &Env, origin: &str, r: events::Request) -> Result<Str
         ask(env, &pending, &catalog, &[], "the chosen target is unknown").await?;
         return Ok("asked to pick: unknown target".into());
     };
-    let session = start(env, origin, &pending, &target, bot.as_deref()).await?;
+    let session = start(plane, env, origin, &pending, &target, bot.as_deref()).await?;
     Ok(format!("session {session} on {} ({why})", target.id))
 }
 
@@ -395,9 +408,9 @@ async fn message_files(env: &Env, r: &events::Request) -> Vec<SlackFile> {
 }
 
 /// Every repository and environment a session can be started on.
-async fn catalog(env: &Env) -> Result<Vec<Target>, ApiError> {
-    let repos = crate::repos::list(env, false, now_ms()).await?;
-    let environments = crate::settings::list_environments(env).await?;
+async fn catalog(plane: &impl ControlPlane) -> Result<Vec<Target>, ApiError> {
+    let repos = plane.repositories(now_ms()).await?;
+    let environments = plane.environments().await?;
     let mut out: Vec<Target> = environments
         .environments
         .into_iter()
@@ -685,14 +698,21 @@ fn prompt_text(
 }
 
 /// Downloads the message's images and stores each as an attachment of the session.
-async fn attach_images(env: &Env, session: &str, p: &Pending) -> (Vec<Attachment>, Vec<String>) {
+async fn attach_images(
+    plane: &impl ControlPlane,
+    env: &Env,
+    session: &str,
+    p: &Pending,
+) -> (Vec<Attachment>, Vec<String>) {
     let files_origin = setting(env, "SLACK_FILES_ORIGIN");
     let (wanted, mut left) = files::images(&p.files(), files_origin.as_deref());
     let mut attached = Vec::new();
     for w in wanted {
         let stored = async {
             let bytes = api::download(env, &w.url, files::MAX_IMAGE_BYTES).await?;
-            crate::objects::store_attachment(env, session, &w.name, &w.mime_type, &bytes).await
+            plane
+                .store_attachment(session, &w.name, &w.mime_type, &bytes)
+                .await
         }
         .await;
         match stored {
@@ -705,6 +725,7 @@ async fn attach_images(env: &Env, session: &str, p: &Pending) -> (Vec<Attachment
 
 /// Starts a session on `target` for the request, with its progress message and 👀.
 async fn start(
+    plane: &impl ControlPlane,
     env: &Env,
     origin: &str,
     p: &Pending,
@@ -740,7 +761,7 @@ async fn start(
             }]);
         }
     }
-    let created = match crate::objects::create_session(env, origin, &actor, create).await {
+    let created = match plane.create_session(origin, &actor, create, &[]).await {
         Ok(c) => c,
         Err(e) => {
             if let Some(ts) = &progress_ts {
@@ -770,6 +791,7 @@ async fn start(
     };
     let channel = channel_context(env, &p.channel).await;
     prompt_session(
+        plane,
         env,
         &session,
         &actor,
@@ -817,6 +839,7 @@ async fn react(env: &Env, p: &Pending) {
 
 #[allow(clippy::too_many_arguments)]
 async fn prompt_session(
+    plane: &impl ControlPlane,
     env: &Env,
     session: &str,
     actor: &Actor,
@@ -827,7 +850,7 @@ async fn prompt_session(
     channel: &str,
     now: i64,
 ) -> Result<(), ApiError> {
-    let (attachments, left) = attach_images(env, session, p).await;
+    let (attachments, left) = attach_images(plane, env, session, p).await;
     if !left.is_empty() {
         let _ = say(env, p, &format!("Left out: {}", left.join("; "))).await;
     }
@@ -849,36 +872,23 @@ async fn prompt_session(
         client_request_id: Some(format!("slack-{}-{}", p.channel, p.ts)),
         ..Default::default()
     };
-    let body = serde_json::to_vec(&prompt).map_err(json_err)?;
-    let resp = crate::objects::call_object(
-        env,
-        session,
-        Method::Post,
-        "/prompt",
-        "",
-        Some(actor),
-        &body,
-    )
-    .await?;
-    crate::objects::object_answer(resp, 200).await.map(drop)
+    plane.prompt(session, "", actor, &prompt).await
 }
 
 /// A message in a thread that has a session: the next prompt to it, with the messages
 /// posted since the last one as context.
 async fn follow_up(
+    plane: &impl ControlPlane,
     env: &Env,
     p: &Pending,
     t: &ThreadRow,
     bot: Option<&str>,
 ) -> Result<String, ApiError> {
     let now = now_ms();
-    let mut resp =
-        crate::objects::call_object(env, &t.session_id, Method::Get, "/", "", None, &[]).await?;
-    if resp.status_code() == 404 {
+    let Some(state) = plane.session_state(&t.session_id).await? else {
         return Err(ApiError::not_found("the thread's session is gone"));
-    }
-    let state: Value = resp.json().await.map_err(internal)?;
-    if state["status"] == "archived" {
+    };
+    if state.status == SessionStatus::Archived {
         return Err(ApiError::not_found("the thread's session is archived"));
     }
     let actor = person(env, &p.user).await;
@@ -896,6 +906,7 @@ async fn follow_up(
     };
     let context = thread_context(env, p, t.last_prompt_ts.as_deref(), bot, 50).await;
     prompt_session(
+        plane,
         env,
         &t.session_id,
         &actor,
@@ -979,7 +990,12 @@ async fn publish_home(env: &Env, user: &str) -> Result<String, ApiError> {
 
 /// `POST /webhooks/slack/interactions`: picks, App Home settings, and the options a picker
 /// loads as the person types.
-pub async fn interactions(mut req: Request, env: &Env, ctx: Context) -> Result<Response, ApiError> {
+pub async fn interactions(
+    mut req: Request,
+    env: &Env,
+    ctx: Context,
+    plane: impl ControlPlane + 'static,
+) -> Result<Response, ApiError> {
     let body = signed_body(&mut req, env).await?;
     let payload: Value =
         worker::Url::parse(&format!("http://x/?{}", String::from_utf8_lossy(&body)))
@@ -993,7 +1009,7 @@ pub async fn interactions(mut req: Request, env: &Env, ctx: Context) -> Result<R
             .ok_or_else(|| ApiError::bad_request("an interaction needs its payload"))?;
     match payload["type"].as_str() {
         Some("block_suggestion") => {
-            let catalog = catalog(env).await?;
+            let catalog = catalog(&plane).await?;
             let query = payload["value"].as_str().unwrap_or("");
             return answer(
                 200,
@@ -1012,11 +1028,11 @@ pub async fn interactions(mut req: Request, env: &Env, ctx: Context) -> Result<R
     let action = &payload["actions"][0];
     let action_id = action["action_id"].as_str().unwrap_or("").to_owned();
     let user = payload["user"]["id"].as_str().unwrap_or("").to_owned();
-    let origin = crate::http::origin_of(&req);
+    let origin = origin_of(&req);
     let env2 = env.clone();
     let payload2 = payload.clone();
     ctx.wait_until(async move {
-        let outcome = act(&env2, &origin, &action_id, &user, &payload2).await;
+        let outcome = act(&plane, &env2, &origin, &action_id, &user, &payload2).await;
         match outcome {
             Ok(what) => emit(log("handled", &what).with("action", action_id.as_str())),
             Err(e) => emit(log("failed", &e.message).with("action", action_id.as_str())),
@@ -1026,6 +1042,7 @@ pub async fn interactions(mut req: Request, env: &Env, ctx: Context) -> Result<R
 }
 
 async fn act(
+    plane: &impl ControlPlane,
     env: &Env,
     origin: &str,
     action_id: &str,
@@ -1051,16 +1068,12 @@ async fn act(
             .or(message["ts"].as_str())
             .unwrap_or("")
             .to_owned();
-        return pick(
-            env,
-            origin,
-            &channel,
-            &thread,
-            message["ts"].as_str(),
-            &picked,
-            user,
-        )
-        .await;
+        let picker = Picker {
+            channel: &channel,
+            thread: &thread,
+            ts: message["ts"].as_str(),
+        };
+        return pick(plane, env, origin, picker, &picked, user).await;
     }
     let mut prefs = preferences(env, user).await;
     match action_id {
@@ -1089,16 +1102,27 @@ async fn act(
     publish_home(env, user).await
 }
 
+/// The message a pick was made in: its channel, its thread and its own `ts`.
+struct Picker<'a> {
+    channel: &'a str,
+    thread: &'a str,
+    ts: Option<&'a str>,
+}
+
 /// The person picked a target for a waiting request: it starts there.
 async fn pick(
+    plane: &impl ControlPlane,
     env: &Env,
     origin: &str,
-    channel: &str,
-    thread: &str,
-    picker_ts: Option<&str>,
+    picker: Picker<'_>,
     picked: &str,
     user: &str,
 ) -> Result<String, ApiError> {
+    let Picker {
+        channel,
+        thread,
+        ts: picker_ts,
+    } = picker;
     #[derive(Deserialize)]
     struct Row {
         request: String,
@@ -1120,7 +1144,7 @@ async fn pick(
         return Ok("pick for an expired request".into());
     };
     let pending: Pending = serde_json::from_str(&row.request).map_err(json_err)?;
-    let catalog = catalog(env).await?;
+    let catalog = catalog(plane).await?;
     let Some(target) = catalog
         .iter()
         .find(|t| t.id.eq_ignore_ascii_case(picked))
@@ -1139,7 +1163,7 @@ async fn pick(
         .await;
     }
     let bot = bot_user(env).await;
-    let session = start(env, origin, &pending, &target, bot.as_deref()).await?;
+    let session = start(plane, env, origin, &pending, &target, bot.as_deref()).await?;
     Ok(format!("session {session} on {} (picked)", target.id))
 }
 

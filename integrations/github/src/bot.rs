@@ -1,16 +1,19 @@
-//! `POST /webhooks/github`: the GitHub bot, inside the Worker. The request is checked
-//! (signature, size, delivery id) and answered at once; the work — gating, 👀, a session on
-//! the pull request's branch, the prompt — continues with `waitUntil`. What to do is
-//! decided by [`inspect_github::webhook`]; this only moves bytes.
+//! `POST /webhooks/github`: the GitHub bot, which the Worker dispatches to. The request is
+//! checked (signature, size, delivery id) and answered at once; the work — gating, 👀, a
+//! session on the pull request's branch, the prompt — continues with `waitUntil`. What to
+//! do is decided by [`crate::webhook`]; this moves bytes and asks the control plane
+//! ([`ControlPlane`]) for the session. Wasm only.
 
-use crate::db::{self, num, setting};
-use inspect_github::api;
-use inspect_github::webhook::{self, Ask, Trigger, MAX_PAYLOAD_BYTES};
+use crate::api;
+use crate::webhook::{self, Ask, Trigger, MAX_PAYLOAD_BYTES};
 use inspect_protocol::scm::CallbackContext;
 use inspect_protocol::session::{Actor, CreateSessionRequest, PromptRequest, RepositoryRef};
 use inspect_protocol::{ApiError, ErrorCode};
+use inspect_runtime::d1::{self as db, num};
+use inspect_runtime::plane::ControlPlane;
+use inspect_runtime::{origin_of, setting};
 use serde_json::json;
-use worker::{Context, Env, Method, Request, Response};
+use worker::{Context, Env, Request, Response};
 
 fn now_ms() -> i64 {
     worker::Date::now().as_millis() as i64
@@ -18,7 +21,7 @@ fn now_ms() -> i64 {
 
 /// One line per decision, JSON, never a token or a payload.
 fn log(delivery: &str, event: &str, outcome: &str, detail: &str) {
-    use inspect_durable::log::{emit, LogLine};
+    use inspect_runtime::log::{emit, LogLine};
     let line = match outcome {
         "failed" | "bookkeeping_failed" => LogLine::error("github_bot", outcome),
         "refused" => LogLine::warn("github_bot", outcome),
@@ -32,10 +35,15 @@ fn log(delivery: &str, event: &str, outcome: &str, detail: &str) {
 }
 
 fn answer(status: u16, body: serde_json::Value) -> Result<Response, ApiError> {
-    crate::http::json(&body, status)
+    inspect_runtime::answer::json(&body, status)
 }
 
-pub async fn webhook(mut req: Request, env: &Env, ctx: Context) -> Result<Response, ApiError> {
+pub async fn webhook(
+    mut req: Request,
+    env: &Env,
+    ctx: Context,
+    plane: impl ControlPlane + 'static,
+) -> Result<Response, ApiError> {
     let Some(secret) = setting(env, "GITHUB_WEBHOOK_SECRET") else {
         return Err(ApiError::new(
             ErrorCode::Unavailable,
@@ -108,12 +116,12 @@ pub async fn webhook(mut req: Request, env: &Env, ctx: Context) -> Result<Respon
             return answer(200, json!({"duplicate": true}));
         }
     }
-    let origin = crate::http::origin_of(&req);
+    let origin = origin_of(&req);
     let env2 = env.clone();
     let delivery2 = delivery.clone();
     let event2 = event.clone();
     ctx.wait_until(async move {
-        let outcome = act(&env2, &origin, &trigger).await;
+        let outcome = act(&plane, &env2, &origin, &trigger).await;
         let (state, detail, session) = match &outcome {
             Ok(Acted::Session(id)) => ("processed", format!("session {id}"), Some(id.clone())),
             Ok(Acted::Skipped(why)) => ("processed", why.clone(), None),
@@ -153,7 +161,12 @@ enum Acted {
 
 /// Gates the trigger, acknowledges it with 👀, starts a session on the pull request's
 /// branch as the sender, and sends the prompt whose outcome comes back as a comment.
-async fn act(env: &Env, origin: &str, t: &Trigger) -> Result<Acted, ApiError> {
+async fn act(
+    plane: &impl ControlPlane,
+    env: &Env,
+    origin: &str,
+    t: &Trigger,
+) -> Result<Acted, ApiError> {
     let settings = api::repo_settings(env, &t.owner, &t.repo).await?;
     if !settings.bot_enabled {
         return Ok(Acted::Skipped(format!(
@@ -183,8 +196,8 @@ async fn act(env: &Env, origin: &str, t: &Trigger) -> Result<Acted, ApiError> {
     }
     // Best effort: a failed reaction does not stop the work.
     if let Err(e) = api::react(env, &token, &t.reaction_path(), "eyes").await {
-        inspect_durable::log::emit(
-            inspect_durable::log::LogLine::warn("github_bot", "reaction_failed").detail(e.message),
+        inspect_runtime::log::emit(
+            inspect_runtime::log::LogLine::warn("github_bot", "reaction_failed").detail(e.message),
         );
     }
     let pull = match &t.pull_request {
@@ -211,7 +224,7 @@ async fn act(env: &Env, origin: &str, t: &Trigger) -> Result<Acted, ApiError> {
     // The repository's default environment, when it holds the repository and the sender
     // may write to every repository in it; else the repository alone.
     let environment = match &settings.default_environment_id {
-        Some(id) => usable_environment(env, &token, id, t, &settings).await?,
+        Some(id) => usable_environment(plane, env, &token, id, t, &settings).await?,
         None => None,
     };
     let create = CreateSessionRequest {
@@ -221,8 +234,9 @@ async fn act(env: &Env, origin: &str, t: &Trigger) -> Result<Acted, ApiError> {
         model: settings.default_model.clone(),
         ..Default::default()
     };
-    let created =
-        crate::objects::create_session_with(env, origin, &actor, create, &[on_branch]).await?;
+    let created = plane
+        .create_session(origin, &actor, create, &[on_branch])
+        .await?;
     let mut content = webhook::prompt(t, &pull);
     content.push_str(&format!(
         "\n\nTo update this pull request, run `open-inspect pr --head {} --base {} --title \"…\"` after committing.",
@@ -241,36 +255,24 @@ async fn act(env: &Env, origin: &str, t: &Trigger) -> Result<Acted, ApiError> {
         }),
         ..Default::default()
     };
-    let body = serde_json::to_vec(&prompt).map_err(|e| ApiError::internal(e.to_string()))?;
-    let mut resp = crate::objects::call_object(
-        env,
-        &created.session_id,
-        Method::Post,
-        "/prompt",
-        origin,
-        Some(&actor),
-        &body,
-    )
-    .await?;
-    if resp.status_code() != 200 {
-        let text = resp.text().await.unwrap_or_default();
-        return Err(ApiError::internal(format!(
-            "the prompt was refused: {text}"
-        )));
-    }
+    plane
+        .prompt(&created.session_id, origin, &actor, &prompt)
+        .await
+        .map_err(|e| ApiError::internal(format!("the prompt was refused: {}", e.message)))?;
     Ok(Acted::Session(created.session_id))
 }
 
 /// The environment a bot session uses: the repository's default, if it still exists, holds
 /// the repository, and the sender may trigger the bot on every repository in it.
 async fn usable_environment(
+    plane: &impl ControlPlane,
     env: &Env,
     token: &str,
     id: &str,
     t: &Trigger,
     settings: &inspect_protocol::scm::RepoSettings,
 ) -> Result<Option<String>, ApiError> {
-    let Ok(found) = crate::settings::get_environment(env, id).await else {
+    let Ok(found) = plane.environment(id).await else {
         return Ok(None);
     };
     let holds = found

@@ -2,12 +2,12 @@
 //! synced from `GET /installation/repositories` (every page, archived ones dropped) on
 //! demand, when the copy is stale, and by the cron trigger; branches asked of GitHub.
 
-use crate::db::{self, num};
-use inspect_github::client::{self, Reply};
+use crate::client::{self, Reply};
 use inspect_protocol::session::BranchList;
 use inspect_protocol::{ApiError, ErrorCode};
+use inspect_runtime::d1::{self as db, num};
 use serde::Deserialize;
-use wasm_bindgen::JsValue;
+use worker::wasm_bindgen::JsValue;
 use worker::Env;
 
 /// A copy older than this is refreshed when the list is asked for.
@@ -74,7 +74,7 @@ pub async fn sync_if_stale(env: &Env, now: i64, force: bool) -> Result<(), ApiEr
 /// Reads every page of the installation's repositories and makes D1's copy match;
 /// returns how many there are.
 pub async fn sync(env: &Env, now: i64) -> Result<usize, ApiError> {
-    let token = inspect_github::api::app_token(env, now).await?;
+    let token = crate::api::app_token(env, now).await?;
     let mut repos = Vec::new();
     for page in 1..=MAX_PAGES {
         let r: Reply<Page> = client::get(
@@ -189,7 +189,7 @@ pub async fn branches(
     struct Branch {
         name: String,
     }
-    let token = inspect_github::api::app_token(env, now).await?;
+    let token = crate::api::app_token(env, now).await?;
     let mut branches = Vec::new();
     for page in 1..=5 {
         let r: Reply<Vec<Branch>> = client::get(

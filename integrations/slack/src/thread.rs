@@ -1,0 +1,69 @@
+//! What the SessionDO posts to a Slack-started prompt's thread: the progress message
+//! updated as tools run, and the final message with the outcome in its place when the
+//! prompt ends, the 👀 taken off.
+
+use crate::{api, blocks};
+use inspect_protocol::scm::Completion;
+use inspect_protocol::slack::SlackThread;
+use inspect_protocol::ApiError;
+use serde_json::json;
+
+fn now_ms() -> i64 {
+    worker::Date::now().as_millis() as i64
+}
+
+/// The progress message (`ts`) says the prompt is working, on `tool` if one runs.
+pub async fn progress(
+    env: &worker::Env,
+    thread: &SlackThread,
+    ts: &str,
+    tool: Option<&str>,
+    elapsed_secs: i64,
+    session_url: &str,
+) -> Result<(), ApiError> {
+    let mut message = blocks::progress(&thread.target, "working", tool, elapsed_secs, session_url);
+    message["channel"] = json!(thread.channel);
+    message["ts"] = json!(ts);
+    api::post(env, "chat.update", &message).await.map(drop)
+}
+
+/// The final message in the thread (in place of the progress message), and the 👀 off.
+pub async fn report(
+    env: &worker::Env,
+    c: &Completion,
+    thread: &SlackThread,
+    session_url: &str,
+) -> Result<(), ApiError> {
+    let secs = (now_ms() - thread.started_at) / 1000;
+    let outcome = blocks::Outcome {
+        success: c.success,
+        error: c.error.as_deref(),
+        summary: c.summary.as_deref(),
+        pull_requests: &c.pull_requests,
+        changed_files: &c.changed_files,
+        target: &thread.target,
+        secs,
+    };
+    let mut message = blocks::finished(&outcome, session_url);
+    message["channel"] = json!(thread.channel);
+    match &thread.progress_ts {
+        Some(ts) => {
+            message["ts"] = json!(ts);
+            api::post(env, "chat.update", &message).await?;
+        }
+        None => {
+            message["thread_ts"] = json!(thread.thread_ts);
+            api::post(env, "chat.postMessage", &message).await?;
+        }
+    }
+    if let Some(ts) = &thread.reaction_ts {
+        // Already gone is fine.
+        let _ = api::post(
+            env,
+            "reactions.remove",
+            &json!({"channel": thread.channel, "timestamp": ts, "name": "eyes"}),
+        )
+        .await;
+    }
+    Ok(())
+}

@@ -1,0 +1,56 @@
+//! What an integration (a bot, a tracker) may ask of the control plane. The Worker
+//! implements it over its sessions' objects and its D1 index; an integration's handlers
+//! take it, so they never reach into the Worker and the Worker never into them but to
+//! dispatch.
+
+use inspect_protocol::auth::{Environment, EnvironmentList};
+use inspect_protocol::session::{
+    Actor, Attachment, CreateSessionRequest, CreateSessionResponse, PromptRequest, RepositoryList,
+    RepositoryRef, SessionState,
+};
+use inspect_protocol::ApiError;
+
+#[allow(async_fn_in_trait)]
+pub trait ControlPlane {
+    /// Creates a session for `actor` as the API would (its repositories resolved, the
+    /// session indexed), with `branch_overrides` replacing an environment's branch for the
+    /// repositories they name.
+    async fn create_session(
+        &self,
+        origin: &str,
+        actor: &Actor,
+        create: CreateSessionRequest,
+        branch_overrides: &[RepositoryRef],
+    ) -> Result<CreateSessionResponse, ApiError>;
+
+    /// Sends a prompt to a session as `actor`. The control plane vouches for the body: it
+    /// may carry what only the control plane sets (where to report the outcome).
+    async fn prompt(
+        &self,
+        session: &str,
+        origin: &str,
+        actor: &Actor,
+        prompt: &PromptRequest,
+    ) -> Result<(), ApiError>;
+
+    /// A session's state; `None` when there is no such session.
+    async fn session_state(&self, session: &str) -> Result<Option<SessionState>, ApiError>;
+
+    /// Keeps a file in a session for its prompts.
+    async fn store_attachment(
+        &self,
+        session: &str,
+        name: &str,
+        mime_type: &str,
+        bytes: &[u8],
+    ) -> Result<Attachment, ApiError>;
+
+    /// The repositories sessions may use (refreshed from the source when stale).
+    async fn repositories(&self, now_ms: i64) -> Result<RepositoryList, ApiError>;
+
+    /// Every environment.
+    async fn environments(&self) -> Result<EnvironmentList, ApiError>;
+
+    /// One environment.
+    async fn environment(&self, id: &str) -> Result<Environment, ApiError>;
+}

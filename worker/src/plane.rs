@@ -1,0 +1,87 @@
+//! The control plane as the integrations see it ([`ControlPlane`]): sessions made and
+//! prompted through their objects, the repository catalog and the environments.
+
+use crate::{objects, repos, settings};
+use inspect_protocol::auth::{Environment, EnvironmentList};
+use inspect_protocol::session::{
+    Actor, Attachment, CreateSessionRequest, CreateSessionResponse, PromptRequest, RepositoryList,
+    RepositoryRef, SessionState,
+};
+use inspect_protocol::ApiError;
+use inspect_runtime::plane::ControlPlane;
+use worker::{Env, Method};
+
+/// The Worker's control plane, for one request's environment.
+pub(crate) struct Plane {
+    env: Env,
+}
+
+impl Plane {
+    pub(crate) fn new(env: &Env) -> Plane {
+        Plane { env: env.clone() }
+    }
+}
+
+impl ControlPlane for Plane {
+    async fn create_session(
+        &self,
+        origin: &str,
+        actor: &Actor,
+        create: CreateSessionRequest,
+        branch_overrides: &[RepositoryRef],
+    ) -> Result<CreateSessionResponse, ApiError> {
+        objects::create_session_with(&self.env, origin, actor, create, branch_overrides).await
+    }
+
+    async fn prompt(
+        &self,
+        session: &str,
+        origin: &str,
+        actor: &Actor,
+        prompt: &PromptRequest,
+    ) -> Result<(), ApiError> {
+        let body = serde_json::to_vec(prompt).map_err(|e| ApiError::internal(e.to_string()))?;
+        let resp = objects::call_object(
+            &self.env,
+            session,
+            Method::Post,
+            "/prompt",
+            origin,
+            Some(actor),
+            &body,
+        )
+        .await?;
+        objects::object_answer(resp, 200).await.map(drop)
+    }
+
+    async fn session_state(&self, session: &str) -> Result<Option<SessionState>, ApiError> {
+        let resp =
+            objects::call_object(&self.env, session, Method::Get, "/", "", None, &[]).await?;
+        if resp.status_code() == 404 {
+            return Ok(None);
+        }
+        crate::http::parse(&objects::object_answer(resp, 200).await?).map(Some)
+    }
+
+    async fn store_attachment(
+        &self,
+        session: &str,
+        name: &str,
+        mime_type: &str,
+        bytes: &[u8],
+    ) -> Result<Attachment, ApiError> {
+        objects::store_attachment(&self.env, session, name, mime_type, bytes).await
+    }
+
+    async fn repositories(&self, now_ms: i64) -> Result<RepositoryList, ApiError> {
+        repos::list(&self.env, false, now_ms).await
+    }
+
+    async fn environments(&self) -> Result<EnvironmentList, ApiError> {
+        settings::list_environments(&self.env).await
+    }
+
+    async fn environment(&self, id: &str) -> Result<Environment, ApiError> {
+        settings::get_environment(&self.env, id).await
+    }
+}
