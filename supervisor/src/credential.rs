@@ -11,6 +11,10 @@ use inspect_protocol::provider::SpawnRequest;
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
 
+/// An image build's token for the repositories' remotes (this helper answers git with it);
+/// hooks never see it.
+pub const GIT_TOKEN_VAR: &str = "INSPECT_GIT_TOKEN";
+
 /// Parses git's `key=value` lines (up to a blank line or the end).
 pub fn parse_request(input: &str) -> HashMap<String, String> {
     input
@@ -80,7 +84,7 @@ pub async fn run(operation: &str) -> Result<()> {
     // The supervisor that runs this git handed it a token for the session's remotes (or,
     // in an image build, the token the control plane gave the build). Without one, say
     // nothing: git fails without a prompt.
-    if let Ok(token) = std::env::var(crate::run::boot::GIT_TOKEN_VAR) {
+    if let Ok(token) = std::env::var(GIT_TOKEN_VAR) {
         let mut out = std::io::stdout().lock();
         out.write_all(answer(&token).as_bytes())?;
         out.flush()?;

@@ -10,7 +10,6 @@
 mod agent_tool;
 mod credential;
 mod host;
-mod images;
 mod run;
 
 use clap::{Parser, Subcommand};
@@ -117,7 +116,7 @@ async fn serve(cli: Cli) -> anyhow::Result<()> {
             data_dir,
             secret,
         } => {
-            host::serve(host::HostConfig {
+            host::server::serve(host::HostConfig {
                 listen,
                 data_dir,
                 secret,

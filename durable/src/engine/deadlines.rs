@@ -2,6 +2,7 @@
 //! wins, and the handler is idempotent (alarms run at least once and may repeat, so each
 //! check looks at the clock and the stored state, never at why the alarm was set).
 
+use super::sandbox::{CAPACITY_RETRY_MS, MAX_SPAWN_FAILURES, SPAWN_COOLDOWN_MS};
 use super::sockets::KIND_SANDBOX;
 use super::{internal, Effects, EngineResult, Session};
 use crate::store::{Cols, Store};
@@ -24,8 +25,6 @@ pub const RECONNECT_GRACE_MS: i64 = 15_000;
 pub const INACTIVITY_MS: i64 = 10 * 60_000;
 /// Extra idle time granted while someone is connected.
 pub const INACTIVITY_WATCHED_EXTRA_MS: i64 = 5 * 60_000;
-/// Automatic spawn retries stop after this many failures within [`FAILURE_WINDOW_MS`].
-pub const MAX_SPAWN_FAILURES: i64 = 3;
 pub const FAILURE_WINDOW_MS: i64 = 5 * 60_000;
 /// The longest one prompt may run.
 pub const EXECUTION_TIMEOUT_MS: i64 = 90 * 60_000;
@@ -120,10 +119,10 @@ impl<S: Store> Session<'_, S> {
                     }
                 }
                 "failed" if self.needs_sandbox()? && !self.given_up(t.updated_at)? => {
-                    all.push(Some(t.updated_at + super::sandbox::SPAWN_COOLDOWN_MS))
+                    all.push(Some(t.updated_at + SPAWN_COOLDOWN_MS))
                 }
                 "waiting" if self.needs_sandbox()? => {
-                    all.push(Some(t.updated_at + super::sandbox::CAPACITY_RETRY_MS))
+                    all.push(Some(t.updated_at + CAPACITY_RETRY_MS))
                 }
                 _ => {}
             }
@@ -333,12 +332,12 @@ impl<S: Store> Session<'_, S> {
                     out.check_provider = Some(t.sandbox_id.clone());
                 }
             }
-            "failed" if now >= t.updated_at + super::sandbox::SPAWN_COOLDOWN_MS => {
+            "failed" if now >= t.updated_at + SPAWN_COOLDOWN_MS => {
                 // Automatic retries end after repeated failures; a person's next prompt or
                 // keystroke tries again.
                 out.fx.spawn_wanted = self.needs_sandbox()? && !self.given_up(now)?;
             }
-            "waiting" if now >= t.updated_at + super::sandbox::CAPACITY_RETRY_MS => {
+            "waiting" if now >= t.updated_at + CAPACITY_RETRY_MS => {
                 out.fx.spawn_wanted = self.needs_sandbox()?;
             }
             _ => {}

@@ -12,6 +12,9 @@ use serde_json::{Map, Value};
 pub const SPAWN_COOLDOWN_MS: i64 = 30_000;
 /// A session waiting for the provider's capacity asks again this often.
 pub const CAPACITY_RETRY_MS: i64 = 5_000;
+/// Automatic spawn retries stop after this many failures within the failure window
+/// (`deadlines::FAILURE_WINDOW_MS`).
+pub const MAX_SPAWN_FAILURES: i64 = 3;
 
 /// Sandbox states a spawn must not repeat while in one of them.
 pub(crate) const LIVE_STATES: &[&str] = &[
@@ -406,7 +409,7 @@ impl<S: Store> Session<'_, S> {
             fx.broadcast(ServerMessage::SandboxError {
                 error: format!(
                     "{} spawns failed in 5 minutes; not retrying until someone sends a prompt",
-                    super::deadlines::MAX_SPAWN_FAILURES
+                    MAX_SPAWN_FAILURES
                 ),
             });
             fx.merge(

@@ -17,9 +17,7 @@ pub const START_TIMEOUT: Duration = Duration::from_secs(120);
 pub const HOOK_OUTPUT_TAIL: usize = 8 * 1024;
 pub const TUNNEL_POLL: Duration = Duration::from_millis(200);
 pub const TUNNELS_FILE: &str = ".tunnels.env";
-/// An image build's token for the repositories' remotes (git's credential helper answers
-/// with it); hooks never see it.
-pub const GIT_TOKEN_VAR: &str = "INSPECT_GIT_TOKEN";
+use crate::credential::GIT_TOKEN_VAR;
 
 /// The bot that commits; prompts' authors are set per commit.
 pub const BOT_NAME: &str = "open-inspect[bot]";

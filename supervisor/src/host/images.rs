@@ -5,7 +5,7 @@
 //! the request's callback URL with its single-use token. `DELETE /images/:id` removes one.
 //! A new sandbox restores an image like a snapshot (`restoreFrom: img_…`).
 
-use crate::host::{error, runtime_version, sandbox_command, valid_id, HostState};
+use super::{error, image_paths, is_image, runtime_version, sandbox_command, valid_id, HostState};
 use anyhow::Context;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -14,7 +14,7 @@ use axum::Json;
 use inspect_protocol::images::{BuildImageRequest, BuildReport, BuildStarted};
 use inspect_protocol::provider::{BootMode, SnapshotInfo, SpawnRequest};
 use inspect_protocol::ApiError;
-use std::path::{Path as FsPath, PathBuf};
+use std::path::Path as FsPath;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::process::Command;
@@ -22,18 +22,6 @@ use tokio::process::Command;
 /// Report deliveries tried before the host gives up (the control plane times the build
 /// out then).
 const REPORT_TRIES: u32 = 5;
-
-pub fn image_paths(data_dir: &FsPath, image_id: &str) -> (PathBuf, PathBuf) {
-    let dir = data_dir.join("images");
-    (
-        dir.join(format!("{image_id}.tar")),
-        dir.join(format!("{image_id}.json")),
-    )
-}
-
-pub fn is_image(id: &str) -> bool {
-    id.starts_with("img_")
-}
 
 /// `POST /images`: starts the build and answers at once (202).
 pub async fn start_build(State(state): State<Arc<HostState>>, body: axum::body::Bytes) -> Response {

@@ -11,7 +11,6 @@
 use anyhow::Context;
 use axum::extract::{Path, Request, State};
 use axum::http::StatusCode;
-use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
@@ -28,6 +27,9 @@ use std::sync::Arc;
 use subtle::ConstantTimeEq;
 use tokio::process::{Child, Command};
 use tokio::sync::Mutex;
+
+pub mod images;
+pub mod server;
 
 pub struct HostConfig {
     pub listen: SocketAddr,
@@ -74,83 +76,6 @@ pub(crate) struct HostState {
     /// bubblewrap, when installed (and not turned off with `INSPECT_SANDBOX_CONFINE=0`).
     bwrap: Option<PathBuf>,
     sandboxes: Mutex<HashMap<String, Sandbox>>,
-}
-
-pub async fn serve(config: HostConfig) -> anyhow::Result<()> {
-    anyhow::ensure!(
-        config.listen.ip().is_loopback(),
-        "the local sandbox host listens on loopback only, not {}",
-        config.listen
-    );
-    anyhow::ensure!(
-        !config.secret.is_empty(),
-        "SANDBOX_HOST_SECRET must not be empty"
-    );
-    std::fs::create_dir_all(&config.data_dir)
-        .with_context(|| format!("creating data directory {}", config.data_dir.display()))?;
-    let data_dir = std::fs::canonicalize(&config.data_dir)?;
-    let bwrap = find_bwrap();
-    match &bwrap {
-        Some(b) => tracing::info!(bwrap = %b.display(), "sandboxes are confined with bubblewrap"),
-        None => tracing::warn!("bubblewrap not found: sandboxes run unconfined as this user"),
-    }
-    let state = Arc::new(HostState {
-        secret: config.secret,
-        data_dir,
-        snapshot_budget: std::env::var("INSPECT_SNAPSHOT_BUDGET_BYTES")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(DEFAULT_SNAPSHOT_BUDGET),
-        max_sandboxes: std::env::var("INSPECT_MAX_SANDBOXES")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .filter(|n| *n > 0),
-        bwrap,
-        sandboxes: Mutex::new(HashMap::new()),
-    });
-    let app = router(state.clone());
-    let listener = tokio::net::TcpListener::bind(config.listen)
-        .await
-        .with_context(|| format!("binding {}", config.listen))?;
-    tracing::info!(addr = %listener.local_addr()?, data_dir = %state.data_dir.display(), "sandbox host listening");
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown_signal())
-        .await
-        .context("serving")?;
-    let mut sandboxes = state.sandboxes.lock().await;
-    for (id, sandbox) in sandboxes.iter_mut() {
-        tracing::info!(sandbox = %id, "stopping sandbox");
-        stop_child(&mut sandbox.child).await;
-    }
-    tracing::info!("sandbox host stopped");
-    Ok(())
-}
-
-fn router(state: Arc<HostState>) -> Router {
-    let authed = Router::new()
-        .route("/sandboxes", get(list_sandboxes).post(create_sandbox))
-        .route("/sandboxes/{id}", get(sandbox_status).delete(stop_sandbox))
-        .route(
-            "/sandboxes/{id}/snapshot",
-            axum::routing::post(snapshot_sandbox),
-        )
-        .route("/repositories/check", axum::routing::post(check_repository))
-        .route("/sessions/{id}", axum::routing::delete(delete_session))
-        .route("/images", axum::routing::post(crate::images::start_build))
-        .route(
-            "/images/{id}",
-            axum::routing::delete(crate::images::delete_image),
-        )
-        .route_layer(middleware::from_fn_with_state(
-            state.clone(),
-            require_secret,
-        ))
-        .with_state(state.clone());
-    Router::new()
-        .route("/health", get(health))
-        .with_state(state)
-        .merge(authed)
-        .fallback(|| async { error(ApiError::not_found("no such route")) })
 }
 
 async fn health(State(state): State<Arc<HostState>>) -> Json<HostHealth> {
@@ -626,9 +551,9 @@ fn restorable(
     snapshot_id: &str,
 ) -> anyhow::Result<crate::run::restore::Restore> {
     anyhow::ensure!(valid_id(snapshot_id), "invalid snapshot id");
-    let image = crate::images::is_image(snapshot_id);
+    let image = is_image(snapshot_id);
     let (tar, meta) = if image {
-        crate::images::image_paths(data_dir, snapshot_id)
+        image_paths(data_dir, snapshot_id)
     } else {
         snapshot_paths(data_dir, snapshot_id)
     };
@@ -839,32 +764,18 @@ pub(crate) fn error(e: ApiError) -> Response {
     (status, Json(e.body())).into_response()
 }
 
-async fn require_secret(State(state): State<Arc<HostState>>, req: Request, next: Next) -> Response {
-    let presented = req
-        .headers()
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or("");
-    if bool::from(presented.as_bytes().ct_eq(state.secret.as_bytes())) {
-        next.run(req).await
-    } else {
-        error(ApiError::unauthorized(
-            "missing or wrong sandbox host secret",
-        ))
-    }
+/// Where an image's archive and its report live.
+pub fn image_paths(data_dir: &std::path::Path, image_id: &str) -> (PathBuf, PathBuf) {
+    let dir = data_dir.join("images");
+    (
+        dir.join(format!("{image_id}.tar")),
+        dir.join(format!("{image_id}.json")),
+    )
 }
 
-async fn shutdown_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = match signal(SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(_) => return std::future::pending().await,
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {},
-        _ = term.recv() => {},
-    }
+/// A restore source that is a prebuilt image, not a session's snapshot.
+pub fn is_image(id: &str) -> bool {
+    id.starts_with("img_")
 }
 
 #[cfg(test)]
