@@ -9,7 +9,7 @@ use inspect_github::client as github;
 use inspect_protocol::auth::Me;
 use inspect_protocol::{ApiError, ErrorCode};
 use serde::Deserialize;
-use worker::{Env, Headers, Method, Request, Response};
+use worker::{Env, Headers, Request, Response};
 
 fn now_ms() -> i64 {
     worker::Date::now().as_millis() as i64
@@ -200,14 +200,7 @@ pub async fn finish(req: &Request, env: &Env) -> Result<Response, ApiError> {
         .append_pair("code", &code)
         .append_pair("redirect_uri", &redirect_uri)
         .finish();
-    let reply: github::Reply<TokenReply> = github::send(
-        Method::Post,
-        &format!("{}/login/oauth/access_token", github::oauth_base(env)),
-        None,
-        Some("application/x-www-form-urlencoded"),
-        Some(form),
-    )
-    .await?;
+    let reply: github::Reply<TokenReply> = github::oauth_token(env, form).await?;
     let token_reply = reply
         .body
         .ok_or_else(|| ApiError::new(ErrorCode::Unavailable, "GitHub refused the code exchange"))?;

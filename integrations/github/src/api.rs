@@ -1,7 +1,7 @@
 //! The GitHub REST calls pull requests and the bot make, and whose token makes them: the
 //! person's own (sealed in D1 at sign-in, refreshed when it expires) or the App's.
 
-use crate::client::{self, api_base, oauth_base, send, send_json, Reply};
+use crate::client::{self, api_base, send_json, Reply};
 use inspect_protocol::scm::AuthoredAs;
 use inspect_protocol::{ApiError, ErrorCode};
 use inspect_runtime::setting;
@@ -118,15 +118,7 @@ pub async fn user_token(env: &Env, user_id: &str, now: i64) -> Option<String> {
         .append_pair("grant_type", "refresh_token")
         .append_pair("refresh_token", &refresh)
         .finish();
-    let reply: Reply<OAuthTokens> = send(
-        Method::Post,
-        &format!("{}/login/oauth/access_token", oauth_base(env)),
-        None,
-        Some("application/x-www-form-urlencoded"),
-        Some(form),
-    )
-    .await
-    .ok()?;
+    let reply: Reply<OAuthTokens> = client::oauth_token(env, form).await.ok()?;
     // Errors come back as 200 with an `error` field: they do not read as tokens.
     let tokens = reply.body?;
     store_user_token(env, user_id, &tokens, now).await.ok()?;

@@ -37,7 +37,18 @@ pub struct Reply<T> {
     pub error: Option<String>,
 }
 
-/// Sends a request to GitHub with the headers its API asks for.
+/// Which of GitHub's hosts a request goes to: they want different headers.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Host {
+    /// The REST API: its vendor media type and version header.
+    Api,
+    /// The OAuth web flow's endpoints (`github.com/login/oauth/…`): not the REST API. They
+    /// answer in the format `Accept` asks for (form-encoded by default; the REST vendor
+    /// type has been answered with 406), so they are asked for JSON and sent no API version.
+    OAuth,
+}
+
+/// Sends a request to GitHub's REST API with the headers it asks for.
 pub async fn send<T: DeserializeOwned>(
     method: Method,
     url: &str,
@@ -45,7 +56,30 @@ pub async fn send<T: DeserializeOwned>(
     content_type: Option<&str>,
     body: Option<String>,
 ) -> Result<Reply<T>, ApiError> {
-    let (status, text) = exchange(method, url, authorization, content_type, body).await?;
+    let exchanged = exchange(Host::Api, method, url, authorization, content_type, body).await?;
+    reply(exchanged)
+}
+
+/// `POST /login/oauth/access_token` on the OAuth host with a form (a code exchange or a
+/// refresh): GitHub's answer, in JSON. Errors come back as 200 with an `error` field.
+pub async fn oauth_token<T: DeserializeOwned>(
+    env: &Env,
+    form: String,
+) -> Result<Reply<T>, ApiError> {
+    let url = format!("{}/login/oauth/access_token", oauth_base(env));
+    let exchanged = exchange(
+        Host::OAuth,
+        Method::Post,
+        &url,
+        None,
+        Some("application/x-www-form-urlencoded"),
+        Some(form),
+    )
+    .await?;
+    reply(exchanged)
+}
+
+fn reply<T: DeserializeOwned>((status, text): (u16, String)) -> Result<Reply<T>, ApiError> {
     if !(200..300).contains(&status) {
         return Ok(Reply {
             status,
@@ -68,6 +102,7 @@ pub async fn send<T: DeserializeOwned>(
 /// The request and its answer's status and text. Not generic: only the parsing in [`send`]
 /// is made once per answer type (the whole exchange was, eleven times in the wasm).
 async fn exchange(
+    host: Host,
     method: Method,
     url: &str,
     authorization: Option<&str>,
@@ -76,8 +111,13 @@ async fn exchange(
 ) -> Result<(u16, String), ApiError> {
     let headers = Headers::new();
     let set = |k: &str, v: &str| headers.set(k, v).map_err(upstream);
-    set("Accept", "application/vnd.github+json")?;
-    set("X-GitHub-Api-Version", "2022-11-28")?;
+    match host {
+        Host::Api => {
+            set("Accept", "application/vnd.github+json")?;
+            set("X-GitHub-Api-Version", "2022-11-28")?;
+        }
+        Host::OAuth => set("Accept", "application/json")?,
+    }
     set("User-Agent", USER_AGENT)?;
     if let Some(a) = authorization {
         set("Authorization", a)?;

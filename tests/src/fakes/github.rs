@@ -532,26 +532,76 @@ fn issue_user_token(w: &mut World, login: String) -> Value {
     }
 }
 
-async fn access_token(State(s): State<Arc<Shared>>, Form(f): Form<TokenForm>) -> Response {
+/// The OAuth host is not the REST API: it answers in the format `Accept` asks for —
+/// JSON for `application/json`, form-encoded by default — and refuses the REST API's
+/// vendor type with 406.
+fn oauth_answer(headers: &HeaderMap, body: Value) -> Response {
+    let accept = headers
+        .get("accept")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    if accept.contains("application/vnd.github") {
+        return (
+            StatusCode::NOT_ACCEPTABLE,
+            "the OAuth endpoints answer application/json, application/xml or form-encoded",
+        )
+            .into_response();
+    }
+    if accept.contains("application/json") {
+        return Json(body).into_response();
+    }
+    let mut form = url::form_urlencoded::Serializer::new(String::new());
+    if let Some(fields) = body.as_object() {
+        for (k, v) in fields {
+            let text = v
+                .as_str()
+                .map(str::to_owned)
+                .unwrap_or_else(|| v.to_string());
+            form.append_pair(k, &text);
+        }
+    }
+    (
+        [(
+            "content-type",
+            "application/x-www-form-urlencoded; charset=utf-8",
+        )],
+        form.finish(),
+    )
+        .into_response()
+}
+
+async fn access_token(
+    State(s): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Form(f): Form<TokenForm>,
+) -> Response {
+    let answer = |body: Value| oauth_answer(&headers, body);
     // GitHub answers errors with 200 and an `error` field.
     if f.client_id != s.client_id || f.client_secret != s.client_secret {
-        return Json(json!({"error": "incorrect_client_credentials", "error_description": "The client_id and/or client_secret passed are incorrect."})).into_response();
+        return answer(
+            json!({"error": "incorrect_client_credentials", "error_description": "The client_id and/or client_secret passed are incorrect."}),
+        );
     }
     let mut w = s.world.lock().unwrap_or_else(|e| e.into_inner());
     if f.grant_type.as_deref() == Some("refresh_token") {
         let Some(login) = f.refresh_token.and_then(|r| w.refresh_tokens.remove(&r)) else {
-            return Json(json!({"error": "bad_refresh_token", "error_description": "The refresh token passed is incorrect or expired."})).into_response();
+            return answer(
+                json!({"error": "bad_refresh_token", "error_description": "The refresh token passed is incorrect or expired."}),
+            );
         };
         w.refreshes += 1;
-        return Json(issue_user_token(&mut w, login)).into_response();
+        return answer(issue_user_token(&mut w, login));
     }
     let Some((login, redirect)) = f.code.and_then(|c| w.codes.remove(&c)) else {
-        return Json(json!({"error": "bad_verification_code", "error_description": "The code passed is incorrect or expired."})).into_response();
+        return answer(
+            json!({"error": "bad_verification_code", "error_description": "The code passed is incorrect or expired."}),
+        );
     };
     if f.redirect_uri.is_some_and(|r| r != redirect) {
-        return Json(json!({"error": "redirect_uri_mismatch"})).into_response();
+        return answer(json!({"error": "redirect_uri_mismatch"}));
     }
-    Json(issue_user_token(&mut w, login)).into_response()
+    answer(issue_user_token(&mut w, login))
 }
 
 /// A user token's login, unless it expired.
