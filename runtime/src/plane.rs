@@ -10,6 +10,18 @@ use inspect_protocol::session::{
 };
 use inspect_protocol::ApiError;
 
+/// How fresh a list of repositories must be: the source (GitHub) is slow to ask.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Freshness {
+    /// The copy kept in D1, whatever its age: for answers with a deadline (Slack gives an
+    /// options request 3 s).
+    Kept,
+    /// Synced first when the copy is older than its shelf life.
+    SyncIfStale,
+    /// Synced first, whatever the copy's age.
+    SyncNow,
+}
+
 #[allow(async_fn_in_trait)]
 pub trait ControlPlane {
     /// Creates a session for `actor` as the API would (its repositories resolved, the
@@ -45,8 +57,12 @@ pub trait ControlPlane {
         bytes: &[u8],
     ) -> Result<Attachment, ApiError>;
 
-    /// The repositories sessions may use (refreshed from the source when stale).
-    async fn repositories(&self, now_ms: i64) -> Result<RepositoryList, ApiError>;
+    /// The repositories sessions may use, as fresh as `freshness` asks.
+    async fn repositories(
+        &self,
+        freshness: Freshness,
+        now_ms: i64,
+    ) -> Result<RepositoryList, ApiError>;
 
     /// Every environment.
     async fn environments(&self) -> Result<EnvironmentList, ApiError>;

@@ -9,6 +9,7 @@
 #![allow(clippy::unwrap_used)] // a test fails loudly by design
 
 use inspect_tests::client::{get, send};
+use inspect_tests::fakes::github::FakeGitHub;
 use inspect_tests::fakes::model::{FakeModel, Reply};
 use inspect_tests::fakes::slack::{envelope, signed, FakeSlack, BOT_USER, SIGNING_SECRET};
 use inspect_tests::host::SandboxHost;
@@ -514,4 +515,34 @@ async fn a_thread_starts_follows_and_finishes_a_session() {
             .then_some(())
     })
     .await;
+}
+
+/// Slack gives an options request 3 s to answer: the picker's options come from the kept
+/// copy of the repositories, never from a sync with GitHub on that path (a sync reads every
+/// page of the installation's repositories). A never-synced copy is as stale as it gets.
+#[tokio::test]
+async fn a_pickers_options_never_wait_for_github() {
+    let gh = FakeGitHub::start(vec![]).await.unwrap();
+    let slack = FakeSlack::start().await.unwrap();
+    slack.add_user("U2", "Bob", "bob@example.com");
+    let mut options = StackOptions::local();
+    options.vars = gh.worker_vars();
+    options.vars.extend(slack.worker_vars());
+    let stack = Stack::start_with(options).await.unwrap();
+    let asked = Instant::now();
+    let r = interact(&stack, &json!({"type": "block_suggestion", "action_id": "select_repo", "value": "web", "user": {"id": "U2"}})).await;
+    let took = asked.elapsed();
+    assert_eq!(r.status(), 200);
+    let body: Value = r.json().await.unwrap();
+    assert!(body["option_groups"].is_array(), "{body}");
+    let synced: Vec<_> = gh
+        .calls()
+        .into_iter()
+        .filter(|(_, path, _)| path.starts_with("/installation/repositories"))
+        .collect();
+    assert!(
+        synced.is_empty(),
+        "the options waited for a sync with GitHub: {synced:?}"
+    );
+    assert!(took < Duration::from_secs(3), "answered in {took:?}");
 }

@@ -20,6 +20,7 @@ use crate::routes::{match_route, not_found, Route, SessionAction};
 use crate::{api_tokens, caller, settings, signin};
 use inspect_protocol::session::{CreateSessionRequest, RegisterRepository};
 use inspect_protocol::ApiError;
+use inspect_runtime::plane::Freshness;
 use worker::{event, Context, Env, Method, Request, Response, Result};
 
 #[event(start)]
@@ -237,7 +238,12 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
                 .url()
                 .ok()
                 .is_some_and(|u| u.query_pairs().any(|(k, v)| k == "refresh" && v != "0"));
-            json(&repos::list(env, refresh, now).await?, 200)
+            let freshness = if refresh {
+                Freshness::SyncNow
+            } else {
+                Freshness::SyncIfStale
+            };
+            json(&repos::list(env, freshness, now).await?, 200)
         }
         Route::RepoBranches { owner, name } => json(
             &inspect_github::installation::branches(env, &owner, &name, now).await?,

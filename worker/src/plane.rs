@@ -8,7 +8,7 @@ use inspect_protocol::session::{
     RepositoryRef, SessionState,
 };
 use inspect_protocol::ApiError;
-use inspect_runtime::plane::ControlPlane;
+use inspect_runtime::plane::{ControlPlane, Freshness};
 use worker::{Env, Method};
 
 /// The Worker's control plane, for one request's environment.
@@ -73,8 +73,12 @@ impl ControlPlane for Plane {
         objects::store_attachment(&self.env, session, name, mime_type, bytes).await
     }
 
-    async fn repositories(&self, now_ms: i64) -> Result<RepositoryList, ApiError> {
-        repos::list(&self.env, false, now_ms).await
+    async fn repositories(
+        &self,
+        freshness: Freshness,
+        now_ms: i64,
+    ) -> Result<RepositoryList, ApiError> {
+        repos::list(&self.env, freshness, now_ms).await
     }
 
     async fn environments(&self) -> Result<EnvironmentList, ApiError> {

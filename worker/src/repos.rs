@@ -6,6 +6,7 @@ use inspect_protocol::session::{
     Actor, RegisterRepository, Repository, RepositoryList, RepositoryRef,
 };
 use inspect_protocol::{ApiError, ErrorCode};
+use inspect_runtime::plane::Freshness;
 use serde::Deserialize;
 use worker::Env;
 
@@ -68,12 +69,16 @@ impl From<Row> for Repository {
 const COLUMNS: &str =
     "owner, name, kind, source, default_branch, created_at, private, description, remote_updated_at";
 
-/// Local repositories and, with a GitHub App, the installation's (synced when the copy is
-/// older than ten minutes, or `refresh` asks). GitHub being unreachable leaves the last
-/// copy in place.
-pub async fn list(env: &Env, refresh: bool, now: i64) -> Result<RepositoryList, ApiError> {
-    if db::setting(env, "GITHUB_APP_ID").is_some() {
-        if let Err(e) = inspect_github::installation::sync_if_stale(env, now, refresh).await {
+/// Local repositories and, with a GitHub App, the installation's, synced with GitHub as
+/// `freshness` says. GitHub being unreachable leaves the last copy in place.
+pub async fn list(env: &Env, freshness: Freshness, now: i64) -> Result<RepositoryList, ApiError> {
+    let sync = match freshness {
+        Freshness::Kept => None,
+        Freshness::SyncIfStale => Some(false),
+        Freshness::SyncNow => Some(true),
+    };
+    if let (Some(force), Some(_)) = (sync, db::setting(env, "GITHUB_APP_ID")) {
+        if let Err(e) = inspect_github::installation::sync_if_stale(env, now, force).await {
             inspect_runtime::log::emit(
                 inspect_runtime::log::LogLine::warn("repositories", "sync_failed")
                     .detail(e.message),

@@ -19,7 +19,7 @@ use inspect_protocol::{ApiError, ErrorCode};
 use inspect_runtime::answer::json as json_answer;
 use inspect_runtime::d1::{self as db, num};
 use inspect_runtime::log::{emit, LogLine};
-use inspect_runtime::plane::ControlPlane;
+use inspect_runtime::plane::{ControlPlane, Freshness};
 use inspect_runtime::{origin_of, setting};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -300,7 +300,7 @@ async fn take_request(
             Err(e) => return Err(e),
         }
     }
-    let catalog = catalog(plane).await?;
+    let catalog = catalog(plane, Freshness::SyncIfStale).await?;
     let settings = settings(env).await?;
     let routed = routing::route(&pending.text, &pending.channel, &catalog, &settings);
     let (target, why) = match routed {
@@ -408,8 +408,8 @@ async fn message_files(env: &Env, r: &events::Request) -> Vec<SlackFile> {
 }
 
 /// Every repository and environment a session can be started on.
-async fn catalog(plane: &impl ControlPlane) -> Result<Vec<Target>, ApiError> {
-    let repos = plane.repositories(now_ms()).await?;
+async fn catalog(plane: &impl ControlPlane, freshness: Freshness) -> Result<Vec<Target>, ApiError> {
+    let repos = plane.repositories(freshness, now_ms()).await?;
     let environments = plane.environments().await?;
     let mut out: Vec<Target> = environments
         .environments
@@ -1009,7 +1009,7 @@ pub async fn interactions(
             .ok_or_else(|| ApiError::bad_request("an interaction needs its payload"))?;
     match payload["type"].as_str() {
         Some("block_suggestion") => {
-            let catalog = catalog(&plane).await?;
+            let catalog = catalog(&plane, Freshness::Kept).await?;
             let query = payload["value"].as_str().unwrap_or("");
             return answer(
                 200,
@@ -1144,7 +1144,7 @@ async fn pick(
         return Ok("pick for an expired request".into());
     };
     let pending: Pending = serde_json::from_str(&row.request).map_err(json_err)?;
-    let catalog = catalog(plane).await?;
+    let catalog = catalog(plane, Freshness::SyncIfStale).await?;
     let Some(target) = catalog
         .iter()
         .find(|t| t.id.eq_ignore_ascii_case(picked))
