@@ -77,10 +77,12 @@ impl E2bConfig {
         format!("{}{path}", self.api_url)
     }
 
-    /// The running and paused sandboxes whose metadata has `key` = `value`.
+    /// The running and paused sandboxes whose metadata has `key` = `value`. Both query
+    /// parameters are non-exploded form parameters in E2B's OpenAPI document: one key, its
+    /// values joined by commas (a repeated key is a 400).
     pub fn listed(&self, key: &str, value: &str) -> String {
         self.url(&format!(
-            "/v2/sandboxes?metadata={}&state=running&state=paused",
+            "/v2/sandboxes?metadata={}&state=running,paused",
             vendor::encode(&format!(
                 "{}={}",
                 vendor::encode(key),

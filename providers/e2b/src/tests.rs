@@ -81,7 +81,7 @@ fn the_create_body_keeps_secrets_in_the_environment_only() {
 fn listing_by_metadata_is_encoded() {
     assert_eq!(
         config().listed(META_SESSION, "s 1"),
-        "https://api.e2b.app/v2/sandboxes?metadata=openinspect_session_id%3Ds%25201&state=running&state=paused"
+        "https://api.e2b.app/v2/sandboxes?metadata=openinspect_session_id%3Ds%25201&state=running,paused"
     );
 }
 

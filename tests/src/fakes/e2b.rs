@@ -202,6 +202,16 @@ async fn list(
     if let Err(r) = admit(&c, &headers, "GET /v2/sandboxes") {
         return *r;
     }
+    // E2B's OpenAPI document declares `state` (and `metadata`) as non-exploded form
+    // parameters: a repeated key is refused before anything is read.
+    for name in ["state", "metadata"] {
+        if q.iter().filter(|(k, _)| k == name).count() > 1 {
+            return error(
+                400,
+                &format!("parameter '{name}' is not exploded, but is specified multiple times"),
+            );
+        }
+    }
     let mut wanted: Vec<(String, String)> = vec![];
     let mut states: Vec<String> = vec![];
     for (k, v) in &q {
@@ -215,7 +225,14 @@ async fn list(
                     wanted.push((decode(mk), decode(mv)));
                 }
             }
-            "state" => states.extend(v.split(',').map(str::to_owned)),
+            "state" => {
+                for state in v.split(',') {
+                    if !["running", "paused"].contains(&state) {
+                        return error(400, &format!("invalid state {state:?}"));
+                    }
+                    states.push(state.to_owned());
+                }
+            }
             _ => {}
         }
     }
