@@ -49,6 +49,22 @@ for tool in git python3 bubblewrap; do
   grep -q "apt-get install.* $tool" "$FILE" || problem "$tool is not installed"
 done
 
+# The whole start is the ENTRYPOINT (exec form): Daytona keeps only an image's ENTRYPOINT,
+# never its CMD, so a CMD would be dropped there.
+grep -qE '^ENTRYPOINT \["[^"]*inspect-supervisor", "run"\]$' "$FILE" ||
+  problem "the ENTRYPOINT is not the whole start ([\".../inspect-supervisor\", \"run\"])"
+grep -qE '^CMD ' "$FILE" && problem "a CMD is ignored by Daytona: put the whole start in the ENTRYPOINT"
+
+# A user made with a uid the final base image already gives someone fails to build
+# ("UID 1000 is not unique"): the official Node images have `node` as uid 1000.
+final_base="$(grep -E '^FROM ' "$FILE" | tail -1 | awk '{print $2}')"
+case "$final_base" in
+  node:*)
+    if grep -qE 'useradd[^&]*--uid 1000' "$FILE" && ! grep -qE 'userdel[^&]* node( |$)' "$FILE"; then
+      problem "useradd --uid 1000 on $final_base, whose user node is uid 1000 (remove or rename it first)"
+    fi ;;
+esac
+
 # With an engine, BuildKit's own linter too.
 if docker info >/dev/null 2>&1; then
   docker build --check -f "$FILE" "$ROOT" || problem "docker build --check failed"

@@ -45,6 +45,11 @@ fn the_image_keeps_the_projects_pins_and_an_unprivileged_user() {
     let bad = bad
         .replace("USER 1000:1000\n", "")
         .replace("COPY integrations integrations\n", "")
+        .replace("RUN userdel --remove node \\\n && useradd", "RUN useradd")
+        .replace(
+            "ENTRYPOINT [\"/usr/local/bin/inspect-supervisor\", \"run\"]",
+            "ENTRYPOINT [\"/usr/local/bin/inspect-supervisor\"]\nCMD [\"run\"]",
+        )
         .replace(
             "FROM node:${NODE_VERSION}",
             "FROM node:latest AS x\nFROM node:${NODE_VERSION}",
@@ -57,6 +62,9 @@ fn the_image_keeps_the_projects_pins_and_an_unprivileged_user() {
         "non-root numeric USER",
         "workspace member integrations/slack is not copied",
         "FROM node:latest is not pinned",
+        "the ENTRYPOINT is not the whole start",
+        "a CMD is ignored by Daytona",
+        "whose user node is uid 1000",
     ] {
         assert!(said.contains(want), "missing {want:?} in:\n{said}");
     }

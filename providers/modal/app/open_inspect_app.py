@@ -23,11 +23,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 app = modal.App("open-inspect")
 
-# The sandboxes' image: the project's one sandbox image.
+# The sandboxes' image: the project's one sandbox image. Modal runs an image's ENTRYPOINT
+# ahead of a sandbox's command, so it is cleared: each sandbox names its own command.
 sandbox_image = modal.Image.from_dockerfile(
     os.path.join(HERE, "..", "..", "image", "Dockerfile"),
     context_dir=os.path.join(HERE, "..", "..", ".."),
-)
+).entrypoint([])
 # The endpoints' own image: FastAPI and the pure core.
 api_image = (
     modal.Image.debian_slim(python_version="3.12")

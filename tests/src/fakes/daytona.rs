@@ -215,9 +215,12 @@ fn boot(m: &Arc<Machine>, id: &str) {
         };
         (k, v)
     }));
+    // Daytona's runner keeps the image's ENTRYPOINT and never its CMD.
+    let start = crate::fakes::machine::image_start();
+    let (program, args) = crate::fakes::machine::command_line(&start.entrypoint, &m.supervisor);
     let launch = crate::fakes::machine::Launch {
-        program: m.supervisor.clone(),
-        args: vec!["run".into()],
+        program,
+        args,
         env: all,
         workdir: dir,
         log: m.root.join("logs").join(format!("{id}.log")),

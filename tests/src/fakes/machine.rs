@@ -112,3 +112,47 @@ pub fn tail_logs(dir: &std::path::Path) -> String {
     }
     out
 }
+
+/// How the sandbox image starts, as `providers/image/Dockerfile` declares it (exec form):
+/// its `ENTRYPOINT` and its `CMD`. Each fake runs them the way its vendor's host does.
+#[derive(Debug, Clone, Default)]
+pub struct ImageStart {
+    pub entrypoint: Vec<String>,
+    pub cmd: Vec<String>,
+}
+
+/// The image's start, read from the committed Dockerfile (the last `ENTRYPOINT` and `CMD`,
+/// as Docker takes them).
+pub fn image_start() -> ImageStart {
+    let file = crate::root().join("providers/image/Dockerfile");
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    let mut start = ImageStart::default();
+    for line in text.lines() {
+        let exec_form = |rest: &str| serde_json::from_str::<Vec<String>>(rest.trim()).ok();
+        if let Some(rest) = line.strip_prefix("ENTRYPOINT ") {
+            start.entrypoint = exec_form(rest).unwrap_or_default();
+            // A new ENTRYPOINT resets the CMD an earlier stage or base gave.
+            start.cmd.clear();
+        } else if let Some(rest) = line.strip_prefix("CMD ") {
+            start.cmd = exec_form(rest).unwrap_or_default();
+        }
+    }
+    start
+}
+
+/// A command line as a vendor's host runs it inside the image: its first word, when it is
+/// the image's supervisor, is this build's supervisor; anything else is run as named (and
+/// fails the way a missing binary does in a container).
+pub fn command_line(words: &[String], supervisor: &std::path::Path) -> (PathBuf, Vec<String>) {
+    match words.split_first() {
+        Some((program, args)) => {
+            let program = if program.rsplit('/').next() == Some("inspect-supervisor") {
+                supervisor.to_path_buf()
+            } else {
+                PathBuf::from(program)
+            };
+            (program, args.to_vec())
+        }
+        None => (PathBuf::from("/nonexistent/no-command"), vec![]),
+    }
+}

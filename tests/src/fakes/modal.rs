@@ -370,9 +370,18 @@ fn start(app: &Arc<App>, body: &Value, image: Option<&str>) -> Response {
         }
         let _ = std::fs::write(dir.join("workspace").join(".tunnels.env"), file);
     }
+    // Modal runs the image's ENTRYPOINT ahead of the sandbox's command, unless the app
+    // cleared it on the image (`.entrypoint([])`).
+    let mut words = if modal_app_clears_entrypoint() {
+        vec![]
+    } else {
+        crate::fakes::machine::image_start().entrypoint
+    };
+    words.extend(SANDBOX_COMMAND.iter().map(|w| w.to_string()));
+    let (program, args) = crate::fakes::machine::command_line(&words, &app.supervisor);
     let launch = crate::fakes::machine::Launch {
-        program: app.supervisor.clone(),
-        args: vec!["run".into()],
+        program,
+        args,
         env,
         workdir: dir.clone(),
         log: app.root.join("logs").join(format!("{sandbox_id}.log")),
@@ -569,4 +578,15 @@ async fn run_build(app: &Arc<App>, body: &Value) -> Result<Value, String> {
     }
     let _ = std::fs::remove_dir_all(&dir);
     Ok(report)
+}
+
+/// The command our Modal app creates sandboxes with (`modal.Sandbox.create(…)`).
+const SANDBOX_COMMAND: [&str; 2] = ["inspect-supervisor", "run"];
+
+/// Whether our Modal app clears the sandbox image's ENTRYPOINT, read from the app itself.
+fn modal_app_clears_entrypoint() -> bool {
+    let app = crate::root().join("providers/modal/app/open_inspect_app.py");
+    std::fs::read_to_string(app)
+        .map(|t| t.contains(".entrypoint([])"))
+        .unwrap_or(false)
 }
