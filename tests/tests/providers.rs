@@ -1117,6 +1117,12 @@ async fn daytona_quota_ports_and_deletion() {
             .ends_with(".proxy.daytona.fake"),
         "{urls}"
     );
+    // The URL outlives the sandbox's hour (Daytona's own default is a minute).
+    let lifetimes = d.preview_lifetimes();
+    assert!(
+        !lifetimes.is_empty() && lifetimes.iter().all(|s| *s >= 3600),
+        "preview URLs live {lifetimes:?} s"
+    );
     assert_eq!(events(&seen, "execution_complete")[0]["success"], true);
     let made = &d.sandboxes()[0];
     assert_eq!(made["public"], false);

@@ -85,7 +85,7 @@ impl DaytonaProvider {
                 .call(
                     Method::Get,
                     &format!(
-                        "/sandbox/{id}/ports/{port}/signed-preview-url?expires_in_seconds={}",
+                        "/sandbox/{id}/ports/{port}/signed-preview-url?expiresInSeconds={}",
                         daytona::PREVIEW_SECONDS
                     ),
                     None,

@@ -509,7 +509,7 @@ pub fn pod_state(pod: &Value) -> PodState {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Failure {
     NotFound,
-    /// `AlreadyExists` or `Conflict`: a retried create found its object.
+    /// `AlreadyExists`: a retried create found its object.
     AlreadyExists,
     /// Try again later (429, 5xx, timeouts).
     Transient(String),
@@ -530,7 +530,10 @@ pub fn classify(code: u16, body: &str) -> Failure {
     let said = format!("kubernetes answered {code} {reason}: {message}");
     match code {
         404 => Failure::NotFound,
-        409 => Failure::AlreadyExists,
+        // Only `AlreadyExists` means the object is there; a 409 `Conflict` is a write that
+        // lost a race (quota admission answers a burst of creates with it): try again.
+        409 if reason == "AlreadyExists" => Failure::AlreadyExists,
+        409 => Failure::Transient(said),
         403 if message.contains("exceeded quota") => Failure::Quota(said),
         429 | 500..=599 => Failure::Transient(said),
         _ if reason == "Timeout" || reason == "ServerTimeout" => Failure::Transient(said),

@@ -199,6 +199,18 @@ fn status_errors_classify() {
         classify(409, &status(409, "AlreadyExists", "exists")),
         Failure::AlreadyExists
     );
+    // Quota admission answers a burst of creates with `Conflict`: nothing was made.
+    assert!(matches!(
+        classify(
+            409,
+            &status(
+                409,
+                "Conflict",
+                "Operation cannot be fulfilled on resourcequotas \"sandboxes\": the object has been modified; please apply your changes to the latest version and try again"
+            )
+        ),
+        Failure::Transient(m) if m.contains("Conflict")
+    ));
     assert!(
         matches!(classify(422, &status(422, "Invalid", "bad name")), Failure::Permanent(m) if m.contains("bad name"))
     );

@@ -42,6 +42,8 @@ struct World {
     delay_next: Vec<(String, std::time::Duration)>,
     calls: Vec<String>,
     clock: u64,
+    /// The lifetime, in seconds, of every signed preview URL handed out.
+    previews: Vec<u64>,
 }
 
 struct Machine {
@@ -126,6 +128,11 @@ impl FakeDaytona {
     }
 
     /// Every sandbox as the API shows it.
+    /// How long each signed preview URL handed out lives, in seconds.
+    pub fn preview_lifetimes(&self) -> Vec<u64> {
+        self.machine.with(|w| w.previews.clone())
+    }
+
     pub fn sandboxes(&self) -> Vec<Value> {
         self.machine
             .with(|w| w.sandboxes.values().map(|s| s.object.clone()).collect())
@@ -458,12 +465,21 @@ async fn preview(
     if !m.with(|w| w.sandboxes.contains_key(&id)) {
         return error(404, &format!("Sandbox {id} not found"));
     }
-    let seconds: u64 = q
-        .get("expires_in_seconds")
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(60);
+    // Daytona's controller reads `expiresInSeconds` (other names are ignored): 60 s unless
+    // asked, between 1 s and 24 h.
+    let seconds: u64 = match q.get("expiresInSeconds").map(|s| s.parse::<u64>()) {
+        None => 60,
+        Some(Ok(n)) if (1..=86_400).contains(&n) => n,
+        Some(_) => {
+            return error(
+                400,
+                "expiresInSeconds must be between 1 second and 24 hours",
+            )
+        }
+    };
     let token = m.with(|w| {
         w.clock += 1;
+        w.previews.push(seconds);
         format!("tok{:06}", w.clock)
     });
     Json(json!({
