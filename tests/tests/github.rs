@@ -821,3 +821,76 @@ async fn the_installations_repositories_are_listed_synced_and_branched() {
             && who == FakeGitHub::BOT_LOGIN
     ));
 }
+
+/// A mention in a reply inside a review thread: the answer goes into that thread, as a
+/// reply to the thread's top comment (GitHub takes no reply to a reply), and the 👀 on the
+/// mention itself.
+#[tokio::test]
+async fn a_mention_in_a_review_thread_reply_is_answered_in_the_thread() {
+    let gh = FakeGitHub::start(vec![alice()]).await.unwrap();
+    github_repo(&gh, "acme", "web");
+    let pr = gh.open_pull("acme", "web", "feat/login", "main", "Login page", "alice");
+    gh.set_permission("acme", "web", "alice", "write");
+    let mut vars = gh.worker_vars();
+    vars.push(("GITHUB_WEBHOOK_SECRET".into(), WEBHOOK_SECRET.into()));
+    let AgentStack { model, host, stack } = AgentStack::start(
+        vec![Reply::text(
+            "The helper keeps the login retries in one place.",
+        )],
+        vars,
+    )
+    .await
+    .unwrap();
+    let base = stack.base_url.clone();
+    let r = send(
+        Method::PUT,
+        &stack.url("/repos/acme/web/settings"),
+        Some(json!({"botEnabled": true})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+
+    let top = gh.add_review_comment(("acme", "web", pr), "alice", "Why a new helper here?", None);
+    let text = "@inspect-bot can you explain this helper?";
+    let reply = gh.add_review_comment(("acme", "web", pr), "alice", text, Some(top));
+    let who = alice();
+    let delivery = json!({
+        "action": "created",
+        "pull_request": gh.pull_json("acme", "web", pr).unwrap(),
+        "comment": {"id": reply, "in_reply_to_id": top, "body": text, "path": "login.txt",
+            "diff_hunk": "@@ -0,0 +1 @@\n+a login page", "user": {"id": who.id, "login": who.login, "type": "User"}},
+        "repository": {"name": "web", "full_name": "acme/web", "private": true, "owner": {"login": "acme"}},
+        "sender": {"id": who.id, "login": who.login, "type": "User"},
+        "installation": {"id": 777}
+    });
+    let (status, body) = deliver(
+        &base,
+        "pull_request_review_comment",
+        "d-thread-reply",
+        &delivery,
+    )
+    .await;
+    assert_eq!(status, 202, "{body}");
+
+    eventually(30, "the 👀 on the mention", || {
+        gh.reactions()
+            .into_iter()
+            .find(|r| r.path == format!("/repos/acme/web/pulls/comments/{reply}/reactions"))
+    })
+    .await;
+    let answer = eventually(120, "the answer in the thread", || {
+        gh.comments()
+            .into_iter()
+            .find(|c| c.author == FakeGitHub::BOT_LOGIN)
+    })
+    .await;
+    assert_eq!(
+        (answer.review, answer.in_reply_to),
+        (true, Some(top)),
+        "{answer:?}\n{}",
+        host.sandbox_logs()
+    );
+    assert!(answer.body.contains("one place"), "{}", answer.body);
+    assert_eq!(model.remaining(), 0);
+}

@@ -408,10 +408,16 @@ async fn report(env: &Env, c: &Completion, session_url: &str) -> ApiResultT<()> 
     };
     let token = api::app_token(env, now_ms()).await?;
     let body = inspect_github::webhook::completion_comment(c, session_url);
-    match review_comment_id {
-        Some(id) => {
-            api::reply_to_review_comment(env, &token, owner, repo, *number, *id, &body).await
+    if let Some(id) = review_comment_id {
+        // In the review thread when GitHub takes it; on the pull request otherwise (the
+        // thread's comment was deleted, or it was not a thread's top comment).
+        match api::reply_to_review_comment(env, &token, owner, repo, *number, *id, &body).await {
+            Ok(()) => return Ok(()),
+            Err(e) => inspect_runtime::log::emit(
+                inspect_runtime::log::LogLine::warn("callback", "review_reply_failed")
+                    .detail(e.message),
+            ),
         }
-        None => api::comment(env, &token, owner, repo, *number, &body).await,
     }
+    api::comment(env, &token, owner, repo, *number, &body).await
 }

@@ -249,7 +249,7 @@ async fn act(
             repo: t.repo.clone(),
             number: t.number,
             review_comment_id: match &t.ask {
-                Ask::ReviewComment { comment_id, .. } => Some(*comment_id),
+                Ask::ReviewComment { thread_id, .. } => Some(*thread_id),
                 _ => None,
             },
         }),

@@ -92,6 +92,9 @@ struct IssueRef {
 #[derive(Debug, Clone, Deserialize)]
 struct Comment {
     id: i64,
+    /// On a review comment that replies in a thread: the thread's top-level comment.
+    #[serde(default)]
+    in_reply_to_id: Option<i64>,
     #[serde(default)]
     body: String,
     #[serde(default)]
@@ -122,6 +125,9 @@ pub enum Ask {
     /// Act on a review comment on a line of the diff.
     ReviewComment {
         comment_id: i64,
+        /// The thread's top-level comment: the only kind GitHub takes a reply to (the
+        /// comment itself when it started the thread).
+        thread_id: i64,
         text: String,
         path: Option<String>,
         diff_hunk: Option<String>,
@@ -298,6 +304,7 @@ pub fn decide(event: &str, body: &[u8], bot_login: &str) -> Result<Trigger, Skip
                 Some(pr),
                 Ask::ReviewComment {
                     comment_id: comment.id,
+                    thread_id: comment.in_reply_to_id.unwrap_or(comment.id),
                     text,
                     path: comment.path,
                     diff_hunk: comment.diff_hunk,
@@ -474,6 +481,35 @@ mod tests {
             "/repos/acme/web/issues/comments/99/reactions"
         );
         assert_eq!(t.title(), "GitHub: PR #7 comment");
+    }
+
+    #[test]
+    fn a_reply_in_a_review_thread_is_answered_in_that_thread() {
+        let pr = json!({"number": 7, "user": {"id": 5, "login": "bob", "type": "User"},
+            "head": {"ref": "feat", "sha": "a"}, "base": {"ref": "main", "sha": "b"}});
+        let body = json!({"action": "created", "repository": repo(), "sender": {"id": 5, "login": "bob", "type": "User"},
+            "pull_request": pr,
+            "comment": {"id": 120, "in_reply_to_id": 100, "body": "@inspect-bot why this helper?", "path": "src/lib.rs"}});
+        let t = decide(
+            "pull_request_review_comment",
+            body.to_string().as_bytes(),
+            BOT,
+        )
+        .unwrap();
+        let Ask::ReviewComment {
+            comment_id,
+            thread_id,
+            ..
+        } = t.ask
+        else {
+            panic!("{:?}", t.ask);
+        };
+        // 👀 on the reply itself; the answer goes to the thread's top comment.
+        assert_eq!((comment_id, thread_id), (120, 100));
+        assert_eq!(
+            t.reaction_path(),
+            "/repos/acme/web/pulls/comments/120/reactions"
+        );
     }
 
     #[test]

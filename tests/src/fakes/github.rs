@@ -100,6 +100,8 @@ pub struct Comment {
     pub author: String,
     pub body: String,
     pub in_reply_to: Option<i64>,
+    /// A review comment (on the diff, in a thread), not one on the conversation.
+    pub review: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -412,6 +414,32 @@ impl FakeGitHub {
             author: author.into(),
             body: body.into(),
             in_reply_to: None,
+            review: false,
+        });
+        id
+    }
+
+    /// A review comment on the pull request's diff: a thread's top comment, or
+    /// (`in_reply_to`) a reply in that thread. Its id.
+    pub fn add_review_comment(
+        &self,
+        (owner, repo, number): (&str, &str, i64),
+        author: &str,
+        body: &str,
+        in_reply_to: Option<i64>,
+    ) -> i64 {
+        let mut w = self.world();
+        w.next_id += 1;
+        let id = 9000 + w.next_id;
+        w.comments.push(Comment {
+            id,
+            owner: owner.into(),
+            repo: repo.into(),
+            number,
+            author: author.into(),
+            body: body.into(),
+            in_reply_to,
+            review: true,
         });
         id
     }
@@ -1276,6 +1304,7 @@ fn post_comment(
         number,
         author: who,
         body: text,
+        review: in_reply_to.is_some(),
         in_reply_to,
     };
     let json = comment_json(&c, &w);
@@ -1309,7 +1338,24 @@ async fn reply_review_comment(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    post_comment(&s, &headers, &uri, (owner, repo, number), Some(id), &body)
+    // GitHub takes a reply only to a thread's top review comment of that pull request:
+    // "replies to replies are not supported". (Its status for that refusal is not
+    // documented; a validation failure is what this fake answers.)
+    let target = s
+        .world
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .comments
+        .iter()
+        .find(|c| {
+            c.id == id && c.review && c.owner == owner && c.repo == repo && c.number == number
+        })
+        .map(|c| c.in_reply_to);
+    match target {
+        None => error(StatusCode::NOT_FOUND, "Not Found"),
+        Some(Some(_)) => validation_failed("replies to replies are not supported"),
+        Some(None) => post_comment(&s, &headers, &uri, (owner, repo, number), Some(id), &body),
+    }
 }
 
 async fn request_reviewers(
