@@ -73,20 +73,33 @@ impl VercelProvider {
         Ok(())
     }
 
+    /// The project's sandboxes tagged `key` = `value`, every page of them.
+    async fn tagged(&self, tag: (&str, &str)) -> Result<Vec<Value>, ProviderError> {
+        let mut all = Vec::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..vercel::MAX_LIST_PAGES {
+            let path = self.cfg.list_path(tag, cursor.as_deref());
+            let page = self
+                .call(Method::Get, &path, None, CALL_DEADLINE)
+                .await?
+                .unwrap_or(Value::Null);
+            if let Some(found) = page["sandboxes"].as_array() {
+                all.extend(found.iter().cloned());
+            }
+            cursor = vercel::next_cursor(&page);
+            if cursor.is_none() {
+                break;
+            }
+        }
+        Ok(all)
+    }
+
     /// How many sandboxes of ours the project holds (the health check's question).
     pub async fn count(&self) -> Result<usize, ProviderError> {
-        let list = self
-            .call(Method::Get, &self.cfg.list_path(), None, CALL_DEADLINE)
+        Ok(self
+            .tagged((vercel::TAG_FRAMEWORK, "open-inspect"))
             .await?
-            .unwrap_or(Value::Null);
-        Ok(list["sandboxes"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter(|s| s["tags"][vercel::TAG_FRAMEWORK] == "open-inspect")
-                    .count()
-            })
-            .unwrap_or(0))
+            .len())
     }
 }
 
@@ -236,10 +249,8 @@ impl SandboxProvider for VercelProvider {
 
     /// Stops the session's sandboxes and deletes the snapshots they left.
     async fn delete_session(&self, session_id: &str) -> Result<(), ProviderError> {
-        let list = self
-            .call(Method::Get, &self.cfg.list_path(), None, CALL_DEADLINE)
-            .await?
-            .unwrap_or(Value::Null);
+        let tagged = self.tagged((vercel::TAG_SESSION, session_id)).await?;
+        let list = serde_json::json!({ "sandboxes": tagged });
         for s in vercel::sandboxes_of_session(&list, session_id) {
             let name = s["name"].as_str().unwrap_or_default();
             if let Some(found) = self.sandbox(name).await? {

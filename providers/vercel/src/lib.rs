@@ -117,12 +117,19 @@ impl VercelConfig {
         )
     }
 
-    /// The project's sandboxes.
-    pub fn list_path(&self) -> String {
-        format!(
-            "/v2/sandboxes?projectId={}&limit=100",
-            encode(&self.project_id)
-        )
+    /// One page of the project's sandboxes with the tag `key` = `value` (the list takes
+    /// `project`, at most 50 a page, one tag filter as `key:value`, and the cursor the
+    /// previous page gave).
+    pub fn list_path(&self, (key, value): (&str, &str), cursor: Option<&str>) -> String {
+        let mut path = format!(
+            "/v2/sandboxes?project={}&limit={LIST_PAGE}&tags={}",
+            encode(&self.project_id),
+            encode(&format!("{key}:{value}"))
+        );
+        if let Some(c) = cursor {
+            path.push_str(&format!("&cursor={}", encode(c)));
+        }
+        path
     }
 
     /// The snapshots a sandbox left.
@@ -217,6 +224,20 @@ pub fn status_of(answer: &Value) -> (&'static str, Option<String>) {
         "pending" | "running" => ("running", None),
         "stopping" | "stopped" | "snapshotting" => ("stopped", Some(state.to_owned())),
         other => ("exited", Some(other.to_owned())),
+    }
+}
+
+/// The most sandboxes a list page holds (Vercel's maximum).
+pub const LIST_PAGE: usize = 50;
+/// Pages read at most when listing (2,500 sandboxes).
+pub const MAX_LIST_PAGES: usize = 50;
+
+/// The cursor of the next page in a list answer (`pagination.next`), if there is one.
+pub fn next_cursor(list: &Value) -> Option<String> {
+    match &list["pagination"]["next"] {
+        Value::String(s) if !s.is_empty() => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
     }
 }
 

@@ -98,3 +98,26 @@ fn errors_are_classified() {
     assert!(matches!(classify(503, ""), Failure::Transient(_)));
     assert!(matches!(classify(400, "{}"), Failure::Permanent(_)));
 }
+
+#[test]
+fn the_list_is_asked_as_vercel_documents_it() {
+    let c = config();
+    // `project` (not the get's `projectId`), 50 a page at most, one tag filter.
+    assert_eq!(
+        c.url(&c.list_path((TAG_SESSION, "s 1"), None)),
+        "https://vercel.com/api/v2/sandboxes?project=prj_1&limit=50&tags=openinspect_session_id%3As%201&teamId=team_1"
+    );
+    assert!(c
+        .list_path((TAG_FRAMEWORK, "open-inspect"), Some("50"))
+        .ends_with("&cursor=50"));
+    assert_eq!(
+        next_cursor(&json!({"pagination": {"next": "abc"}})),
+        Some("abc".into())
+    );
+    assert_eq!(
+        next_cursor(&json!({"pagination": {"next": 100}})),
+        Some("100".into())
+    );
+    assert_eq!(next_cursor(&json!({"pagination": {"next": null}})), None);
+    assert_eq!(next_cursor(&json!({"sandboxes": []})), None);
+}

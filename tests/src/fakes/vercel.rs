@@ -281,12 +281,50 @@ async fn list(
     if let Err(r) = admit(&f, &headers, &q, "GET /v2/sandboxes") {
         return *r;
     }
+    // As Vercel documents the list: `project` names the project (`projectId` is the get's
+    // name for it, not the list's), `limit` is 1–50 (20 unless asked), one tag filter as
+    // `key:value`, and `cursor` from the previous page's `pagination.next`.
+    let Some(project) = q.get("project") else {
+        return error(
+            400,
+            "bad_request",
+            "project is required when not using an OIDC token",
+        );
+    };
+    if project != PROJECT {
+        return error(404, "not_found", "Project not found");
+    }
+    let limit = match q.get("limit").map(|l| l.parse::<usize>()) {
+        None => 20,
+        Some(Ok(n)) if (1..=50).contains(&n) => n,
+        Some(_) => return error(400, "bad_request", "limit must be between 1 and 50"),
+    };
+    let tag = match q.get("tags").map(|t| t.split_once(':')) {
+        None => None,
+        Some(Some((k, v))) => Some((k.to_owned(), v.to_owned())),
+        Some(None) => return error(400, "bad_request", "tags must be key:value"),
+    };
+    let start: usize = match q.get("cursor").map(|c| c.parse()) {
+        None => 0,
+        Some(Ok(n)) => n,
+        Some(Err(_)) => return error(400, "bad_request", "invalid cursor"),
+    };
     let mut seen = std::collections::BTreeMap::new();
     for (_, o) in f.cloud.objects() {
         let name = o["sandbox"]["name"].as_str().unwrap_or_default().to_owned();
         seen.insert(name, o["sandbox"].clone());
     }
-    Json(json!({"sandboxes": seen.into_values().collect::<Vec<_>>()})).into_response()
+    let all: Vec<Value> = seen
+        .into_values()
+        .filter(|s| match &tag {
+            Some((k, v)) => s["tags"][k.as_str()] == v.as_str(),
+            None => true,
+        })
+        .collect();
+    let page: Vec<Value> = all.iter().skip(start).take(limit).cloned().collect();
+    let next = (start + limit < all.len()).then(|| (start + limit).to_string());
+    Json(json!({"sandboxes": page, "pagination": {"count": all.len(), "next": next}}))
+        .into_response()
 }
 
 async fn act(
