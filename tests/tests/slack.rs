@@ -546,3 +546,89 @@ async fn a_pickers_options_never_wait_for_github() {
     );
     assert!(took < Duration::from_secs(3), "answered in {took:?}");
 }
+
+/// A long thread: a new session gets the thread's *last* messages as context (the thread
+/// is read page by page, as Slack pages it), and a follow-up gets only what came after the
+/// last prompt — never the thread's parent again, which Slack sends first on every page.
+#[tokio::test]
+async fn a_long_thread_gives_its_newest_messages_and_never_its_parent_twice() {
+    let provider = inspect_tests::capture_provider::CaptureProvider::start()
+        .await
+        .unwrap();
+    let slack = FakeSlack::start().await.unwrap();
+    slack.add_user("U1", "Ann", "ann@example.com");
+    slack.add_user("U2", "Bob", "bob@example.com");
+    slack.add_channel(CHANNEL, "eng", "shipping the storefront");
+    let mut options = StackOptions::local();
+    options.vars = provider.worker_vars();
+    options.vars.extend(slack.worker_vars());
+    let stack = Stack::start_with(options).await.unwrap();
+    let demo = source_repo();
+    inspect_tests::client::register_repo(&stack.base_url, "demo", demo.path())
+        .await
+        .unwrap();
+
+    // Ann's question opens the thread; Bob says a lot in it; then Ann asks the bot.
+    let parent = slack.human_message(CHANNEL, "U1", "checkout breaks on big carts", None);
+    for n in 0..240 {
+        slack.human_message(CHANNEL, "U2", &format!("note {n:03}"), Some(&parent));
+    }
+    mention(
+        &stack,
+        &slack,
+        "EvLong1",
+        "U1",
+        "please look into it",
+        Some(&parent),
+    )
+    .await;
+    let session = eventually(60, "the thread's session", || session_of(&slack, &parent)).await;
+    let prompts = || async {
+        get(&stack.url(&format!("/sessions/{session}/messages")))
+            .await
+            .unwrap()
+            .body["messages"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let first = loop {
+        if let Some(m) = prompts().await.first() {
+            break m["content"].as_str().unwrap_or_default().to_owned();
+        }
+        assert!(Instant::now() < deadline, "no prompt");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    assert!(
+        first.contains("note 239") && !first.contains("note 100"),
+        "the context is the thread's last messages: {first}\n{}",
+        stack.log_tail()
+    );
+
+    // Bob adds one thing; Ann asks again: only that, not the parent again.
+    slack.human_message(CHANNEL, "U2", "also on mobile", Some(&parent));
+    mention(
+        &stack,
+        &slack,
+        "EvLong2",
+        "U1",
+        "and check mobile",
+        Some(&parent),
+    )
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let follow = loop {
+        let list = prompts().await;
+        if list.len() == 2 {
+            break list[1]["content"].as_str().unwrap_or_default().to_owned();
+        }
+        assert!(Instant::now() < deadline, "no follow-up: {list:?}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    assert!(follow.contains("also on mobile"), "{follow}");
+    assert!(
+        !follow.contains("checkout breaks on big carts") && !follow.contains("note 239"),
+        "only what came after the last prompt: {follow}"
+    );
+}

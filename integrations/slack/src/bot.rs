@@ -33,6 +33,8 @@ const THREAD_TTL_MS: i64 = 7 * 24 * 3600 * 1000;
 const PENDING_TTL_MS: i64 = 3600 * 1000;
 /// Messages of the thread given as context to a new session.
 const CONTEXT_MESSAGES: usize = 10;
+/// Pages of a thread read at most (200 messages each).
+const THREAD_PAGES: usize = 25;
 
 fn json_err(e: serde_json::Error) -> ApiError {
     ApiError::internal(e.to_string())
@@ -605,27 +607,44 @@ async fn thread_context(
     bot: Option<&str>,
     limit: usize,
 ) -> String {
-    let mut params = vec![
-        ("channel", p.channel.as_str()),
-        ("ts", p.thread_ts.as_str()),
-        ("limit", "200"),
-    ];
-    if let Some(a) = after {
-        params.push(("oldest", a));
+    // Every page (Slack sends the thread's parent first on each, whatever `oldest` says),
+    // each message once, and only what came after `after`.
+    let mut seen: Vec<Value> = Vec::new();
+    let mut cursor = String::new();
+    for _ in 0..THREAD_PAGES {
+        let mut params = vec![
+            ("channel", p.channel.as_str()),
+            ("ts", p.thread_ts.as_str()),
+            ("limit", "200"),
+        ];
+        if let Some(a) = after {
+            params.push(("oldest", a));
+        }
+        if !cursor.is_empty() {
+            params.push(("cursor", cursor.as_str()));
+        }
+        let Ok(page) = api::get(env, "conversations.replies", &params).await else {
+            break;
+        };
+        for m in page["messages"].as_array().into_iter().flatten() {
+            if !seen.iter().any(|s| s["ts"] == m["ts"]) {
+                seen.push(m.clone());
+            }
+        }
+        cursor = page["response_metadata"]["next_cursor"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned();
+        if cursor.is_empty() {
+            break;
+        }
     }
-    let Ok(replies) = api::get(env, "conversations.replies", &params).await else {
-        return String::new();
-    };
-    let messages: Vec<&Value> = replies["messages"]
-        .as_array()
-        .map(|m| {
-            m.iter()
-                .filter(|m| m["bot_id"].is_null() && m["user"].as_str() != bot)
-                .filter(|m| m["ts"].as_str() != Some(p.ts.as_str()))
-                .filter(|m| after.is_none_or(|a| m["ts"].as_str() != Some(a)))
-                .collect()
-        })
-        .unwrap_or_default();
+    let messages: Vec<&Value> = seen
+        .iter()
+        .filter(|m| m["bot_id"].is_null() && m["user"].as_str() != bot)
+        .filter(|m| m["ts"].as_str() != Some(p.ts.as_str()))
+        .filter(|m| after.is_none_or(|a| events::ts_after(m["ts"].as_str().unwrap_or(""), a)))
+        .collect();
     let skip = messages.len().saturating_sub(limit);
     let mut names: Vec<(String, String)> = Vec::new();
     let mut out = String::new();

@@ -167,6 +167,22 @@ pub fn decide(body: &[u8], bot_user: Option<&str>) -> Result<Decision, String> {
     }))
 }
 
+/// Whether Slack timestamp `ts` is later than `than` (`"1700000000.000100"`: seconds and
+/// microseconds, compared as numbers; text that is not a timestamp is never later).
+pub fn ts_after(ts: &str, than: &str) -> bool {
+    fn parse(t: &str) -> Option<(u64, u64)> {
+        let (secs, micros) = t.split_once('.').unwrap_or((t, "0"));
+        Some((
+            secs.parse().ok()?,
+            format!("{micros:0<6}").get(..6)?.parse().ok()?,
+        ))
+    }
+    match (parse(ts), parse(than)) {
+        (Some(a), Some(b)) => a > b,
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -241,5 +257,14 @@ mod tests {
             Decision::HomeOpened { user: "U1".into() }
         );
         assert!(decide(b"not json", None).is_err());
+    }
+
+    #[test]
+    fn slack_timestamps_compare_as_numbers() {
+        assert!(ts_after("1700000000.000200", "1700000000.000100"));
+        assert!(!ts_after("1700000000.000100", "1700000000.000100"));
+        assert!(ts_after("1700000001.000000", "1700000000.999999"));
+        assert!(ts_after("1700000000.1", "1700000000.000100"));
+        assert!(!ts_after("not a ts", "1700000000.000100"));
     }
 }

@@ -339,17 +339,36 @@ async fn method(
             ok(json!({"messages": messages, "has_more": false}))
         }
         "conversations.replies" => {
+            // As Slack answers it: the thread's parent first on every page whatever
+            // `oldest` says, then the replies after `oldest` (exclusive unless
+            // `inclusive`), `limit` a page (1,000 at most) with a cursor to the next.
             let (channel, ts) = (s("channel"), s("ts"));
             let oldest = s("oldest");
             let inclusive = s("inclusive") == "true";
             if !w.channels.contains_key(&channel) {
                 return fail("channel_not_found");
             }
-            let messages: Vec<Value> = w
+            let limit: usize = s("limit").parse().unwrap_or(1000).clamp(1, 1000);
+            let start: usize = match s("cursor").as_str() {
+                "" => 0,
+                c => match c.strip_prefix("next:").and_then(|n| n.parse().ok()) {
+                    Some(n) => n,
+                    None => return fail("invalid_cursor"),
+                },
+            };
+            let Some(parent) = w
                 .messages
                 .iter()
-                .filter(|m| m.channel == channel)
-                .filter(|m| m.ts == ts || m.thread_ts.as_deref() == Some(ts.as_str()))
+                .find(|m| m.channel == channel && m.ts == ts)
+                .map(as_json)
+            else {
+                return fail("thread_not_found");
+            };
+            let replies: Vec<Value> = w
+                .messages
+                .iter()
+                .filter(|m| m.channel == channel && m.ts != ts)
+                .filter(|m| m.thread_ts.as_deref() == Some(ts.as_str()))
                 .filter(|m| {
                     oldest.is_empty()
                         || m.ts.as_str() > oldest.as_str()
@@ -357,10 +376,18 @@ async fn method(
                 })
                 .map(as_json)
                 .collect();
-            if messages.is_empty() && oldest.is_empty() {
-                return fail("thread_not_found");
-            }
-            ok(json!({"messages": messages, "has_more": false}))
+            let page: Vec<Value> = std::iter::once(parent)
+                .chain(replies.iter().skip(start).take(limit).cloned())
+                .collect();
+            let more = start + limit < replies.len();
+            let next = if more {
+                format!("next:{}", start + limit)
+            } else {
+                String::new()
+            };
+            ok(
+                json!({"messages": page, "has_more": more, "response_metadata": {"next_cursor": next}}),
+            )
         }
         "conversations.info" => match w.channels.get(&s("channel")) {
             Some((n, topic)) => ok(
