@@ -300,13 +300,8 @@ pub async fn add_label(
     number: i64,
     label: &str,
 ) -> Result<(), ApiError> {
-    let encoded: String = worker::url::form_urlencoded::byte_serialize(label.as_bytes()).collect();
-    let found: Reply<Value> = client::get(
-        env,
-        token,
-        &format!("/repos/{owner}/{repo}/labels/{encoded}"),
-    )
-    .await?;
+    let found: Reply<Value> =
+        client::get(env, token, &crate::pulls::label_path(owner, repo, label)).await?;
     if found.status == 404 {
         let _: Reply<Value> = send_json(
             env,

@@ -4,7 +4,7 @@
 //! Sandboxes never hold a long-lived credential.
 
 use crate::client as github;
-use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use inspect_protocol::auth::ScmCredentials;
 use inspect_protocol::{ApiError, ErrorCode};
@@ -46,36 +46,7 @@ fn js(e: JsValue) -> ApiError {
     ApiError::internal(format!("WebCrypto: {e:?}"))
 }
 
-/// The DER bytes of a PKCS#8 PEM private key. GitHub hands out PKCS#1 keys; WebCrypto
-/// takes PKCS#8 only, so those get a clear error with the conversion command.
-pub fn pkcs8_der(pem: &str) -> Result<Vec<u8>, ApiError> {
-    let pem = pem.replace("\\n", "\n");
-    if pem.contains("BEGIN RSA PRIVATE KEY") {
-        return Err(ApiError::new(
-            ErrorCode::Unavailable,
-            "GITHUB_APP_PRIVATE_KEY is PKCS#1; convert it: openssl pkcs8 -topk8 -nocrypt -in key.pem",
-        ));
-    }
-    let body: String = pem
-        .lines()
-        .map(str::trim)
-        .skip_while(|l| !l.starts_with("-----BEGIN PRIVATE KEY-----"))
-        .skip(1)
-        .take_while(|l| !l.starts_with("-----END"))
-        .collect();
-    if body.is_empty() {
-        return Err(ApiError::new(
-            ErrorCode::Unavailable,
-            "GITHUB_APP_PRIVATE_KEY is not a PEM private key",
-        ));
-    }
-    STANDARD.decode(body).map_err(|_| {
-        ApiError::new(
-            ErrorCode::Unavailable,
-            "GITHUB_APP_PRIVATE_KEY is not valid base64 inside its PEM armour",
-        )
-    })
-}
+pub use crate::pem::pkcs8_der;
 
 async fn call(target: &JsValue, method: &str, args: &Array) -> Result<JsValue, ApiError> {
     let f: Function = Reflect::get(target, &method.into())

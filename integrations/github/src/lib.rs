@@ -7,6 +7,7 @@
 //! the SessionDO; `bot` is the webhook's handler the Worker dispatches to, `installation`
 //! the App's repositories kept in D1.
 
+pub mod pem;
 pub mod pulls;
 pub mod untrusted;
 pub mod webhook;

@@ -95,6 +95,15 @@ pub fn check_title(title: &str) -> Result<String, ApiError> {
 /// The largest PR body accepted (GitHub's own limit is 65,536 characters).
 pub const MAX_BODY_CHARS: usize = 60_000;
 
+/// The REST path of a repository's label: the name percent-encoded as a path segment (a
+/// space is `%20`; a form's `+` would name another label).
+pub fn label_path(owner: &str, repo: &str, label: &str) -> String {
+    format!(
+        "/repos/{owner}/{repo}/labels/{}",
+        inspect_protocol::vendor::encode(label)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -160,5 +169,13 @@ mod tests {
         assert!(body_with_footer("", "u").starts_with("---\n"));
         assert!(check_title(" a\nb").is_err());
         assert_eq!(check_title("  T ").unwrap(), "T");
+    }
+
+    #[test]
+    fn a_label_with_a_space_is_one_path_segment() {
+        assert_eq!(
+            label_path("acme", "web", "needs review"),
+            "/repos/acme/web/labels/needs%20review"
+        );
     }
 }

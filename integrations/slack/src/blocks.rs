@@ -7,8 +7,10 @@ use serde_json::{json, Value};
 /// Block Kit's limit on a select's options.
 pub const MAX_OPTIONS: usize = 100;
 pub const MAX_QUICK_PICKS: usize = 5;
-/// What a section's text may hold.
+/// What a section's text may hold (Block Kit's limit is 3,000 characters).
 const SECTION_LIMIT: usize = 2900;
+/// Sections a long text (a summary) may take in one message.
+const MAX_TEXT_SECTIONS: usize = 8;
 
 /// Escapes what Slack's mrkdwn reads as markup.
 pub fn escape(text: &str) -> String {
@@ -17,17 +19,61 @@ pub fn escape(text: &str) -> String {
         .replace('>', "&gt;")
 }
 
+/// Where `text` may be cut to keep at most `limit` characters: at a line's end or a space
+/// when there is one in the last fifth, never inside an escape (`&amp;`, `&lt;`, `&gt;`).
+/// A byte index.
+fn cut_at(text: &str, limit: usize) -> usize {
+    let Some((hard, _)) = text.char_indices().nth(limit) else {
+        return text.len();
+    };
+    let mut at = hard;
+    // Not inside an entity: back to its `&` when one is open.
+    if let Some(amp) = text[..at].rfind('&') {
+        if !text[amp..at].contains(';') && at - amp < 5 {
+            at = amp;
+        }
+    }
+    let soft = text[..at]
+        .rfind('\n')
+        .or_else(|| text[..at].rfind(' '))
+        .filter(|&i| i > 0 && text[..i].chars().count() >= limit * 4 / 5);
+    soft.map_or(at, |i| i + 1)
+}
+
 fn clip(text: &str, limit: usize) -> String {
-    if text.chars().count() <= limit {
+    let at = cut_at(text, limit);
+    if at == text.len() {
         return text.to_owned();
     }
-    let mut out: String = text.chars().take(limit).collect();
+    let mut out = text[..at].trim_end().to_owned();
     out.push('…');
     out
 }
 
 fn section(text: &str) -> Value {
     json!({"type": "section", "text": {"type": "mrkdwn", "text": clip(text, SECTION_LIMIT)}})
+}
+
+/// A long text as consecutive sections, each within Block Kit's limit, cut between words
+/// and never inside an escape; what does not fit in [`MAX_TEXT_SECTIONS`] is clipped.
+fn sections(text: &str) -> Vec<Value> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while !rest.is_empty() && out.len() < MAX_TEXT_SECTIONS {
+        let at = cut_at(rest, SECTION_LIMIT);
+        let (this, next) = rest.split_at(at);
+        let last = out.len() + 1 == MAX_TEXT_SECTIONS && !next.trim().is_empty();
+        let shown = if last {
+            format!("{}…", this.trim_end())
+        } else {
+            this.trim_end().to_owned()
+        };
+        if !shown.is_empty() {
+            out.push(json!({"type": "section", "text": {"type": "mrkdwn", "text": shown}}));
+        }
+        rest = next.trim_start();
+    }
+    out
 }
 
 fn view_button(session_url: &str) -> Value {
@@ -100,7 +146,7 @@ pub fn finished(o: &Outcome<'_>, session_url: &str) -> Value {
     };
     let mut blocks = vec![section(&head)];
     if let Some(s) = o.summary.filter(|s| !s.trim().is_empty()) {
-        blocks.push(section(&escape(s.trim())));
+        blocks.extend(sections(&escape(s.trim())));
     }
     if !o.changed_files.is_empty() {
         let shown: Vec<String> = o
@@ -202,6 +248,8 @@ pub const EFFORTS: &[&str] = &["low", "medium", "high"];
 /// The App Home: the person's model, reasoning effort and branch.
 pub fn home(prefs: &Preferences, models: &[String]) -> Value {
     let choice = |v: &str| json!({"text": {"type": "plain_text", "text": v}, "value": v});
+    // A select holds 1 to 100 options: no models, no select; more, the first 100.
+    let models = &models[..models.len().min(MAX_OPTIONS)];
     let mut model = json!({"type": "static_select", "action_id": "select_model", "placeholder": {"type": "plain_text", "text": "The default model"}, "options": models.iter().map(|m| choice(m)).collect::<Vec<_>>()});
     if let Some(m) = prefs
         .model
@@ -225,7 +273,11 @@ pub fn home(prefs: &Preferences, models: &[String]) -> Value {
     let mut blocks = vec![
         json!({"type": "header", "text": {"type": "plain_text", "text": "Your agent settings"}}),
         section("Sessions you start from Slack use these."),
-        json!({"type": "section", "block_id": "model", "text": {"type": "mrkdwn", "text": "*Model*"}, "accessory": model}),
+        if models.is_empty() {
+            json!({"type": "section", "block_id": "model", "text": {"type": "mrkdwn", "text": "*Model*: the deployment's default (no models to choose from are configured)"}})
+        } else {
+            json!({"type": "section", "block_id": "model", "text": {"type": "mrkdwn", "text": "*Model*"}, "accessory": model})
+        },
         json!({"type": "section", "block_id": "effort", "text": {"type": "mrkdwn", "text": "*Reasoning effort*"}, "accessory": effort}),
         json!({"type": "input", "block_id": "branch", "dispatch_action": true, "label": {"type": "plain_text", "text": "Base branch (Enter to save)"}, "element": branch, "optional": true}),
     ];
@@ -341,5 +393,47 @@ mod tests {
             v["blocks"][2]["accessory"]["initial_option"]["value"],
             "anthropic/claude"
         );
+    }
+
+    #[test]
+    fn a_long_summary_takes_several_sections_cut_between_words_never_in_an_escape() {
+        let summary = "fixed a & b in the parser ".repeat(400); // 10,400 characters
+        let o = Outcome {
+            success: true,
+            error: None,
+            summary: Some(&summary),
+            pull_requests: &[],
+            changed_files: &[],
+            target: "acme/web",
+            secs: 5,
+        };
+        let message = finished(&o, "https://x/sessions/s");
+        let texts: Vec<String> = message["blocks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|b| b["text"]["text"].as_str().map(str::to_owned))
+            .collect();
+        assert!(texts.len() >= 5, "{}", texts.len());
+        for t in &texts {
+            assert!(t.chars().count() <= 3000, "{}", t.chars().count());
+            // Every escape whole: no `&` that does not start `&amp;`.
+            for (i, _) in t.match_indices('&') {
+                assert!(t[i..].starts_with("&amp;"), "cut inside an escape: {t}");
+            }
+        }
+        let shown: String = texts[1..].join(" ");
+        assert_eq!(shown.matches("parser").count(), 400, "nothing lost");
+    }
+
+    #[test]
+    fn the_home_has_a_model_select_only_with_1_to_100_models() {
+        let prefs = Preferences::default();
+        let none = home(&prefs, &[]);
+        assert!(!none.to_string().contains("select_model"), "{none}");
+        let many: Vec<String> = (0..150).map(|i| format!("m/{i}")).collect();
+        let capped = home(&prefs, &many);
+        let select = &capped["blocks"][2]["accessory"];
+        assert_eq!(select["options"].as_array().unwrap().len(), 100);
     }
 }

@@ -102,6 +102,14 @@ pub fn without_mention(text: &str, bot_user: Option<&str>) -> String {
     let mut out = text.to_owned();
     if let Some(bot) = bot_user {
         out = out.replace(&format!("<@{bot}>"), " ");
+        // The labelled form, `<@U123|name>`.
+        let labelled = format!("<@{bot}|");
+        while let Some(at) = out.find(&labelled) {
+            match out[at..].find('>') {
+                Some(end) => out.replace_range(at..at + end + 1, " "),
+                None => break,
+            }
+        }
     }
     out.split_whitespace().collect::<Vec<_>>().join(" ")
 }
@@ -266,5 +274,17 @@ mod tests {
         assert!(ts_after("1700000001.000000", "1700000000.999999"));
         assert!(ts_after("1700000000.1", "1700000000.000100"));
         assert!(!ts_after("not a ts", "1700000000.000100"));
+    }
+
+    #[test]
+    fn a_labelled_mention_is_stripped_too() {
+        assert_eq!(
+            without_mention("<@UBOT|inspect> please fix it <@UBOT>", Some("UBOT")),
+            "please fix it"
+        );
+        assert_eq!(
+            without_mention("<@UOTHER|ann> hi", Some("UBOT")),
+            "<@UOTHER|ann> hi"
+        );
     }
 }

@@ -262,6 +262,9 @@ async fn method(
             if s("channel").is_empty() {
                 return fail("channel_not_found");
             }
+            if !blocks_valid(&args["blocks"]) {
+                return fail("invalid_blocks");
+            }
             if s("text").is_empty() && !args["blocks"].is_array() {
                 return fail("no_text");
             }
@@ -281,6 +284,9 @@ async fn method(
         }
         "chat.update" => {
             let (channel, ts) = (s("channel"), s("ts"));
+            if !blocks_valid(&args["blocks"]) {
+                return fail("invalid_blocks");
+            }
             let Some(m) = w
                 .messages
                 .iter_mut()
@@ -405,11 +411,51 @@ async fn method(
             if s("user_id").is_empty() {
                 return fail("invalid_arguments");
             }
+            if !blocks_valid(&args["view"]["blocks"]) {
+                return fail("invalid_arguments");
+            }
             w.views.push(args.clone());
             ok(json!({"view": {"id": "V1"}}))
         }
         _ => fail("unknown_method"),
     }
+}
+
+/// What Block Kit refuses, as Slack checks it: more than 100 blocks (a view's limit), a
+/// section's text over 3,000 characters, a select with no options or more than 100 (in
+/// groups too).
+fn blocks_valid(blocks: &Value) -> bool {
+    let Some(list) = blocks.as_array() else {
+        return true;
+    };
+    if list.len() > 100 {
+        return false;
+    }
+    fn select_ok(e: &Value) -> bool {
+        if e["type"] != "static_select" {
+            return true;
+        }
+        let count = match (e["options"].as_array(), e["option_groups"].as_array()) {
+            (Some(o), _) => o.len(),
+            (None, Some(g)) => g
+                .iter()
+                .map(|g| g["options"].as_array().map_or(0, Vec::len))
+                .sum(),
+            (None, None) => 0,
+        };
+        (1..=100).contains(&count)
+    }
+    list.iter().all(|b| {
+        let text_ok = b["text"]["text"]
+            .as_str()
+            .is_none_or(|t| t.chars().count() <= 3000);
+        let accessory_ok = select_ok(&b["accessory"]);
+        let elements_ok = b["elements"]
+            .as_array()
+            .is_none_or(|els| els.iter().all(select_ok));
+        let element_ok = select_ok(&b["element"]);
+        text_ok && accessory_ok && elements_ok && element_ok
+    })
 }
 
 /// A message as the conversations methods return it.
