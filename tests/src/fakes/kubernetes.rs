@@ -212,7 +212,40 @@ fn kind_of(resource: &str) -> Option<&'static str> {
         .map(|(_, k)| *k)
 }
 
-/// Auth, the namespace, the resource, and a failure the test asked for.
+/// The Role in `deploy/kubernetes/rbac.yaml`: each rule's resources and verbs (its flow
+/// lists, `resources: [a, b]` then `verbs: [c, d]`).
+fn role_rules() -> &'static [(Vec<String>, Vec<String>)] {
+    static RULES: std::sync::OnceLock<Vec<(Vec<String>, Vec<String>)>> = std::sync::OnceLock::new();
+    RULES.get_or_init(|| {
+        let text = std::fs::read_to_string(crate::root().join("deploy/kubernetes/rbac.yaml"))
+            .unwrap_or_default();
+        let list = |line: &str, key: &str| -> Option<Vec<String>> {
+            let rest = line.trim().strip_prefix(key)?.trim();
+            let inner = rest.strip_prefix('[')?.strip_suffix(']')?;
+            Some(inner.split(',').map(|x| x.trim().to_owned()).collect())
+        };
+        let mut rules = Vec::new();
+        let mut resources: Option<Vec<String>> = None;
+        for line in text.lines() {
+            if let Some(r) = list(line, "resources:") {
+                resources = Some(r);
+            } else if let Some(v) = list(line, "verbs:") {
+                if let Some(r) = resources.take() {
+                    rules.push((r, v));
+                }
+            }
+        }
+        rules
+    })
+}
+
+fn role_allows(resource: &str, verb: &str) -> bool {
+    role_rules().iter().any(|(resources, verbs)| {
+        resources.iter().any(|r| r == resource) && verbs.iter().any(|v| v == verb)
+    })
+}
+
+/// Auth, the namespace, the resource, the Role, and a failure the test asked for.
 fn admit(
     k: &Kubelet,
     headers: &HeaderMap,
@@ -246,6 +279,27 @@ fn admit(
             404,
             "NotFound",
             &format!("the server could not find the requested resource ({resource})"),
+        )));
+    }
+    // The token is the ServiceAccount of `deploy/kubernetes/rbac.yaml`: its Role decides.
+    let verb = match (method.as_str(), name.is_some()) {
+        ("GET", true) => "get",
+        ("GET", false) => "list",
+        ("POST", _) => "create",
+        ("DELETE", true) => "delete",
+        ("DELETE", false) => "deletecollection",
+        ("PATCH", _) => "patch",
+        ("PUT", _) => "update",
+        _ => "unknown",
+    };
+    if !role_allows(resource, verb) {
+        return Err(Box::new(status(
+            403,
+            "Forbidden",
+            &format!(
+                "{resource}{} is forbidden: User \"system:serviceaccount:{NAMESPACE}:open-inspect-control-plane\" cannot {verb} resource \"{resource}\" in API group \"\" in the namespace \"{NAMESPACE}\"",
+                name.map(|n| format!(" \"{n}\"")).unwrap_or_default()
+            ),
         )));
     }
     let forced = k.with(|w| {
@@ -623,5 +677,18 @@ fn start_pod(k: &Arc<Kubelet>, name: &str) {
             k.with(|w| w.running.insert(name.to_owned(), kill));
         }
         Err(e) => set_pod_status(k, name, waiting("CreateContainerError", &e.to_string())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_role_is_read_from_the_committed_manifest() {
+        assert!(super::role_allows("pods", "get"));
+        assert!(super::role_allows("ingresses", "create"));
+        // Least privilege: what the provider never does is refused.
+        assert!(!super::role_allows("secrets", "get"));
+        assert!(!super::role_allows("pods", "patch"));
+        assert!(!super::role_allows("configmaps", "list"));
     }
 }
