@@ -76,8 +76,19 @@ impl KubeConfig {
         let need = |n: &str| get(n).unwrap_or_default().trim().to_owned();
         let api_url = need("K8S_API_URL").trim_end_matches('/').to_owned();
         let mut bad = Vec::new();
-        if !(api_url.starts_with("https://") || api_url.starts_with("http://")) {
-            bad.push(format!("K8S_API_URL is not an http(s) URL: {api_url}"));
+        // The token travels with every call: `http://` only to this machine (a local
+        // proxy, a test), never across a network.
+        let loopback = ["http://127.0.0.1", "http://localhost", "http://[::1]"]
+            .iter()
+            .any(|l| {
+                api_url
+                    .strip_prefix(l)
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with([':', '/']))
+            });
+        if !(api_url.starts_with("https://") || loopback) {
+            bad.push(format!(
+                "K8S_API_URL must be an https:// URL (the token goes with every call): {api_url}"
+            ));
         }
         let namespace = need("K8S_NAMESPACE");
         if !is_dns_label(&namespace) {
@@ -389,7 +400,14 @@ pub fn exposure(cfg: &KubeConfig, req: &SpawnRequest) -> Option<(Value, Value)> 
             })
         })
         .collect();
-    let mut spec = json!({"rules": rules});
+    // The URLs are `https://`: the hosts get TLS from the controller (its default
+    // certificate, a wildcard for the domain).
+    let hosts: Vec<String> = req
+        .tunnel_ports
+        .iter()
+        .map(|p| format!("{p}-{}.{domain}", n.pod))
+        .collect();
+    let mut spec = json!({"rules": rules, "tls": [{"hosts": hosts}]});
     if let Some(class) = &cfg.ingress_class {
         spec["ingressClassName"] = json!(class);
     }

@@ -59,6 +59,15 @@ fn settings_name_what_is_missing_or_wrong() {
     assert!(e.contains("K8S_NAMESPACE"), "{e}");
     assert!(e.contains("K8S_WORKSPACE_SIZE"), "{e}");
     assert!(e.contains("SANDBOX_TIMEOUT_SECONDS"), "{e}");
+    // The token goes with every call: plain http only to this machine.
+    let mut plain = BASE.to_vec();
+    plain[0] = ("K8S_API_URL", "http://k8s.example.com:6443");
+    let e = KubeConfig::from_settings(settings(&plain)).unwrap_err();
+    assert!(e.contains("must be an https:// URL"), "{e}");
+    plain[0] = ("K8S_API_URL", "http://127.0.0.1:8001");
+    assert!(KubeConfig::from_settings(settings(&plain)).is_ok());
+    plain[0] = ("K8S_API_URL", "http://127.0.0.1.evil.example");
+    assert!(KubeConfig::from_settings(settings(&plain)).is_err());
     let c = config(&[]);
     assert_eq!(c.api_url, "https://k8s.example.com:6443");
     assert_eq!(c.timeout_seconds, DEFAULT_TIMEOUT_SECONDS);
@@ -151,6 +160,11 @@ fn ports_get_a_service_an_ingress_and_computed_urls() {
         "3000-inspect-sb-f00d.sb.example.com"
     );
     assert_eq!(ing["spec"]["ingressClassName"], "nginx");
+    // The URLs are https: the Ingress serves its hosts with TLS.
+    assert_eq!(
+        ing["spec"]["tls"][0]["hosts"][0],
+        "3000-inspect-sb-f00d.sb.example.com"
+    );
     assert_eq!(
         tunnel_urls(&c, &request())["3000"],
         "https://3000-inspect-sb-f00d.sb.example.com"
