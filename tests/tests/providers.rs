@@ -780,6 +780,21 @@ async fn kubernetes_failures_say_why_and_retry_only_what_is_transient() {
             .any(|e| e.contains("leader changed") && e.contains("transient")),
         "{errors:#?}"
     );
+    // The refused attempt left nothing behind: one Secret, one claim, the running ones'.
+    let names = |kind: &str| -> Vec<String> {
+        c.objects(kind)
+            .iter()
+            .filter_map(|o| o["metadata"]["name"].as_str().map(str::to_owned))
+            .filter(|n| n.starts_with("inspect-"))
+            .collect()
+    };
+    assert_eq!(names("secrets").len(), 1, "{:?}", names("secrets"));
+    assert_eq!(
+        names("persistentvolumeclaims").len(),
+        1,
+        "{:?}",
+        names("persistentvolumeclaims")
+    );
 
     // An object the API server refuses (422) fails the spawn with its words.
     c.fail_next(

@@ -94,15 +94,25 @@ impl KubernetesProvider {
         Ok(kube::item_names(&self.list(&url).await?).len())
     }
 
-    /// The Secret, the Pod on `claim`, and the ports' Service and Ingress.
+    /// The Secret, the Pod on `claim`, and the ports' Service and Ingress. A refusal on the
+    /// way (a quota, an outage) takes back what this attempt made: the retry comes with a
+    /// new sandbox id, and what is left would only count against the namespace's quota.
     async fn start(&self, req: &SpawnRequest, claim: &str) -> Result<SandboxInfo, ProviderError> {
         let secret = kube::env_secret(req);
         self.create(Resource::Secrets, &secret).await?;
-        self.create(Resource::Pods, &kube::pod(&self.cfg, req, claim))
-            .await?;
-        if let Some((service, ingress)) = kube::exposure(&self.cfg, req) {
-            self.create(Resource::Services, &service).await?;
-            self.create(Resource::Ingresses, &ingress).await?;
+        let made = async {
+            self.create(Resource::Pods, &kube::pod(&self.cfg, req, claim))
+                .await?;
+            if let Some((service, ingress)) = kube::exposure(&self.cfg, req) {
+                self.create(Resource::Services, &service).await?;
+                self.create(Resource::Ingresses, &ingress).await?;
+            }
+            Ok::<(), ProviderError>(())
+        }
+        .await;
+        if let Err(e) = made {
+            let _ = self.remove_pod(&req.sandbox_id).await;
+            return Err(e);
         }
         Ok(SandboxInfo {
             sandbox_id: req.sandbox_id.clone(),
@@ -148,7 +158,14 @@ impl SandboxProvider for KubernetesProvider {
         let claim = kube::names(&req.sandbox_id).claim;
         self.create(Resource::Claims, &kube::claim(&self.cfg, req))
             .await?;
-        let info = self.start(req, &claim).await?;
+        let info = match self.start(req, &claim).await {
+            Ok(info) => info,
+            Err(e) => {
+                // This attempt's claim is empty: it goes too.
+                let _ = self.delete(Resource::Claims, &claim).await;
+                return Err(e);
+            }
+        };
         // A fresh sandbox starts clean: the session's older workspaces go.
         if let Ok(list) = self
             .list(&self.cfg.of_session(Resource::Claims, &req.session_id))
