@@ -20,6 +20,12 @@ pub enum TurnSignal {
 pub struct TurnMapper {
     pub message_id: String,
     pub agent_session: String,
+    /// Messages of earlier turns: what still arrives about them (an aborted turn's last
+    /// parts, its error, its idle) is not this turn's.
+    earlier: HashSet<String>,
+    /// This turn's own user message has been seen: from then on the session's idle and
+    /// errors are this turn's.
+    started: bool,
     user_messages: HashSet<String>,
     assistant_messages: HashSet<String>,
     texts: HashMap<String, String>,
@@ -51,10 +57,18 @@ fn error_text(err: &Value) -> String {
 }
 
 impl TurnMapper {
+    #[cfg(test)]
     pub fn new(message_id: &str, agent_session: &str) -> Self {
+        Self::after(message_id, agent_session, HashSet::new())
+    }
+
+    /// A turn that follows others, whose messages are `earlier`.
+    pub fn after(message_id: &str, agent_session: &str, earlier: HashSet<String>) -> Self {
         TurnMapper {
             message_id: message_id.into(),
             agent_session: agent_session.into(),
+            earlier,
+            started: false,
             user_messages: HashSet::new(),
             assistant_messages: HashSet::new(),
             texts: HashMap::new(),
@@ -72,10 +86,24 @@ impl TurnMapper {
         sid.is_none_or(|sid| sid == self.agent_session)
     }
 
+    /// Every message this turn has seen (its user message and the agent's answers).
+    pub fn messages(&self) -> impl Iterator<Item = &String> {
+        self.user_messages.iter().chain(&self.assistant_messages)
+    }
+
     pub fn on_event(&mut self, ev: &Value) -> (Vec<SandboxEvent>, TurnSignal) {
         let kind = ev.get("type").and_then(Value::as_str).unwrap_or_default();
         let p = props(ev);
         if !self.ours(p) {
+            return (vec![], TurnSignal::Continue);
+        }
+        let about = p
+            .get("info")
+            .and_then(|i| i.get("id"))
+            .or_else(|| p.get("part").and_then(|x| x.get("messageID")))
+            .or_else(|| p.get("messageID"))
+            .and_then(Value::as_str);
+        if about.is_some_and(|m| self.earlier.contains(m)) {
             return (vec![], TurnSignal::Continue);
         }
         let mut out = vec![];
@@ -85,6 +113,7 @@ impl TurnMapper {
                 let id = s(info, "id");
                 match info.get("role").and_then(Value::as_str) {
                     Some("user") => {
+                        self.started = true;
                         self.user_messages.insert(id);
                     }
                     Some("assistant") => {
@@ -170,10 +199,12 @@ impl TurnMapper {
                     _ => {}
                 }
             }
-            "session.error" => {
+            // Before this turn's own message, the session's error and idle are what is left
+            // of the turn before it (an abort's last word).
+            "session.error" if self.started => {
                 self.error.get_or_insert(error_text(&p["error"]));
             }
-            "session.idle" => return (out, TurnSignal::Idle),
+            "session.idle" if self.started => return (out, TurnSignal::Idle),
             "permission.asked" | "permission.updated" => {
                 let id = s(p, "id");
                 if !id.is_empty() {
@@ -281,5 +312,48 @@ mod tests {
             .1,
             TurnSignal::Permission("perm_1".into())
         );
+    }
+
+    #[test]
+    fn what_an_aborted_turn_still_says_is_not_the_next_turns() {
+        let ev = |t: &str, p: Value| json!({"type": t, "properties": p});
+        // The stopped turn saw its messages u1 (the prompt) and a1 (the answer).
+        let earlier: HashSet<String> = ["u1".to_owned(), "a1".to_owned()].into();
+        let mut m = TurnMapper::after("msg_2", "ses_a", earlier);
+        // The abort's last word arrives after the next prompt went out: the aborted tool,
+        // the answer's error, the session's error and idle.
+        let late = [
+            ev(
+                "message.part.updated",
+                json!({"part": {"id": "t1", "messageID": "a1", "sessionID": "ses_a", "type": "tool", "tool": "bash", "callID": "call_1", "state": {"status": "completed", "output": "User aborted the command"}}}),
+            ),
+            ev(
+                "message.updated",
+                json!({"info": {"id": "a1", "role": "assistant", "sessionID": "ses_a", "error": {"name": "MessageAbortedError", "data": {"message": "Aborted"}}}}),
+            ),
+            ev(
+                "session.error",
+                json!({"sessionID": "ses_a", "error": {"name": "MessageAbortedError", "data": {"message": "Aborted"}}}),
+            ),
+            ev("session.idle", json!({"sessionID": "ses_a"})),
+        ];
+        for e in &late {
+            let (out, signal) = m.on_event(e);
+            assert!(out.is_empty() && signal == TurnSignal::Continue, "{e}");
+        }
+        // Then this turn's own prompt and answer.
+        m.on_event(&ev(
+            "message.updated",
+            json!({"info": {"id": "u2", "role": "user", "sessionID": "ses_a"}}),
+        ));
+        m.on_event(&ev(
+            "message.updated",
+            json!({"info": {"id": "a2", "role": "assistant", "sessionID": "ses_a"}}),
+        ));
+        let (out, _) = m.on_event(&ev("message.part.updated", json!({"part": {"id": "x2", "messageID": "a2", "sessionID": "ses_a", "type": "text", "text": "Back to work."}})));
+        assert_eq!(out.len(), 1);
+        let (_, signal) = m.on_event(&ev("session.idle", json!({"sessionID": "ses_a"})));
+        assert_eq!(signal, TurnSignal::Idle);
+        assert_eq!(m.outcome(), (true, None));
     }
 }

@@ -270,6 +270,8 @@ pub async fn run() -> Result<()> {
     });
 
     let mut turn: Option<Turn> = None;
+    // Every agent message a turn has seen: the next turn ignores what still comes of them.
+    let mut known_messages: std::collections::HashSet<String> = Default::default();
     let mut taken: std::collections::VecDeque<String> = std::collections::VecDeque::new();
     let mut pushed = Pushed::default();
     let mut watchdog = tokio::time::interval(Duration::from_secs(5));
@@ -310,7 +312,7 @@ pub async fn run() -> Result<()> {
                     };
                     let content = attachments::with_paths(&content, &saved);
                     match agent.prompt(&content, model.as_deref()).await {
-                        Ok(()) => turn = Some(Turn::new(&message_id, &agent.session_id, author, &content)),
+                        Ok(()) => turn = Some(Turn::new(&message_id, &agent.session_id, author, &content, known_messages.clone())),
                         Err(e) => events.send(SandboxEvent::ExecutionComplete { message_id, success: false, error: Some(format!("the agent refused the prompt: {e:#}")) }),
                     }
                 }
@@ -343,6 +345,7 @@ pub async fn run() -> Result<()> {
                     continue;
                 }
                 let (out, signal) = t.mapper.on_event(&ev);
+                known_messages.extend(t.mapper.messages().cloned());
                 for e in out { events.send(e); }
                 match signal {
                     TurnSignal::Idle => finish(&cfg, &events, &repos, &mut pushed, turn.take(), None).await,
@@ -394,9 +397,15 @@ struct Turn {
 }
 
 impl Turn {
-    fn new(message_id: &str, agent_session: &str, author: PromptAuthor, content: &str) -> Self {
+    fn new(
+        message_id: &str,
+        agent_session: &str,
+        author: PromptAuthor,
+        content: &str,
+        earlier: std::collections::HashSet<String>,
+    ) -> Self {
         Turn {
-            mapper: TurnMapper::new(message_id, agent_session),
+            mapper: TurnMapper::after(message_id, agent_session, earlier),
             author,
             content: content.into(),
             last_event: Instant::now(),
