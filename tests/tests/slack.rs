@@ -102,6 +102,19 @@ async fn eventually<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) 
     }
 }
 
+/// A fake Slack with Ann and Bob and the channel, and the Worker's variables for it on top
+/// of `vars`.
+async fn slack_team(vars: Vec<(String, String)>) -> (FakeSlack, StackOptions) {
+    let slack = FakeSlack::start().await.unwrap();
+    slack.add_user("U1", "Ann", "ann@example.com");
+    slack.add_user("U2", "Bob", "bob@example.com");
+    slack.add_channel(CHANNEL, "eng", "shipping the storefront");
+    let mut options = StackOptions::local();
+    options.vars = vars;
+    options.vars.extend(slack.worker_vars());
+    (slack, options)
+}
+
 /// The session a thread's bot messages link to.
 fn session_of(slack: &FakeSlack, thread: &str) -> Option<String> {
     slack.bot_messages(CHANNEL, thread).iter().find_map(|m| {
@@ -153,13 +166,7 @@ async fn a_thread_starts_follows_and_finishes_a_session() {
     let host = SandboxHost::start(&model.base_url, "inspect/fake-model")
         .await
         .unwrap();
-    let slack = FakeSlack::start().await.unwrap();
-    slack.add_user("U1", "Ann", "ann@example.com");
-    slack.add_user("U2", "Bob", "bob@example.com");
-    slack.add_channel(CHANNEL, "eng", "shipping the storefront");
-    let mut options = StackOptions::local();
-    options.vars = host.worker_vars();
-    options.vars.extend(slack.worker_vars());
+    let (slack, mut options) = slack_team(host.worker_vars()).await;
     options.vars.extend([
         (
             "SLACK_CLASSIFIER_BASE_URL".to_string(),
@@ -555,13 +562,7 @@ async fn a_long_thread_gives_its_newest_messages_and_never_its_parent_twice() {
     let provider = inspect_tests::capture_provider::CaptureProvider::start()
         .await
         .unwrap();
-    let slack = FakeSlack::start().await.unwrap();
-    slack.add_user("U1", "Ann", "ann@example.com");
-    slack.add_user("U2", "Bob", "bob@example.com");
-    slack.add_channel(CHANNEL, "eng", "shipping the storefront");
-    let mut options = StackOptions::local();
-    options.vars = provider.worker_vars();
-    options.vars.extend(slack.worker_vars());
+    let (slack, options) = slack_team(provider.worker_vars()).await;
     let stack = Stack::start_with(options).await.unwrap();
     let demo = source_repo();
     inspect_tests::client::register_repo(&stack.base_url, "demo", demo.path())

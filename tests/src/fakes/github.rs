@@ -403,20 +403,7 @@ impl FakeGitHub {
         author: &str,
         body: &str,
     ) -> i64 {
-        let mut w = self.world();
-        w.next_id += 1;
-        let id = 9000 + w.next_id;
-        w.comments.push(Comment {
-            id,
-            owner: owner.into(),
-            repo: repo.into(),
-            number,
-            author: author.into(),
-            body: body.into(),
-            in_reply_to: None,
-            review: false,
-        });
-        id
+        self.push_comment((owner, repo, number), author, body, None, false)
     }
 
     /// A review comment on the pull request's diff: a thread's top comment, or
@@ -427,6 +414,17 @@ impl FakeGitHub {
         author: &str,
         body: &str,
         in_reply_to: Option<i64>,
+    ) -> i64 {
+        self.push_comment((owner, repo, number), author, body, in_reply_to, true)
+    }
+
+    fn push_comment(
+        &self,
+        (owner, repo, number): (&str, &str, i64),
+        author: &str,
+        body: &str,
+        in_reply_to: Option<i64>,
+        review: bool,
     ) -> i64 {
         let mut w = self.world();
         w.next_id += 1;
@@ -439,7 +437,7 @@ impl FakeGitHub {
             author: author.into(),
             body: body.into(),
             in_reply_to,
-            review: true,
+            review,
         });
         id
     }
