@@ -790,6 +790,24 @@ async fn start(
         }
     };
     let session = created.session_id;
+    // The thread is the session's from now on: a reply that comes while the first prompt
+    // is still being written joins it instead of starting another.
+    db::run(
+        env,
+        "INSERT INTO slack_threads (channel, thread_ts, session_id, target, target_label, last_prompt_ts, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+         ON CONFLICT(channel, thread_ts) DO UPDATE SET session_id = ?3, target = ?4, target_label = ?5, last_prompt_ts = ?6, expires_at = ?8",
+        &[
+            p.channel.as_str().into(),
+            p.thread_ts.as_str().into(),
+            session.as_str().into(),
+            target.id.as_str().into(),
+            target.label.as_str().into(),
+            p.ts.as_str().into(),
+            num(now),
+            num(now + THREAD_TTL_MS),
+        ],
+    )
+    .await?;
     // The first message links the session at once (the progress updates keep the link).
     if let Some(ts) = &progress_ts {
         let url = inspect_github::api::session_url(env, Some(origin), &session);
@@ -820,22 +838,6 @@ async fn start(
         &context,
         &channel,
         now,
-    )
-    .await?;
-    db::run(
-        env,
-        "INSERT INTO slack_threads (channel, thread_ts, session_id, target, target_label, last_prompt_ts, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-         ON CONFLICT(channel, thread_ts) DO UPDATE SET session_id = ?3, target = ?4, target_label = ?5, last_prompt_ts = ?6, expires_at = ?8",
-        &[
-            p.channel.as_str().into(),
-            p.thread_ts.as_str().into(),
-            session.as_str().into(),
-            target.id.as_str().into(),
-            target.label.as_str().into(),
-            p.ts.as_str().into(),
-            num(now),
-            num(now + THREAD_TTL_MS),
-        ],
     )
     .await?;
     Ok(session)
