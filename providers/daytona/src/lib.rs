@@ -87,20 +87,22 @@ pub fn create_body(cfg: &DaytonaConfig, req: &SpawnRequest) -> Value {
     body
 }
 
-/// Daytona's sandbox states, as our status words: `running`, `stopped` or `exited`.
+/// Daytona's sandbox states, as our status words: `running`, `stopped` or `exited`. Only
+/// the states that end a sandbox are `exited`; a passing state (`resizing`,
+/// `snapshotting`, `unknown`, one added later) reads as still running — the connect
+/// deadline catches one that never comes.
 pub fn status_of(sandbox: &Value) -> (&'static str, Option<String>) {
     let state = sandbox["state"].as_str().unwrap_or("unknown");
     match state {
-        "started" | "starting" | "creating" | "restoring" | "pending_build"
-        | "building_snapshot" | "pulling_snapshot" => ("running", None),
         "stopped" | "stopping" | "archived" | "archiving" => ("stopped", Some(state.to_owned())),
-        _ => (
+        "error" | "build_failed" | "destroyed" | "destroying" => (
             "exited",
             Some(match sandbox["errorReason"].as_str() {
                 Some(why) => format!("{state}: {why}"),
                 None => state.to_owned(),
             }),
         ),
+        _ => ("running", None),
     }
 }
 

@@ -72,6 +72,15 @@ fn the_create_body_carries_the_identity_and_labels() {
 fn states_and_revivals() {
     assert_eq!(status_of(&json!({"state": "started"})).0, "running");
     assert_eq!(status_of(&json!({"state": "archived"})).0, "stopped");
+    // Passing states are not a lost sandbox.
+    for passing in ["resizing", "snapshotting", "unknown", "pulling_snapshot"] {
+        assert_eq!(
+            status_of(&json!({ "state": passing })).0,
+            "running",
+            "{passing}"
+        );
+    }
+    assert_eq!(status_of(&json!({"state": "destroyed"})).0, "exited");
     assert_eq!(
         status_of(&json!({"state": "error", "errorReason": "disk full"})),
         ("exited", Some("error: disk full".into()))
