@@ -9,21 +9,19 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-/// The crates that run in the Worker or its objects (what reads Worker settings).
-const WORKER_SIDE: &[&str] = &[
-    "worker",
-    "durable",
-    "scm",
-    "slack",
-    "secrets",
-    "protocol",
-    "kubernetes",
-    "modal",
-    "daytona",
-    "e2b",
-    "vercel",
-    "opencomputer",
-];
+/// The crates that run in the Worker or its objects (what reads Worker settings): every
+/// workspace member but the native ones (the supervisor, the tests).
+fn worker_side(root: &Path) -> Vec<String> {
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    let start = manifest.find("members = [").unwrap();
+    let list = &manifest[start..start + manifest[start..].find(']').unwrap()];
+    list.split('"')
+        .skip(1)
+        .step_by(2)
+        .filter(|m| *m != "supervisor" && *m != "tests")
+        .map(str::to_owned)
+        .collect()
+}
 
 fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -69,7 +67,9 @@ fn names_after(text: &str, openers: &[&str], out: &mut BTreeSet<String>) {
 
 fn code_settings(root: &Path) -> BTreeSet<String> {
     let mut files = Vec::new();
-    for c in WORKER_SIDE {
+    let crates = worker_side(root);
+    assert!(crates.len() > 10, "{crates:?}");
+    for c in crates {
         rust_files(&root.join(c).join("src"), &mut files);
     }
     let mut names = BTreeSet::new();
