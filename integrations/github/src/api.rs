@@ -335,17 +335,22 @@ pub async fn comment(
     number: i64,
     body: &str,
 ) -> Result<(), ApiError> {
-    let r: Reply<Value> = send_json(
-        env,
-        Method::Post,
-        token,
-        &format!("/repos/{owner}/{repo}/issues/{number}/comments"),
-        &json!({"body": body}),
-    )
-    .await?;
+    let path = format!("/repos/{owner}/{repo}/issues/{number}/comments");
+    post_created(env, token, &path, &json!({ "body": body }), "a comment").await
+}
+
+/// POSTs `body` to `path`; what GitHub refused, in words, as `what`.
+async fn post_created(
+    env: &Env,
+    token: &str,
+    path: &str,
+    body: &Value,
+    what: &str,
+) -> Result<(), ApiError> {
+    let r: Reply<Value> = send_json(env, Method::Post, token, path, body).await?;
     match r.body {
         Some(_) => Ok(()),
-        None => Err(unavailable("a comment", r.status, r.error)),
+        None => Err(unavailable(what, r.status, r.error)),
     }
 }
 
@@ -359,28 +364,27 @@ pub async fn reply_to_review_comment(
     comment_id: i64,
     body: &str,
 ) -> Result<(), ApiError> {
-    let r: Reply<Value> = send_json(
+    let path = format!("/repos/{owner}/{repo}/pulls/{number}/comments/{comment_id}/replies");
+    post_created(
         env,
-        Method::Post,
         token,
-        &format!("/repos/{owner}/{repo}/pulls/{number}/comments/{comment_id}/replies"),
-        &json!({"body": body}),
+        &path,
+        &json!({ "body": body }),
+        "a review reply",
     )
-    .await?;
-    match r.body {
-        Some(_) => Ok(()),
-        None => Err(unavailable("a review reply", r.status, r.error)),
-    }
+    .await
 }
 
 /// Adds a reaction (`eyes`, …) at a reactions path.
 pub async fn react(env: &Env, token: &str, path: &str, content: &str) -> Result<(), ApiError> {
-    let r: Reply<Value> =
-        send_json(env, Method::Post, token, path, &json!({"content": content})).await?;
-    match r.body {
-        Some(_) => Ok(()),
-        None => Err(unavailable("a reaction", r.status, r.error)),
-    }
+    post_created(
+        env,
+        token,
+        path,
+        &json!({ "content": content }),
+        "a reaction",
+    )
+    .await
 }
 
 /// A collaborator's permission on the repository (`admin`, `maintain`, `write`, `triage`,
