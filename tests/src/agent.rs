@@ -13,16 +13,43 @@ pub struct AgentStack {
     pub stack: Stack,
 }
 
+/// The model and the local host, before the Worker starts: what a suite adds to the
+/// Worker's settings (a vendor's fake and its variables) goes into `options`.
+pub struct AgentParts {
+    pub model: FakeModel,
+    pub host: SandboxHost,
+    pub options: StackOptions,
+}
+
 impl AgentStack {
     /// Starts the three with the model's script and extra Worker variables.
     pub async fn start(script: Vec<Reply>, vars: Vec<(String, String)>) -> Result<AgentStack> {
+        let mut parts = AgentStack::prepare(script).await?;
+        parts.options.vars.extend(vars);
+        AgentStack::launch(parts).await
+    }
+
+    /// The model and the host, and the Worker's settings that point at them.
+    pub async fn prepare(script: Vec<Reply>) -> Result<AgentParts> {
         let model = FakeModel::start(script).await?;
         let host = SandboxHost::start(&model.base_url, "inspect/fake-model").await?;
         let mut options = StackOptions::local();
         options.vars = host.worker_vars();
-        options.vars.extend(vars);
-        let stack = Stack::start_with(options).await?;
-        Ok(AgentStack { model, host, stack })
+        Ok(AgentParts {
+            model,
+            host,
+            options,
+        })
+    }
+
+    /// Starts `wrangler dev` with the parts' settings.
+    pub async fn launch(parts: AgentParts) -> Result<AgentStack> {
+        let stack = Stack::start_with(parts.options).await?;
+        Ok(AgentStack {
+            model: parts.model,
+            host: parts.host,
+            stack,
+        })
     }
 
     /// Registers a local repository as `local/<name>`.

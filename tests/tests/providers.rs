@@ -7,17 +7,17 @@
 
 #![allow(clippy::unwrap_used)] // a test fails loudly by design
 
+use inspect_tests::agent::AgentStack;
 use inspect_tests::client::{create_session, get, WsClient};
 use inspect_tests::fakes::daytona::FakeDaytona;
 use inspect_tests::fakes::e2b::FakeE2b;
 use inspect_tests::fakes::kubernetes::{self, FakeKubernetes};
 use inspect_tests::fakes::modal::{self, FakeModal};
-use inspect_tests::fakes::model::{FakeModel, Reply};
+use inspect_tests::fakes::model::Reply;
 use inspect_tests::fakes::opencomputer::FakeOpenComputer;
 use inspect_tests::fakes::vercel::FakeVercel;
-use inspect_tests::host::{opencode_bin, sandbox_groups_of, SandboxHost};
+use inspect_tests::host::{opencode_bin, sandbox_groups_of};
 use inspect_tests::repo::{commit_all, source_repo};
-use inspect_tests::{Stack, StackOptions};
 use serde_json::{json, Value};
 use std::time::Instant;
 
@@ -33,27 +33,21 @@ enum Provider {
 }
 
 struct World {
-    model: FakeModel,
-    host: SandboxHost,
+    agent: AgentStack,
     cluster: Option<FakeKubernetes>,
     modal: Option<FakeModal>,
     daytona: Option<FakeDaytona>,
     e2b: Option<FakeE2b>,
     vercel: Option<FakeVercel>,
     opencomputer: Option<FakeOpenComputer>,
-    stack: Stack,
     repo: tempfile::TempDir,
 }
 
 impl World {
     async fn start(provider: Provider, script: Vec<Reply>, vars: &[(&str, &str)]) -> World {
-        let model = FakeModel::start(script).await.unwrap();
         // The local host also checks local repositories when they are registered.
-        let host = SandboxHost::start(&model.base_url, "inspect/fake-model")
-            .await
-            .unwrap();
-        let mut options = StackOptions::local();
-        options.vars = host.worker_vars();
+        let mut parts = AgentStack::prepare(script).await.unwrap();
+        let (model, options) = (&parts.model, &mut parts.options);
         // What the sandbox image holds (PATH, OpenCode) and the model's keys.
         let image_env: Vec<(String, String)> = ["PATH", "LANG"]
             .iter()
@@ -117,21 +111,19 @@ impl World {
         options
             .vars
             .extend(vars.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-        let stack = Stack::start_with(options).await.unwrap();
+        let agent = AgentStack::launch(parts).await.unwrap();
         let repo = source_repo();
-        inspect_tests::client::register_repo(&stack.base_url, "demo", repo.path())
+        inspect_tests::client::register_repo(&agent.stack.base_url, "demo", repo.path())
             .await
             .unwrap();
         World {
-            model,
-            host,
+            agent,
             cluster,
             modal,
             daytona,
             e2b,
             vercel,
             opencomputer,
-            stack,
             repo,
         }
     }
@@ -155,11 +147,11 @@ impl World {
         if let Some(o) = &self.opencomputer {
             return format!("{}\n{:?}", o.logs(), o.calls());
         }
-        self.host.sandbox_logs()
+        self.agent.host.sandbox_logs()
     }
 
     async fn session(&self) -> (String, WsClient) {
-        let base = &self.stack.base_url;
+        let base = &self.agent.stack.base_url;
         let id = create_session(
             base,
             "ann",
@@ -167,7 +159,7 @@ impl World {
         )
         .await
         .unwrap();
-        let (ws, _) = WsClient::join(base, &self.stack.ws_url(""), &id, "ann")
+        let (ws, _) = WsClient::join(base, &self.agent.stack.ws_url(""), &id, "ann")
             .await
             .unwrap();
         (id, ws)
@@ -227,7 +219,7 @@ impl World {
 
     /// A prompt that reads `scratch.txt` back, run to the end: every message.
     async fn read_scratch(&self, ws: &mut WsClient) -> Vec<Value> {
-        self.model.push(vec![
+        self.agent.model.push(vec![
             Reply::tool(
                 "bash",
                 json!({"command": "cat scratch.txt", "description": "read it"}),
@@ -244,15 +236,20 @@ impl World {
     /// its socket and every message.
     async fn run_with_port(&self) -> (String, WsClient, Vec<Value>) {
         let id = create_session(
-            &self.stack.base_url,
+            &self.agent.stack.base_url,
             "ann",
             json!({"repoOwner": "local", "repoName": "demo", "sandbox": {"tunnelPorts": [3000]}}),
         )
         .await
         .unwrap();
-        let (mut ws, _) = WsClient::join(&self.stack.base_url, &self.stack.ws_url(""), &id, "ann")
-            .await
-            .unwrap();
+        let (mut ws, _) = WsClient::join(
+            &self.agent.stack.base_url,
+            &self.agent.stack.ws_url(""),
+            &id,
+            "ann",
+        )
+        .await
+        .unwrap();
         ws.send(json!({"type": "prompt", "content": "go"}))
             .await
             .unwrap();
@@ -264,7 +261,7 @@ impl World {
     async fn delete_session(&self, id: &str) {
         let gone = inspect_tests::client::send(
             reqwest::Method::DELETE,
-            &self.stack.url(&format!("/sessions/{id}")),
+            &self.agent.stack.url(&format!("/sessions/{id}")),
             None,
         )
         .await
@@ -327,7 +324,9 @@ async fn idle_stop_and_back(provider: Provider) {
     // A provider that snapshots may still be saving the last one: wait for it to end.
     let t = Instant::now();
     loop {
-        let s = get(&w.stack.url(&format!("/sessions/{id}"))).await.unwrap();
+        let s = get(&w.agent.stack.url(&format!("/sessions/{id}")))
+            .await
+            .unwrap();
         if s.body["sandboxStatus"] == "stopped" {
             break;
         }
@@ -475,7 +474,7 @@ async fn killed_mid_turn(provider: Provider) {
         t.elapsed()
     );
 
-    w.model.push(vec![Reply::text("Recovered.")]);
+    w.agent.model.push(vec![Reply::text("Recovered.")]);
     ws.send(json!({"type": "prompt", "content": "again"}))
         .await
         .unwrap();
@@ -522,10 +521,15 @@ async fn control_plane_restart(provider: Provider) {
         }
     }
     drop(ws);
-    w.stack.restart().await.unwrap();
-    let (mut ws, sub) = WsClient::join(&w.stack.base_url, &w.stack.ws_url(""), &id, "ann")
-        .await
-        .unwrap();
+    w.agent.stack.restart().await.unwrap();
+    let (mut ws, sub) = WsClient::join(
+        &w.agent.stack.base_url,
+        &w.agent.stack.ws_url(""),
+        &id,
+        "ann",
+    )
+    .await
+    .unwrap();
     let already = sub["timeline"]["events"]
         .as_array()
         .unwrap()
@@ -534,9 +538,12 @@ async fn control_plane_restart(provider: Provider) {
     if !already {
         w.until_complete(&mut ws, 1).await;
     }
-    let events = get(&w.stack.url(&format!("/sessions/{id}/events?limit=500")))
-        .await
-        .unwrap();
+    let events = get(&w
+        .agent
+        .stack
+        .url(&format!("/sessions/{id}/events?limit=500")))
+    .await
+    .unwrap();
     let list = events.body["events"].as_array().unwrap();
     let kinds = |k: &str| list.iter().filter(|e| e["type"] == k).count();
     assert_eq!(kinds("execution_complete"), 1, "{list:#?}");
@@ -672,7 +679,7 @@ async fn kubernetes_objects_refusals_and_deletion() {
     let c = w.cluster.as_ref().unwrap();
 
     // Health asks the cluster.
-    let h = get(&w.stack.url("/health")).await.unwrap();
+    let h = get(&w.agent.stack.url("/health")).await.unwrap();
     let part = &h.body["sandboxProvider"];
     assert_eq!(part["ok"], true, "{}", h.body);
     assert!(
@@ -740,7 +747,9 @@ async fn kubernetes_objects_refusals_and_deletion() {
     assert!(env["data"]["INSPECT_SANDBOX_TOKEN"].is_string());
     assert!(!pod.to_string().contains("INSPECT_SANDBOX_TOKEN\",\"value"));
 
-    let s = get(&w.stack.url(&format!("/sessions/{id}"))).await.unwrap();
+    let s = get(&w.agent.stack.url(&format!("/sessions/{id}")))
+        .await
+        .unwrap();
     assert_eq!(s.body["sandboxStatus"], "ready");
 
     // Deleting the session removes every object it had in the cluster.
@@ -804,7 +813,7 @@ async fn kubernetes_failures_say_why_and_retry_only_what_is_transient() {
         "Invalid",
         "PersistentVolumeClaim \"x\" is invalid: spec.storageClassName: not found",
     );
-    w.model.push(vec![Reply::text("never")]);
+    w.agent.model.push(vec![Reply::text("never")]);
     let (_id2, mut ws2) = w.session().await;
     ws2.send(json!({"type": "prompt", "content": "go"}))
         .await
@@ -847,20 +856,15 @@ async fn kubernetes_a_pod_that_cannot_start_is_reported_in_its_words() {
 
 #[tokio::test]
 async fn a_provider_missing_its_settings_says_which() {
-    let model = FakeModel::start(vec![]).await.unwrap();
-    let host = SandboxHost::start(&model.base_url, "inspect/fake-model")
-        .await
-        .unwrap();
-    let mut options = StackOptions::local();
-    options.vars = host.worker_vars();
-    options.vars.extend([
+    let vars = vec![
         ("SANDBOX_PROVIDER".to_owned(), "kubernetes".to_owned()),
         (
             "K8S_API_URL".to_owned(),
             "https://k8s.example.com".to_owned(),
         ),
-    ]);
-    let stack = Stack::start_with(options).await.unwrap();
+    ];
+    let agent = AgentStack::start(vec![], vars).await.unwrap();
+    let stack = &agent.stack;
     let h = get(&stack.url("/health")).await.unwrap();
     let part = &h.body["sandboxProvider"];
     assert_eq!(part["configured"], false, "{part}");
@@ -878,7 +882,7 @@ async fn kubernetes_ports_get_an_ingress_and_their_urls_reach_the_sandbox() {
     std::fs::create_dir_all(&hooks).unwrap();
     std::fs::write(hooks.join("start.sh"), "grep TUNNEL_3000 ../.tunnels.env\n").unwrap();
     commit_all(w.repo.path(), "start hook");
-    let base = w.stack.base_url.clone();
+    let base = w.agent.stack.base_url.clone();
     let id = create_session(
         &base,
         "ann",
@@ -886,7 +890,7 @@ async fn kubernetes_ports_get_an_ingress_and_their_urls_reach_the_sandbox() {
     )
     .await
     .unwrap();
-    let (mut ws, _) = WsClient::join(&base, &w.stack.ws_url(""), &id, "ann")
+    let (mut ws, _) = WsClient::join(&base, &w.agent.stack.ws_url(""), &id, "ann")
         .await
         .unwrap();
     ws.send(json!({"type": "prompt", "content": "serve"}))
@@ -932,7 +936,7 @@ async fn kubernetes_ports_get_an_ingress_and_their_urls_reach_the_sandbox() {
     assert_eq!(service["spec"]["ports"][0]["port"], 3000);
     // Without the sandbox's credentials nobody else reads them that way.
     let forged = reqwest::Client::new()
-        .get(w.stack.url(&format!("/sessions/{id}/tunnel-urls")))
+        .get(w.agent.stack.url(&format!("/sessions/{id}/tunnel-urls")))
         .bearer_auth("not-the-token")
         .header("X-Sandbox-ID", "sb_other")
         .send()
@@ -953,7 +957,7 @@ async fn modal_health_refusals_retries_and_deletion() {
     )
     .await;
     let m = w.modal.as_ref().unwrap();
-    let h = get(&w.stack.url("/health")).await.unwrap();
+    let h = get(&w.agent.stack.url("/health")).await.unwrap();
     let part = &h.body["sandboxProvider"];
     assert_eq!(part["ok"], true, "{}", h.body);
     assert_eq!(
@@ -1005,7 +1009,7 @@ async fn modal_builds_a_prebuilt_image_and_a_session_starts_from_it() {
     commit_all(w.repo.path(), "setup hook");
     let r = inspect_tests::client::send(
         reqwest::Method::POST,
-        &w.stack.url("/images/builds"),
+        &w.agent.stack.url("/images/builds"),
         Some(json!({"scope": {"kind": "repository", "owner": "local", "name": "demo"}})),
     )
     .await
@@ -1013,7 +1017,7 @@ async fn modal_builds_a_prebuilt_image_and_a_session_starts_from_it() {
     assert_eq!(r.status, 202, "{}", r.body);
     let t = Instant::now();
     let build = loop {
-        let list = get(&w.stack.url("/images?repository=local/demo"))
+        let list = get(&w.agent.stack.url("/images?repository=local/demo"))
             .await
             .unwrap();
         let newest = list.body["builds"][0].clone();
@@ -1053,18 +1057,13 @@ async fn modal_builds_a_prebuilt_image_and_a_session_starts_from_it() {
 
 #[tokio::test]
 async fn modal_with_the_wrong_secret_is_refused_in_words() {
-    let model = FakeModel::start(vec![Reply::text("never")]).await.unwrap();
-    let host = SandboxHost::start(&model.base_url, "inspect/fake-model")
+    let m = FakeModal::start(vec![], vec![]).await.unwrap();
+    let mut vars = m.worker_vars();
+    vars.push(("MODAL_API_SECRET".to_owned(), "not-the-secret".to_owned()));
+    let agent = AgentStack::start(vec![Reply::text("never")], vars)
         .await
         .unwrap();
-    let m = FakeModal::start(vec![], vec![]).await.unwrap();
-    let mut options = StackOptions::local();
-    options.vars = host.worker_vars();
-    options.vars.extend(m.worker_vars());
-    options
-        .vars
-        .push(("MODAL_API_SECRET".to_owned(), "not-the-secret".to_owned()));
-    let stack = Stack::start_with(options).await.unwrap();
+    let stack = &agent.stack;
     let repo = source_repo();
     inspect_tests::client::register_repo(&stack.base_url, "demo", repo.path())
         .await
@@ -1103,7 +1102,7 @@ async fn modal_with_the_wrong_secret_is_refused_in_words() {
 async fn daytona_quota_ports_and_deletion() {
     let w = World::start(Provider::Daytona, vec![Reply::text("Ran.")], &[]).await;
     let d = w.daytona.as_ref().unwrap();
-    let h = get(&w.stack.url("/health")).await.unwrap();
+    let h = get(&w.agent.stack.url("/health")).await.unwrap();
     assert_eq!(h.body["sandboxProvider"]["ok"], true, "{}", h.body);
 
     // A used-up quota waits and says so; then the sandbox is made, with its port's URL.
@@ -1155,7 +1154,7 @@ async fn daytona_quota_ports_and_deletion() {
 async fn e2b_quota_envd_failures_ports_and_deletion() {
     let w = World::start(Provider::E2b, vec![Reply::text("Ran.")], &[]).await;
     let e = w.e2b.as_ref().unwrap();
-    let h = get(&w.stack.url("/health")).await.unwrap();
+    let h = get(&w.agent.stack.url("/health")).await.unwrap();
     assert_eq!(h.body["sandboxProvider"]["ok"], true, "{}", h.body);
     assert!(
         h.body["sandboxProvider"]["detail"]
@@ -1208,7 +1207,9 @@ async fn e2b_quota_envd_failures_ports_and_deletion() {
     // envd cannot start the supervisor: the sandbox is killed, the failure said in words
     // and retried as transient; the retry runs.
     e.fail_next("envd ", 502, "The sandbox is not ready");
-    w.model.push(vec![Reply::text("Ran on the second try.")]);
+    w.agent
+        .model
+        .push(vec![Reply::text("Ran on the second try.")]);
     let (id2, mut ws2) = w.session().await;
     ws2.send(json!({"type": "prompt", "content": "go"}))
         .await
@@ -1237,7 +1238,7 @@ async fn e2b_quota_envd_failures_ports_and_deletion() {
 
     // A refusal (400) fails the spawn in E2B's words, not as transient.
     e.fail_next("POST /sandboxes", 400, "invalid timeout for this plan");
-    w.model.push(vec![Reply::text("never")]);
+    w.agent.model.push(vec![Reply::text("never")]);
     let (id3, mut ws3) = w.session().await;
     ws3.send(json!({"type": "prompt", "content": "go"}))
         .await
@@ -1268,7 +1269,7 @@ async fn vercel_routes_refusals_snapshots_and_deletion() {
     )
     .await;
     let v = w.vercel.as_ref().unwrap();
-    let h = get(&w.stack.url("/health")).await.unwrap();
+    let h = get(&w.agent.stack.url("/health")).await.unwrap();
     assert_eq!(h.body["sandboxProvider"]["ok"], true, "{}", h.body);
 
     // Rate-limited (429): waits and says so; then runs, with Vercel's route as the URL.
@@ -1309,7 +1310,7 @@ async fn vercel_routes_refusals_snapshots_and_deletion() {
 
     // A refusal (400) fails the next spawn in Vercel's words, not as transient.
     v.fail_next("POST /v2/sandboxes", 400, "ports: at most 4 ports");
-    w.model.push(vec![Reply::text("never")]);
+    w.agent.model.push(vec![Reply::text("never")]);
     let (_id2, mut ws2) = w.session().await;
     ws2.send(json!({"type": "prompt", "content": "go"}))
         .await

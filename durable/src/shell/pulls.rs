@@ -1,14 +1,16 @@
 //! `POST /pull-requests` from the session's sandbox: the object decides head and base,
-//! has the sandbox push (and waits for its answer), then opens or reuses the pull request
-//! on GitHub as the prompting person, records it, and tells every client. Also the
-//! completion reports of prompts that carry a callback.
+//! has the sandbox push (and waits for its answer), has `inspect_github::publish` open or
+//! reuse the pull request as the prompting person, records it, and tells every client.
+//! Also the completion reports of prompts that carry a callback (sent by the integration
+//! the prompt came from).
 
 use super::*;
 use crate::engine::pulls::push_answers;
 use futures::channel::oneshot;
-use inspect_github::{api, pulls};
+use inspect_github::{api, publish, pulls};
 use inspect_protocol::scm::{
-    AuthoredAs, Completion, PullRequestRequest, PullRequestResponse, PullRequestResult, PushSpec,
+    AuthoredAs, CallbackContext, Completion, PullRequestRequest, PullRequestResponse,
+    PullRequestResult, PushSpec,
 };
 use inspect_protocol::session::RepositoryRef;
 use inspect_protocol::ErrorCode;
@@ -247,75 +249,38 @@ impl SessionDO {
         let base = base.unwrap_or_default();
         let settings = api::repo_settings(&self.env, &repo.owner, &repo.name).await?;
         let (owner, name) = (repo.owner.as_str(), repo.name.as_str());
-        // One PR per head branch: reuse an open one, note closed and merged ones.
-        let mut reuse = None;
-        for known in self.engine().known_pull_requests(owner, name, head)? {
-            let Some(live) = api::get_pull(&self.env, &token, owner, name, known.number).await?
-            else {
-                continue;
-            };
-            if pulls::is_open(live.display_state()) {
-                reuse = Some(live);
-                break;
-            }
-            let r = self.result_of(repo, &live, authored, true, None);
+        let known: Vec<i64> = self
+            .engine()
+            .known_pull_requests(owner, name, head)?
+            .iter()
+            .map(|k| k.number)
+            .collect();
+        let body = pulls::body_with_footer(&req.body, session_url);
+        let proposal = publish::Proposal {
+            owner,
+            name,
+            head,
+            base: &base,
+            title,
+            body: &body,
+            draft: req.draft.unwrap_or(false) || settings.always_draft,
+            label: settings.pr_label.as_deref(),
+        };
+        let published = publish::open_or_reuse(&self.env, &token, &proposal, &known).await?;
+        for ended in &published.ended {
+            let r = self.result_of(repo, ended, authored, true, None);
             let fx = self.engine().record_pull_request(&r, now)?;
             self.apply(fx);
         }
-        if reuse.is_none() {
-            reuse = api::open_pull_for_head(&self.env, &token, owner, name, head).await?;
+        let (pull, updated) = (published.pull, published.updated);
+        if let Some(e) = published.label_failed {
+            self.log(
+                LogLine::warn("pull_request", "label_failed")
+                    .with("repo", format!("{owner}/{name}"))
+                    .with("number", pull.number)
+                    .detail(e),
+            );
         }
-        let (pull, updated) = match reuse {
-            Some(p) => (p, true),
-            None => {
-                let body = pulls::body_with_footer(&req.body, session_url);
-                let draft = req.draft.unwrap_or(false) || settings.always_draft;
-                match api::create_pull(
-                    &self.env, &token, owner, name, title, &body, head, &base, draft,
-                )
-                .await?
-                {
-                    Ok(p) => {
-                        if let Some(label) = &settings.pr_label {
-                            if let Err(e) =
-                                api::add_label(&self.env, &token, owner, name, p.number, label)
-                                    .await
-                            {
-                                self.log(
-                                    LogLine::warn("pull_request", "label_failed")
-                                        .with("repo", format!("{owner}/{name}"))
-                                        .with("number", p.number)
-                                        .detail(e.message),
-                                );
-                            }
-                        }
-                        (p, false)
-                    }
-                    // 422: one already exists for this head (made meanwhile): reuse it.
-                    Err((422, message)) => {
-                        match api::open_pull_for_head(&self.env, &token, owner, name, head).await? {
-                            Some(p) => (p, true),
-                            None => {
-                                return Err(ApiError::new(
-                                    ErrorCode::BadRequest,
-                                    format!("GitHub refused the pull request: {message}"),
-                                ))
-                            }
-                        }
-                    }
-                    Err((status, message)) => {
-                        return Err(ApiError::new(
-                            if matches!(status, 403 | 404) {
-                                ErrorCode::BadRequest
-                            } else {
-                                ErrorCode::Unavailable
-                            },
-                            format!("GitHub answered {status} to the pull request: {message}"),
-                        ))
-                    }
-                }
-            }
-        };
         let note = (authored == AuthoredAs::App).then(|| {
             format!("authored by the GitHub App: {user} has no GitHub token on file (signing in with GitHub lets PRs be yours)")
         });
@@ -395,29 +360,18 @@ impl SessionDO {
 }
 
 async fn report(env: &Env, c: &Completion, session_url: &str) -> ApiResultT<()> {
-    let (owner, repo, number, review_comment_id) = match &c.context {
-        inspect_protocol::scm::CallbackContext::Github {
+    match &c.context {
+        CallbackContext::Github {
             owner,
             repo,
             number,
             review_comment_id,
-        } => (owner, repo, number, review_comment_id),
-        inspect_protocol::scm::CallbackContext::Slack(thread) => {
-            return inspect_slack::thread::report(env, c, thread, session_url).await
+        } => {
+            let pr = (owner.as_str(), repo.as_str(), *number);
+            publish::report(env, c, pr, *review_comment_id, session_url, now_ms()).await
         }
-    };
-    let token = api::app_token(env, now_ms()).await?;
-    let body = inspect_github::webhook::completion_comment(c, session_url);
-    if let Some(id) = review_comment_id {
-        // In the review thread when GitHub takes it; on the pull request otherwise (the
-        // thread's comment was deleted, or it was not a thread's top comment).
-        match api::reply_to_review_comment(env, &token, owner, repo, *number, *id, &body).await {
-            Ok(()) => return Ok(()),
-            Err(e) => inspect_runtime::log::emit(
-                inspect_runtime::log::LogLine::warn("callback", "review_reply_failed")
-                    .detail(e.message),
-            ),
+        CallbackContext::Slack(thread) => {
+            inspect_slack::thread::report(env, c, thread, session_url).await
         }
     }
-    api::comment(env, &token, owner, repo, *number, &body).await
 }

@@ -5,7 +5,7 @@
 //! prompt — are plain functions tested natively. The runtime parts (`client`, `app`,
 //! `api`) send requests with the Workers runtime's `fetch` and are shared by the Worker and
 //! the SessionDO; `bot` is the webhook's handler the Worker dispatches to, `installation`
-//! the App's repositories kept in D1.
+//! the App's repositories kept in D1, `publish` a session's pull request and reports.
 
 pub mod pem;
 pub mod pulls;
@@ -22,3 +22,5 @@ pub mod bot;
 pub mod client;
 #[cfg(target_arch = "wasm32")]
 pub mod installation;
+#[cfg(target_arch = "wasm32")]
+pub mod publish;

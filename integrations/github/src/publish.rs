@@ -1,0 +1,136 @@
+//! What a session sends back to GitHub: its pull request (a new one, or the one already
+//! open for its branch) and the report of a prompt that came from a pull request. The
+//! session object decides the branches and has the sandbox push; this is the GitHub side.
+
+use crate::api::{self, Pull};
+use inspect_protocol::scm::Completion;
+use inspect_protocol::{ApiError, ErrorCode};
+use worker::Env;
+
+/// A pull request to propose: the branches are decided and pushed already.
+pub struct Proposal<'a> {
+    pub owner: &'a str,
+    pub name: &'a str,
+    pub head: &'a str,
+    pub base: &'a str,
+    pub title: &'a str,
+    /// With the session's footer.
+    pub body: &'a str,
+    pub draft: bool,
+    /// Put on a new pull request (the repository's setting).
+    pub label: Option<&'a str>,
+}
+
+/// What came of a proposal.
+pub struct Published {
+    pub pull: Pull,
+    /// An open pull request for the branch was reused, not made.
+    pub updated: bool,
+    /// Pull requests the session made for this branch before, closed or merged since.
+    pub ended: Vec<Pull>,
+    /// The label could not be put on (the pull request stands).
+    pub label_failed: Option<String>,
+}
+
+/// One pull request per head branch: the open one among `known` (the numbers this session
+/// made for the branch, newest first) or on GitHub is reused; otherwise one is made. A 422
+/// on creation means one was made meanwhile: it is looked up and reused.
+pub async fn open_or_reuse(
+    env: &Env,
+    token: &str,
+    p: &Proposal<'_>,
+    known: &[i64],
+) -> Result<Published, ApiError> {
+    let (owner, name, head) = (p.owner, p.name, p.head);
+    let mut ended = Vec::new();
+    let mut reuse = None;
+    for &number in known {
+        let Some(live) = api::get_pull(env, token, owner, name, number).await? else {
+            continue;
+        };
+        if crate::pulls::is_open(live.display_state()) {
+            reuse = Some(live);
+            break;
+        }
+        ended.push(live);
+    }
+    if reuse.is_none() {
+        reuse = api::open_pull_for_head(env, token, owner, name, head).await?;
+    }
+    if let Some(pull) = reuse {
+        return Ok(Published {
+            pull,
+            updated: true,
+            ended,
+            label_failed: None,
+        });
+    }
+    let created = api::create_pull(
+        env, token, owner, name, p.title, p.body, head, p.base, p.draft,
+    )
+    .await?;
+    match created {
+        Ok(pull) => {
+            let mut label_failed = None;
+            if let Some(label) = p.label {
+                if let Err(e) = api::add_label(env, token, owner, name, pull.number, label).await {
+                    label_failed = Some(e.message);
+                }
+            }
+            Ok(Published {
+                pull,
+                updated: false,
+                ended,
+                label_failed,
+            })
+        }
+        Err((422, message)) => {
+            match api::open_pull_for_head(env, token, owner, name, head).await? {
+                Some(pull) => Ok(Published {
+                    pull,
+                    updated: true,
+                    ended,
+                    label_failed: None,
+                }),
+                None => Err(ApiError::new(
+                    ErrorCode::BadRequest,
+                    format!("GitHub refused the pull request: {message}"),
+                )),
+            }
+        }
+        Err((status, message)) => Err(ApiError::new(
+            if matches!(status, 403 | 404) {
+                ErrorCode::BadRequest
+            } else {
+                ErrorCode::Unavailable
+            },
+            format!("GitHub answered {status} to the pull request: {message}"),
+        )),
+    }
+}
+
+/// Reports a finished prompt on the pull request it came from: in the review thread when
+/// it came from one and GitHub takes the reply, on the pull request's conversation
+/// otherwise (the thread's comment was deleted, or it was not a thread's top comment).
+pub async fn report(
+    env: &Env,
+    c: &Completion,
+    (owner, repo, number): (&str, &str, i64),
+    review_comment_id: Option<i64>,
+    session_url: &str,
+    now: i64,
+) -> Result<(), ApiError> {
+    let token = api::app_token(env, now).await?;
+    let body = crate::webhook::completion_comment(c, session_url);
+    if let Some(id) = review_comment_id {
+        match api::reply_to_review_comment(env, &token, owner, repo, number, id, &body).await {
+            Ok(()) => return Ok(()),
+            Err(e) => inspect_runtime::log::emit(
+                inspect_runtime::log::LogLine::warn("callback", "review_reply_failed")
+                    .session(&c.session_id)
+                    .detail(e.message),
+            ),
+        }
+    }
+    api::comment(env, &token, owner, repo, number, &body).await
+}
