@@ -111,11 +111,15 @@ build_worker() {
   log "building the Worker (worker-build $profile)"
   (cd "$ROOT/worker" && worker-build "$profile")
   # The release wasm without its function names: 11 % less to upload gzipped. Panics then
-  # show wasm offsets instead of names; INSPECT_KEEP_WASM_NAMES=1 keeps them.
+  # show wasm offsets instead of names; INSPECT_KEEP_WASM_NAMES=1 keeps them. Then a size
+  # pass (-Os) over worker-build's -O: 0.4 % less gzipped for 20 s (measured: -Os or -Oz
+  # in worker-build's own pass, or with the names still there, came out larger).
   if [ "$profile" = "--release" ] && [ "${INSPECT_KEEP_WASM_NAMES:-0}" != "1" ]; then
-    "$WASM_OPT_BIN" --strip-debug --strip-producers --enable-bulk-memory \
-      --enable-nontrapping-float-to-int --enable-sign-ext --enable-mutable-globals \
-      "$ROOT/worker/build/index_bg.wasm" -o "$ROOT/worker/build/index_bg.wasm"
+    local features=(--enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext
+      --enable-mutable-globals)
+    local wasm="$ROOT/worker/build/index_bg.wasm"
+    "$WASM_OPT_BIN" --strip-debug --strip-producers "${features[@]}" "$wasm" -o "$wasm"
+    "$WASM_OPT_BIN" -Os "${features[@]}" "$wasm" -o "$wasm"
   fi
 }
 

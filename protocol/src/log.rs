@@ -50,8 +50,12 @@ impl LogLine {
     }
     /// Adds a field (a `None` adds nothing). The line's own `level`, `component` and
     /// `event` are never replaced: a field of one of those names is kept as `<name>Field`.
-    pub fn with(mut self, key: &str, value: impl Into<Value>) -> Self {
-        let value = value.into();
+    pub fn with(self, key: &str, value: impl Into<Value>) -> Self {
+        self.with_value(key, value.into())
+    }
+    /// [`Self::with`] once converted (not made again for each kind of value).
+    #[inline(never)]
+    fn with_value(mut self, key: &str, value: Value) -> Self {
         if !value.is_null() {
             let key = if matches!(key, "level" | "component" | "event") {
                 format!("{key}Field")

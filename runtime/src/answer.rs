@@ -19,7 +19,13 @@ pub fn json_error(err: &ApiError) -> Result<Response> {
 /// [`json_text`], once in the wasm (`Response::from_json` put a copy of it in every caller's
 /// type, 34 of them).
 pub fn json_ok<T: Serialize>(value: &T) -> Result<Response> {
-    json_text(serde_json::to_string(value).map_err(|e| worker::Error::RustError(e.to_string()))?)
+    written(serde_json::to_string(value))
+}
+
+/// [`json_ok`]'s part that is not per type.
+#[inline(never)]
+fn written(text: serde_json::Result<String>) -> Result<Response> {
+    json_text(text.map_err(|e| worker::Error::RustError(e.to_string()))?)
 }
 
 /// A response whose body is JSON text already written.
@@ -32,7 +38,16 @@ pub fn json_text(text: String) -> Result<Response> {
 
 /// A JSON answer with `status`, its failure as an [`ApiError`].
 pub fn json<T: Serialize>(value: &T, status: u16) -> std::result::Result<Response, ApiError> {
-    Ok(json_ok(value)
+    written_with(serde_json::to_string(value), status)
+}
+
+/// [`json`]'s part that is not per type.
+#[inline(never)]
+fn written_with(
+    text: serde_json::Result<String>,
+    status: u16,
+) -> std::result::Result<Response, ApiError> {
+    Ok(written(text)
         .map_err(|e| ApiError::internal(e.to_string()))?
         .with_status(status))
 }

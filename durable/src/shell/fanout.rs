@@ -50,22 +50,26 @@ pub(super) fn send_to_all<'a>(sockets: impl Iterator<Item = &'a WebSocket>, text
 impl SessionDO {
     pub(super) fn with_registry<T>(&self, f: impl FnOnce(&mut Registry) -> T) -> T {
         let mut slot = self.registry.borrow_mut();
-        let registry = slot.get_or_insert_with(|| {
-            let mut r = Registry::default();
-            for ws in self.state.get_websockets() {
-                if let Ok(Some(tag)) = ws.deserialize_attachment::<SocketTag>() {
-                    r.sockets.insert(tag.id, ws);
-                }
+        f(slot.get_or_insert_with(|| self.rebuilt_registry()))
+    }
+
+    /// The sockets and subscriptions after a wake-up (not inlined into each
+    /// [`Self::with_registry`] caller: it was, ten times).
+    #[inline(never)]
+    fn rebuilt_registry(&self) -> Registry {
+        let mut r = Registry::default();
+        for ws in self.state.get_websockets() {
+            if let Ok(Some(tag)) = ws.deserialize_attachment::<SocketTag>() {
+                r.sockets.insert(tag.id, ws);
             }
-            r.subscribed = self
-                .engine()
-                .socket_ids(Some(KIND_CLIENT))
-                .unwrap_or_default()
-                .into_iter()
-                .collect();
-            r
-        });
-        f(registry)
+        }
+        r.subscribed = self
+            .engine()
+            .socket_ids(Some(KIND_CLIENT))
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
+        r
     }
 
     /// Prompts handed to the sandbox and prompts that ended are logged (rare events; the

@@ -79,24 +79,33 @@ pub async fn oauth_token<T: DeserializeOwned>(
     reply(exchanged)
 }
 
-fn reply<T: DeserializeOwned>((status, text): (u16, String)) -> Result<Reply<T>, ApiError> {
-    if !(200..300).contains(&status) {
-        return Ok(Reply {
+fn reply<T: DeserializeOwned>(exchanged: (u16, String)) -> Result<Reply<T>, ApiError> {
+    let (status, answer) = answer_of(exchanged);
+    Ok(match answer {
+        Ok(text) => Reply {
+            status,
+            body: Some(serde_json::from_str::<T>(&text).map_err(upstream)?),
+            error: None,
+        },
+        Err(message) => Reply {
             status,
             body: None,
-            error: Some(failure_message(&text)),
-        });
-    }
-    let text = if text.trim().is_empty() {
-        "null"
-    } else {
-        &text
-    };
-    Ok(Reply {
-        status,
-        body: Some(serde_json::from_str::<T>(text).map_err(upstream)?),
-        error: None,
+            error: Some(message),
+        },
     })
+}
+
+/// [`reply`]'s part that is not per type: a success's JSON text (`null` for an empty
+/// body), or a failure's message.
+#[inline(never)]
+fn answer_of((status, text): (u16, String)) -> (u16, Result<String, String>) {
+    if !(200..300).contains(&status) {
+        return (status, Err(failure_message(&text)));
+    }
+    if text.trim().is_empty() {
+        return (status, Ok("null".into()));
+    }
+    (status, Ok(text))
 }
 
 /// The request and its answer's status and text. Not generic: only the parsing in [`send`]
