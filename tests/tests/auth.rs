@@ -289,6 +289,31 @@ async fn strangers_and_forged_states_are_refused() {
 }
 
 #[tokio::test]
+async fn an_allowed_address_past_the_first_page_of_emails_admits() {
+    // GitHub pages `/user/emails`; the one address that admits is on the second page.
+    let mut emails: Vec<(String, bool)> = (0..130)
+        .map(|i| (format!("dana{i}@elsewhere.org"), true))
+        .collect();
+    emails[115] = ("dana@corp.example".into(), true);
+    let gh = FakeGitHub::start(vec![Account {
+        id: 1004,
+        login: "dana".into(),
+        emails,
+        orgs: vec![],
+    }])
+    .await
+    .unwrap();
+    let stack = Stack::start_with(signed_in_stack(
+        &gh,
+        &[("ALLOWED_EMAIL_DOMAINS", "corp.example")],
+    ))
+    .await
+    .unwrap();
+    let r = oauth(&stack, &gh, "dana").await;
+    assert_eq!(r.status(), StatusCode::FOUND, "{:?}", r.text().await);
+}
+
+#[tokio::test]
 async fn service_clients_sign_their_requests() {
     let secret = "slack-bot-shared-secret";
     let stack = Stack::start_with(StackOptions {

@@ -820,6 +820,25 @@ async fn the_installations_repositories_are_listed_synced_and_branched() {
         |(_, path, who)| path.starts_with("/installation/repositories")
             && who == FakeGitHub::BOT_LOGIN
     ));
+
+    // GitHub revokes the App's tokens before they expire (the App was reinstalled): the
+    // refused call is made again with a new token, and the calls after it use that one.
+    let mints = gh.mints();
+    gh.revoke_installation_tokens();
+    github_repo(&gh, "acme", "mobile");
+    let r = send(Method::GET, &stack.url("/repos?refresh=1"), None)
+        .await
+        .unwrap();
+    assert!(
+        names(&r.body).contains(&"acme/mobile".to_owned()),
+        "the sync after the revocation: {}",
+        r.body
+    );
+    let b = send(Method::GET, &stack.url("/repos/acme/mobile/branches"), None)
+        .await
+        .unwrap();
+    assert_eq!(b.status, 200, "{}", b.body);
+    assert_eq!(gh.mints(), mints + 1, "one new token, not one per call");
 }
 
 /// A mention in a reply inside a review thread: the answer goes into that thread, as a

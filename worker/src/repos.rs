@@ -210,8 +210,7 @@ async fn github_source(
         inspect_github::app::installation_token(env, worker::Date::now().as_millis() as i64)
             .await?;
     let reply: inspect_github::client::Reply<GitHubRepo> =
-        inspect_github::client::get(env, &token.password, &format!("/repos/{owner}/{name}"))
-            .await?;
+        inspect_github::rest::get(env, &token.password, &format!("/repos/{owner}/{name}")).await?;
     match reply.body {
         Some(repo) => Ok((repo.clone_url, repo.default_branch)),
         None if matches!(reply.status, 403 | 404) => Err(ApiError::bad_request(format!(

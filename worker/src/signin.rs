@@ -225,14 +225,11 @@ pub async fn finish(req: &Request, env: &Env) -> Result<Response, ApiError> {
         }
     };
 
-    let user: GitHubUser = github::get(env, &access_token, "/user")
+    let user: GitHubUser = inspect_github::rest::get(env, &access_token, "/user")
         .await?
         .body
         .ok_or_else(|| ApiError::new(ErrorCode::Unavailable, "GitHub did not return the user"))?;
-    let emails: Vec<GitHubEmail> = github::get(env, &access_token, "/user/emails?per_page=100")
-        .await?
-        .body
-        .unwrap_or_default();
+    let emails = emails(env, &access_token).await?;
     let verified: Vec<&GitHubEmail> = emails.iter().filter(|e| e.verified).collect();
     let primary_email = verified
         .iter()
@@ -243,8 +240,12 @@ pub async fn finish(req: &Request, env: &Env) -> Result<Response, ApiError> {
     let mut active_orgs = Vec::new();
     if policy.needs_orgs() {
         for org in &policy.orgs {
-            let m: github::Reply<Membership> =
-                github::get(env, &access_token, &format!("/user/memberships/orgs/{org}")).await?;
+            let m: github::Reply<Membership> = inspect_github::rest::get(
+                env,
+                &access_token,
+                &format!("/user/memberships/orgs/{org}"),
+            )
+            .await?;
             if m.body.is_some_and(|m| m.state == "active") {
                 active_orgs.push(org.clone());
             }
@@ -367,4 +368,26 @@ pub fn me(caller: &Caller) -> Result<Response, ApiError> {
         via: via.into(),
     })
     .map_err(internal)
+}
+
+/// Pages of `/user/emails` read, at most (GitHub pages them, 100 at most a page).
+const EMAIL_PAGES: usize = 5;
+
+/// The person's addresses, every page of them (up to [`EMAIL_PAGES`]): an allowed
+/// address may be past the first.
+async fn emails(env: &Env, access_token: &str) -> Result<Vec<GitHubEmail>, ApiError> {
+    let mut all = Vec::new();
+    for page in 1..=EMAIL_PAGES {
+        let path = format!("/user/emails?per_page=100&page={page}");
+        let batch: Vec<GitHubEmail> = inspect_github::rest::get(env, access_token, &path)
+            .await?
+            .body
+            .unwrap_or_default();
+        let last = batch.len() < 100;
+        all.extend(batch);
+        if last {
+            break;
+        }
+    }
+    Ok(all)
 }

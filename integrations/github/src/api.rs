@@ -1,7 +1,8 @@
 //! The GitHub REST calls pull requests and the bot make, and whose token makes them: the
 //! person's own (sealed in D1 at sign-in, refreshed when it expires) or the App's.
 
-use crate::client::{self, api_base, send_json, Reply};
+use crate::client::{self, api_base, Reply};
+use crate::rest::{self, send_json};
 use inspect_protocol::scm::AuthoredAs;
 use inspect_protocol::{ApiError, ErrorCode};
 use inspect_runtime::setting;
@@ -210,7 +211,7 @@ pub async fn default_branch(
     struct R {
         default_branch: String,
     }
-    let r: Reply<R> = client::get(env, token, &format!("/repos/{owner}/{repo}")).await?;
+    let r: Reply<R> = rest::get(env, token, &format!("/repos/{owner}/{repo}")).await?;
     match r.body {
         Some(b) => Ok(b.default_branch),
         None if matches!(r.status, 403 | 404) => Err(ApiError::bad_request(format!(
@@ -228,7 +229,7 @@ pub async fn get_pull(
     number: i64,
 ) -> Result<Option<Pull>, ApiError> {
     let r: Reply<Pull> =
-        client::get(env, token, &format!("/repos/{owner}/{repo}/pulls/{number}")).await?;
+        rest::get(env, token, &format!("/repos/{owner}/{repo}/pulls/{number}")).await?;
     match r.body {
         Some(p) => Ok(Some(p)),
         None if r.status == 404 => Ok(None),
@@ -247,7 +248,7 @@ pub async fn open_pull_for_head(
     let head_q: String =
         worker::url::form_urlencoded::byte_serialize(format!("{owner}:{head}").as_bytes())
             .collect();
-    let r: Reply<Vec<Pull>> = client::get(
+    let r: Reply<Vec<Pull>> = rest::get(
         env,
         token,
         &format!("/repos/{owner}/{repo}/pulls?head={head_q}&state=open&per_page=10"),
@@ -301,7 +302,7 @@ pub async fn add_label(
     label: &str,
 ) -> Result<(), ApiError> {
     let found: Reply<Value> =
-        client::get(env, token, &crate::pulls::label_path(owner, repo, label)).await?;
+        rest::get(env, token, &crate::pulls::label_path(owner, repo, label)).await?;
     if found.status == 404 {
         let _: Reply<Value> = send_json(
             env,
@@ -400,7 +401,7 @@ pub async fn permission(
     struct P {
         permission: String,
     }
-    let r: Reply<P> = client::get(
+    let r: Reply<P> = rest::get(
         env,
         token,
         &format!("/repos/{owner}/{repo}/collaborators/{login}/permission"),

@@ -1,39 +1,21 @@
 //! Brokered git credentials: the Worker signs a GitHub App JWT (RS256, through the
-//! runtime's WebCrypto), trades it for an installation token, keeps that token until ten
-//! minutes before it expires, and hands it to a session's live sandbox on request.
+//! runtime's WebCrypto), trades it for an installation token, keeps that token (in
+//! `tokens`) until ten minutes before it expires, and hands it to a session's live
+//! sandbox on request.
 //! Sandboxes never hold a long-lived credential.
 
 use crate::client as github;
+use crate::tokens::{self, Scope};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use inspect_protocol::auth::ScmCredentials;
 use inspect_protocol::{ApiError, ErrorCode};
 use inspect_runtime::setting;
 use serde::Deserialize;
-use std::cell::RefCell;
 use worker::js_sys::{self, Array, Function, Object, Promise, Reflect, Uint8Array};
 use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::wasm_bindgen_futures::JsFuture;
 use worker::{Env, Method};
-
-/// Refresh a cached token this long before GitHub says it expires.
-const REFRESH_BEFORE_MS: i64 = 10 * 60 * 1000;
-
-/// An installation token and when it expires (ms), for (app id, installation id).
-struct Cached {
-    /// App, installation and the repositories the token is narrowed to (empty: all).
-    key: (String, String, Vec<String>),
-    token: String,
-    expires_at: i64,
-}
-
-/// Tokens kept per scope (the App's own, and one per set of sessions' repositories).
-const CACHED_SCOPES: usize = 32;
-
-thread_local! {
-    /// One isolate's cache.
-    static CACHE: RefCell<Vec<Cached>> = const { RefCell::new(Vec::new()) };
-}
 
 fn unconfigured(what: &str) -> ApiError {
     ApiError::new(
@@ -139,20 +121,24 @@ pub async fn git_token(
     mint(env, now_ms, &names).await
 }
 
-async fn mint(env: &Env, now_ms: i64, repositories: &[String]) -> Result<ScmCredentials, ApiError> {
+/// A token for `repositories` (empty: the App's own), from the cache while it has more
+/// than ten minutes left, else minted.
+pub(crate) async fn mint(
+    env: &Env,
+    now_ms: i64,
+    repositories: &[String],
+) -> Result<ScmCredentials, ApiError> {
     let app_id = setting(env, "GITHUB_APP_ID").ok_or_else(|| unconfigured("GITHUB_APP_ID"))?;
     let installation = setting(env, "GITHUB_APP_INSTALLATION_ID")
         .ok_or_else(|| unconfigured("GITHUB_APP_INSTALLATION_ID"))?;
     let pem = setting(env, "GITHUB_APP_PRIVATE_KEY")
         .ok_or_else(|| unconfigured("GITHUB_APP_PRIVATE_KEY"))?;
-    let key = (app_id.clone(), installation.clone(), repositories.to_vec());
-    let cached = CACHE.with(|c| {
-        c.borrow()
-            .iter()
-            .find(|c| c.key == key && c.expires_at - now_ms > REFRESH_BEFORE_MS)
-            .map(|c| (c.token.clone(), c.expires_at))
-    });
-    if let Some((password, expires)) = cached {
+    let scope = Scope {
+        app_id: app_id.clone(),
+        installation: installation.clone(),
+        repositories: repositories.to_vec(),
+    };
+    if let Some((password, expires)) = tokens::fresh(&scope, now_ms) {
         return Ok(credentials(password, expires));
     }
     let jwt = app_jwt(&app_id, &pem, now_ms / 1000).await?;
@@ -197,18 +183,7 @@ async fn mint(env: &Env, now_ms: i64, repositories: &[String]) -> Result<ScmCred
         ));
     }
     let expires = expires as i64;
-    CACHE.with(|c| {
-        let mut c = c.borrow_mut();
-        c.retain(|e| e.key != key && e.expires_at - now_ms > REFRESH_BEFORE_MS);
-        if c.len() >= CACHED_SCOPES {
-            c.remove(0);
-        }
-        c.push(Cached {
-            key,
-            token: minted.token.clone(),
-            expires_at: expires,
-        });
-    });
+    tokens::keep(scope, minted.token.clone(), expires, now_ms);
     Ok(credentials(minted.token, expires))
 }
 

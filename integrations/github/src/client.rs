@@ -1,5 +1,5 @@
-//! Talking to GitHub from the Worker: the OAuth endpoints, the REST API (user, emails, org
-//! membership, App installation tokens). Base URLs are settings so tests can point them
+//! Talking to GitHub from the Worker: one request to the OAuth endpoints or the REST API
+//! with the headers each wants (`rest` sends token-bearing API calls through it). Base URLs are settings so tests can point them
 //! at a fake that follows GitHub's documented API.
 
 use inspect_protocol::{ApiError, ErrorCode};
@@ -39,7 +39,7 @@ pub struct Reply<T> {
 
 /// Which of GitHub's hosts a request goes to: they want different headers.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Host {
+pub(crate) enum Host {
     /// The REST API: its vendor media type and version header.
     Api,
     /// The OAuth web flow's endpoints (`github.com/login/oauth/…`): not the REST API. They
@@ -79,7 +79,7 @@ pub async fn oauth_token<T: DeserializeOwned>(
     reply(exchanged)
 }
 
-fn reply<T: DeserializeOwned>(exchanged: (u16, String)) -> Result<Reply<T>, ApiError> {
+pub(crate) fn reply<T: DeserializeOwned>(exchanged: (u16, String)) -> Result<Reply<T>, ApiError> {
     let (status, answer) = answer_of(exchanged);
     Ok(match answer {
         Ok(text) => Reply {
@@ -110,7 +110,7 @@ fn answer_of((status, text): (u16, String)) -> (u16, Result<String, String>) {
 
 /// The request and its answer's status and text. Not generic: only the parsing in [`send`]
 /// is made once per answer type (the whole exchange was, eleven times in the wasm).
-async fn exchange(
+pub(crate) async fn exchange(
     host: Host,
     method: Method,
     url: &str,
@@ -152,38 +152,4 @@ fn failure_message(text: &str) -> String {
         .ok()
         .and_then(|v| v["message"].as_str().map(str::to_owned))
         .unwrap_or_else(|| text.chars().take(200).collect())
-}
-
-/// Sends a JSON body to an API path with a token.
-pub async fn send_json<T: DeserializeOwned>(
-    env: &Env,
-    method: Method,
-    token: &str,
-    path: &str,
-    body: &serde_json::Value,
-) -> Result<Reply<T>, ApiError> {
-    send(
-        method,
-        &format!("{}{path}", api_base(env)),
-        Some(&format!("Bearer {token}")),
-        Some("application/json"),
-        Some(body.to_string()),
-    )
-    .await
-}
-
-/// GET an API path as a user or an installation.
-pub async fn get<T: DeserializeOwned>(
-    env: &Env,
-    token: &str,
-    path: &str,
-) -> Result<Reply<T>, ApiError> {
-    send(
-        Method::Get,
-        &format!("{}{path}", api_base(env)),
-        Some(&format!("Bearer {token}")),
-        None,
-        None,
-    )
-    .await
 }

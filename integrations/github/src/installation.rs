@@ -2,7 +2,8 @@
 //! synced from `GET /installation/repositories` (every page, archived ones dropped) on
 //! demand, when the copy is stale, and by the cron trigger; branches asked of GitHub.
 
-use crate::client::{self, Reply};
+use crate::client::Reply;
+use crate::rest;
 use inspect_protocol::session::BranchList;
 use inspect_protocol::{ApiError, ErrorCode};
 use inspect_runtime::d1::{self as db, num};
@@ -77,7 +78,7 @@ pub async fn sync(env: &Env, now: i64) -> Result<usize, ApiError> {
     let token = crate::api::app_token(env, now).await?;
     let mut repos = Vec::new();
     for page in 1..=MAX_PAGES {
-        let r: Reply<Page> = client::get(
+        let r: Reply<Page> = rest::get(
             env,
             &token,
             &format!("/installation/repositories?per_page=100&page={page}"),
@@ -192,7 +193,7 @@ pub async fn branches(
     let token = crate::api::app_token(env, now).await?;
     let mut branches = Vec::new();
     for page in 1..=5 {
-        let r: Reply<Vec<Branch>> = client::get(
+        let r: Reply<Vec<Branch>> = rest::get(
             env,
             &token,
             &format!("/repos/{owner}/{name}/branches?per_page=100&page={page}"),

@@ -9,6 +9,7 @@
 
 pub mod pem;
 pub mod pulls;
+pub mod tokens;
 pub mod untrusted;
 pub mod webhook;
 
@@ -24,3 +25,5 @@ pub mod client;
 pub mod installation;
 #[cfg(target_arch = "wasm32")]
 pub mod publish;
+#[cfg(target_arch = "wasm32")]
+pub mod rest;

@@ -302,6 +302,13 @@ impl FakeGitHub {
     }
 
     /// How many installation tokens were minted.
+    /// Revokes every installation token granted so far, as GitHub does when the App is
+    /// suspended or reinstalled or a token is deleted (`DELETE /installation/token`): each
+    /// is then answered 401 "Bad credentials".
+    pub fn revoke_installation_tokens(&self) {
+        self.world().installation_tokens.clear();
+    }
+
     pub fn mints(&self) -> usize {
         self.world().mints
     }
@@ -670,12 +677,21 @@ async fn user(State(s): State<Arc<Shared>>, headers: HeaderMap) -> Response {
     }
 }
 
-async fn emails(State(s): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+/// `GET /user/emails`: paged as GitHub pages it (30 by default, at most 100 a page).
+async fn emails(
+    State(s): State<Arc<Shared>>,
+    Query(q): Query<PageQuery>,
+    headers: HeaderMap,
+) -> Response {
+    let per_page = q.per_page.unwrap_or(30).clamp(1, 100);
+    let page = q.page.unwrap_or(1).max(1);
     match account_of(&s, &headers) {
         Some(a) => Json(
             a.emails
                 .iter()
                 .enumerate()
+                .skip((page - 1) * per_page)
+                .take(per_page)
                 .map(|(i, (e, verified))| {
                     json!({"email": e, "verified": verified, "primary": i == 0, "visibility": "private"})
                 })
@@ -838,6 +854,11 @@ async fn installation_token(
         Json(json!({"token": token, "expires_at": expires_at, "permissions": permissions, "repository_selection": selection})),
     )
         .into_response()
+}
+
+fn is_user_token(s: &Shared, token: &str) -> bool {
+    let w = s.world.lock().unwrap_or_else(|e| e.into_inner());
+    user_login(&w, token).is_some()
 }
 
 fn installation_token_ok(s: &Shared, token: &str) -> bool {
@@ -1566,7 +1587,11 @@ async fn installation_repositories(
     let Some(token) = bearer(&headers) else {
         return error(StatusCode::UNAUTHORIZED, "Bad credentials");
     };
-    // Only an installation token may list the installation's repositories.
+    // A token GitHub does not know (revoked, expired, made up) is bad credentials; a
+    // person's token is known but may not list the installation's repositories.
+    if !installation_token_ok(&s, &token) && !is_user_token(&s, &token) {
+        return error(StatusCode::UNAUTHORIZED, "Bad credentials");
+    }
     if !installation_token_ok(&s, &token) {
         return error(
             StatusCode::FORBIDDEN,
