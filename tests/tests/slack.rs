@@ -151,7 +151,11 @@ async fn a_thread_starts_follows_and_finishes_a_session() {
             json!({"command": "ls .inspect-attachments && wc -c .inspect-attachments/*", "description": "look at the attachment"}),
         ),
         Reply::text("The screenshot shows the login bug; fixed."),
-        // The follow-up.
+        // The follow-up: long enough for its progress message to be deleted meanwhile.
+        Reply::tool(
+            "bash",
+            json!({"command": "sleep 6", "description": "look at the footer"}),
+        ),
         Reply::text("Also checked the footer."),
         // The classifier, unsure, for the second thread.
         Reply::tool(
@@ -167,6 +171,8 @@ async fn a_thread_starts_follows_and_finishes_a_session() {
         .await
         .unwrap();
     let (slack, mut options) = slack_team(host.worker_vars()).await;
+    // Progress updates are slow to arrive: each is applied 4 s after it was sent.
+    slack.hold_updates("Working on", 4000);
     options.vars.extend([
         (
             "SLACK_CLASSIFIER_BASE_URL".to_string(),
@@ -272,6 +278,11 @@ async fn a_thread_starts_follows_and_finishes_a_session() {
     .await;
     let done = eventually(180, "the final message", || final_text(&slack, &ts)).await;
     assert!(done.contains("fixed."), "{done}");
+    // A progress update still on its way (held 4 s by the network) did not land after the
+    // outcome and overwrite it.
+    tokio::time::sleep(Duration::from_millis(4500)).await;
+    let done = final_text(&slack, &ts).expect("the outcome is still the thread's message");
+    assert!(done.contains("fixed."), "{done}");
     assert!(done.contains(&format!("/sessions/{session}")), "{done}");
     // Live progress: the same message was updated with the running tool before the end.
     let updates: Vec<String> = slack
@@ -317,6 +328,12 @@ async fn a_thread_starts_follows_and_finishes_a_session() {
     // session, with Bob's message as context.
     let aside = slack.human_message(CHANNEL, "U2", "the footer looks off too", Some(&ts));
     assert!(aside > ts);
+    let acknowledged = |slack: &FakeSlack| {
+        slack
+            .bot_messages(CHANNEL, &ts)
+            .into_iter()
+            .find(|m| m.text.starts_with("On it"))
+    };
     mention(
         &stack,
         &slack,
@@ -326,6 +343,13 @@ async fn a_thread_starts_follows_and_finishes_a_session() {
         Some(&ts),
     )
     .await;
+    // Someone deletes the follow-up's progress message while it works: the outcome is
+    // posted anew.
+    let on_it = eventually(60, "the follow-up's progress message", || {
+        acknowledged(&slack)
+    })
+    .await;
+    slack.delete_message(CHANNEL, &on_it.ts);
     let deadline = Instant::now() + Duration::from_secs(120);
     let follow = loop {
         let m = get(&stack.url(&format!("/sessions/{session}/messages")))

@@ -88,6 +88,8 @@ pub struct SessionDO {
     pr_claims: RefCell<HashSet<String>>,
     /// When a Slack progress message was last updated (ms): at most one per 3 s.
     slack_progress_at: std::cell::Cell<i64>,
+    /// Slack progress updates in flight, so the final message lands after them.
+    slack_updates: Rc<slack::ProgressUpdates>,
     /// The provider is stopping a sandbox right now: a spawn waits until it has (a resume
     /// would otherwise find the machine half-stopped).
     stopping: std::cell::Cell<bool>,
@@ -232,6 +234,7 @@ impl DurableObject for SessionDO {
             stopping: Default::default(),
             spawn_deferred: Default::default(),
             slack_progress_at: std::cell::Cell::new(0),
+            slack_updates: Rc::default(),
             staging,
             schema_ready: std::cell::Cell::new(schema_ready),
         };

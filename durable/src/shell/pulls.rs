@@ -329,7 +329,15 @@ impl SessionDO {
         for completion in completions {
             let env = self.env.clone();
             let url = self.session_url(&completion.session_id);
+            let slack = matches!(completion.context, CallbackContext::Slack(_));
+            if slack {
+                self.slack_updates.end(&completion.message_id);
+            }
+            let updates = Rc::clone(&self.slack_updates);
             self.state.wait_until(async move {
+                if slack {
+                    updates.settled().await;
+                }
                 let mut last = String::new();
                 for attempt in 0..3u64 {
                     if attempt > 0 {

@@ -1,14 +1,46 @@
 //! A Slack-started prompt's thread from the object's side: its progress message updated
 //! as tools run (at most once every 3 s), sent with `waitUntil`, never holding the session
-//! up. The messages themselves (and the final one) are `inspect_slack::thread`'s.
+//! up. The final message replaces the progress message only after every progress update
+//! still in flight has been answered, and no progress update starts after it: Slack
+//! applies each `chat.update` as it arrives, so a late progress update would overwrite
+//! the outcome. The messages themselves are `inspect_slack::thread`'s.
 
 use super::*;
 use inspect_protocol::scm::CallbackContext;
 use inspect_protocol::session::TimelineEvent;
 use inspect_slack::thread as slack_thread;
+use std::cell::{Cell, RefCell};
+use std::collections::HashSet;
+use std::rc::Rc;
 
 /// Progress updates are at most this frequent.
 const PROGRESS_EVERY_MS: i64 = 3000;
+
+/// How long a final message waits for progress updates in flight, at most.
+const SETTLE_MS: u64 = 10_000;
+
+/// The progress updates in flight, and the prompts whose final message is on its way.
+#[derive(Default)]
+pub(super) struct ProgressUpdates {
+    in_flight: Cell<u32>,
+    ended: RefCell<HashSet<String>>,
+}
+
+impl ProgressUpdates {
+    /// No progress update for `message_id` starts from now on.
+    pub(super) fn end(&self, message_id: &str) {
+        self.ended.borrow_mut().insert(message_id.to_owned());
+    }
+
+    /// Waits until no progress update is in flight (at most [`SETTLE_MS`]).
+    pub(super) async fn settled(&self) {
+        let mut waited = 0;
+        while self.in_flight.get() > 0 && waited < SETTLE_MS {
+            worker::Delay::from(std::time::Duration::from_millis(50)).await;
+            waited += 50;
+        }
+    }
+}
 
 impl SessionDO {
     /// A tool started: the prompt's Slack progress message says so (throttled).
@@ -34,13 +66,24 @@ impl SessionDO {
             .get("tool")
             .and_then(|t| t.as_str())
             .map(str::to_owned);
+        if self.slack_updates.ended.borrow().contains(message_id) {
+            return;
+        }
         let session = self.engine().session_id().unwrap_or_default();
         let url = self.session_url(&session);
         let env = self.env.clone();
+        let updates = Rc::clone(&self.slack_updates);
+        let message_id = message_id.to_owned();
         self.state.wait_until(async move {
+            // The final message may have been scheduled meanwhile.
+            if updates.ended.borrow().contains(&message_id) {
+                return;
+            }
+            updates.in_flight.set(updates.in_flight.get() + 1);
             let elapsed = (now - thread.started_at) / 1000;
             let said =
                 slack_thread::progress(&env, &thread, &ts, tool.as_deref(), elapsed, &url).await;
+            updates.in_flight.set(updates.in_flight.get() - 1);
             if let Err(e) = said {
                 inspect_runtime::log::emit(
                     LogLine::warn("callback", "slack_progress_failed")

@@ -95,6 +95,11 @@ async fn call_with(
     Err(unavailable(format!("{name}: rate limited")))
 }
 
+/// Whether Slack refused a call with this error code (`message_not_found`, …).
+pub fn refused_with(e: &ApiError, code: &str) -> bool {
+    e.message.contains(&format!(": {code} ("))
+}
+
 /// A method that takes JSON (`chat.postMessage`, `chat.update`, `reactions.add`,
 /// `views.publish`, …).
 pub async fn post(env: &Env, name: &str, body: &Value) -> Result<Value, ApiError> {

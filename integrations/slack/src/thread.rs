@@ -27,7 +27,8 @@ pub async fn progress(
     api::post(env, "chat.update", &message).await.map(drop)
 }
 
-/// The final message in the thread (in place of the progress message), and the 👀 off.
+/// The final message in the thread (in place of the progress message, or a new one when
+/// that is gone), and the 👀 off.
 pub async fn report(
     env: &worker::Env,
     c: &Completion,
@@ -46,15 +47,22 @@ pub async fn report(
     };
     let mut message = blocks::finished(&outcome, session_url);
     message["channel"] = json!(thread.channel);
-    match &thread.progress_ts {
+    let replaced = match &thread.progress_ts {
         Some(ts) => {
-            message["ts"] = json!(ts);
-            api::post(env, "chat.update", &message).await?;
+            let mut update = message.clone();
+            update["ts"] = json!(ts);
+            match api::post(env, "chat.update", &update).await {
+                Ok(_) => true,
+                // Someone deleted the progress message: the outcome is posted anew.
+                Err(e) if api::refused_with(&e, "message_not_found") => false,
+                Err(e) => return Err(e),
+            }
         }
-        None => {
-            message["thread_ts"] = json!(thread.thread_ts);
-            api::post(env, "chat.postMessage", &message).await?;
-        }
+        None => false,
+    };
+    if !replaced {
+        message["thread_ts"] = json!(thread.thread_ts);
+        api::post(env, "chat.postMessage", &message).await?;
     }
     if let Some(ts) = &thread.reaction_ts {
         // Already gone is fine.

@@ -47,6 +47,9 @@ struct World {
     channels: HashMap<String, (String, String)>,
     /// The next call of this method answers `ratelimited`.
     limit_next: Option<String>,
+    /// `chat.update` calls whose text starts with this are applied only after this many
+    /// milliseconds (a slow network: Slack applies each update as it arrives).
+    hold_updates: Option<(String, u64)>,
     calls: Vec<String>,
     clock: u64,
 }
@@ -150,6 +153,18 @@ impl FakeSlack {
     }
 
     /// The bot's messages in a thread, oldest first.
+    /// Holds each `chat.update` whose text starts with `prefix` for `ms` before it is
+    /// applied, so a later update can arrive first.
+    pub fn hold_updates(&self, prefix: &str, ms: u64) {
+        self.with(|w| w.hold_updates = Some((prefix.to_owned(), ms)));
+    }
+
+    /// Deletes a message, as a person with the right can (`chat.update` on it then
+    /// answers `message_not_found`).
+    pub fn delete_message(&self, channel: &str, ts: &str) {
+        self.with(|w| w.messages.retain(|m| !(m.channel == channel && m.ts == ts)));
+    }
+
     pub fn bot_messages(&self, channel: &str, thread_ts: &str) -> Vec<Posted> {
         self.with(|w| {
             w.messages
@@ -244,6 +259,18 @@ async fn method(
         _ => {}
     }
     let args = arguments(&query, &headers, &body);
+    let hold = world
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .hold_updates
+        .as_ref()
+        .filter(|(prefix, _)| {
+            name == "chat.update" && args["text"].as_str().is_some_and(|t| t.starts_with(prefix))
+        })
+        .map(|(_, ms)| *ms);
+    if let Some(ms) = hold {
+        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+    }
     let mut w = world.lock().unwrap_or_else(|e| e.into_inner());
     w.calls.push(name.clone());
     if w.limit_next.as_deref() == Some(name.as_str()) {
