@@ -157,3 +157,34 @@ pub struct Completion {
     pub changed_files: Vec<String>,
     pub context: CallbackContext,
 }
+
+/// The number of a GitHub pull request when `branch` names its head ref (`pull/7/head`):
+/// what a session on a pull request from a fork works on. GitHub keeps that ref in the
+/// base repository, so it is fetched from there; nothing can be pushed back to it.
+pub fn pull_head_ref(branch: &str) -> Option<u64> {
+    let number = branch.strip_prefix("pull/")?.strip_suffix("/head")?;
+    if number.is_empty() || number.len() > 12 || !number.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    number.parse().ok()
+}
+
+#[cfg(test)]
+mod pull_ref_tests {
+    use super::pull_head_ref;
+
+    #[test]
+    fn only_a_pull_requests_head_ref_is_one() {
+        assert_eq!(pull_head_ref("pull/7/head"), Some(7));
+        for not in [
+            "pull/7/merge",
+            "pull//head",
+            "pull/x/head",
+            "feat/pull/7/head",
+            "pull/7/head/x",
+            "main",
+        ] {
+            assert_eq!(pull_head_ref(not), None, "{not}");
+        }
+    }
+}

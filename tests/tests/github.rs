@@ -913,3 +913,127 @@ async fn a_mention_in_a_review_thread_reply_is_answered_in_the_thread() {
     assert!(answer.body.contains("one place"), "{}", answer.body);
     assert_eq!(model.remaining(), 0);
 }
+
+/// A mention on a pull request from a fork: the session works on the fork's code (GitHub's
+/// `pull/N/head`, fetched from the base repository; the base's branch of the same name is
+/// other code), pushes nothing anywhere, and the change comes back as a patch in the
+/// answer on the pull request.
+#[tokio::test]
+async fn a_mention_on_a_pull_request_from_a_fork_works_on_its_code_and_pushes_nothing() {
+    let gh = FakeGitHub::start(vec![alice()]).await.unwrap();
+    github_repo(&gh, "acme", "web");
+    // Bob's fork: his `feat/login` adds a file the base's `feat/login` does not have.
+    let work = tempfile::tempdir().unwrap();
+    init_repo(work.path());
+    git(work.path(), &["checkout", "--quiet", "-b", "feat/login"]);
+    std::fs::write(work.path().join("from-fork.txt"), "the fork's change\n").unwrap();
+    commit_all(work.path(), "the fork's change");
+    let fork = gh.repos_root.join("bob/web.git");
+    std::fs::create_dir_all(fork.parent().unwrap()).unwrap();
+    git(
+        work.path(),
+        &["clone", "--quiet", "--bare", ".", fork.to_str().unwrap()],
+    );
+    let pr = gh.open_fork_pull(
+        "acme",
+        "web",
+        "bob",
+        "feat/login",
+        "main",
+        "Fork fix",
+        "bob",
+    );
+    gh.set_permission("acme", "web", "alice", "write");
+    let mut vars = gh.worker_vars();
+    vars.push(("GITHUB_WEBHOOK_SECRET".into(), WEBHOOK_SECRET.into()));
+    let patch = "Here is the change as a patch:\n```diff\n+fixed\n```";
+    let AgentStack { model, host, stack } = AgentStack::start(
+        vec![
+            Reply::tool(
+                "bash",
+                json!({"command": "cat from-fork.txt", "description": "read the fork's file"}),
+            ),
+            Reply::tool(
+                "bash",
+                json!({"command": "open-inspect pr --title 'Fix' --body 'Fix'", "description": "try a PR"}),
+            ),
+            Reply::text(patch),
+        ],
+        vars,
+    )
+    .await
+    .unwrap();
+    let base = stack.base_url.clone();
+    let r = send(
+        Method::PUT,
+        &stack.url("/repos/acme/web/settings"),
+        Some(json!({"botEnabled": true})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let pull = gh.pull_json("acme", "web", pr).unwrap();
+    assert_eq!(pull["head"]["repo"]["full_name"], "bob/web", "{pull}");
+
+    let text = "@inspect-bot please fix the typo";
+    let comment_id = gh.add_comment("acme", "web", pr, "alice", text);
+    let delivery = comment_delivery(&gh, pr, comment_id, &alice(), text);
+    let (status, body) = deliver(&base, "issue_comment", "d-fork", &delivery).await;
+    assert_eq!(status, 202, "{body}");
+
+    let answer = eventually(180, "the answer on the pull request", || {
+        gh.comments()
+            .into_iter()
+            .find(|c| c.number == pr && c.author == FakeGitHub::BOT_LOGIN)
+    })
+    .await;
+    assert!(
+        answer.body.contains("```diff"),
+        "{}\n{}",
+        answer.body,
+        host.sandbox_logs()
+    );
+    let listed = sessions(&base).await;
+    assert_eq!(
+        listed[0]["repositories"][0]["branch"],
+        format!("pull/{pr}/head")
+    );
+    let id = listed[0]["id"].as_str().unwrap();
+    let tools = send(
+        Method::GET,
+        &stack.url(&format!("/sessions/{id}/events?type=tool_call")),
+        None,
+    )
+    .await
+    .unwrap();
+    let outputs: Vec<String> = tools.body["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["output"].as_str().map(str::to_owned))
+        .collect();
+    assert!(
+        outputs.iter().any(|o| o.contains("the fork's change")),
+        "the fork's code: {outputs:?}"
+    );
+    assert!(
+        outputs.iter().any(|o| o.contains("from a fork")),
+        "open-inspect pr refused: {outputs:?}"
+    );
+    // Nothing pushed, no pull request made.
+    assert!(
+        !gh.git_requests()
+            .iter()
+            .any(|(path, _)| path.contains("receive-pack")),
+        "{:?}",
+        gh.git_requests()
+    );
+    assert_eq!(gh.pulls().len(), 1);
+    assert!(
+        model
+            .requests()
+            .iter()
+            .any(|r| r.to_string().contains("is in a fork (bob/web)")),
+        "the prompt says the branch is a fork's"
+    );
+}

@@ -218,7 +218,7 @@ async fn act(
     let on_branch = RepositoryRef {
         owner: t.owner.clone(),
         name: t.repo.clone(),
-        branch: Some(pull.head.branch.clone()),
+        branch: Some(pull.work_branch()),
         source: None,
     };
     // The repository's default environment, when it holds the repository and the sender
@@ -238,10 +238,12 @@ async fn act(
         .create_session(origin, &actor, create, &[on_branch])
         .await?;
     let mut content = webhook::prompt(t, &pull);
-    content.push_str(&format!(
-        "\n\nTo update this pull request, run `open-inspect pr --head {} --base {} --title \"…\"` after committing.",
-        pull.head.branch, pull.base.branch
-    ));
+    if pull.fork().is_none() {
+        content.push_str(&format!(
+            "\n\nTo update this pull request, run `open-inspect pr --head {} --base {} --title \"…\"` after committing.",
+            pull.head.branch, pull.base.branch
+        ));
+    }
     let prompt = PromptRequest {
         content,
         callback_context: Some(CallbackContext::Github {

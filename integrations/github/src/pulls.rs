@@ -27,6 +27,11 @@ pub fn choose_base(
     requested: Option<&str>,
     session_base: Option<&str>,
 ) -> Result<Option<String>, ApiError> {
+    if let Some(n) = session_base.and_then(inspect_protocol::scm::pull_head_ref) {
+        return Err(ApiError::bad_request(format!(
+            "this session works on pull request #{n}, which comes from a fork: nothing can be pushed to a fork's branch from here, and a new branch would not update that pull request; put the change in your answer as a patch (a ```diff block) instead"
+        )));
+    }
     let base = requested
         .map(str::trim)
         .filter(|b| !b.is_empty())
@@ -146,6 +151,8 @@ mod tests {
         assert_eq!(choose_base(None, None).unwrap(), None);
         assert!(choose_base(Some("a..b"), None).is_err());
         assert!(check_head_and_base("main", "main").is_err());
+        let fork = choose_base(Some("main"), Some("pull/7/head")).unwrap_err();
+        assert!(fork.message.contains("from a fork"), "{}", fork.message);
         assert!(check_head_and_base("x", "main").is_ok());
     }
 

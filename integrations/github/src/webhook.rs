@@ -59,6 +59,41 @@ pub struct Ref {
     pub branch: String,
     #[serde(default)]
     pub sha: String,
+    /// The repository the branch is in. GitHub sends `null` when it was deleted (a fork
+    /// removed after the pull request was opened).
+    #[serde(default)]
+    pub repo: Option<RefRepository>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct RefRepository {
+    pub full_name: String,
+}
+
+impl PullRequest {
+    /// The branch a session on this pull request works from: the head branch when it is
+    /// in the base repository, else GitHub's `pull/N/head` ref (a fork's branch is not in
+    /// the base repository, and a branch of the same name there would be other code).
+    pub fn work_branch(&self) -> String {
+        match self.fork() {
+            Some(_) => format!("pull/{}/head", self.number),
+            None => self.head.branch.clone(),
+        }
+    }
+
+    /// The fork the head branch lives in (`"deleted"` when it is gone), or `None` for a
+    /// branch of the base repository. A payload without repositories says nothing: the
+    /// base's own.
+    pub fn fork(&self) -> Option<String> {
+        let base = self.base.repo.as_ref()?;
+        match &self.head.repo {
+            None => Some("deleted".into()),
+            Some(head) if !head.full_name.eq_ignore_ascii_case(&base.full_name) => {
+                Some(head.full_name.clone())
+            }
+            Some(_) => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -335,6 +370,20 @@ pub fn prompt(t: &Trigger, pr: &PullRequest) -> String {
         "You are working on pull request #{} in {}/{} (branch `{}` into `{}`), opened by {}.\n\n",
         pr.number, t.owner, t.repo, pr.head.branch, pr.base.branch, pr.user.login
     ));
+    let fork = pr.fork();
+    if let Some(f) = &fork {
+        out.push_str(&format!(
+            "The branch is in a fork ({f}): you have its code (GitHub's `pull/{}/head`), but nothing can be pushed to it from here.\n\n",
+            pr.number
+        ));
+    }
+    // How a change reaches the pull request: pushed through `open-inspect pr`, or, from
+    // a fork, shown as a patch in the answer.
+    let deliver = if fork.is_some() {
+        "make the change, run the tests, commit, and end your final answer with the change as a patch in a ```diff block (`git diff` of your commits); do not run `open-inspect pr`, which cannot reach a fork"
+    } else {
+        "make the change on this branch, run the tests, commit, and open (or update) the pull request with the `open-inspect pr` command"
+    };
     out.push_str(&untrusted::wrap(
         "github_pr_title",
         &pr.user.login,
@@ -359,7 +408,7 @@ pub fn prompt(t: &Trigger, pr: &PullRequest) -> String {
                 t.sender_login
             ));
             out.push_str(&untrusted::wrap("github_comment", &t.sender_login, text));
-            out.push_str("\n\nDo what the comment asks if it is a request to change the code: make the change on this branch, run the tests, commit, and open (or update) the pull request with the `open-inspect pr` command. Otherwise answer it. Your final answer is posted on the pull request.");
+            out.push_str(&format!("\n\nDo what the comment asks if it is a request to change the code: {deliver}. Otherwise answer it. Your final answer is posted on the pull request."));
         }
         Ask::ReviewComment {
             text,
@@ -381,7 +430,7 @@ pub fn prompt(t: &Trigger, pr: &PullRequest) -> String {
                 &t.sender_login,
                 text,
             ));
-            out.push_str("\n\nDo what the comment asks if it is a request to change the code: make the change on this branch, run the tests, commit, and update the pull request with the `open-inspect pr` command. Otherwise answer it. Your final answer is posted in reply.");
+            out.push_str(&format!("\n\nDo what the comment asks if it is a request to change the code: {deliver}. Otherwise answer it. Your final answer is posted in reply."));
         }
     }
     out
@@ -422,6 +471,25 @@ mod tests {
     use serde_json::json;
 
     const BOT: &str = "inspect-bot[bot]";
+
+    #[test]
+    fn a_pull_request_from_a_fork_is_worked_on_from_its_pull_ref() {
+        let mut p = pr(false);
+        let same: PullRequest = serde_json::from_value(p.clone()).unwrap();
+        assert_eq!((same.fork(), same.work_branch()), (None, "feat/x".into()));
+        p["base"]["repo"] = json!({"full_name": "acme/web"});
+        p["head"]["repo"] = json!({"full_name": "ACME/web"});
+        let same: PullRequest = serde_json::from_value(p.clone()).unwrap();
+        assert_eq!(same.fork(), None);
+        p["head"]["repo"] = json!({"full_name": "bob/web"});
+        let fork: PullRequest = serde_json::from_value(p.clone()).unwrap();
+        assert_eq!(fork.fork().as_deref(), Some("bob/web"));
+        assert_eq!(fork.work_branch(), "pull/7/head");
+        p["head"]["repo"] = json!(null);
+        let gone: PullRequest = serde_json::from_value(p).unwrap();
+        assert_eq!(gone.fork().as_deref(), Some("deleted"));
+        assert_eq!(gone.work_branch(), "pull/7/head");
+    }
 
     fn repo() -> serde_json::Value {
         json!({"name": "web", "owner": {"login": "acme"}, "private": true})

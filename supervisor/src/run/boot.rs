@@ -7,6 +7,7 @@ use super::link::Events;
 use anyhow::{bail, Context, Result};
 use inspect_protocol::provider::{BootMode, WorkspaceRepository};
 use inspect_protocol::sandbox::{SandboxEvent, StepStatus};
+use inspect_protocol::scm::pull_head_ref;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use tokio::process::Command;
@@ -463,6 +464,14 @@ async fn trust_unpacked_files(dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Fetches a pull request's head ref (`pull/7/head`, which GitHub keeps in the base
+/// repository even when the branch is a fork's) as `refs/remotes/origin/pull/7/head`.
+async fn fetch_pull_ref(dir: &Path, pull_ref: &str) -> Result<()> {
+    let spec = format!("+refs/{pull_ref}:refs/remotes/origin/{pull_ref}");
+    git(dir, &["fetch", "--quiet", "origin", &spec]).await?;
+    Ok(())
+}
+
 /// Clones (fresh) or fetches and resets (otherwise) one repository onto the work branch.
 /// Returns its directory and head commit.
 pub async fn sync_repository(
@@ -478,12 +487,20 @@ pub async fn sync_repository(
             std::fs::remove_dir_all(&dir)?;
         }
         let mut args = vec!["clone", "--quiet"];
-        if let Some(b) = &repo.base_branch {
+        // A pull request's head ref is not a branch: cloned without it, fetched after.
+        let pull_ref = repo
+            .base_branch
+            .as_deref()
+            .filter(|b| pull_head_ref(b).is_some());
+        if let Some(b) = repo.base_branch.as_ref().filter(|_| pull_ref.is_none()) {
             args.extend(["--branch", b.as_str()]);
         }
         let d = dir.to_string_lossy().into_owned();
         args.extend(["--", repo.source.as_str(), d.as_str()]);
         git(workspace, &args).await?;
+        if let Some(r) = pull_ref {
+            fetch_pull_ref(&dir, r).await?;
+        }
         // The work branch continues where an earlier sandbox of this session left it.
         let remote_work = format!("refs/remotes/origin/{work_branch}");
         if git(&dir, &["rev-parse", "--verify", "--quiet", &remote_work])
@@ -495,6 +512,9 @@ pub async fn sync_repository(
                 &["checkout", "--quiet", "-B", work_branch, &remote_work],
             )
             .await?;
+        } else if let Some(r) = pull_ref {
+            let start = format!("refs/remotes/origin/{r}");
+            git(&dir, &["checkout", "--quiet", "-B", work_branch, &start]).await?;
         } else {
             git(&dir, &["checkout", "--quiet", "-B", work_branch]).await?;
         }
@@ -505,6 +525,13 @@ pub async fn sync_repository(
         // session pushed it, else at the base branch's newest commit.
         git(&dir, &["remote", "set-url", "origin", repo.source.as_str()]).await?;
         git(&dir, &["fetch", "--quiet", "origin"]).await?;
+        if let Some(r) = repo
+            .base_branch
+            .as_deref()
+            .filter(|b| pull_head_ref(b).is_some())
+        {
+            fetch_pull_ref(&dir, r).await?;
+        }
         let remote_work = format!("refs/remotes/origin/{work_branch}");
         let target = if git(&dir, &["rev-parse", "--verify", "--quiet", &remote_work])
             .await

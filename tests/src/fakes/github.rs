@@ -88,6 +88,15 @@ pub struct Pull {
     /// Who created it: a user's login, or the App's bot account.
     pub author: String,
     pub labels: Vec<String>,
+    /// The account whose fork holds the head branch (`None`: the base repository).
+    pub head_owner: Option<String>,
+}
+
+impl Pull {
+    /// Who owns the head branch's repository.
+    pub fn head_owner(&self) -> &str {
+        self.head_owner.as_deref().unwrap_or(&self.owner)
+    }
 }
 
 /// A comment on a pull request's conversation (or a reply in a review thread).
@@ -379,8 +388,64 @@ impl FakeGitHub {
             merged: false,
             author: author.into(),
             labels: Vec::new(),
+            head_owner: None,
         });
+        drop(w);
+        self.keep_pull_ref(owner, repo, number, owner, head);
         number
+    }
+
+    /// Opens a pull request from `fork_owner`'s fork of `owner/repo` (a bare repository
+    /// under `repos_root` too), as if done on github.com: the head branch is the fork's,
+    /// and GitHub keeps a copy of it in the base repository as `refs/pull/N/head`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn open_fork_pull(
+        &self,
+        owner: &str,
+        repo: &str,
+        fork_owner: &str,
+        head: &str,
+        base: &str,
+        title: &str,
+        author: &str,
+    ) -> i64 {
+        let mut w = self.world();
+        let number = next_number(&w, owner, repo);
+        w.pulls.push(Pull {
+            owner: owner.into(),
+            repo: repo.into(),
+            number,
+            title: title.into(),
+            body: format!("{title}, by {author}"),
+            head: head.into(),
+            base: base.into(),
+            state: "open".into(),
+            draft: false,
+            merged: false,
+            author: author.into(),
+            labels: Vec::new(),
+            head_owner: Some(fork_owner.into()),
+        });
+        drop(w);
+        self.keep_pull_ref(owner, repo, number, fork_owner, head);
+        number
+    }
+
+    /// `refs/pull/N/head` in the base repository, from the head branch wherever it is.
+    fn keep_pull_ref(&self, owner: &str, repo: &str, number: i64, head_owner: &str, head: &str) {
+        let bare = |o: &str| self.repos_root.join(o).join(format!("{repo}.git"));
+        let source = bare(head_owner);
+        if !source.exists() {
+            return;
+        }
+        let _ = std::process::Command::new("git")
+            .arg("--git-dir")
+            .arg(bare(owner))
+            .arg("fetch")
+            .arg("--quiet")
+            .arg(&source)
+            .arg(format!("+refs/heads/{head}:refs/pull/{number}/head"))
+            .output();
     }
 
     /// Archives a repository (the installation listing still shows it, marked).
@@ -1051,10 +1116,10 @@ fn user_json(w: &World, login: &str) -> Value {
 }
 
 fn pull_json(s: &Shared, w: &World, p: &Pull) -> Value {
-    let sha = |branch: &str| {
+    let sha_in = |owner: &str, branch: &str| {
         std::process::Command::new("git")
             .arg("--git-dir")
-            .arg(s.repos_root.join(&p.owner).join(format!("{}.git", p.repo)))
+            .arg(s.repos_root.join(owner).join(format!("{}.git", p.repo)))
             .args([
                 "rev-parse",
                 "--verify",
@@ -1076,9 +1141,19 @@ fn pull_json(s: &Shared, w: &World, p: &Pull) -> Value {
         "title": p.title,
         "body": p.body,
         "user": user_json(w, &p.author),
-        "head": {"ref": p.head, "sha": sha(&p.head), "label": format!("{}:{}", p.owner, p.head)},
-        "base": {"ref": p.base, "sha": sha(&p.base), "label": format!("{}:{}", p.owner, p.base)},
+        "head": {"ref": p.head, "sha": sha_in(p.head_owner(), &p.head), "label": format!("{}:{}", p.head_owner(), p.head),
+                 "repo": repo_json(s, p.head_owner(), &p.repo, p.head_owner.is_some())},
+        "base": {"ref": p.base, "sha": sha_in(&p.owner, &p.base), "label": format!("{}:{}", p.owner, p.base),
+                 "repo": repo_json(s, &p.owner, &p.repo, false)},
         "labels": p.labels.iter().map(|l| json!({"name": l})).collect::<Vec<_>>(),
+    })
+}
+
+/// A repository as pull requests show it (`head.repo`, `base.repo`).
+fn repo_json(s: &Shared, owner: &str, repo: &str, fork: bool) -> Value {
+    json!({
+        "name": repo, "full_name": format!("{owner}/{repo}"), "owner": {"login": owner},
+        "fork": fork, "clone_url": format!("{}/{owner}/{repo}.git", s.base_url),
     })
 }
 
@@ -1174,7 +1249,7 @@ async fn list_pulls(
         .filter(|p| {
             q.head
                 .as_deref()
-                .is_none_or(|h| h == format!("{}:{}", p.owner, p.head))
+                .is_none_or(|h| h == format!("{}:{}", p.head_owner(), p.head))
         })
         .map(|p| pull_json(&s, &w, p))
         .collect();
@@ -1242,6 +1317,7 @@ async fn create_pull(
         merged: false,
         author: who,
         labels: Vec::new(),
+        head_owner: None,
     };
     let json = pull_json(&s, &w, &pull);
     w.pulls.push(pull);
