@@ -101,6 +101,11 @@ pub const SUPERVISOR_START: &str = "mkdir -p \"$INSPECT_SANDBOX_ROOT\" && cd \"$
 /// starting while one runs.
 pub const SUPERVISOR_LOCK_FILE: &str = ".supervisor.lock";
 
+/// Whether the supervisor is up after [`SUPERVISOR_START`] (which backgrounds it and so
+/// succeeds whatever becomes of it): its lock is held within 20 s (exit 0), else the end
+/// of its log is printed and the check fails. For providers whose start is a command.
+pub const SUPERVISOR_UP_CHECK: &str = "cd \"$INSPECT_SANDBOX_ROOT\" || exit 3; i=0; while [ $i -lt 80 ]; do flock -n -E 75 .supervisor.lock true 2>/dev/null; [ $? = 75 ] && exit 0; i=$((i+1)); sleep 0.25; done; echo 'the supervisor is not running; the end of its log:'; tail -c 1500 supervisor.log 2>/dev/null; exit 1";
+
 impl SpawnRequest {
     /// The supervisor's environment on a machine whose sandbox root is `root`: the
     /// session's secrets and settings, then the system variables, which no secret replaces.

@@ -400,10 +400,12 @@ async fn idle_stop_and_back(provider: Provider) {
         Provider::E2b => {
             assert_eq!(detail, "resumed on the stopped sandbox's own workspace");
             // The same E2B sandbox, paused and connected to again; the supervisor started
-            // in it twice (the first one ended with the idle shutdown).
+            // in it twice (the first one ended with the idle shutdown), each start checked
+            // by a second command (a loaded machine may need the resumed start tried again).
             let e = w.e2b.as_ref().unwrap();
             assert_eq!(e.sandboxes().len(), 1, "{:#?}", e.sandboxes());
-            assert_eq!(e.commands(), vec![2]);
+            let commands = e.commands()[0];
+            assert!(commands >= 4 && commands % 2 == 0, "{:?}", e.calls());
             let calls = e.calls();
             assert!(calls.iter().any(|c| c.ends_with("/pause")), "{calls:?}");
             assert!(calls.iter().any(|c| c.ends_with("/connect")), "{calls:?}");

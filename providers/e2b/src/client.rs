@@ -89,15 +89,15 @@ impl E2bProvider {
         Ok(e2b::listed_ids(&self.list(e2b::META_FRAMEWORK, "open-inspect").await?).len())
     }
 
-    /// Starts the supervisor through the sandbox's `envd`.
-    async fn start_supervisor(&self, e2b_id: &str, access_token: &str) -> Result<(), String> {
+    /// Runs `body` (a `/bin/sh -c` process) through the sandbox's `envd`, to its end.
+    async fn run(&self, e2b_id: &str, access_token: &str, body: Vec<u8>) -> Result<(), String> {
         let headers = e2b::envd_headers(e2b_id, access_token);
         let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
         let (status, bytes) = inspect_provider::http::call_bytes(
             Method::Post,
             &self.cfg.process_start_url(e2b_id),
             &headers,
-            Some((e2b::CONNECT_JSON, e2b::start_supervisor_body())),
+            Some((e2b::CONNECT_JSON, body)),
             START_DEADLINE,
         )
         .await?;
@@ -113,21 +113,43 @@ impl E2bProvider {
         e2b::read_process_stream(&bytes)
     }
 
-    /// Starts the supervisor in a sandbox just made or resumed; one that cannot be started
-    /// is killed (a sandbox without its supervisor only costs money).
+    /// Starts the supervisor through the sandbox's `envd`, and checks it is up: the start
+    /// command backgrounds it, so it succeeds whatever becomes of the supervisor.
+    async fn start_supervisor(&self, e2b_id: &str, access_token: &str) -> Result<(), String> {
+        self.run(e2b_id, access_token, e2b::start_supervisor_body())
+            .await?;
+        self.run(e2b_id, access_token, e2b::check_supervisor_body())
+            .await
+    }
+
+    /// Starts the supervisor in a sandbox just made or resumed. A new sandbox that cannot
+    /// start it is killed (without its supervisor it only costs money); a resumed one holds
+    /// the person's workspace, so it is tried once more and then kept for the next resume.
     async fn started(
         &self,
         made: &Value,
         req: &SpawnRequest,
+        resumed: bool,
     ) -> Result<SandboxInfo, ProviderError> {
         let id = made["sandboxID"].as_str().unwrap_or_default().to_owned();
         let token = made["envdAccessToken"].as_str().unwrap_or_default();
-        if let Err(why) = self.start_supervisor(&id, token).await {
-            let _ = self
-                .call(Method::Delete, &format!("/sandboxes/{id}"), None, &[])
-                .await;
+        let mut outcome = self.start_supervisor(&id, token).await;
+        if resumed && outcome.is_err() {
+            outcome = self.start_supervisor(&id, token).await;
+        }
+        if let Err(why) = outcome {
+            if !resumed {
+                let _ = self
+                    .call(Method::Delete, &format!("/sandboxes/{id}"), None, &[])
+                    .await;
+            }
             return Err(ProviderError::Transient(format!(
-                "e2b: the supervisor did not start in sandbox {id}: {why}"
+                "e2b: the supervisor did not start in sandbox {id}{}: {why}",
+                if resumed {
+                    " (kept, with its workspace)"
+                } else {
+                    ""
+                }
             )));
         }
         let tunnel_urls: BTreeMap<String, String> = req
@@ -192,7 +214,7 @@ impl SandboxProvider for E2bProvider {
                 ))
             }
         };
-        self.started(&made, req).await
+        self.started(&made, req, false).await
     }
 
     async fn status(&self, sandbox_id: &str) -> Result<SandboxInfo, ProviderError> {
@@ -258,7 +280,9 @@ impl SandboxProvider for E2bProvider {
         if connected["sandboxID"].is_null() {
             connected["sandboxID"] = Value::String(id);
         }
-        self.started(&connected, req).await.map(Resumed::Started)
+        self.started(&connected, req, true)
+            .await
+            .map(Resumed::Started)
     }
 
     async fn snapshot(&self, _sandbox_id: &str) -> Result<SnapshotInfo, ProviderError> {

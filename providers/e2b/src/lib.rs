@@ -15,7 +15,9 @@ mod client;
 #[cfg(target_arch = "wasm32")]
 pub use client::E2bProvider;
 
-use inspect_protocol::provider::{SpawnRequest, SANDBOX_ROOT, SUPERVISOR_START};
+use inspect_protocol::provider::{
+    SpawnRequest, SANDBOX_ROOT, SUPERVISOR_START, SUPERVISOR_UP_CHECK,
+};
 use inspect_protocol::vendor;
 use serde_json::{json, Value};
 
@@ -135,8 +137,10 @@ pub fn envd_headers(e2b_id: &str, access_token: &str) -> Vec<(&'static str, Stri
     vec![
         ("Connect-Protocol-Version", "1".into()),
         ("X-Access-Token", access_token.to_owned()),
-        // The process runs as the template's user (`user:` in basic auth, no password).
-        ("Authorization", "Basic dXNlcjo=".into()),
+        // The process runs as the user named in basic auth (no password): the image's
+        // `sandbox`, who owns the sandbox root. E2B's default, `user`, is one its template
+        // build adds (uid 1001 on our image), who cannot write there.
+        ("Authorization", format!("Basic {SANDBOX_USER_AUTH}")),
         ("E2b-Sandbox-Id", e2b_id.to_owned()),
         ("E2b-Sandbox-Port", ENVD_PORT.to_string()),
     ]
@@ -183,12 +187,22 @@ pub fn start_supervisor_body() -> Vec<u8> {
     start_process_body(SUPERVISOR_START)
 }
 
+/// The body that checks the supervisor is up (its lock held).
+pub fn check_supervisor_body() -> Vec<u8> {
+    start_process_body(SUPERVISOR_UP_CHECK)
+}
+
+/// The image's user that owns the sandbox root (`providers/image/Dockerfile`), as basic
+/// auth's `sandbox:`.
+pub const SANDBOX_USER_AUTH: &str = "c2FuZGJveDo=";
+
 /// Reads a `process.Process/Start` answer: the process started, ended with status 0, and
 /// the stream ended without an error. The error says what happened in `envd`'s words.
 pub fn read_process_stream(bytes: &[u8]) -> Result<(), String> {
     let mut started = false;
     let mut status = None;
     let mut ended_clean = false;
+    let mut said = Vec::new();
     for (flags, message) in envelopes(bytes)? {
         if flags & 0x02 != 0 {
             if let Some(e) = message.get("error").filter(|e| !e.is_null()) {
@@ -205,14 +219,28 @@ pub fn read_process_stream(bytes: &[u8]) -> Result<(), String> {
         if event.get("start").is_some() {
             started = true;
         }
+        if let Some(out) = event["data"]["stdout"].as_str() {
+            use base64::Engine;
+            if let Ok(b) = base64::engine::general_purpose::STANDARD.decode(out) {
+                said.extend(b);
+            }
+        }
         if let Some(end) = event.get("end") {
             status = Some(end["status"].as_str().unwrap_or_default().to_owned());
         }
     }
+    let said = String::from_utf8_lossy(&said);
     match (started, status, ended_clean) {
         (false, _, _) => Err("envd: the process did not start".into()),
         (true, Some(s), true) if s == "exit status 0" => Ok(()),
-        (true, Some(s), _) => Err(format!("envd: the start command ended with {s}")),
+        (true, Some(s), _) => Err(format!(
+            "envd: the command ended with {s}{}",
+            if said.trim().is_empty() {
+                String::new()
+            } else {
+                format!(": {}", said.trim())
+            }
+        )),
         (true, None, _) => Err("envd: the stream ended before the process did".into()),
     }
 }

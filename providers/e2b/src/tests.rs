@@ -109,6 +109,21 @@ fn a_process_stream_is_read_to_its_end() {
     assert!(read_process_stream(&failed)
         .unwrap_err()
         .contains("exit status 127"));
+    // What the command printed comes with its failure (the supervisor check's log tail).
+    let said = [
+        envelope(0, br#"{"event":{"start":{"pid":7}}}"#),
+        envelope(0, br#"{"event":{"data":{"stdout":"bm90IHJ1bm5pbmc="}}}"#),
+        envelope(
+            0,
+            br#"{"event":{"end":{"exitCode":1,"status":"exit status 1"}}}"#,
+        ),
+        envelope(2, b"{}"),
+    ]
+    .concat();
+    assert_eq!(
+        read_process_stream(&said).unwrap_err(),
+        "envd: the command ended with exit status 1: not running"
+    );
     let refused = envelope(
         2,
         br#"{"error":{"code":"unauthenticated","message":"invalid access token"}}"#,

@@ -6,7 +6,8 @@
 //! (resumes a paused sandbox, a new envd access token), `POST /sandboxes/{id}/timeout`;
 //! and each sandbox's `envd`: `POST /process.Process/Start` (Connect protocol, JSON codec:
 //! enveloped request and stream; 415 for bare JSON; the access token checked; the sandbox
-//! chosen by `E2b-Sandbox-Id`, as E2B's proxy routes). Any call can be made to fail once.
+//! chosen by `E2b-Sandbox-Id`, as E2B's proxy routes; run as basic auth's user, where
+//! E2B's default `user` cannot write the sandbox root). Any call can be made to fail once.
 //!
 //! It is also the machine (`fake_cloud`): a sandbox is a process group on this machine,
 //! and a process started through envd runs in it; pausing stops the group where it is,
@@ -405,6 +406,44 @@ async fn process_start(State(c): State<Arc<Cloud>>, headers: HeaderMap, body: By
             )])
         }
     };
+    // Who the process runs as: basic auth's user name (no password), as envd reads it.
+    // The image's users are `root` and `sandbox` (uid 1000, who owns the sandbox root);
+    // E2B's template build adds `user` (uid 1001 here), its default.
+    let user = header("authorization")
+        .strip_prefix("Basic ")
+        .and_then(|b| {
+            use base64::Engine;
+            base64::engine::general_purpose::STANDARD.decode(b).ok()
+        })
+        .map(|b| {
+            String::from_utf8_lossy(&b)
+                .split(':')
+                .next()
+                .unwrap_or("")
+                .to_owned()
+        })
+        .unwrap_or_default();
+    match user.as_str() {
+        "root" | "sandbox" => {}
+        // `user` cannot write the sandbox root: the start command's backgrounded
+        // supervisor dies at its first write, and the command itself exits 0.
+        "user" => {
+            return stream(vec![
+                envelope(0, &json!({"event": {"start": {"pid": 4242}}})),
+                envelope(
+                    0,
+                    &json!({"event": {"end": {"exitCode": 0, "exited": true, "status": "exit status 0"}}}),
+                ),
+                envelope(2, &json!({})),
+            ])
+        }
+        other => {
+            return stream(vec![envelope(
+                2,
+                &json!({"error": {"code": "unauthenticated", "message": format!("error looking up user '{other}'")}}),
+            )])
+        }
+    }
     let process = &request["process"];
     let mut argv = vec![process["cmd"].as_str().unwrap_or_default().to_owned()];
     argv.extend(
