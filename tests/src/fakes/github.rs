@@ -373,26 +373,7 @@ impl FakeGitHub {
         title: &str,
         author: &str,
     ) -> i64 {
-        let mut w = self.world();
-        let number = next_number(&w, owner, repo);
-        w.pulls.push(Pull {
-            owner: owner.into(),
-            repo: repo.into(),
-            number,
-            title: title.into(),
-            body: format!("{title}, by {author}"),
-            head: head.into(),
-            base: base.into(),
-            state: "open".into(),
-            draft: false,
-            merged: false,
-            author: author.into(),
-            labels: Vec::new(),
-            head_owner: None,
-        });
-        drop(w);
-        self.keep_pull_ref(owner, repo, number, owner, head);
-        number
+        self.opened(owner, repo, None, (head, base), title, author)
     }
 
     /// Opens a pull request from `fork_owner`'s fork of `owner/repo` (a bare repository
@@ -406,6 +387,18 @@ impl FakeGitHub {
         fork_owner: &str,
         head: &str,
         base: &str,
+        title: &str,
+        author: &str,
+    ) -> i64 {
+        self.opened(owner, repo, Some(fork_owner), (head, base), title, author)
+    }
+
+    fn opened(
+        &self,
+        owner: &str,
+        repo: &str,
+        fork_owner: Option<&str>,
+        (head, base): (&str, &str),
         title: &str,
         author: &str,
     ) -> i64 {
@@ -424,10 +417,10 @@ impl FakeGitHub {
             merged: false,
             author: author.into(),
             labels: Vec::new(),
-            head_owner: Some(fork_owner.into()),
+            head_owner: fork_owner.map(str::to_owned),
         });
         drop(w);
-        self.keep_pull_ref(owner, repo, number, fork_owner, head);
+        self.keep_pull_ref(owner, repo, number, fork_owner.unwrap_or(owner), head);
         number
     }
 
