@@ -190,6 +190,15 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (attachment_id, idx)
     );
     "#,
+    // 15: the vendor's own id of every sandbox the session had (a vendor that names
+    // sandboxes itself is asked by it, and deleting the session reaches each).
+    r#"
+    CREATE TABLE vendor_sandboxes (
+        sandbox_id TEXT PRIMARY KEY,
+        vendor_id TEXT NOT NULL,
+        recorded_at INTEGER NOT NULL
+    );
+    "#,
 ];
 
 pub fn current_version() -> i64 {

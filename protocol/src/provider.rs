@@ -183,6 +183,30 @@ pub struct SandboxInfo {
     /// start), in its words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// The vendor's own id for the sandbox, where the vendor names sandboxes itself: the
+    /// session keeps it and addresses the sandbox by it (a vendor's list may not carry our
+    /// ids, nor list a stopped sandbox).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vendor_id: Option<String>,
+}
+
+/// A sandbox as a provider is asked about it: our id, and the vendor's id the provider
+/// gave when it made or resumed it (none for sandboxes from before it was kept, and for
+/// vendors that take our id).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SandboxRef {
+    pub sandbox_id: String,
+    pub vendor_id: Option<String>,
+}
+
+impl SandboxRef {
+    /// A sandbox known only by our id.
+    pub fn ours(sandbox_id: &str) -> SandboxRef {
+        SandboxRef {
+            sandbox_id: sandbox_id.to_owned(),
+            vendor_id: None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -41,6 +41,7 @@ impl CaptureProvider {
                                 runtime_version: String::new(),
                                 tunnel_urls: Default::default(),
                                 detail: None,
+                                vendor_id: None,
                             };
                             held(&running).insert(info.sandbox_id.clone(), info.clone());
                             let _ = tx.send(req);

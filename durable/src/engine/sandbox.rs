@@ -5,6 +5,7 @@ use super::sockets::KIND_SANDBOX;
 use super::{ids, internal, timeline, Effects, EngineResult, Session};
 use crate::store::{Cols, Store};
 use inspect_protocol::client::ServerMessage;
+use inspect_protocol::provider::SandboxRef;
 use inspect_protocol::session::MessageStatus;
 use serde_json::{Map, Value};
 
@@ -84,6 +85,60 @@ impl<S: Store> Session<'_, S> {
                 })
             })
             .transpose()
+            .map_err(internal)
+    }
+
+    /// Keeps the vendor's own id of our sandbox `sandbox_id` (given when it was made).
+    pub fn record_vendor_id(
+        &self,
+        sandbox_id: &str,
+        vendor_id: &str,
+        now: i64,
+    ) -> EngineResult<()> {
+        self.store
+            .execute(
+                "INSERT INTO vendor_sandboxes (sandbox_id, vendor_id, recorded_at) VALUES (?, ?, ?)
+                 ON CONFLICT(sandbox_id) DO UPDATE SET vendor_id = excluded.vendor_id",
+                &[sandbox_id.into(), vendor_id.into(), now.into()],
+            )
+            .map_err(internal)?;
+        Ok(())
+    }
+
+    /// Our sandbox `sandbox_id` as a provider is asked about it (with the vendor's id, when
+    /// one was kept).
+    pub fn sandbox_ref(&self, sandbox_id: &str) -> EngineResult<SandboxRef> {
+        let vendor_id = self
+            .store
+            .scalar(
+                "SELECT vendor_id FROM vendor_sandboxes WHERE sandbox_id = ?",
+                &[sandbox_id.into()],
+            )
+            .map_err(internal)?
+            .and_then(|v| v.as_str().map(str::to_owned));
+        Ok(SandboxRef {
+            sandbox_id: sandbox_id.to_owned(),
+            vendor_id,
+        })
+    }
+
+    /// Every sandbox the session had whose vendor id was kept, oldest first.
+    pub fn vendor_sandboxes(&self) -> EngineResult<Vec<SandboxRef>> {
+        self.store
+            .query(
+                "SELECT sandbox_id, vendor_id FROM vendor_sandboxes ORDER BY recorded_at, rowid",
+                &[],
+            )
+            .map_err(internal)?
+            .into_iter()
+            .map(|row| {
+                let mut c = Cols::new(row);
+                Ok(SandboxRef {
+                    sandbox_id: c.string()?,
+                    vendor_id: Some(c.string()?),
+                })
+            })
+            .collect::<Result<_, _>>()
             .map_err(internal)
     }
 

@@ -623,6 +623,35 @@ mod sandbox_flow {
     }
 
     #[test]
+    fn the_vendor_id_of_every_sandbox_is_kept() {
+        use inspect_protocol::provider::SandboxRef;
+        let st = store();
+        let s = created(&st);
+        assert_eq!(s.sandbox_ref("sb_a").unwrap(), SandboxRef::ours("sb_a"));
+        s.record_vendor_id("sb_a", "oc-1", 10).unwrap();
+        s.record_vendor_id("sb_b", "oc-2", 11).unwrap();
+        // A resume in place that came back on another machine of the vendor's.
+        s.record_vendor_id("sb_a", "oc-3", 12).unwrap();
+        assert_eq!(
+            s.sandbox_ref("sb_a").unwrap().vendor_id.as_deref(),
+            Some("oc-3")
+        );
+        let all: Vec<_> = s
+            .vendor_sandboxes()
+            .unwrap()
+            .into_iter()
+            .map(|r| (r.sandbox_id, r.vendor_id.unwrap()))
+            .collect();
+        assert_eq!(
+            all,
+            vec![
+                ("sb_a".to_owned(), "oc-3".to_owned()),
+                ("sb_b".to_owned(), "oc-2".to_owned())
+            ]
+        );
+    }
+
+    #[test]
     fn a_sandbox_that_does_not_connect_is_checked_with_the_provider_meanwhile() {
         use crate::engine::deadlines::CONNECT_CHECK_MS;
         let st = store();

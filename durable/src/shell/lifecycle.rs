@@ -127,7 +127,10 @@ impl SessionDO {
                 Err(_) => None,
             };
             let started = now_ms();
-            match provider.snapshot(&id).await {
+            let at = engine
+                .sandbox_ref(&id)
+                .unwrap_or_else(|_| SandboxRef::ours(&id));
+            match provider.snapshot(&at).await {
                 Ok(info) => {
                     self.log(
                         LogLine::info("sandbox", "snapshot_saved")
@@ -156,7 +159,11 @@ impl SessionDO {
         }
         if let Some((id, provider)) = stop.and_then(|id| self.provider().map(|p| (id, p))) {
             self.stopping.set(true);
-            let stopped = provider.stop(&id).await;
+            let at = self
+                .engine()
+                .sandbox_ref(&id)
+                .unwrap_or_else(|_| SandboxRef::ours(&id));
+            let stopped = provider.stop(&at).await;
             self.stopping.set(false);
             match stopped {
                 Ok(()) => self.log(LogLine::info("sandbox", "stopped").sandbox(&id)),
@@ -278,7 +285,15 @@ impl SessionDO {
             Ok(mut req) => match &configured {
                 Ok(provider) => {
                     let mut made = match &resume {
-                        Some(previous) => match provider.resume(previous, &req).await {
+                        Some(previous) => match provider
+                            .resume(
+                                &engine
+                                    .sandbox_ref(previous)
+                                    .unwrap_or_else(|_| SandboxRef::ours(previous)),
+                                &req,
+                            )
+                            .await
+                        {
                             Ok(Resumed::Started(info)) => Ok(info),
                             // Nothing left to resume: a fresh sandbox, and the timeline says so.
                             Ok(Resumed::Gone) => {
@@ -371,6 +386,15 @@ impl SessionDO {
                     .duration_ms(took)
                     .detail(e),
             ),
+        }
+        if let Some(vendor_id) = result.as_ref().ok().and_then(|i| i.vendor_id.as_deref()) {
+            if let Err(e) = engine.record_vendor_id(&ticket.sandbox_id, vendor_id, now_ms()) {
+                self.log(
+                    LogLine::error("sandbox", "vendor_id_not_kept")
+                        .sandbox(&ticket.sandbox_id)
+                        .detail(e),
+                );
+            }
         }
         let fx = match result {
             Ok(info) => engine

@@ -13,6 +13,7 @@ use crate::schema;
 use crate::store::{Row, SqlValue, Store, StoreError, StoreResult};
 use inspect_protocol::client::ServerMessage;
 use inspect_protocol::health::DurableProbe;
+use inspect_protocol::provider::SandboxRef;
 use inspect_protocol::sandbox::SandboxCommand;
 use inspect_protocol::session::{
     Actor, ArtifactList, CreateSessionRequest, IndexUpdate, MessageList, ParticipantList,
@@ -267,7 +268,14 @@ impl DurableObject for SessionDO {
                 self.carry_out(out.fx).await;
                 if let Some(sandbox_id) = out.check_provider {
                     let gone = match self.provider() {
-                        Some(p) => match p.status(&sandbox_id).await {
+                        Some(p) => match p
+                            .status(
+                                &engine
+                                    .sandbox_ref(&sandbox_id)
+                                    .unwrap_or_else(|_| SandboxRef::ours(&sandbox_id)),
+                            )
+                            .await
+                        {
                             Ok(info) if info.status == "running" => None,
                             Ok(info) => Some(info.detail),
                             // A provider that cannot say is asked again at the heartbeat deadline.

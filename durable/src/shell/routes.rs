@@ -279,7 +279,8 @@ impl SessionDO {
                 // that cannot say so keeps the session (try again) rather than orphan them.
                 if let Some(provider) = self.provider() {
                     let sid = engine.session_id().unwrap_or_default();
-                    if let Err(e) = provider.delete_session(&sid).await {
+                    let known = engine.vendor_sandboxes().unwrap_or_default();
+                    if let Err(e) = provider.delete_session(&sid, &known).await {
                         return json_error(&ApiError::new(
                             inspect_protocol::ErrorCode::Unavailable,
                             format!("the sandbox provider could not remove this session's sandboxes: {e}"),

@@ -8,7 +8,9 @@ use inspect_local::LocalProvider;
 use inspect_modal::ModalProvider;
 use inspect_opencomputer::OpenComputerProvider;
 use inspect_protocol::images::{BuildImageRequest, BuildStarted};
-use inspect_protocol::provider::{Capabilities, SandboxInfo, SnapshotInfo, SpawnRequest};
+use inspect_protocol::provider::{
+    Capabilities, SandboxInfo, SandboxRef, SnapshotInfo, SpawnRequest,
+};
 use inspect_provider::{ProviderError, Resumed, SandboxProvider};
 use inspect_vercel::VercelProvider;
 
@@ -139,23 +141,31 @@ impl SandboxProvider for AnyProvider {
     async fn create(&self, req: &SpawnRequest) -> Result<SandboxInfo, ProviderError> {
         each!(self, p => p.create(req).await)
     }
-    async fn status(&self, sandbox_id: &str) -> Result<SandboxInfo, ProviderError> {
-        each!(self, p => p.status(sandbox_id).await)
+    async fn status(&self, sandbox: &SandboxRef) -> Result<SandboxInfo, ProviderError> {
+        each!(self, p => p.status(sandbox).await)
     }
-    async fn stop(&self, sandbox_id: &str) -> Result<(), ProviderError> {
-        each!(self, p => p.stop(sandbox_id).await)
+    async fn stop(&self, sandbox: &SandboxRef) -> Result<(), ProviderError> {
+        each!(self, p => p.stop(sandbox).await)
     }
-    async fn resume(&self, previous: &str, req: &SpawnRequest) -> Result<Resumed, ProviderError> {
+    async fn resume(
+        &self,
+        previous: &SandboxRef,
+        req: &SpawnRequest,
+    ) -> Result<Resumed, ProviderError> {
         each!(self, p => p.resume(previous, req).await)
     }
-    async fn snapshot(&self, sandbox_id: &str) -> Result<SnapshotInfo, ProviderError> {
-        each!(self, p => p.snapshot(sandbox_id).await)
+    async fn snapshot(&self, sandbox: &SandboxRef) -> Result<SnapshotInfo, ProviderError> {
+        each!(self, p => p.snapshot(sandbox).await)
     }
     async fn runtime_version(&self) -> Result<String, ProviderError> {
         each!(self, p => p.runtime_version().await)
     }
-    async fn delete_session(&self, session_id: &str) -> Result<(), ProviderError> {
-        each!(self, p => p.delete_session(session_id).await)
+    async fn delete_session(
+        &self,
+        session_id: &str,
+        known: &[SandboxRef],
+    ) -> Result<(), ProviderError> {
+        each!(self, p => p.delete_session(session_id, known).await)
     }
     async fn build_image(&self, req: &BuildImageRequest) -> Result<BuildStarted, ProviderError> {
         each!(self, p => p.build_image(req).await)

@@ -5,7 +5,9 @@
 use crate as daytona;
 use crate::{DaytonaConfig, Revival};
 use inspect_protocol::images::{BuildImageRequest, BuildStarted};
-use inspect_protocol::provider::{Capabilities, SandboxInfo, SnapshotInfo, SpawnRequest};
+use inspect_protocol::provider::{
+    Capabilities, SandboxInfo, SandboxRef, SnapshotInfo, SpawnRequest,
+};
 use inspect_provider::{ProviderError, Resumed, SandboxProvider};
 use serde_json::Value;
 use std::time::Duration;
@@ -47,12 +49,21 @@ impl DaytonaProvider {
         .await
     }
 
-    /// Daytona's sandbox for our sandbox `sandbox_id`, found by its label.
-    async fn find(&self, sandbox_id: &str) -> Result<Option<Value>, ProviderError> {
+    /// Daytona's sandbox behind `sandbox`: asked for by the id kept when it was made (the
+    /// label list is eventually consistent: a sandbox just made may not be listed yet); one
+    /// from before ids were kept is found by its label.
+    async fn find(&self, sandbox: &SandboxRef) -> Result<Option<Value>, ProviderError> {
+        if let Some(id) = &sandbox.vendor_id {
+            return self
+                .call(Method::Get, &format!("/sandbox/{id}"), None)
+                .await;
+        }
         let list = self
             .call(
                 Method::Get,
-                &self.cfg.labelled(daytona::LABEL_SANDBOX, sandbox_id),
+                &self
+                    .cfg
+                    .labelled(daytona::LABEL_SANDBOX, &sandbox.sandbox_id),
                 None,
             )
             .await?
@@ -102,6 +113,7 @@ impl DaytonaProvider {
     fn info(
         &self,
         req: &SpawnRequest,
+        id: &str,
         urls: std::collections::BTreeMap<String, String>,
     ) -> SandboxInfo {
         SandboxInfo {
@@ -111,6 +123,7 @@ impl DaytonaProvider {
             runtime_version: self.cfg.snapshot.clone(),
             tunnel_urls: urls,
             detail: None,
+            vendor_id: Some(id.to_owned()),
         }
     }
 }
@@ -145,11 +158,12 @@ impl SandboxProvider for DaytonaProvider {
             })?;
         let id = made["id"].as_str().unwrap_or_default().to_owned();
         let urls = self.preview_urls(&id, &req.tunnel_ports).await?;
-        Ok(self.info(req, urls))
+        Ok(self.info(req, &id, urls))
     }
 
-    async fn status(&self, sandbox_id: &str) -> Result<SandboxInfo, ProviderError> {
-        let found = self.find(sandbox_id).await?;
+    async fn status(&self, sandbox: &SandboxRef) -> Result<SandboxInfo, ProviderError> {
+        let sandbox_id = sandbox.sandbox_id.as_str();
+        let found = self.find(sandbox).await?;
         let (status, detail) = match &found {
             Some(s) => {
                 let (status, detail) = daytona::status_of(s);
@@ -168,11 +182,12 @@ impl SandboxProvider for DaytonaProvider {
             runtime_version: self.cfg.snapshot.clone(),
             tunnel_urls: Default::default(),
             detail,
+            vendor_id: None,
         })
     }
 
-    async fn stop(&self, sandbox_id: &str) -> Result<(), ProviderError> {
-        let Some(s) = self.find(sandbox_id).await? else {
+    async fn stop(&self, sandbox: &SandboxRef) -> Result<(), ProviderError> {
+        let Some(s) = self.find(sandbox).await? else {
             return Ok(());
         };
         let id = s["id"].as_str().unwrap_or_default();
@@ -181,7 +196,11 @@ impl SandboxProvider for DaytonaProvider {
             .map(|_| ())
     }
 
-    async fn resume(&self, previous: &str, req: &SpawnRequest) -> Result<Resumed, ProviderError> {
+    async fn resume(
+        &self,
+        previous: &SandboxRef,
+        req: &SpawnRequest,
+    ) -> Result<Resumed, ProviderError> {
         let Some(s) = self.find(previous).await? else {
             return Ok(Resumed::Gone);
         };
@@ -202,10 +221,10 @@ impl SandboxProvider for DaytonaProvider {
             }
         }
         let urls = self.preview_urls(&id, &req.tunnel_ports).await?;
-        Ok(Resumed::Started(self.info(req, urls)))
+        Ok(Resumed::Started(self.info(req, &id, urls)))
     }
 
-    async fn snapshot(&self, _sandbox_id: &str) -> Result<SnapshotInfo, ProviderError> {
+    async fn snapshot(&self, _sandbox: &SandboxRef) -> Result<SnapshotInfo, ProviderError> {
         Err(ProviderError::Permanent(
             "daytona sandboxes resume with their disk; they take no snapshots".into(),
         ))
@@ -215,7 +234,11 @@ impl SandboxProvider for DaytonaProvider {
         Ok(self.cfg.snapshot.clone())
     }
 
-    async fn delete_session(&self, session_id: &str) -> Result<(), ProviderError> {
+    async fn delete_session(
+        &self,
+        session_id: &str,
+        known: &[SandboxRef],
+    ) -> Result<(), ProviderError> {
         let list = self
             .call(
                 Method::Get,
@@ -224,7 +247,14 @@ impl SandboxProvider for DaytonaProvider {
             )
             .await?
             .unwrap_or(Value::Null);
-        for id in daytona::listed_ids(&list) {
+        // Those the session kept ids of too: the label list may lag behind a new one.
+        let mut ids = daytona::listed_ids(&list);
+        for id in known.iter().filter_map(|k| k.vendor_id.clone()) {
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
+        }
+        for id in ids {
             self.call(Method::Delete, &format!("/sandbox/{id}"), None)
                 .await?;
         }

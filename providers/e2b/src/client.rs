@@ -6,7 +6,9 @@
 use crate as e2b;
 use crate::E2bConfig;
 use inspect_protocol::images::{BuildImageRequest, BuildStarted};
-use inspect_protocol::provider::{Capabilities, SandboxInfo, SnapshotInfo, SpawnRequest};
+use inspect_protocol::provider::{
+    Capabilities, SandboxInfo, SandboxRef, SnapshotInfo, SpawnRequest,
+};
 use inspect_provider::{ProviderError, Resumed, SandboxProvider};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -164,6 +166,7 @@ impl E2bProvider {
             runtime_version: self.cfg.template_id.clone(),
             tunnel_urls,
             detail: None,
+            vendor_id: None,
         })
     }
 }
@@ -217,7 +220,8 @@ impl SandboxProvider for E2bProvider {
         self.started(&made, req, false).await
     }
 
-    async fn status(&self, sandbox_id: &str) -> Result<SandboxInfo, ProviderError> {
+    async fn status(&self, sandbox: &SandboxRef) -> Result<SandboxInfo, ProviderError> {
+        let sandbox_id = sandbox.sandbox_id.as_str();
         let found = self.find(sandbox_id).await?;
         let (status, detail) = match &found {
             Some(s) => e2b::status_of(s),
@@ -237,11 +241,13 @@ impl SandboxProvider for E2bProvider {
             runtime_version: self.cfg.template_id.clone(),
             tunnel_urls: Default::default(),
             detail,
+            vendor_id: None,
         })
     }
 
     /// Pauses the sandbox: its memory and disk are kept until it is resumed or deleted.
-    async fn stop(&self, sandbox_id: &str) -> Result<(), ProviderError> {
+    async fn stop(&self, sandbox: &SandboxRef) -> Result<(), ProviderError> {
+        let sandbox_id = sandbox.sandbox_id.as_str();
         let Some(s) = self.find(sandbox_id).await? else {
             return Ok(());
         };
@@ -255,7 +261,12 @@ impl SandboxProvider for E2bProvider {
             .map(|_| ())
     }
 
-    async fn resume(&self, previous: &str, req: &SpawnRequest) -> Result<Resumed, ProviderError> {
+    async fn resume(
+        &self,
+        previous: &SandboxRef,
+        req: &SpawnRequest,
+    ) -> Result<Resumed, ProviderError> {
+        let previous = previous.sandbox_id.as_str();
         let Some(s) = self.find(previous).await? else {
             return Ok(Resumed::Gone);
         };
@@ -285,7 +296,7 @@ impl SandboxProvider for E2bProvider {
             .map(Resumed::Started)
     }
 
-    async fn snapshot(&self, _sandbox_id: &str) -> Result<SnapshotInfo, ProviderError> {
+    async fn snapshot(&self, _sandbox: &SandboxRef) -> Result<SnapshotInfo, ProviderError> {
         Err(ProviderError::Permanent(
             "e2b sandboxes pause with their disk and memory; they take no snapshots".into(),
         ))
@@ -295,7 +306,11 @@ impl SandboxProvider for E2bProvider {
         Ok(self.cfg.template_id.clone())
     }
 
-    async fn delete_session(&self, session_id: &str) -> Result<(), ProviderError> {
+    async fn delete_session(
+        &self,
+        session_id: &str,
+        _known: &[SandboxRef],
+    ) -> Result<(), ProviderError> {
         let list = self.list(e2b::META_SESSION, session_id).await?;
         for id in e2b::listed_ids(&list) {
             self.call(Method::Delete, &format!("/sandboxes/{id}"), None, &[])

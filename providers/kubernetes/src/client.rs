@@ -6,7 +6,9 @@
 use crate as kube;
 use crate::{Failure, KubeConfig, Resource};
 use inspect_protocol::images::{BuildImageRequest, BuildStarted};
-use inspect_protocol::provider::{Capabilities, SandboxInfo, SnapshotInfo, SpawnRequest};
+use inspect_protocol::provider::{
+    Capabilities, SandboxInfo, SandboxRef, SnapshotInfo, SpawnRequest,
+};
 use inspect_provider::{ProviderError, Resumed, SandboxProvider};
 use serde_json::Value;
 use std::time::Duration;
@@ -121,6 +123,7 @@ impl KubernetesProvider {
             runtime_version: self.cfg.image.clone(),
             tunnel_urls: kube::tunnel_urls(&self.cfg, req),
             detail: None,
+            vendor_id: None,
         })
     }
 
@@ -178,7 +181,8 @@ impl SandboxProvider for KubernetesProvider {
         Ok(info)
     }
 
-    async fn status(&self, sandbox_id: &str) -> Result<SandboxInfo, ProviderError> {
+    async fn status(&self, sandbox: &SandboxRef) -> Result<SandboxInfo, ProviderError> {
+        let sandbox_id = sandbox.sandbox_id.as_str();
         let pod = kube::names(sandbox_id).pod;
         let (code, text) = self
             .send(Method::Get, &self.cfg.object(Resource::Pods, &pod), None)
@@ -210,14 +214,21 @@ impl SandboxProvider for KubernetesProvider {
             runtime_version: self.cfg.image.clone(),
             tunnel_urls: Default::default(),
             detail,
+            vendor_id: None,
         })
     }
 
-    async fn stop(&self, sandbox_id: &str) -> Result<(), ProviderError> {
+    async fn stop(&self, sandbox: &SandboxRef) -> Result<(), ProviderError> {
+        let sandbox_id = sandbox.sandbox_id.as_str();
         self.remove_pod(sandbox_id).await
     }
 
-    async fn resume(&self, previous: &str, req: &SpawnRequest) -> Result<Resumed, ProviderError> {
+    async fn resume(
+        &self,
+        previous: &SandboxRef,
+        req: &SpawnRequest,
+    ) -> Result<Resumed, ProviderError> {
+        let previous = previous.sandbox_id.as_str();
         // The old Pod may linger (a stop that failed): it must not hold the claim.
         self.remove_pod(previous).await?;
         let list = self
@@ -229,7 +240,7 @@ impl SandboxProvider for KubernetesProvider {
         self.start(req, &claim).await.map(Resumed::Started)
     }
 
-    async fn snapshot(&self, _sandbox_id: &str) -> Result<SnapshotInfo, ProviderError> {
+    async fn snapshot(&self, _sandbox: &SandboxRef) -> Result<SnapshotInfo, ProviderError> {
         Err(ProviderError::Permanent(
             "kubernetes sandboxes resume on their workspace claim; they take no snapshots".into(),
         ))
@@ -239,7 +250,11 @@ impl SandboxProvider for KubernetesProvider {
         Ok(self.cfg.image.clone())
     }
 
-    async fn delete_session(&self, session_id: &str) -> Result<(), ProviderError> {
+    async fn delete_session(
+        &self,
+        session_id: &str,
+        _known: &[SandboxRef],
+    ) -> Result<(), ProviderError> {
         let mut kinds = vec![Resource::Pods, Resource::Secrets];
         if self.cfg.ingress_domain.is_some() {
             kinds.extend([Resource::Ingresses, Resource::Services]);

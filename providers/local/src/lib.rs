@@ -4,7 +4,9 @@
 
 use inspect_protocol::health::HostHealth;
 use inspect_protocol::images::{BuildImageRequest, BuildStarted};
-use inspect_protocol::provider::{Capabilities, SandboxInfo, SnapshotInfo, SpawnRequest};
+use inspect_protocol::provider::{
+    Capabilities, SandboxInfo, SandboxRef, SnapshotInfo, SpawnRequest,
+};
 use inspect_provider::{ProviderError, Resumed, SandboxProvider};
 use worker::{Fetch, Headers, Method, Request, RequestInit};
 
@@ -118,20 +120,26 @@ impl SandboxProvider for LocalProvider {
         parse_info(status, &text)
     }
 
-    async fn resume(&self, _previous: &str, _req: &SpawnRequest) -> Result<Resumed, ProviderError> {
+    async fn resume(
+        &self,
+        _previous: &SandboxRef,
+        _req: &SpawnRequest,
+    ) -> Result<Resumed, ProviderError> {
         Err(ProviderError::Permanent(
             "the local host restores from snapshots; it does not resume".into(),
         ))
     }
 
-    async fn status(&self, sandbox_id: &str) -> Result<SandboxInfo, ProviderError> {
+    async fn status(&self, sandbox: &SandboxRef) -> Result<SandboxInfo, ProviderError> {
+        let sandbox_id = sandbox.sandbox_id.as_str();
         let (status, text) = self
             .call(Method::Get, &format!("/sandboxes/{sandbox_id}"), None)
             .await?;
         parse_info(status, &text)
     }
 
-    async fn stop(&self, sandbox_id: &str) -> Result<(), ProviderError> {
+    async fn stop(&self, sandbox: &SandboxRef) -> Result<(), ProviderError> {
+        let sandbox_id = sandbox.sandbox_id.as_str();
         let (status, text) = self
             .call(Method::Delete, &format!("/sandboxes/{sandbox_id}"), None)
             .await?;
@@ -142,7 +150,8 @@ impl SandboxProvider for LocalProvider {
         }
     }
 
-    async fn snapshot(&self, sandbox_id: &str) -> Result<SnapshotInfo, ProviderError> {
+    async fn snapshot(&self, sandbox: &SandboxRef) -> Result<SnapshotInfo, ProviderError> {
+        let sandbox_id = sandbox.sandbox_id.as_str();
         let (status, text) = self
             .call(
                 Method::Post,
@@ -161,7 +170,11 @@ impl SandboxProvider for LocalProvider {
         Ok(self.health().await?.version)
     }
 
-    async fn delete_session(&self, session_id: &str) -> Result<(), ProviderError> {
+    async fn delete_session(
+        &self,
+        session_id: &str,
+        _known: &[SandboxRef],
+    ) -> Result<(), ProviderError> {
         let (status, text) = self
             .call(Method::Delete, &format!("/sessions/{session_id}"), None)
             .await?;

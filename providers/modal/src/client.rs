@@ -4,7 +4,9 @@
 
 use crate::{endpoints, Answer, ModalConfig};
 use inspect_protocol::images::{BuildImageRequest, BuildStarted};
-use inspect_protocol::provider::{Capabilities, SandboxInfo, SnapshotInfo, SpawnRequest};
+use inspect_protocol::provider::{
+    Capabilities, SandboxInfo, SandboxRef, SnapshotInfo, SpawnRequest,
+};
 use inspect_provider::{ProviderError, Resumed, SandboxProvider};
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -59,6 +61,7 @@ impl ModalProvider {
             tunnel_urls: inspect_protocol::json::from_value(&data["tunnel_urls"])
                 .unwrap_or_default(),
             detail: data["detail"].as_str().map(str::to_owned),
+            vendor_id: None,
         }
     }
 }
@@ -88,7 +91,8 @@ impl SandboxProvider for ModalProvider {
         Ok(self.info(&req.sandbox_id, &req.session_id, &data))
     }
 
-    async fn status(&self, sandbox_id: &str) -> Result<SandboxInfo, ProviderError> {
+    async fn status(&self, sandbox: &SandboxRef) -> Result<SandboxInfo, ProviderError> {
+        let sandbox_id = sandbox.sandbox_id.as_str();
         let data = self
             .post(
                 endpoints::STATUS,
@@ -99,7 +103,8 @@ impl SandboxProvider for ModalProvider {
         Ok(self.info(sandbox_id, "", &data))
     }
 
-    async fn stop(&self, sandbox_id: &str) -> Result<(), ProviderError> {
+    async fn stop(&self, sandbox: &SandboxRef) -> Result<(), ProviderError> {
+        let sandbox_id = sandbox.sandbox_id.as_str();
         self.post(
             endpoints::TERMINATE,
             &json!({ "sandbox_id": sandbox_id, "reason": "stopped" }),
@@ -109,13 +114,18 @@ impl SandboxProvider for ModalProvider {
         .map(|_| ())
     }
 
-    async fn resume(&self, _previous: &str, _req: &SpawnRequest) -> Result<Resumed, ProviderError> {
+    async fn resume(
+        &self,
+        _previous: &SandboxRef,
+        _req: &SpawnRequest,
+    ) -> Result<Resumed, ProviderError> {
         Err(ProviderError::Permanent(
             "Modal sandboxes come back from snapshots; they do not resume".into(),
         ))
     }
 
-    async fn snapshot(&self, sandbox_id: &str) -> Result<SnapshotInfo, ProviderError> {
+    async fn snapshot(&self, sandbox: &SandboxRef) -> Result<SnapshotInfo, ProviderError> {
+        let sandbox_id = sandbox.sandbox_id.as_str();
         let data = self
             .post(
                 endpoints::SNAPSHOT,
@@ -153,7 +163,11 @@ impl SandboxProvider for ModalProvider {
         Ok(data["runtime_version"].as_str().unwrap_or("").to_owned())
     }
 
-    async fn delete_session(&self, session_id: &str) -> Result<(), ProviderError> {
+    async fn delete_session(
+        &self,
+        session_id: &str,
+        _known: &[SandboxRef],
+    ) -> Result<(), ProviderError> {
         self.post(
             endpoints::DELETE_SESSION,
             &json!({ "session_id": session_id }),

@@ -7,7 +7,9 @@
 use crate as oc;
 use crate::OpenComputerConfig;
 use inspect_protocol::images::{BuildImageRequest, BuildStarted};
-use inspect_protocol::provider::{Capabilities, SandboxInfo, SnapshotInfo, SpawnRequest};
+use inspect_protocol::provider::{
+    Capabilities, SandboxInfo, SandboxRef, SnapshotInfo, SpawnRequest,
+};
 use inspect_provider::{ProviderError, Resumed, SandboxProvider};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -46,6 +48,7 @@ impl OpenComputerProvider {
         .await
     }
 
+    /// The running sandboxes (all the hosted list shows) whose tags have `key` = `value`.
     async fn matching(&self, key: &str, value: &str) -> Result<Vec<Value>, ProviderError> {
         let list = self
             .call(Method::Get, "/sandboxes", None, CALL_DEADLINE)
@@ -54,16 +57,29 @@ impl OpenComputerProvider {
         Ok(oc::matching(&list, key, value))
     }
 
-    /// OpenComputer's sandbox for our sandbox `sandbox_id`, found by its metadata.
-    async fn find(&self, sandbox_id: &str) -> Result<Option<Value>, ProviderError> {
-        Ok(self
-            .matching(oc::META_SANDBOX, sandbox_id)
-            .await?
-            .into_iter()
-            .next())
+    /// OpenComputer's sandbox behind `sandbox` and its id: asked for by the id kept when
+    /// it was made; a sandbox from before ids were kept is looked for among the running
+    /// ones by its tags. `None` when OpenComputer knows no such sandbox.
+    async fn find(&self, sandbox: &SandboxRef) -> Result<Option<(String, Value)>, ProviderError> {
+        match &sandbox.vendor_id {
+            Some(id) => Ok(self
+                .call(
+                    Method::Get,
+                    &format!("/sandboxes/{id}"),
+                    None,
+                    CALL_DEADLINE,
+                )
+                .await?
+                .map(|s| (id.clone(), s))),
+            None => Ok(self
+                .matching(oc::META_SANDBOX, &sandbox.sandbox_id)
+                .await?
+                .into_iter()
+                .find_map(|s| oc::id_of(&s).map(|id| (id, s)))),
+        }
     }
 
-    /// How many sandboxes of ours OpenComputer holds (the health check's question).
+    /// How many sandboxes of ours OpenComputer runs (the health check's question).
     pub async fn count(&self) -> Result<usize, ProviderError> {
         Ok(self
             .matching(oc::META_FRAMEWORK, "open-inspect")
@@ -71,13 +87,20 @@ impl OpenComputerProvider {
             .len())
     }
 
-    /// Starts the supervisor in the sandbox (nothing happens if it runs already).
+    /// Starts the supervisor in the sandbox (nothing happens if it runs already), then checks
+    /// it is up.
     async fn start_supervisor(&self, id: &str) -> Result<(), ProviderError> {
+        self.run(id, &oc::start_body(), "did not start").await?;
+        self.run(id, &oc::up_check_body(), "is not up").await
+    }
+
+    /// One command in the sandbox; anything but exit 0 is a transient failure in words.
+    async fn run(&self, id: &str, body: &Value, what: &str) -> Result<(), ProviderError> {
         let ran = self
             .call(
                 Method::Post,
                 &format!("/sandboxes/{id}/exec/run"),
-                Some(&oc::start_body()),
+                Some(body),
                 CALL_DEADLINE,
             )
             .await?
@@ -86,17 +109,19 @@ impl OpenComputerProvider {
             })?;
         match ran["exitCode"].as_i64() {
             Some(0) => Ok(()),
-            code => Err(ProviderError::Transient(format!(
-                "opencomputer: the supervisor did not start in sandbox {id} (exit {}): {}",
-                code.map(|c| c.to_string())
-                    .unwrap_or_else(|| "unknown".into()),
-                ran["stderr"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .chars()
-                    .take(300)
-                    .collect::<String>()
-            ))),
+            code => {
+                let said = format!(
+                    "{} {}",
+                    ran["stdout"].as_str().unwrap_or_default(),
+                    ran["stderr"].as_str().unwrap_or_default()
+                );
+                Err(ProviderError::Transient(format!(
+                    "opencomputer: the supervisor {what} in sandbox {id} (exit {}): {}",
+                    code.map(|c| c.to_string())
+                        .unwrap_or_else(|| "unknown".into()),
+                    said.trim().chars().take(1500).collect::<String>()
+                )))
+            }
         }
     }
 
@@ -137,7 +162,23 @@ impl OpenComputerProvider {
         new: bool,
     ) -> Result<SandboxInfo, ProviderError> {
         let id = oc::id_of(sandbox).unwrap_or_default();
-        if let Err(e) = self.start_supervisor(&id).await {
+        let begun = match new {
+            // Our ids as tags: what the hosted list shows of a sandbox (no metadata).
+            true => self
+                .call(
+                    Method::Put,
+                    &format!("/sandboxes/{id}/tags"),
+                    Some(&oc::tags(req)),
+                    CALL_DEADLINE,
+                )
+                .await
+                .map(|_| ()),
+            false => Ok(()),
+        };
+        if let Err(e) = match begun {
+            Ok(()) => self.start_supervisor(&id).await,
+            Err(e) => Err(e),
+        } {
             if new {
                 let _ = self
                     .call(
@@ -157,6 +198,7 @@ impl OpenComputerProvider {
             runtime_version: self.cfg.template.clone(),
             tunnel_urls: self.urls(sandbox, &req.tunnel_ports).await?,
             detail: None,
+            vendor_id: Some(id),
         })
     }
 }
@@ -206,35 +248,34 @@ impl SandboxProvider for OpenComputerProvider {
         self.started(&made, req, true).await
     }
 
-    async fn status(&self, sandbox_id: &str) -> Result<SandboxInfo, ProviderError> {
-        let found = self.find(sandbox_id).await?;
+    async fn status(&self, sandbox: &SandboxRef) -> Result<SandboxInfo, ProviderError> {
+        let found = self.find(sandbox).await?;
         let (status, detail) = match &found {
-            Some(s) => oc::status_of(s),
+            Some((_, s)) => oc::status_of(s),
             None => ("exited", Some("no such sandbox".to_owned())),
         };
         Ok(SandboxInfo {
-            sandbox_id: sandbox_id.to_owned(),
+            sandbox_id: sandbox.sandbox_id.clone(),
             session_id: found
                 .as_ref()
-                .and_then(|s| s["metadata"][oc::META_SESSION].as_str())
-                .unwrap_or_default()
-                .to_owned(),
+                .and_then(|(_, s)| oc::our_id(s, oc::META_SESSION))
+                .unwrap_or_default(),
             status: status.into(),
             runtime_version: self.cfg.template.clone(),
             tunnel_urls: Default::default(),
             detail,
+            vendor_id: found.map(|(id, _)| id),
         })
     }
 
     /// Hibernates the sandbox: its disk (and, when it can, its memory) is kept.
-    async fn stop(&self, sandbox_id: &str) -> Result<(), ProviderError> {
-        let Some(s) = self.find(sandbox_id).await? else {
+    async fn stop(&self, sandbox: &SandboxRef) -> Result<(), ProviderError> {
+        let Some((id, s)) = self.find(sandbox).await? else {
             return Ok(());
         };
         if !oc::is_running(&s) {
             return Ok(());
         }
-        let id = oc::id_of(&s).unwrap_or_default();
         self.call(
             Method::Post,
             &format!("/sandboxes/{id}/hibernate"),
@@ -245,17 +286,21 @@ impl SandboxProvider for OpenComputerProvider {
         .map(|_| ())
     }
 
-    async fn resume(&self, previous: &str, req: &SpawnRequest) -> Result<Resumed, ProviderError> {
-        let Some(mut s) = self.find(previous).await? else {
+    async fn resume(
+        &self,
+        previous: &SandboxRef,
+        req: &SpawnRequest,
+    ) -> Result<Resumed, ProviderError> {
+        let Some((id, mut s)) = self.find(previous).await? else {
             return Ok(Resumed::Gone);
         };
-        let id = oc::id_of(&s).unwrap_or_default();
         if !oc::is_running(&s) {
+            // Only a hibernated sandbox wakes; a deleted one (`stopped`) answers 404.
             match self
                 .call(
                     Method::Post,
                     &format!("/sandboxes/{id}/wake"),
-                    None,
+                    Some(&json!({ "timeout": self.cfg.idle_timeout_seconds })),
                     CALL_DEADLINE,
                 )
                 .await?
@@ -272,16 +317,19 @@ impl SandboxProvider for OpenComputerProvider {
             CALL_DEADLINE,
         )
         .await?;
+        if oc::id_of(&s).is_none() {
+            s["sandboxID"] = json!(id);
+        }
         self.started(&s, req, false).await.map(Resumed::Started)
     }
 
     /// A disk checkpoint of the running sandbox.
-    async fn snapshot(&self, sandbox_id: &str) -> Result<SnapshotInfo, ProviderError> {
+    async fn snapshot(&self, sandbox: &SandboxRef) -> Result<SnapshotInfo, ProviderError> {
+        let sandbox_id = sandbox.sandbox_id.as_str();
         let began = worker::Date::now().as_millis();
-        let s = self.find(sandbox_id).await?.ok_or_else(|| {
+        let (id, s) = self.find(sandbox).await?.ok_or_else(|| {
             ProviderError::Permanent(format!("opencomputer: no sandbox {sandbox_id}"))
         })?;
-        let id = oc::id_of(&s).unwrap_or_default();
         let name = format!("{sandbox_id}-{began}");
         let made = self
             .call(
@@ -306,7 +354,7 @@ impl SandboxProvider for OpenComputerProvider {
             runtime_version: self.cfg.template.clone(),
             bytes: made["sizeBytes"].as_u64().unwrap_or(0),
             duration_ms: worker::Date::now().as_millis().saturating_sub(began),
-            session_id: s["metadata"][oc::META_SESSION].as_str().map(str::to_owned),
+            session_id: oc::our_id(&s, oc::META_SESSION),
         })
     }
 
@@ -316,9 +364,22 @@ impl SandboxProvider for OpenComputerProvider {
 
     /// Deletes the session's sandboxes, then their checkpoints (in that order: a checkpoint
     /// being taken meanwhile either ends before the sandbox goes, and is listed, or fails).
-    async fn delete_session(&self, session_id: &str) -> Result<(), ProviderError> {
+    /// The sandboxes are those the session kept ids of and any running one tagged with the
+    /// session; OpenComputer still lists the checkpoints of a sandbox it deleted.
+    async fn delete_session(
+        &self,
+        session_id: &str,
+        known: &[SandboxRef],
+    ) -> Result<(), ProviderError> {
+        let mut ids: Vec<String> = known.iter().filter_map(|k| k.vendor_id.clone()).collect();
         for s in self.matching(oc::META_SESSION, session_id).await? {
-            let id = oc::id_of(&s).unwrap_or_default();
+            if let Some(id) = oc::id_of(&s) {
+                if !ids.contains(&id) {
+                    ids.push(id);
+                }
+            }
+        }
+        for id in ids {
             self.call(
                 Method::Delete,
                 &format!("/sandboxes/{id}"),

@@ -6,16 +6,21 @@
 //! after every turn a disk checkpoint is taken, from which a new sandbox is forked when the
 //! hibernated one is gone.
 //!
-//! OpenComputer names sandboxes by its own ids; ours travel as metadata, and the client
-//! finds a sandbox by it. This crate builds the bodies and reads the answers; the client
-//! (`client.rs`, wasm only) sends them from the SessionDO.
+//! OpenComputer names sandboxes by its own ids: the session keeps the id a sandbox was
+//! made with and the client asks for it by that (the hosted list shows only running
+//! sandboxes, and no metadata). Ours travel as metadata and as tags (which the list does
+//! show: the health count, and sandboxes from before ids were kept). This crate builds the
+//! bodies and reads the answers; the client (`client.rs`, wasm only) sends them from the
+//! SessionDO.
 
 #[cfg(target_arch = "wasm32")]
 mod client;
 #[cfg(target_arch = "wasm32")]
 pub use client::OpenComputerProvider;
 
-use inspect_protocol::provider::{SpawnRequest, SANDBOX_ROOT, SUPERVISOR_START};
+use inspect_protocol::provider::{
+    SpawnRequest, SANDBOX_ROOT, SUPERVISOR_START, SUPERVISOR_UP_CHECK,
+};
 use inspect_protocol::vendor;
 use serde_json::{json, Value};
 
@@ -78,6 +83,20 @@ fn metadata(req: &SpawnRequest) -> Value {
     })
 }
 
+/// `PUT /sandboxes/{id}/tags`: our ids, a flat map of strings (OpenComputer's tag keys are
+/// `[A-Za-z0-9_.:-]`, at most 128 bytes; `oc:` is its own).
+pub fn tags(req: &SpawnRequest) -> Value {
+    metadata(req)
+}
+
+/// One of our ids on a sandbox answer: its tags (hosted answers), else its metadata.
+pub fn our_id(sandbox: &Value, key: &str) -> Option<String> {
+    sandbox["tags"][key]
+        .as_str()
+        .or_else(|| sandbox["metadata"][key].as_str())
+        .map(str::to_owned)
+}
+
 /// `POST /sandboxes`: from the template snapshot, with the supervisor's environment, our ids
 /// as metadata, the idle timeout.
 pub fn create_body(cfg: &OpenComputerConfig, req: &SpawnRequest) -> Value {
@@ -100,9 +119,18 @@ pub fn fork_body(cfg: &OpenComputerConfig, req: &SpawnRequest) -> Value {
     })
 }
 
-/// `POST /sandboxes/{id}/exec/run` starting the supervisor.
+/// `POST /sandboxes/{id}/exec/run` starting the supervisor. OpenComputer's agent runs a
+/// command as uid 1000 (the image's `sandbox`, owner of the sandbox root) with its own
+/// PATH (`/usr/local/bin` first), HOME `/home/sandbox` and the sandbox's `envs` over them
+/// (so the supervisor's HOME is ours); the directory is the sandbox root.
 pub fn start_body() -> Value {
-    json!({ "cmd": "sh", "args": ["-c", SUPERVISOR_START], "timeout": 10 })
+    json!({ "cmd": "sh", "args": ["-c", SUPERVISOR_START], "cwd": ROOT, "timeout": 10 })
+}
+
+/// `POST /sandboxes/{id}/exec/run` checking the supervisor is up (the start backgrounds it
+/// and succeeds whatever becomes of it): exit 0, else the end of its log on stdout.
+pub fn up_check_body() -> Value {
+    json!({ "cmd": "sh", "args": ["-c", SUPERVISOR_UP_CHECK], "cwd": ROOT, "timeout": 30 })
 }
 
 /// `POST /sandboxes/{id}/checkpoints`: the disk only, the oldest deleted past the limit.
@@ -138,9 +166,12 @@ pub fn is_running(sandbox: &Value) -> bool {
 pub fn status_of(sandbox: &Value) -> (&'static str, Option<String>) {
     match state_of(sandbox) {
         "running" | "started" | "ready" | "creating" | "starting" | "waking" => ("running", None),
-        s @ ("hibernated" | "hibernating" | "stopped" | "paused") => {
-            ("stopped", Some(s.to_owned()))
-        }
+        s @ ("hibernated" | "hibernating" | "paused") => ("stopped", Some(s.to_owned())),
+        // OpenComputer's word for a sandbox it deleted (its record stays).
+        "stopped" => (
+            "exited",
+            Some("stopped: deleted by OpenComputer".to_owned()),
+        ),
         other => (
             "exited",
             Some(match sandbox["error"].as_str() {
@@ -177,14 +208,14 @@ pub fn preview_url(answer: &Value) -> Option<String> {
         .or_else(|| answer["hostname"].as_str().map(|h| format!("https://{h}")))
 }
 
-/// The sandboxes of a list answer (an array, or `{sandboxes: […]}`) whose metadata has
-/// `key` = `value`.
+/// The sandboxes of a list answer (an array, or `{sandboxes: […]}`) whose tags (or
+/// metadata) have `key` = `value`.
 pub fn matching(list: &Value, key: &str, value: &str) -> Vec<Value> {
     list.as_array()
         .or_else(|| list["sandboxes"].as_array())
         .map(|all| {
             all.iter()
-                .filter(|s| s["metadata"][key] == value)
+                .filter(|s| our_id(s, key).as_deref() == Some(value))
                 .cloned()
                 .collect()
         })

@@ -44,6 +44,18 @@ fn bodies_carry_the_supervisor_environment() {
     assert_eq!(create["snapshot"], "oi-sandbox");
     assert_eq!(create["envs"]["HOME"], "/sandbox/home", "never a secret's");
     assert_eq!(create["metadata"][META_SANDBOX], "sb1");
+    // Tags as OpenComputer takes them: a flat map of strings, keys of its charset.
+    let tags = tags(&request());
+    assert_eq!(tags[META_SANDBOX], "sb1");
+    for (k, v) in tags.as_object().unwrap() {
+        assert!(v.is_string(), "{k}");
+        assert!(k.len() <= 128 && !k.starts_with("oc:"), "{k}");
+        assert!(
+            k.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "_.-:".contains(c)),
+            "{k}"
+        );
+    }
     let fork = fork_body(&cfg, &request());
     assert_eq!(fork["envs"]["INSPECT_SANDBOX_ID"], "sb1");
     assert_eq!(checkpoint_body("c")["kind"], "disk_only");
@@ -77,8 +89,13 @@ fn answers_are_read() {
         status_of(&json!({"state": "hibernated"})),
         ("stopped", Some("hibernated".into()))
     );
+    // A deleted sandbox's record stays, as `stopped`: it is not coming back.
+    assert_eq!(status_of(&json!({"status": "stopped"})).0, "exited");
     let list = json!([{"id": "a", "metadata": {"openinspect_session_id": "s1"}}, {"id": "b"}]);
     assert_eq!(matching(&list, META_SESSION, "s1").len(), 1);
+    // The hosted list carries tags, not metadata.
+    let hosted = json!([{"sandboxID": "c", "tags": {"openinspect_session_id": "s1"}}]);
+    assert_eq!(matching(&hosted, META_SESSION, "s1").len(), 1);
 }
 
 #[test]

@@ -3,7 +3,9 @@
 //! under `providers/` implements it; the SessionDO sees only this.
 
 use inspect_protocol::images::{BuildImageRequest, BuildStarted};
-use inspect_protocol::provider::{Capabilities, SandboxInfo, SnapshotInfo, SpawnRequest};
+use inspect_protocol::provider::{
+    Capabilities, SandboxInfo, SandboxRef, SnapshotInfo, SpawnRequest,
+};
 use std::fmt;
 
 #[cfg(target_arch = "wasm32")]
@@ -82,17 +84,27 @@ pub trait SandboxProvider {
     fn name(&self) -> &'static str;
     fn capabilities(&self) -> Capabilities;
     async fn create(&self, req: &SpawnRequest) -> Result<SandboxInfo, ProviderError>;
-    async fn status(&self, sandbox_id: &str) -> Result<SandboxInfo, ProviderError>;
-    async fn stop(&self, sandbox_id: &str) -> Result<(), ProviderError>;
+    async fn status(&self, sandbox: &SandboxRef) -> Result<SandboxInfo, ProviderError>;
+    async fn stop(&self, sandbox: &SandboxRef) -> Result<(), ProviderError>;
     /// Starts the stopped sandbox `previous` again as `req`'s sandbox (providers with
     /// `persistent_resume`; the others answer `Permanent`).
-    async fn resume(&self, previous: &str, req: &SpawnRequest) -> Result<Resumed, ProviderError>;
+    async fn resume(
+        &self,
+        previous: &SandboxRef,
+        req: &SpawnRequest,
+    ) -> Result<Resumed, ProviderError>;
     /// Saves the sandbox's filesystem (providers with `snapshots`).
-    async fn snapshot(&self, sandbox_id: &str) -> Result<SnapshotInfo, ProviderError>;
+    async fn snapshot(&self, sandbox: &SandboxRef) -> Result<SnapshotInfo, ProviderError>;
     /// The runtime new sandboxes get; snapshots restore only into the one that made them.
     async fn runtime_version(&self) -> Result<String, ProviderError>;
     /// Removes everything kept for a session: its sandboxes, their files, its snapshots.
-    async fn delete_session(&self, session_id: &str) -> Result<(), ProviderError>;
+    /// `known` are the session's sandboxes as it recorded them (a vendor that cannot find
+    /// a session's sandboxes by a search addresses these).
+    async fn delete_session(
+        &self,
+        session_id: &str,
+        known: &[SandboxRef],
+    ) -> Result<(), ProviderError>;
     /// Starts building a prebuilt image; the provider reports how it ended to the request's
     /// callback URL. Providers without image builds answer `Permanent`.
     async fn build_image(&self, req: &BuildImageRequest) -> Result<BuildStarted, ProviderError>;

@@ -5,7 +5,9 @@
 use crate as vercel;
 use crate::VercelConfig;
 use inspect_protocol::images::{BuildImageRequest, BuildStarted};
-use inspect_protocol::provider::{Capabilities, SandboxInfo, SnapshotInfo, SpawnRequest};
+use inspect_protocol::provider::{
+    Capabilities, SandboxInfo, SandboxRef, SnapshotInfo, SpawnRequest,
+};
 use inspect_provider::{ProviderError, Resumed, SandboxProvider};
 use serde_json::Value;
 use std::time::Duration;
@@ -162,10 +164,12 @@ impl SandboxProvider for VercelProvider {
             runtime_version: self.cfg.base_snapshot.clone(),
             tunnel_urls: vercel::port_urls(&made),
             detail: None,
+            vendor_id: None,
         })
     }
 
-    async fn status(&self, sandbox_id: &str) -> Result<SandboxInfo, ProviderError> {
+    async fn status(&self, sandbox: &SandboxRef) -> Result<SandboxInfo, ProviderError> {
+        let sandbox_id = sandbox.sandbox_id.as_str();
         let found = self.sandbox(sandbox_id).await?;
         let (status, detail) = match &found {
             Some(s) => vercel::status_of(s),
@@ -182,24 +186,31 @@ impl SandboxProvider for VercelProvider {
             runtime_version: self.cfg.base_snapshot.clone(),
             tunnel_urls: Default::default(),
             detail,
+            vendor_id: None,
         })
     }
 
-    async fn stop(&self, sandbox_id: &str) -> Result<(), ProviderError> {
+    async fn stop(&self, sandbox: &SandboxRef) -> Result<(), ProviderError> {
+        let sandbox_id = sandbox.sandbox_id.as_str();
         match self.sandbox(sandbox_id).await? {
             Some(s) => self.stop_answer(&s).await,
             None => Ok(()),
         }
     }
 
-    async fn resume(&self, _previous: &str, _req: &SpawnRequest) -> Result<Resumed, ProviderError> {
+    async fn resume(
+        &self,
+        _previous: &SandboxRef,
+        _req: &SpawnRequest,
+    ) -> Result<Resumed, ProviderError> {
         Err(ProviderError::Permanent(
             "vercel sandboxes come back from snapshots, not by resuming".into(),
         ))
     }
 
     /// Snapshots the sandbox's running session (which ends it).
-    async fn snapshot(&self, sandbox_id: &str) -> Result<SnapshotInfo, ProviderError> {
+    async fn snapshot(&self, sandbox: &SandboxRef) -> Result<SnapshotInfo, ProviderError> {
+        let sandbox_id = sandbox.sandbox_id.as_str();
         let started = worker::Date::now().as_millis();
         let found = self
             .sandbox(sandbox_id)
@@ -248,7 +259,11 @@ impl SandboxProvider for VercelProvider {
     }
 
     /// Stops the session's sandboxes and deletes the snapshots they left.
-    async fn delete_session(&self, session_id: &str) -> Result<(), ProviderError> {
+    async fn delete_session(
+        &self,
+        session_id: &str,
+        _known: &[SandboxRef],
+    ) -> Result<(), ProviderError> {
         let tagged = self.tagged((vercel::TAG_SESSION, session_id)).await?;
         let list = serde_json::json!({ "sandboxes": tagged });
         for s in vercel::sandboxes_of_session(&list, session_id) {

@@ -281,6 +281,7 @@ fn info(id: &str, sandbox: &mut Sandbox) -> SandboxInfo {
         runtime_version: runtime_version(),
         tunnel_urls: sandbox.tunnel_urls.clone(),
         detail: None,
+        vendor_id: None,
     }
 }
 

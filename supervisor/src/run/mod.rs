@@ -150,10 +150,26 @@ impl RunConfig {
     }
 }
 
+/// How long a supervisor started while another holds the lock waits for it to end: the
+/// holder may be the last one still ending after a shutdown, frozen mid-way by a pause and
+/// continued by the resume that started this one.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 pub async fn run() -> Result<()> {
-    let Some(_lock) = hold_supervisor_lock()? else {
-        tracing::info!("another supervisor runs in this sandbox; nothing to do");
-        return Ok(());
+    let waited = std::time::Instant::now();
+    let mut said = false;
+    let _lock = loop {
+        if let Some(lock) = hold_supervisor_lock()? {
+            break lock;
+        }
+        if waited.elapsed() >= LOCK_WAIT {
+            tracing::info!("another supervisor runs in this sandbox; nothing to do");
+            return Ok(());
+        }
+        if !std::mem::replace(&mut said, true) {
+            tracing::info!("another supervisor holds the sandbox; waiting for it to end");
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
     };
     let (cfg, link_cfg) = RunConfig::from_env()?;
     let unpacking =

@@ -1,11 +1,18 @@
-//! A fake OpenComputer following its REST API as the provider uses it (`X-API-Key`;
+//! A fake OpenComputer following its hosted REST API, from its server's handlers
+//! (`diggerhq/opencomputer`, `internal/api/sandbox.go`, `sandbox_tags.go`; `X-API-Key`;
 //! errors as `{error}`): `POST /sandboxes` (from a template snapshot, `envs`, `metadata`,
-//! `timeout`), `POST /sandboxes/from-checkpoint/{id}` (a fork: the checkpoint's disk, the
-//! old environment overlaid with the new), `GET /sandboxes`, `GET|DELETE /sandboxes/{id}`,
-//! `POST /sandboxes/{id}/hibernate|wake|timeout|preview`, `POST /sandboxes/{id}/exec/run`
+//! `timeout`; answered with `sandboxID`, `status`, `region`, `workerID`, `sandboxDomain`
+//! only), `POST /sandboxes/from-checkpoint/{id}` (a fork: the checkpoint's disk, the old
+//! environment overlaid with the new), `GET /sandboxes` (running sandboxes only, without
+//! metadata: `sandboxID`, `status`, `region`, `workerID`, `template`, `startedAt`, `tags`),
+//! `GET|DELETE /sandboxes/{id}` (a deleted sandbox's record stays: `GET` answers it as
+//! `stopped`), `GET|PUT /sandboxes/{id}/tags` (a flat map of strings, OpenComputer's key
+//! rules), `POST /sandboxes/{id}/hibernate|wake|timeout|preview` (only a hibernated
+//! sandbox wakes: else 404 "no active hibernation found"), `POST /sandboxes/{id}/exec/run`
 //! (`{exitCode, stdout, stderr}`), `POST|GET /sandboxes/{id}/checkpoints` (disk only, the
-//! oldest deleted past `maxCount`), `DELETE /sandboxes/{id}/checkpoints/{cp}`. Any call can
-//! be made to fail once.
+//! oldest deleted past `maxCount`; UUID ids; a deleted sandbox's are still listed),
+//! `DELETE /sandboxes/{id}/checkpoints/{cp}` (400 for an id that is no UUID or a checkpoint
+//! of another sandbox). Any call can be made to fail once.
 //!
 //! It is also the machine (`fake_cloud`): hibernating stops the sandbox's processes where
 //! they are, waking continues them, or boots the machine again on its disk when its
@@ -29,16 +36,73 @@ pub const DOMAIN: &str = "sandboxes.opencomputer.fake";
 /// A checkpoint as the API shows it, and the environment it was taken with.
 type Checkpoint = (Value, Vec<(String, String)>);
 
+/// What OpenComputer keeps beside its machines: a sandbox's record (it outlives the
+/// machine: a deleted sandbox reads as `stopped`) and its tags.
+#[derive(Default)]
+struct Records {
+    /// Every sandbox ever made: its tags, and whether it was deleted.
+    sandboxes: std::collections::BTreeMap<String, (serde_json::Map<String, Value>, bool)>,
+    checkpoints: u64,
+}
+
 struct Fake {
     cloud: Arc<Cloud>,
     /// Every checkpoint kept (they outlive their sandbox, and a fork inherits the
     /// environment it was taken with).
     checkpoints: std::sync::Mutex<Vec<Checkpoint>>,
+    records: std::sync::Mutex<Records>,
+    /// The next supervisor start ends at once, its log saying why (the start command
+    /// backgrounds it, so the command itself still succeeds).
+    crash_next_start: std::sync::atomic::AtomicBool,
 }
 
 impl Fake {
     fn checkpoints<T>(&self, f: impl FnOnce(&mut Vec<Checkpoint>) -> T) -> T {
         f(&mut self.checkpoints.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    fn records<T>(&self, f: impl FnOnce(&mut Records) -> T) -> T {
+        f(&mut self.records.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Whether OpenComputer has a record of sandbox `id` (made, maybe deleted since).
+    fn known(&self, id: &str) -> bool {
+        self.records(|r| r.sandboxes.contains_key(id))
+    }
+
+    /// The machine goes; its record stays, as deleted.
+    fn delete(&self, id: &str) -> bool {
+        let had = self.cloud.remove(id).is_some();
+        self.records(|r| {
+            if let Some(rec) = r.sandboxes.get_mut(id) {
+                rec.1 = true;
+            }
+        });
+        had
+    }
+
+    /// A sandbox as the hosted API shows it (no metadata: that stays with the machine).
+    fn view(&self, id: &str) -> Option<Value> {
+        let (tags, deleted) = self.records(|r| r.sandboxes.get(id).cloned())?;
+        let status = match deleted {
+            true => json!("stopped"),
+            false => self.cloud.machine(id, |m| m.object["status"].clone())?,
+        };
+        let mut v = json!({
+            "sandboxID": id,
+            "status": status,
+            "region": "fake-1",
+            "template": "base",
+            "startedAt": "2026-01-01T00:00:00Z",
+            "sandboxDomain": DOMAIN,
+            "tags": tags,
+            "tagsLastUpdatedAt": Value::Null,
+        });
+        if v["status"] == "running" {
+            v["workerID"] = json!("w-fake-1");
+            v["token"] = json!("jwt-fake");
+        }
+        Some(v)
     }
 }
 
@@ -53,11 +117,14 @@ impl FakeOpenComputer {
         let fake = Arc::new(Fake {
             cloud: Cloud::new("inspect-opencomputer-", image_env)?,
             checkpoints: Default::default(),
+            records: Default::default(),
+            crash_next_start: Default::default(),
         });
         let app = Router::new()
             .route("/sandboxes", get(list).post(create))
             .route("/sandboxes/from-checkpoint/{cp}", post(fork))
             .route("/sandboxes/{id}", get(one).delete(one))
+            .route("/sandboxes/{id}/tags", get(tags).put(tags))
             .route("/sandboxes/{id}/exec/run", post(exec))
             .route(
                 "/sandboxes/{id}/checkpoints",
@@ -87,6 +154,13 @@ impl FakeOpenComputer {
         ]
     }
 
+    /// The next supervisor started ends at once, saying why in its log.
+    pub fn crash_next_start(&self) {
+        self.fake
+            .crash_next_start
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
     pub fn fail_next(&self, call: &str, status: u16, message: &str) {
         self.fake.cloud.fail_next(call, status, message);
     }
@@ -95,6 +169,8 @@ impl FakeOpenComputer {
         self.fake.cloud.calls()
     }
 
+    /// The machines OpenComputer runs or keeps hibernated, as it holds them (with the
+    /// metadata they were made with).
     pub fn sandboxes(&self) -> Vec<Value> {
         self.fake
             .cloud
@@ -115,7 +191,7 @@ impl FakeOpenComputer {
     pub fn vanish(&self, sandbox_id: &str) {
         for (id, o) in self.fake.cloud.objects() {
             if o["metadata"]["openinspect_expected_sandbox_id"] == sandbox_id {
-                self.fake.cloud.remove(&id);
+                self.fake.delete(&id);
             }
         }
     }
@@ -163,12 +239,8 @@ fn env_of(v: &Value) -> Vec<(String, String)> {
         .unwrap_or_default()
 }
 
-fn new_sandbox(
-    c: &Arc<Cloud>,
-    env: Vec<(String, String)>,
-    body: &Value,
-    from: Option<&str>,
-) -> Response {
+fn new_sandbox(f: &Fake, env: Vec<(String, String)>, body: &Value, from: Option<&str>) -> Response {
+    let c = &f.cloud;
     let id = c.next_id("sb-oc-");
     let object = json!({
         "id": id,
@@ -180,8 +252,19 @@ fn new_sandbox(
         "timeout": body["timeout"],
         "sandboxDomain": DOMAIN,
     });
-    match c.make(&id, object.clone(), env, from, ended) {
-        Ok(()) => (StatusCode::CREATED, Json(object)).into_response(),
+    match c.make(&id, object, env, from, ended) {
+        Ok(()) => {
+            f.records(|r| r.sandboxes.insert(id.clone(), Default::default()));
+            let answer = json!({
+                "sandboxID": id,
+                "token": "jwt-fake",
+                "status": "running",
+                "region": "fake-1",
+                "workerID": "w-fake-1",
+                "sandboxDomain": DOMAIN,
+            });
+            (StatusCode::CREATED, Json(answer)).into_response()
+        }
         Err(e) => error(500, &e),
     }
 }
@@ -203,7 +286,7 @@ async fn create(State(f): State<Arc<Fake>>, headers: HeaderMap, body: Bytes) -> 
             ),
         );
     }
-    new_sandbox(c, env_of(&body["envs"]), &body, None)
+    new_sandbox(&f, env_of(&body["envs"]), &body, None)
 }
 
 async fn fork(
@@ -236,7 +319,7 @@ async fn fork(
         env.retain(|(ek, _)| *ek != k);
         env.push((k, v));
     }
-    new_sandbox(c, env, &body, Some(&cp))
+    new_sandbox(&f, env, &body, Some(&cp))
 }
 
 async fn list(State(f): State<Arc<Fake>>, headers: HeaderMap) -> Response {
@@ -244,8 +327,15 @@ async fn list(State(f): State<Arc<Fake>>, headers: HeaderMap) -> Response {
     if let Err(r) = admit(c, &headers, "GET /sandboxes") {
         return *r;
     }
-    let all: Vec<Value> = c.objects().into_iter().map(|(_, o)| o).collect();
-    Json(all).into_response()
+    // The org's running sandboxes, at most 100, as the hosted list shows them.
+    let running: Vec<Value> = c
+        .objects()
+        .into_iter()
+        .filter_map(|(id, _)| f.view(&id))
+        .filter(|v| v["status"] == "running")
+        .take(100)
+        .collect();
+    Json(running).into_response()
 }
 
 async fn one(
@@ -258,16 +348,18 @@ async fn one(
     if let Err(r) = admit(c, &headers, &format!("{method} /sandboxes/{id}")) {
         return *r;
     }
-    if method == Method::DELETE {
-        // Its checkpoints stay (forks can be made of them) until deleted themselves.
-        return match c.remove(&id) {
-            Some(_) => StatusCode::NO_CONTENT.into_response(),
-            None => error(404, &format!("sandbox {id} not found")),
-        };
+    if !f.known(&id) {
+        return error(404, "sandbox not found");
     }
-    match c.machine(&id, |m| m.object.clone()) {
-        Some(o) => Json(o).into_response(),
-        None => error(404, &format!("sandbox {id} not found")),
+    if method == Method::DELETE {
+        // Its checkpoints stay (forks can be made of them) until deleted themselves; its
+        // record stays, as `stopped`.
+        f.delete(&id);
+        return StatusCode::NO_CONTENT.into_response();
+    }
+    match f.view(&id) {
+        Some(v) => Json(v).into_response(),
+        None => error(404, "sandbox not found"),
     }
 }
 
@@ -293,6 +385,7 @@ async fn act(
             }
             Json(json!({})).into_response()
         }
+        "wake" if object["status"] != "hibernated" => error(404, "no active hibernation found"),
         "wake" => {
             let alive = c.machine(&id, |m| m.alive()).unwrap_or(false);
             if alive {
@@ -300,14 +393,11 @@ async fn act(
             } else if let Err(e) = c.boot(&id, ended) {
                 return error(500, &e);
             }
-            let o = c
-                .machine(&id, |m| {
-                    m.object["status"] = json!("running");
-                    m.object["error"] = Value::Null;
-                    m.object.clone()
-                })
-                .unwrap_or_default();
-            Json(o).into_response()
+            c.machine(&id, |m| {
+                m.object["status"] = json!("running");
+                m.object["error"] = Value::Null;
+            });
+            Json(f.view(&id).unwrap_or_default()).into_response()
         }
         "timeout" => {
             let Some(t) = body["timeout"].as_u64() else {
@@ -347,6 +437,17 @@ async fn exec(
             .flatten()
             .filter_map(|a| a.as_str().map(str::to_owned)),
     );
+    let starts = argv.iter().any(|a| a.contains("inspect-supervisor run"));
+    if starts
+        && f.crash_next_start
+            .swap(false, std::sync::atomic::Ordering::SeqCst)
+    {
+        argv = vec![
+            "sh".into(),
+            "-c".into(),
+            "echo 'fatal: the workspace disk is read-only' >> \"$INSPECT_SANDBOX_ROOT/supervisor.log\"".into(),
+        ];
+    }
     let wait = Duration::from_secs(body["timeout"].as_u64().unwrap_or(60));
     match c.exec(&id, &argv, wait).await {
         Ok(ran) => Json(json!({"exitCode": ran.code, "stdout": ran.stdout, "stderr": ran.stderr}))
@@ -373,7 +474,13 @@ async fn checkpoint(
         return error(400, "kind must be disk_only or full");
     }
     let keep = body["retentionPolicy"]["maxCount"].as_u64().unwrap_or(10) as usize;
-    let cp = c.next_id("cp-");
+    let cp = f.records(|r| {
+        r.checkpoints += 1;
+        format!(
+            "{:08x}-0000-4000-8000-{:012x}",
+            r.checkpoints, r.checkpoints
+        )
+    });
     let bytes = match c.save_disk(&id, &cp) {
         Ok(b) => b,
         Err(e) if e.starts_with("no machine") => return error(404, &e),
@@ -408,6 +515,9 @@ async fn checkpoints(
     if let Err(r) = admit(c, &headers, &format!("GET /sandboxes/{id}/checkpoints")) {
         return *r;
     }
+    if !f.known(&id) {
+        return error(404, "sandbox not found");
+    }
     let list: Vec<Value> = f.checkpoints(|all| {
         all.iter()
             .filter(|(x, _)| x["sandboxId"] == id.as_str())
@@ -430,14 +540,78 @@ async fn forget(
     ) {
         return *r;
     }
-    let had = f.checkpoints(|all| {
-        let before = all.len();
-        all.retain(|(x, _)| !(x["id"] == cp.as_str() && x["sandboxId"] == id.as_str()));
-        before != all.len()
-    });
-    if had && c.forget_saved(&cp) {
-        StatusCode::NO_CONTENT.into_response()
-    } else {
-        error(404, &format!("checkpoint {cp} not found"))
+    if !is_uuid(&cp) {
+        return error(400, "invalid checkpoint ID");
     }
+    let Some(owner) = f.checkpoints(|all| {
+        all.iter()
+            .find(|(x, _)| x["id"] == cp.as_str())
+            .map(|(x, _)| x["sandboxId"].as_str().unwrap_or_default().to_owned())
+    }) else {
+        return error(404, "checkpoint not found");
+    };
+    if owner != id {
+        return error(400, "checkpoint does not belong to this sandbox");
+    }
+    f.checkpoints(|all| all.retain(|(x, _)| x["id"] != cp.as_str()));
+    c.forget_saved(&cp);
+    StatusCode::NO_CONTENT.into_response()
+}
+
+fn is_uuid(s: &str) -> bool {
+    let groups: Vec<&str> = s.split('-').collect();
+    groups.iter().map(|g| g.len()).eq([8, 4, 4, 4, 12])
+        && groups
+            .iter()
+            .all(|g| g.chars().all(|c| c.is_ascii_hexdigit()))
+}
+
+/// `GET|PUT /sandboxes/{id}/tags`: a PUT replaces them all (a flat map of strings; at most
+/// 50; keys of 1–128 of `[A-Za-z0-9_.:-]`, not `oc:`; values at most 256 bytes).
+async fn tags(
+    State(f): State<Arc<Fake>>,
+    method: Method,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Response {
+    if let Err(r) = admit(
+        &f.cloud,
+        &headers,
+        &format!("{method} /sandboxes/{id}/tags"),
+    ) {
+        return *r;
+    }
+    if !f.known(&id) {
+        return error(404, "sandbox not found");
+    }
+    if method == Method::PUT {
+        let Ok(raw) = serde_json::from_slice::<serde_json::Map<String, Value>>(&body) else {
+            return error(400, "request body must be a flat { key: string } map");
+        };
+        if raw.len() > 50 {
+            return error(400, &format!("max 50 tags per sandbox, got {}", raw.len()));
+        }
+        for (k, v) in &raw {
+            let Some(v) = v.as_str() else {
+                return error(400, &format!("tag {k:?}: value must be a string"));
+            };
+            let key_ok = !k.is_empty()
+                && k.len() <= 128
+                && k.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "_.-:".contains(c));
+            if !key_ok || k.starts_with("oc:") || v.len() > 256 {
+                return error(400, &format!("tag key {k:?} is not allowed"));
+            }
+        }
+        f.records(|r| {
+            if let Some(rec) = r.sandboxes.get_mut(&id) {
+                rec.0 = raw;
+            }
+        });
+    }
+    let tags = f
+        .records(|r| r.sandboxes.get(&id).map(|rec| rec.0.clone()))
+        .unwrap_or_default();
+    Json(json!({"tags": tags, "tagsLastUpdatedAt": Value::Null})).into_response()
 }
