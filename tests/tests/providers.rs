@@ -1414,6 +1414,52 @@ async fn opencomputer_a_supervisor_that_does_not_come_up_is_said_and_retried() {
     assert_eq!(o.sandboxes().len(), 1, "{:#?}", o.sandboxes());
 }
 
+/// A sandbox that never became ready is deleted, not paused: nothing will resume it (the
+/// next sandbox is a new one), and a paused sandbox is kept, and billed, until the session
+/// is deleted. Before, it was paused like an idle one.
+#[tokio::test]
+async fn e2b_a_sandbox_that_never_became_ready_is_deleted_not_paused() {
+    let w = World::start(
+        Provider::E2b,
+        vec![Reply::text("Ran on the next one.")],
+        &[],
+    )
+    .await;
+    let e = w.e2b.as_ref().unwrap();
+    e.hang_next_start();
+    let (_id, mut ws) = w.session().await;
+    ws.send(json!({"type": "prompt", "content": "go"}))
+        .await
+        .unwrap();
+    let mut first = String::new();
+    loop {
+        let m = ws.recv_within(60).await.unwrap();
+        if m["type"] == "sandbox_spawning" {
+            first = m["sandboxId"].as_str().unwrap().to_owned();
+        }
+        // Made and started: the session waits for it to connect.
+        if m["type"] == "sandbox_status" && m["status"] == "connecting" {
+            break;
+        }
+    }
+    // Its supervisor holds the lock and never connects; E2B pauses it (its timeout).
+    e.pause_as_vendor(&first);
+    let errors = w.errors_until_success(&mut ws).await;
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("the sandbox's process is gone")),
+        "{errors:#?}\n{}",
+        w.logs()
+    );
+    let left: Vec<Value> = e
+        .sandboxes()
+        .into_iter()
+        .filter(|s| s["metadata"]["openinspect_expected_sandbox_id"] == first.as_str())
+        .collect();
+    assert!(left.is_empty(), "kept: {left:#?}\n{:?}", e.calls());
+}
+
 /// A prompt sent while the provider is still stopping the idle sandbox waits for the stop
 /// to end, then resumes the same machine (it once raced the stop: the resume found the
 /// machine half-stopped, failed, and a fresh sandbox without the workspace ran the prompt).

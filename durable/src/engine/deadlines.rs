@@ -405,6 +405,7 @@ impl<S: Store> Session<'_, S> {
         // provider saves what it can reach before stopping it.
         fx.snapshot_sandbox = Some(sandbox_id.to_owned());
         fx.stop_sandbox = Some(sandbox_id.to_owned());
+        fx.discard_sandbox = never_ready;
         fx.spawn_wanted = self.needs_sandbox()? && !self.given_up(now)?;
         Ok(fx)
     }

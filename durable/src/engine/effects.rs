@@ -39,6 +39,9 @@ pub struct Effects {
     pub spawn_wanted: bool,
     /// A sandbox the provider should stop (it was given up on).
     pub stop_sandbox: Option<String>,
+    /// The sandbox to stop never became ready: nothing in it is worth keeping, and nothing
+    /// will resume it (the provider deletes it where a stop would keep it).
+    pub discard_sandbox: bool,
     /// A sandbox whose filesystem the provider should snapshot (before any stop).
     pub snapshot_sandbox: Option<String>,
     /// Prompts with a callback that ended: report each where its context says.
@@ -167,6 +170,7 @@ impl Effects {
         self.spawn_wanted |= other.spawn_wanted;
         if other.stop_sandbox.is_some() {
             self.stop_sandbox = other.stop_sandbox;
+            self.discard_sandbox = other.discard_sandbox;
         }
         if other.snapshot_sandbox.is_some() {
             self.snapshot_sandbox = other.snapshot_sandbox;

@@ -678,6 +678,9 @@ mod sandbox_flow {
             .unwrap();
         assert_eq!(s.sandbox_status().unwrap(), "stale");
         assert!(fx.spawn_wanted, "one failure: try again");
+        // It never became ready: nothing in it is kept.
+        assert_eq!(fx.stop_sandbox.as_deref(), Some(t.sandbox_id.as_str()));
+        assert!(fx.discard_sandbox);
         let mut now = next;
         for _ in 0..2 {
             now += 1_000;
@@ -1165,6 +1168,9 @@ mod sandbox_flow {
                 .unwrap();
             assert!(!fx.spawn_wanted, "nothing else waits");
             assert_eq!(s.sandbox_status().unwrap(), "stale");
+            // It was ready: stopped, not discarded (its workspace may be worth keeping).
+            assert_eq!(fx.stop_sandbox.as_deref(), Some(sb.as_str()));
+            assert!(!fx.discard_sandbox);
         }
 
         #[test]

@@ -100,6 +100,7 @@ impl SessionDO {
     pub(super) async fn carry_out(&self, fx: Effects) {
         let mut wanted = fx.spawn_wanted;
         let stop = fx.stop_sandbox.clone();
+        let discard = fx.discard_sandbox;
         let snapshot = fx.snapshot_sandbox.clone();
         // A snapshot has a deadline of its own (an abandoned one must not hold the sandbox).
         let reschedule = moves_deadlines(&fx) || fx.snapshot_sandbox.is_some();
@@ -163,10 +164,16 @@ impl SessionDO {
                 .engine()
                 .sandbox_ref(&id)
                 .unwrap_or_else(|_| SandboxRef::ours(&id));
-            let stopped = provider.stop(&at).await;
+            let stopped = match discard {
+                true => provider.discard(&at).await,
+                false => provider.stop(&at).await,
+            };
             self.stopping.set(false);
             match stopped {
-                Ok(()) => self.log(LogLine::info("sandbox", "stopped").sandbox(&id)),
+                Ok(()) => self.log(
+                    LogLine::info("sandbox", if discard { "discarded" } else { "stopped" })
+                        .sandbox(&id),
+                ),
                 Err(e) => self.log(
                     LogLine::warn("sandbox", "stop_failed")
                         .sandbox(&id)

@@ -147,6 +147,9 @@ impl SandboxProvider for AnyProvider {
     async fn stop(&self, sandbox: &SandboxRef) -> Result<(), ProviderError> {
         each!(self, p => p.stop(sandbox).await)
     }
+    async fn discard(&self, sandbox: &SandboxRef) -> Result<(), ProviderError> {
+        each!(self, p => p.discard(sandbox).await)
+    }
     async fn resume(
         &self,
         previous: &SandboxRef,

@@ -186,6 +186,18 @@ impl SandboxProvider for DaytonaProvider {
         })
     }
 
+    /// Deletes a sandbox that never became ready (a stopped one would be kept until the
+    /// session is deleted).
+    async fn discard(&self, sandbox: &SandboxRef) -> Result<(), ProviderError> {
+        let Some(s) = self.find(sandbox).await? else {
+            return Ok(());
+        };
+        let id = s["id"].as_str().unwrap_or_default();
+        self.call(Method::Delete, &format!("/sandbox/{id}"), None)
+            .await
+            .map(|_| ())
+    }
+
     async fn stop(&self, sandbox: &SandboxRef) -> Result<(), ProviderError> {
         let Some(s) = self.find(sandbox).await? else {
             return Ok(());

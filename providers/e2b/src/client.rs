@@ -261,6 +261,18 @@ impl SandboxProvider for E2bProvider {
             .map(|_| ())
     }
 
+    /// Kills a sandbox that never became ready (a paused one would be kept until the
+    /// session is deleted, and billed for its storage).
+    async fn discard(&self, sandbox: &SandboxRef) -> Result<(), ProviderError> {
+        let Some(s) = self.find(&sandbox.sandbox_id).await? else {
+            return Ok(());
+        };
+        let id = s["sandboxID"].as_str().unwrap_or_default();
+        self.call(Method::Delete, &format!("/sandboxes/{id}"), None, &[])
+            .await
+            .map(|_| ())
+    }
+
     async fn resume(
         &self,
         previous: &SandboxRef,

@@ -286,6 +286,21 @@ impl SandboxProvider for OpenComputerProvider {
         .map(|_| ())
     }
 
+    /// Deletes a sandbox that never became ready (a hibernated one would be kept).
+    async fn discard(&self, sandbox: &SandboxRef) -> Result<(), ProviderError> {
+        let Some((id, _)) = self.find(sandbox).await? else {
+            return Ok(());
+        };
+        self.call(
+            Method::Delete,
+            &format!("/sandboxes/{id}"),
+            None,
+            CALL_DEADLINE,
+        )
+        .await
+        .map(|_| ())
+    }
+
     async fn resume(
         &self,
         previous: &SandboxRef,

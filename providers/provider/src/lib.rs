@@ -86,6 +86,11 @@ pub trait SandboxProvider {
     async fn create(&self, req: &SpawnRequest) -> Result<SandboxInfo, ProviderError>;
     async fn status(&self, sandbox: &SandboxRef) -> Result<SandboxInfo, ProviderError>;
     async fn stop(&self, sandbox: &SandboxRef) -> Result<(), ProviderError>;
+    /// Ends a sandbox that never became ready: nothing will resume it, so a provider whose
+    /// stop keeps a sandbox (paused, hibernated, stopped) deletes it instead.
+    async fn discard(&self, sandbox: &SandboxRef) -> Result<(), ProviderError> {
+        self.stop(sandbox).await
+    }
     /// Starts the stopped sandbox `previous` again as `req`'s sandbox (providers with
     /// `persistent_resume`; the others answer `Permanent`).
     async fn resume(

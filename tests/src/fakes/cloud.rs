@@ -49,6 +49,9 @@ struct State {
     clock: u64,
     /// Saved disks by id.
     saved: HashMap<String, PathBuf>,
+    /// What the next command starting a supervisor runs instead (a test's way to have a
+    /// supervisor end at once, or hang without connecting).
+    next_start: Option<String>,
 }
 
 pub struct Cloud {
@@ -239,9 +242,21 @@ impl Cloud {
         Ok(())
     }
 
+    /// The next command that starts a supervisor (`inspect-supervisor run`) runs `script`
+    /// with `sh -c` instead, in the same machine and environment.
+    pub fn replace_next_start(&self, script: &str) {
+        self.with(|s| s.next_start = Some(script.to_owned()));
+    }
+
     /// Runs `argv` in the machine (its group, its environment, its disk as the working
     /// directory), waiting at most `wait` for it to end.
     pub async fn exec(&self, id: &str, argv: &[String], wait: Duration) -> Result<Ran, String> {
+        let mut argv = argv.to_vec();
+        if argv.iter().any(|a| a.contains("inspect-supervisor run")) {
+            if let Some(script) = self.with(|s| s.next_start.take()) {
+                argv = vec!["sh".into(), "-c".into(), script];
+            }
+        }
         let Some((group, env, disk)) = self.with(|s| {
             s.machines.get_mut(id).map(|m| {
                 m.commands += 1;

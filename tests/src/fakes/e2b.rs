@@ -76,6 +76,27 @@ impl FakeE2b {
         self.cloud.calls()
     }
 
+    /// The next supervisor started holds its lock but never connects (a sandbox that
+    /// passes the start's check and never becomes ready).
+    pub fn hang_next_start(&self) {
+        self.cloud.replace_next_start(
+            "cd \"$INSPECT_SANDBOX_ROOT\" && { nohup flock .supervisor.lock sleep 600 >/dev/null 2>&1 & }",
+        );
+    }
+
+    /// E2B pauses our sandbox `sandbox_id` by itself (its timeout ran out, with auto-pause).
+    pub fn pause_as_vendor(&self, sandbox_id: &str) {
+        for (id, o) in self.cloud.objects() {
+            if o["metadata"]["openinspect_expected_sandbox_id"] == sandbox_id
+                && o["state"] == "running"
+            {
+                self.cloud.pause(&id);
+                self.cloud
+                    .machine(&id, |m| m.object["state"] = json!("paused"));
+            }
+        }
+    }
+
     /// Every sandbox as the API shows it (killed ones too).
     pub fn sandboxes(&self) -> Vec<Value> {
         self.cloud.objects().into_iter().map(|(_, o)| o).collect()

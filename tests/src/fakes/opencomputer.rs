@@ -51,9 +51,6 @@ struct Fake {
     /// environment it was taken with).
     checkpoints: std::sync::Mutex<Vec<Checkpoint>>,
     records: std::sync::Mutex<Records>,
-    /// The next supervisor start ends at once, its log saying why (the start command
-    /// backgrounds it, so the command itself still succeeds).
-    crash_next_start: std::sync::atomic::AtomicBool,
 }
 
 impl Fake {
@@ -118,7 +115,6 @@ impl FakeOpenComputer {
             cloud: Cloud::new("inspect-opencomputer-", image_env)?,
             checkpoints: Default::default(),
             records: Default::default(),
-            crash_next_start: Default::default(),
         });
         let app = Router::new()
             .route("/sandboxes", get(list).post(create))
@@ -156,9 +152,9 @@ impl FakeOpenComputer {
 
     /// The next supervisor started ends at once, saying why in its log.
     pub fn crash_next_start(&self) {
-        self.fake
-            .crash_next_start
-            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.fake.cloud.replace_next_start(
+            "echo 'fatal: the workspace disk is read-only' >> \"$INSPECT_SANDBOX_ROOT/supervisor.log\"",
+        );
     }
 
     pub fn fail_next(&self, call: &str, status: u16, message: &str) {
@@ -437,17 +433,6 @@ async fn exec(
             .flatten()
             .filter_map(|a| a.as_str().map(str::to_owned)),
     );
-    let starts = argv.iter().any(|a| a.contains("inspect-supervisor run"));
-    if starts
-        && f.crash_next_start
-            .swap(false, std::sync::atomic::Ordering::SeqCst)
-    {
-        argv = vec![
-            "sh".into(),
-            "-c".into(),
-            "echo 'fatal: the workspace disk is read-only' >> \"$INSPECT_SANDBOX_ROOT/supervisor.log\"".into(),
-        ];
-    }
     let wait = Duration::from_secs(body["timeout"].as_u64().unwrap_or(60));
     match c.exec(&id, &argv, wait).await {
         Ok(ran) => Json(json!({"exitCode": ran.code, "stdout": ran.stdout, "stderr": ran.stderr}))
