@@ -199,6 +199,11 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         recorded_at INTEGER NOT NULL
     );
     "#,
+    // 16: when the sandbox first became ready (one given up on after that has a workspace
+    // worth resuming; one that never did has nothing).
+    r#"
+    ALTER TABLE sandbox ADD COLUMN ready_at INTEGER;
+    "#,
 ];
 
 pub fn current_version() -> i64 {

@@ -187,6 +187,11 @@ impl World {
     /// A world whose first prompt writes `scratch.txt` (ignored by git, so only the
     /// sandbox's disk keeps it) and whose sandboxes stop after 4 idle seconds.
     async fn with_scratch(provider: Provider) -> World {
+        World::scratch(provider, &[("SANDBOX_IDLE_TIMEOUT_SECONDS", "4")]).await
+    }
+
+    /// A world whose first prompt writes `scratch.txt`, with `vars` for the Worker.
+    async fn scratch(provider: Provider, vars: &[(&str, &str)]) -> World {
         let w = World::start(
             provider,
             vec![
@@ -196,7 +201,7 @@ impl World {
                 ),
                 Reply::text("Wrote it."),
             ],
-            &[("SANDBOX_IDLE_TIMEOUT_SECONDS", "4")],
+            vars,
         )
         .await;
         std::fs::write(w.repo.path().join(".gitignore"), "scratch.txt\n").unwrap();
@@ -426,7 +431,9 @@ async fn idle_stop_and_back(provider: Provider) {
 }
 
 /// A sandbox that dies mid-turn fails that prompt in words, soon; the next prompt gets a
-/// new sandbox.
+/// sandbox: where the provider keeps sandboxes, the dead one is resumed (its machine started
+/// again, or its workspace given a new machine; one with nothing left is replaced), else a
+/// new one.
 async fn killed_mid_turn(provider: Provider) {
     let w = World::start(
         provider,
@@ -490,7 +497,24 @@ async fn killed_mid_turn(provider: Provider) {
             break (sb, w.until_complete(&mut ws, 1).await);
         }
     };
-    assert_ne!(first, second);
+    let resumed = seen
+        .iter()
+        .any(|m| m["type"] == "sandbox_status" && m["status"] == "resuming");
+    match provider {
+        Provider::Local | Provider::Modal | Provider::Vercel => {
+            assert_ne!(first, second);
+            assert!(!resumed, "{seen:#?}");
+        }
+        // A new Pod on the claim: a new sandbox on the old workspace.
+        Provider::Kubernetes => {
+            assert_ne!(first, second);
+            assert!(resumed, "{seen:#?}");
+        }
+        // In place: the same identity, unless the machine is gone and replaced.
+        Provider::Daytona | Provider::E2b | Provider::OpenComputer => {
+            assert!(resumed, "{seen:#?}");
+        }
+    }
     assert_eq!(events(&seen, "execution_complete")[0]["success"], true);
 }
 
@@ -1458,6 +1482,53 @@ async fn e2b_a_sandbox_that_never_became_ready_is_deleted_not_paused() {
         .filter(|s| s["metadata"]["openinspect_expected_sandbox_id"] == first.as_str())
         .collect();
     assert!(left.is_empty(), "kept: {left:#?}\n{:?}", e.calls());
+}
+
+/// A Pod that dies after its sandbox was ready (evicted, OOM-killed, its node gone) comes
+/// back on its claim: the next prompt finds the uncommitted file. Before, only a sandbox we
+/// had stopped was resumed: a fresh one was made and the session's other claims deleted.
+#[tokio::test]
+async fn kubernetes_a_pod_that_dies_comes_back_on_its_workspace() {
+    let w = World::scratch(Provider::Kubernetes, &[]).await;
+    let (id, mut ws) = w.session().await;
+    ws.send(json!({"type": "prompt", "content": "write scratch"}))
+        .await
+        .unwrap();
+    w.until_complete(&mut ws, 1).await;
+    let groups = sandbox_groups_of(&id);
+    assert_eq!(groups.len(), 1, "{groups:?}");
+    nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(groups[0]),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    loop {
+        let m = ws
+            .recv_within(90)
+            .await
+            .unwrap_or_else(|e| panic!("{e}\n{}", w.logs()));
+        if m["type"] == "sandbox_status" && m["status"] == "stale" {
+            break;
+        }
+    }
+    let seen = w.read_scratch(&mut ws).await;
+    assert!(
+        seen.iter()
+            .any(|m| m["type"] == "sandbox_status" && m["status"] == "resuming"),
+        "{seen:#?}"
+    );
+    let call = events(&seen, "tool_call")
+        .into_iter()
+        .find(|c| c["status"] == "completed")
+        .cloned()
+        .unwrap_or_else(|| panic!("no tool call: {seen:#?}"));
+    assert!(
+        call["output"].as_str().unwrap().contains("keep me"),
+        "{call}\n{}",
+        w.logs()
+    );
+    let c = w.cluster.as_ref().unwrap();
+    assert_eq!(c.objects("persistentvolumeclaims").len(), 1);
 }
 
 /// A prompt sent while the provider is still stopping the idle sandbox waits for the stop

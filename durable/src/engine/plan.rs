@@ -17,8 +17,9 @@ pub enum SpawnPlan {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PreviousSandbox {
     pub sandbox_id: String,
-    /// `stopped` (by us, cleanly), `stale`, `failed`, …
-    pub status: String,
+    /// Stopped by us, or given up on after it had been ready: its workspace holds the
+    /// session's work (one that never became ready, or failed to spawn, holds nothing).
+    pub resumable: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,7 +35,7 @@ pub fn plan_spawn(
     runtime_version: &str,
 ) -> SpawnPlan {
     if let Some(p) = previous {
-        if caps.persistent_resume && p.status == "stopped" {
+        if caps.persistent_resume && p.resumable {
             return SpawnPlan::Resume {
                 sandbox_id: p.sandbox_id.clone(),
             };
@@ -63,9 +64,10 @@ impl<S: crate::store::Store> super::Session<'_, S> {
         runtime_version: &str,
     ) -> super::EngineResult<SpawnPlan> {
         use crate::store::Cols;
+        let resumable = self.resumable()?;
         let previous = self
             .store
-            .query("SELECT sandbox_id, status FROM sandbox WHERE id = 1", &[])
+            .query("SELECT sandbox_id FROM sandbox WHERE id = 1", &[])
             .map_err(super::internal)?
             .into_iter()
             .next()
@@ -73,7 +75,7 @@ impl<S: crate::store::Store> super::Session<'_, S> {
                 let mut c = Cols::new(row);
                 Ok(PreviousSandbox {
                     sandbox_id: c.opt_string()?.unwrap_or_default(),
-                    status: c.string()?,
+                    resumable,
                 })
             })
             .transpose()
@@ -156,11 +158,12 @@ mod tests {
     fn the_plan_table() {
         let stopped = PreviousSandbox {
             sandbox_id: "sb1".into(),
-            status: "stopped".into(),
+            resumable: true,
         };
+        // Never ready, or failed: nothing in it.
         let stale = PreviousSandbox {
             sandbox_id: "sb1".into(),
-            status: "stale".into(),
+            resumable: false,
         };
         let snap = LatestSnapshot {
             snapshot_id: "snap1".into(),
@@ -191,7 +194,7 @@ mod tests {
                 resume.clone(),
             ),
             (caps(false, true), Some(&stopped), None, resume),
-            // a stale one is not resumed: restore instead
+            // one with nothing in it is not resumed: restore instead
             (caps(true, true), Some(&stale), Some(&snap), restore.clone()),
             // restore where the provider can and the runtime matches
             (caps(true, false), Some(&stopped), Some(&snap), restore),

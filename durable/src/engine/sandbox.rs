@@ -156,8 +156,16 @@ impl<S: Store> Session<'_, S> {
         now: i64,
     ) -> crate::store::StoreResult<()> {
         self.store.execute(
-            "UPDATE sandbox SET status = ?, error = ?, updated_at = ? WHERE id = 1",
-            &[status.into(), error.into(), now.into()],
+            "UPDATE sandbox SET status = ?, error = ?, updated_at = ?,
+                ready_at = CASE WHEN ? = 'ready' THEN COALESCE(ready_at, ?) ELSE ready_at END
+             WHERE id = 1",
+            &[
+                status.into(),
+                error.into(),
+                now.into(),
+                status.into(),
+                now.into(),
+            ],
         )?;
         self.store.execute(
             "UPDATE session SET sandbox_status = ? WHERE id = 1",
@@ -241,7 +249,7 @@ impl<S: Store> Session<'_, S> {
                 self.store.execute(
                     "INSERT INTO sandbox (id, sandbox_id, status, token_hash, spawned_at, updated_at) VALUES (1, ?, 'spawning', ?, ?, ?)
                      ON CONFLICT(id) DO UPDATE SET sandbox_id = excluded.sandbox_id, status = 'spawning', token_hash = excluded.token_hash,
-                        spawned_at = excluded.spawned_at, connected_at = NULL, last_heartbeat = NULL, error = NULL, tunnel_urls = NULL, updated_at = excluded.updated_at",
+                        spawned_at = excluded.spawned_at, connected_at = NULL, last_heartbeat = NULL, error = NULL, tunnel_urls = NULL, ready_at = NULL, updated_at = excluded.updated_at",
                     &[ticket.sandbox_id.as_str().into(), ids::hash_secret(&ticket.token).into(), now.into(), now.into()],
                 )?;
                 self.store.execute("UPDATE session SET sandbox_status = 'spawning' WHERE id = 1", &[])
@@ -257,17 +265,18 @@ impl<S: Store> Session<'_, S> {
 
     /// Starts bringing back the stopped sandbox `previous` in place (providers whose resume
     /// restarts the same machine): it keeps its id and token, which its machine holds; the
-    /// ticket's token is empty. `None` when that sandbox is not the stopped one.
+    /// ticket's token is empty. `None` when that sandbox is not the last one, or not one to
+    /// resume (see [`Self::resumable`]).
     pub fn begin_resume(
         &self,
         previous: &str,
         now: i64,
     ) -> EngineResult<Option<(SpawnTicket, Effects)>> {
         self.session_id()?;
-        if !self
+        let last = self
             .sandbox_row()?
-            .is_some_and(|r| r.sandbox_id == previous && r.status == "stopped")
-        {
+            .is_some_and(|r| r.sandbox_id == previous);
+        if !(last && self.resumable()?) {
             return Ok(None);
         }
         self.store
@@ -293,6 +302,22 @@ impl<S: Store> Session<'_, S> {
         )))
     }
 
+    /// Whether the last sandbox is one to resume: stopped by us, or given up on after it
+    /// had been ready (its workspace holds the session's work; one that never became ready
+    /// holds nothing, and was deleted).
+    pub fn resumable(&self) -> EngineResult<bool> {
+        Ok(self
+            .store
+            .scalar(
+                "SELECT COUNT(*) FROM sandbox WHERE id = 1 AND (status = 'stopped' OR (status = 'stale' AND ready_at IS NOT NULL))",
+                &[],
+            )
+            .map_err(internal)?
+            .and_then(|v| v.as_i64())
+            .unwrap_or(0)
+            > 0)
+    }
+
     /// The sandbox `sandbox_id` being spawned gets a new id and token (a resume in place
     /// found its machine gone and a fresh one is made instead).
     pub fn renew_identity(&self, sandbox_id: &str, now: i64) -> EngineResult<Option<SpawnTicket>> {
@@ -308,7 +333,7 @@ impl<S: Store> Session<'_, S> {
         };
         self.store
             .execute(
-                "UPDATE sandbox SET sandbox_id = ?, token_hash = ?, updated_at = ? WHERE id = 1",
+                "UPDATE sandbox SET sandbox_id = ?, token_hash = ?, ready_at = NULL, updated_at = ? WHERE id = 1",
                 &[
                     ticket.sandbox_id.as_str().into(),
                     ids::hash_secret(&ticket.token).into(),

@@ -678,9 +678,19 @@ mod sandbox_flow {
             .unwrap();
         assert_eq!(s.sandbox_status().unwrap(), "stale");
         assert!(fx.spawn_wanted, "one failure: try again");
-        // It never became ready: nothing in it is kept.
+        // It never became ready: nothing in it is kept, nor resumed.
         assert_eq!(fx.stop_sandbox.as_deref(), Some(t.sandbox_id.as_str()));
         assert!(fx.discard_sandbox);
+        let keeps = inspect_protocol::provider::Capabilities {
+            persistent_resume: true,
+            resume_in_place: true,
+            ..Default::default()
+        };
+        assert_eq!(
+            s.spawn_plan(keeps, "1").unwrap(),
+            crate::engine::plan::SpawnPlan::Fresh { warning: None }
+        );
+        assert!(s.begin_resume(&t.sandbox_id, next).unwrap().is_none());
         let mut now = next;
         for _ in 0..2 {
             now += 1_000;
@@ -1171,6 +1181,21 @@ mod sandbox_flow {
             // It was ready: stopped, not discarded (its workspace may be worth keeping).
             assert_eq!(fx.stop_sandbox.as_deref(), Some(sb.as_str()));
             assert!(!fx.discard_sandbox);
+            // The next sandbox resumes it where the provider keeps sandboxes, however it
+            // ended; in place, it keeps its identity.
+            let keeps = inspect_protocol::provider::Capabilities {
+                persistent_resume: true,
+                resume_in_place: true,
+                ..Default::default()
+            };
+            assert_eq!(
+                s.spawn_plan(keeps, "1").unwrap(),
+                crate::engine::plan::SpawnPlan::Resume {
+                    sandbox_id: sb.clone()
+                }
+            );
+            let (again, _) = s.begin_resume(&sb, 21_000).unwrap().unwrap();
+            assert_eq!(again.sandbox_id, sb);
         }
 
         #[test]
