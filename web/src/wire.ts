@@ -257,7 +257,13 @@ runtimeVersion: string, tunnelUrls: { [key in string]: string },
  * What the provider says of a sandbox that is not running (why it ended, why it cannot
  * start), in its words.
  */
-detail?: string | null, };
+detail?: string | null, 
+/**
+ * The vendor's own id for the sandbox, where the vendor names sandboxes itself: the
+ * session keeps it and addresses the sandbox by it (a vendor's list may not carry our
+ * ids, nor list a stopped sandbox).
+ */
+vendorId?: string | null, };
 
 export type SandboxList = { sandboxes: Array<SandboxInfo>, };
 
