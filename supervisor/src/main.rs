@@ -132,7 +132,20 @@ async fn serve(cli: Cli) -> anyhow::Result<()> {
                 session = %var("INSPECT_SESSION_ID"),
                 sandbox = %var("INSPECT_SANDBOX_ID")
             );
-            run::run().instrument(span).await
+            // As a container's PID 1 (a Pod's only process) the supervisor gets no default
+            // action for SIGTERM: a Pod's deletion would wait out its grace period with the
+            // workspace volume still attached. It ends at once instead, its agent with it.
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+            let run = run::run().instrument(span.clone());
+            tokio::select! {
+                ended = run => ended,
+                _ = term.recv() => {
+                    let _in = span.enter();
+                    tracing::info!("terminated: shutting down");
+                    Ok(())
+                }
+            }
         }
         Command::Build => {
             use tracing::Instrument;

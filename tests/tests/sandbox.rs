@@ -653,3 +653,41 @@ async fn a_sandbox_socket_that_keeps_dropping_loses_and_doubles_nothing() {
         .unwrap();
     assert_eq!(done["success"], true, "{done}");
 }
+
+/// The supervisor ends at once and cleanly on SIGTERM (as a container's PID 1 it gets no
+/// default action for it: a Pod's deletion waited out its grace period, its volume still
+/// attached). Here it is waiting for the sandbox's lock, which another process holds.
+/// Before, the signal killed it.
+#[tokio::test]
+async fn the_supervisor_ends_cleanly_on_sigterm() {
+    let root = tempfile::tempdir().unwrap();
+    let lock = std::fs::File::create(root.path().join(".supervisor.lock")).unwrap();
+    let _held = nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusive).unwrap();
+    let child = tokio::process::Command::new(inspect_tests::host::supervisor_bin().unwrap())
+        .arg("run")
+        .env("INSPECT_SANDBOX_ROOT", root.path())
+        .env("INSPECT_LOG_FORMAT", "text")
+        .env("RUST_LOG", "info")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id().unwrap() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let out = tokio::time::timeout(std::time::Duration::from_secs(10), child.wait_with_output())
+        .await
+        .expect("it ends at once")
+        .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{:?}: {said}", out.status);
+    assert!(said.contains("terminated: shutting down"), "{said}");
+}
