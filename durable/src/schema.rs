@@ -199,10 +199,17 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         recorded_at INTEGER NOT NULL
     );
     "#,
-    // 16: when the sandbox first became ready (one given up on after that has a workspace
-    // worth resuming; one that never did has nothing).
+    // 16: when the sandbox's workspace first became ready (with it, or with the sandbox it
+    // resumes): one given up on after that has work worth resuming; one that never did has
+    // nothing.
     r#"
     ALTER TABLE sandbox ADD COLUMN ready_at INTEGER;
+    "#,
+    // 17: the deployment's budget for a sandbox to become ready, recorded when the session
+    // was made; what the provider last said of a sandbox on its way.
+    r#"
+    ALTER TABLE session ADD COLUMN ready_timeout_ms INTEGER;
+    ALTER TABLE sandbox ADD COLUMN progress TEXT;
     "#,
 ];
 

@@ -1531,6 +1531,52 @@ async fn kubernetes_a_pod_that_dies_comes_back_on_its_workspace() {
     assert_eq!(c.objects("persistentvolumeclaims").len(), 1);
 }
 
+/// A Pod no node has room for is said in the scheduler's words while the session waits, and
+/// the failure at the end of the ready budget says why. Before, nothing was said for 120 s,
+/// then only "the sandbox did not become ready within 120 s".
+#[tokio::test]
+async fn kubernetes_an_unschedulable_pod_is_said_in_its_words() {
+    let w = World::start(
+        Provider::Kubernetes,
+        vec![Reply::text("Scheduled at last.")],
+        &[("SANDBOX_READY_TIMEOUT_SECONDS", "30")],
+    )
+    .await;
+    let c = w.cluster.as_ref().unwrap();
+    let why = "0/3 nodes are available: 3 Insufficient memory.";
+    c.unschedulable(why);
+    let (_id, mut ws) = w.session().await;
+    ws.send(json!({"type": "prompt", "content": "go"}))
+        .await
+        .unwrap();
+    let mut warned = false;
+    let error = loop {
+        let m = ws
+            .recv_within(90)
+            .await
+            .unwrap_or_else(|e| panic!("{e}\n{}", w.logs()));
+        if m["type"] == "sandbox_event"
+            && m["event"]["type"] == "warning"
+            && m["event"]["message"] == format!("not ready yet: Unschedulable: {why}").as_str()
+        {
+            warned = true;
+        }
+        if m["type"] == "sandbox_error" {
+            break m["error"].as_str().unwrap_or_default().to_owned();
+        }
+    };
+    assert!(warned, "no warning before: {error}");
+    assert!(
+        error.contains(&format!(
+            "did not become ready within 30 s (Unschedulable: {why})"
+        )),
+        "{error}"
+    );
+    // A node with room comes: the retry runs.
+    c.schedulable();
+    w.errors_until_success(&mut ws).await;
+}
+
 /// A prompt sent while the provider is still stopping the idle sandbox waits for the stop
 /// to end, then resumes the same machine (it once raced the stop: the resume found the
 /// machine half-stopped, failed, and a fresh sandbox without the workspace ran the prompt).

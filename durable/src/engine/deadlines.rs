@@ -103,7 +103,8 @@ impl<S: Store> Session<'_, S> {
         if let Some(t) = self.sandbox_times()? {
             match t.status.as_str() {
                 "spawning" | "connecting" | "syncing" | "setup" | "start" => {
-                    all.push(t.spawned_at.map(|s| s + CONNECTING_TIMEOUT_MS));
+                    let budget = self.ready_timeout()?;
+                    all.push(t.spawned_at.map(|s| s + budget));
                     if t.status == "connecting" {
                         all.push(Some(t.updated_at + CONNECT_CHECK_MS));
                     }
@@ -156,6 +157,66 @@ impl<S: Store> Session<'_, S> {
             .map_err(internal)?
             .and_then(|v| v.as_i64())
             .filter(|ms| *ms > 0))
+    }
+
+    /// How long a sandbox has to become ready: the deployment's budget
+    /// (`SANDBOX_READY_TIMEOUT_SECONDS`) recorded when the session was made, else
+    /// [`CONNECTING_TIMEOUT_MS`].
+    pub fn ready_timeout(&self) -> EngineResult<i64> {
+        Ok(self
+            .store
+            .scalar("SELECT ready_timeout_ms FROM session WHERE id = 1", &[])
+            .map_err(internal)?
+            .and_then(|v| v.as_i64())
+            .filter(|ms| *ms > 0)
+            .unwrap_or(CONNECTING_TIMEOUT_MS))
+    }
+
+    /// Records the deployment's budget for a sandbox to become ready.
+    pub fn set_ready_timeout(&self, ms: Option<i64>) -> EngineResult<()> {
+        self.store
+            .execute(
+                "UPDATE session SET ready_timeout_ms = ? WHERE id = 1",
+                &[ms.into()],
+            )
+            .map_err(internal)
+    }
+
+    /// What the provider last said of the sandbox on its way (scheduled, pulling, …).
+    fn sandbox_progress_said(&self) -> EngineResult<Option<String>> {
+        Ok(self
+            .store
+            .scalar("SELECT progress FROM sandbox WHERE id = 1", &[])
+            .map_err(internal)?
+            .and_then(|v| v.as_str().map(str::to_owned)))
+    }
+
+    /// The provider says how far the sandbox `sandbox_id`, not ready yet, has got (a Pod
+    /// not scheduled, its image being pulled): said on the timeline when it changes, and
+    /// in the failure if it never becomes ready.
+    pub fn sandbox_progress(
+        &self,
+        sandbox_id: &str,
+        progress: &str,
+        now: i64,
+    ) -> EngineResult<Effects> {
+        let on_its_way = self.sandbox_times()?.is_some_and(|t| {
+            t.sandbox_id == sandbox_id
+                && matches!(
+                    t.status.as_str(),
+                    "spawning" | "connecting" | "syncing" | "setup" | "start"
+                )
+        });
+        if !on_its_way || self.sandbox_progress_said()?.as_deref() == Some(progress) {
+            return Ok(Effects::none());
+        }
+        self.store
+            .execute(
+                "UPDATE sandbox SET progress = ? WHERE id = 1",
+                &[progress.into()],
+            )
+            .map_err(internal)?;
+        self.sandbox_warning("sandbox", &format!("not ready yet: {progress}"), now)
     }
 
     /// Records the deployment's idle timeout for this session.
@@ -275,16 +336,20 @@ impl<S: Store> Session<'_, S> {
         let Some(t) = self.sandbox_times()? else {
             return Ok(out);
         };
+        let budget = self.ready_timeout()?;
         match t.status.as_str() {
             "spawning" | "connecting" | "syncing" | "setup" | "start"
-                if t.spawned_at
-                    .is_some_and(|s| now >= s + CONNECTING_TIMEOUT_MS) =>
+                if t.spawned_at.is_some_and(|s| now >= s + budget) =>
             {
-                out.fx.merge(self.sandbox_lost(
-                    &t.sandbox_id,
-                    "the sandbox did not become ready within 120 s",
-                    now,
-                )?);
+                // In the provider's words, where it said how far it got.
+                let mut why = format!(
+                    "the sandbox did not become ready within {} s",
+                    budget / 1000
+                );
+                if let Some(p) = self.sandbox_progress_said()? {
+                    why.push_str(&format!(" ({p})"));
+                }
+                out.fx.merge(self.sandbox_lost(&t.sandbox_id, &why, now)?);
             }
             "connecting" if now >= t.updated_at + CONNECT_CHECK_MS => {
                 self.store
@@ -377,6 +442,9 @@ impl<S: Store> Session<'_, S> {
                 .execute("INSERT INTO spawn_failures (at) VALUES (?)", &[now.into()])
                 .map_err(internal)?;
         }
+        // A sandbox resumed on a workspace that had been ready holds the session's work
+        // even if it never became ready itself.
+        let holds_work = self.workspace_ready()?;
         let mut fx = Effects::none();
         self.store
             .execute(
@@ -405,7 +473,7 @@ impl<S: Store> Session<'_, S> {
         // provider saves what it can reach before stopping it.
         fx.snapshot_sandbox = Some(sandbox_id.to_owned());
         fx.stop_sandbox = Some(sandbox_id.to_owned());
-        fx.discard_sandbox = never_ready;
+        fx.discard_sandbox = never_ready && !holds_work;
         fx.spawn_wanted = self.needs_sandbox()? && !self.given_up(now)?;
         Ok(fx)
     }

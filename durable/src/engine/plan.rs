@@ -6,7 +6,7 @@ use inspect_protocol::provider::Capabilities;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SpawnPlan {
-    /// Start the stopped sandbox again (providers with persistent resume).
+    /// Start the last sandbox again, on its workspace (providers with persistent resume).
     Resume { sandbox_id: String },
     /// A new sandbox from this snapshot.
     Restore { snapshot_id: String },

@@ -249,7 +249,7 @@ impl<S: Store> Session<'_, S> {
                 self.store.execute(
                     "INSERT INTO sandbox (id, sandbox_id, status, token_hash, spawned_at, updated_at) VALUES (1, ?, 'spawning', ?, ?, ?)
                      ON CONFLICT(id) DO UPDATE SET sandbox_id = excluded.sandbox_id, status = 'spawning', token_hash = excluded.token_hash,
-                        spawned_at = excluded.spawned_at, connected_at = NULL, last_heartbeat = NULL, error = NULL, tunnel_urls = NULL, ready_at = NULL, updated_at = excluded.updated_at",
+                        spawned_at = excluded.spawned_at, connected_at = NULL, last_heartbeat = NULL, error = NULL, tunnel_urls = NULL, ready_at = NULL, progress = NULL, updated_at = excluded.updated_at",
                     &[ticket.sandbox_id.as_str().into(), ids::hash_secret(&ticket.token).into(), now.into(), now.into()],
                 )?;
                 self.store.execute("UPDATE session SET sandbox_status = 'spawning' WHERE id = 1", &[])
@@ -282,7 +282,7 @@ impl<S: Store> Session<'_, S> {
         self.store
             .atomically(|| {
                 self.store.execute(
-                    "UPDATE sandbox SET status = 'spawning', spawned_at = ?, connected_at = NULL, last_heartbeat = NULL, error = NULL, tunnel_urls = NULL, updated_at = ? WHERE id = 1",
+                    "UPDATE sandbox SET status = 'spawning', spawned_at = ?, connected_at = NULL, last_heartbeat = NULL, error = NULL, tunnel_urls = NULL, progress = NULL, updated_at = ? WHERE id = 1",
                     &[now.into(), now.into()],
                 )?;
                 self.store.execute("UPDATE session SET sandbox_status = 'spawning' WHERE id = 1", &[])
@@ -316,6 +316,44 @@ impl<S: Store> Session<'_, S> {
             .and_then(|v| v.as_i64())
             .unwrap_or(0)
             > 0)
+    }
+
+    /// Whether the workspace the current sandbox runs on has been ready (with this sandbox,
+    /// or with the one it resumes): it holds the session's work.
+    pub(crate) fn workspace_ready(&self) -> EngineResult<bool> {
+        Ok(self
+            .store
+            .scalar(
+                "SELECT COUNT(*) FROM sandbox WHERE id = 1 AND ready_at IS NOT NULL",
+                &[],
+            )
+            .map_err(internal)?
+            .and_then(|v| v.as_i64())
+            .unwrap_or(0)
+            > 0)
+    }
+
+    /// The sandbox `sandbox_id` being spawned resumes the last one's workspace on a new
+    /// machine: it holds the session's work from the start.
+    pub fn workspace_carried(&self, sandbox_id: &str, now: i64) -> EngineResult<()> {
+        self.store
+            .execute(
+                "UPDATE sandbox SET ready_at = COALESCE(ready_at, ?) WHERE id = 1 AND sandbox_id = ?",
+                &[now.into(), sandbox_id.into()],
+            )
+            .map_err(internal)?;
+        Ok(())
+    }
+
+    /// Nothing was left to resume: the sandbox `sandbox_id` being spawned starts empty.
+    pub fn workspace_lost(&self, sandbox_id: &str) -> EngineResult<()> {
+        self.store
+            .execute(
+                "UPDATE sandbox SET ready_at = NULL WHERE id = 1 AND sandbox_id = ?",
+                &[sandbox_id.into()],
+            )
+            .map_err(internal)?;
+        Ok(())
     }
 
     /// The sandbox `sandbox_id` being spawned gets a new id and token (a resume in place

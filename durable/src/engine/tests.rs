@@ -1196,6 +1196,27 @@ mod sandbox_flow {
             );
             let (again, _) = s.begin_resume(&sb, 21_000).unwrap().unwrap();
             assert_eq!(again.sandbox_id, sb);
+            // The resumed machine is not back in time: it still holds the session's work.
+            let fx = s.sandbox_lost(&sb, "not ready in time", 22_000).unwrap();
+            assert!(!fx.discard_sandbox);
+            assert!(s.resumable().unwrap());
+            // A resume onto a new machine (a Pod on the claim) carries the work with it…
+            let (t, _) = s.begin_spawn(23_000).unwrap().unwrap();
+            s.workspace_carried(&t.sandbox_id, 23_000).unwrap();
+            let fx = s
+                .sandbox_lost(&t.sandbox_id, "unschedulable", 24_000)
+                .unwrap();
+            assert!(!fx.discard_sandbox);
+            assert!(s.resumable().unwrap());
+            // …unless nothing was left to resume.
+            let (t, _) = s.begin_spawn(25_000).unwrap().unwrap();
+            s.workspace_carried(&t.sandbox_id, 25_000).unwrap();
+            s.workspace_lost(&t.sandbox_id).unwrap();
+            let fx = s
+                .sandbox_lost(&t.sandbox_id, "unschedulable", 26_000)
+                .unwrap();
+            assert!(fx.discard_sandbox);
+            assert!(!s.resumable().unwrap());
         }
 
         #[test]

@@ -230,6 +230,10 @@ impl SessionDO {
             return;
         };
         self.apply(fx);
+        // A resume onto a new machine carries the last workspace, and its work.
+        if matches!(plan, Some(SpawnPlan::Resume { .. })) && in_place.is_none() {
+            let _ = engine.workspace_carried(&ticket.sandbox_id, now_ms());
+        }
         let mut restore = match &plan {
             Some(SpawnPlan::Restore { snapshot_id }) => Some(snapshot_id.clone()),
             _ => None,
@@ -317,10 +321,10 @@ impl SessionDO {
                                     .map(|s| s.snapshot_id);
                                 let why = match &snapshot {
                                     Some(s) => format!(
-                                        "the stopped sandbox {previous} is gone: restoring its last snapshot {s}"
+                                        "the last sandbox {previous} is gone: restoring its last snapshot {s}"
                                     ),
                                     None => format!(
-                                        "the stopped sandbox {previous} is gone: starting fresh"
+                                        "the last sandbox {previous} is gone: starting fresh"
                                     ),
                                 };
                                 if let Ok(fx) = engine.sandbox_warning("resume", &why, now_ms()) {
@@ -334,6 +338,8 @@ impl SessionDO {
                                 };
                                 req.restore_from = snapshot.clone();
                                 restore = snapshot;
+                                // Nothing of the last workspace comes along.
+                                let _ = engine.workspace_lost(&ticket.sandbox_id);
                                 // The machine that held the identity is gone: a new one.
                                 if in_place.is_some() {
                                     match engine.renew_identity(&ticket.sandbox_id, now_ms()) {

@@ -276,7 +276,17 @@ impl DurableObject for SessionDO {
                             )
                             .await
                         {
-                            Ok(info) if info.status == "running" => None,
+                            Ok(info) if info.status == "running" => {
+                                // On its way: how far, in the provider's words.
+                                if let Some(progress) = &info.detail {
+                                    if let Ok(fx) =
+                                        engine.sandbox_progress(&sandbox_id, progress, now_ms())
+                                    {
+                                        self.apply(fx);
+                                    }
+                                }
+                                None
+                            }
                             Ok(info) => Some(info.detail),
                             // A provider that cannot say is asked again at the heartbeat deadline.
                             Err(e) if e.is_transient() => None,

@@ -258,6 +258,10 @@ impl SessionDO {
                             .filter(|s| *s > 0)
                             .map(|s| s * 1000);
                         let _ = engine.set_idle_timeout(idle);
+                        let ready = inspect_providers::ready_timeout_seconds(|k| {
+                            self.env.var(k).ok().map(|v| v.to_string())
+                        });
+                        let _ = engine.set_ready_timeout(Some(ready * 1000));
                         let rate = self
                             .env
                             .var("RATE_LIMIT_PROMPTS_PER_MINUTE")

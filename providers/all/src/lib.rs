@@ -4,7 +4,7 @@
 
 pub mod setup;
 
-pub use setup::{provider_setup, ProviderSetup, PROVIDER_NAMES};
+pub use setup::{provider_setup, ready_timeout_seconds, ProviderSetup, PROVIDER_NAMES};
 
 #[cfg(target_arch = "wasm32")]
 mod any;

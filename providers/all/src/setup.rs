@@ -27,6 +27,21 @@ pub enum ProviderSetup {
     OpenComputer(inspect_opencomputer::OpenComputerConfig),
 }
 
+/// How long a sandbox has to become ready (`SANDBOX_READY_TIMEOUT_SECONDS`, 30–3600): by
+/// default 120 s, and 600 s on Kubernetes, where a claim is provisioned and attached and an
+/// image pulled on a node that may itself be on its way. A value out of range is the
+/// default.
+pub fn ready_timeout_seconds(get: impl Fn(&str) -> Option<String>) -> i64 {
+    let default = match get("SANDBOX_PROVIDER").as_deref().map(str::trim) {
+        Some("kubernetes") => 600,
+        _ => 120,
+    };
+    get("SANDBOX_READY_TIMEOUT_SECONDS")
+        .and_then(|v| v.trim().parse::<i64>().ok())
+        .filter(|s| (30..=3600).contains(s))
+        .unwrap_or(default)
+}
+
 /// Reads `SANDBOX_PROVIDER` (default `local`) and that provider's settings through `get`.
 /// The error says, in words, what to set.
 pub fn provider_setup(get: impl Fn(&str) -> Option<String>) -> Result<ProviderSetup, String> {
@@ -76,6 +91,17 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         move |n: &str| pairs.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone())
+    }
+
+    #[test]
+    fn the_ready_budget_is_longer_on_kubernetes() {
+        assert_eq!(ready_timeout_seconds(settings(&[])), 120);
+        let k8s = settings(&[("SANDBOX_PROVIDER", "kubernetes")]);
+        assert_eq!(ready_timeout_seconds(k8s), 600);
+        let set = settings(&[("SANDBOX_READY_TIMEOUT_SECONDS", "45")]);
+        assert_eq!(ready_timeout_seconds(set), 45);
+        let out = settings(&[("SANDBOX_READY_TIMEOUT_SECONDS", "5")]);
+        assert_eq!(ready_timeout_seconds(out), 120, "out of range");
     }
 
     #[test]

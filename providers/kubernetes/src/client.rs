@@ -197,7 +197,8 @@ impl SandboxProvider for KubernetesProvider {
                     kube::PodState::Ended { reason } | kube::PodState::Stuck { reason } => {
                         Some(reason.clone())
                     }
-                    _ => None,
+                    kube::PodState::Starting { progress } => progress.clone(),
+                    kube::PodState::Running => None,
                 };
                 (state.status(), detail, v["metadata"]["labels"].clone())
             }

@@ -23,9 +23,16 @@ pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 pub const MANAGER: &str = "open-inspect";
 pub const LABEL_SESSION: &str = "open-inspect.dev/session";
 pub const LABEL_SANDBOX: &str = "open-inspect.dev/sandbox";
-/// A sandbox's lifetime cap when none is configured (`activeDeadlineSeconds`).
-pub const DEFAULT_TIMEOUT_SECONDS: u64 = 7200;
+/// A Pod's lifetime cap when none is configured (`activeDeadlineSeconds`): a backstop
+/// against a Pod the control plane lost track of, not a working limit. It counts wall time
+/// from the start (Kubernetes only lets it shrink), so it would end a busy sandbox
+/// mid-turn; our idle stop ends idle ones, and one ended anyway resumes on its claim.
+pub const DEFAULT_TIMEOUT_SECONDS: u64 = 86_400;
 pub const DEFAULT_WORKSPACE_SIZE: &str = "10Gi";
+/// A sandbox's CPU and memory (requests = limits: the Pod is `Guaranteed`, never the
+/// `BestEffort` a node evicts first) when `K8S_CPU`/`K8S_MEMORY` are not set.
+pub const DEFAULT_CPU: &str = "1";
+pub const DEFAULT_MEMORY: &str = "4Gi";
 /// The user the sandbox runs as (the image's `sandbox` user).
 pub const SANDBOX_UID: u64 = 1000;
 
@@ -140,8 +147,8 @@ impl KubeConfig {
             ingress_class: optional("K8S_INGRESS_CLASS"),
             image_pull_secret: optional("K8S_IMAGE_PULL_SECRET"),
             timeout_seconds,
-            cpu: optional("K8S_CPU"),
-            memory: optional("K8S_MEMORY"),
+            cpu: optional("K8S_CPU").or_else(|| Some(DEFAULT_CPU.into())),
+            memory: optional("K8S_MEMORY").or_else(|| Some(DEFAULT_MEMORY.into())),
         })
     }
 
@@ -333,6 +340,9 @@ pub fn pod(cfg: &KubeConfig, req: &SpawnRequest, claim: &str) -> Value {
             "runAsUser": SANDBOX_UID,
             "runAsGroup": SANDBOX_UID,
             "fsGroup": SANDBOX_UID,
+            // The claim's files are chowned only when its root is not the sandbox's already
+            // (a resume on a large workspace would otherwise walk every file).
+            "fsGroupChangePolicy": "OnRootMismatch",
             "seccompProfile": {"type": "RuntimeDefault"},
         },
         "containers": [{
@@ -435,8 +445,11 @@ pub fn tunnel_urls(cfg: &KubeConfig, req: &SpawnRequest) -> BTreeMap<String, Str
 /// Where a Pod is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PodState {
-    /// Scheduled or pulling: on its way.
-    Starting,
+    /// On its way (being scheduled, its claim attached, its image pulled); how far, in
+    /// Kubernetes' words, when it says.
+    Starting {
+        progress: Option<String>,
+    },
     Running,
     /// It ended (its process exited, its deadline passed, it was evicted).
     Ended {
@@ -452,7 +465,7 @@ impl PodState {
     /// The status word of [`inspect_protocol::provider::SandboxInfo`].
     pub fn status(&self) -> &'static str {
         match self {
-            PodState::Starting | PodState::Running => "running",
+            PodState::Starting { .. } | PodState::Running => "running",
             PodState::Ended { .. } | PodState::Stuck { .. } => "exited",
         }
     }
@@ -477,23 +490,27 @@ pub fn pod_state(pod: &Value) -> PodState {
             None => reason.to_owned(),
         }
     };
-    match phase {
-        "Succeeded" => {
-            return PodState::Ended {
-                reason: says("the sandbox exited"),
-            }
-        }
-        "Failed" => {
-            return PodState::Ended {
-                reason: says("the sandbox failed"),
-            }
-        }
-        _ => {}
+    if phase == "Succeeded" {
+        return PodState::Ended {
+            reason: says("the sandbox exited"),
+        };
     }
     let containers = status["containerStatuses"]
         .as_array()
         .cloned()
         .unwrap_or_default();
+    if phase == "Failed" {
+        // The Pod's own reason (Evicted, DeadlineExceeded), else its container's (OOMKilled).
+        let reason = match status["reason"].as_str() {
+            Some(_) => says("the sandbox failed"),
+            None => containers
+                .iter()
+                .find_map(|c| c["state"]["terminated"]["reason"].as_str())
+                .map(terminated_words)
+                .unwrap_or_else(|| says("the sandbox failed")),
+        };
+        return PodState::Ended { reason };
+    }
     for c in &containers {
         let waiting = &c["state"]["waiting"];
         if let Some(reason) = waiting["reason"].as_str() {
@@ -512,14 +529,39 @@ pub fn pod_state(pod: &Value) -> PodState {
                 .and_then(Value::as_str)
                 .unwrap_or("Terminated");
             return PodState::Ended {
-                reason: reason.to_owned(),
+                reason: terminated_words(reason),
             };
         }
     }
     if phase == "Running" {
-        PodState::Running
-    } else {
-        PodState::Starting
+        return PodState::Running;
+    }
+    // Not scheduled (no node with room, a claim not bound), else its container's wait
+    // (ContainerCreating while the claim attaches and the image is pulled).
+    let unscheduled = status["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "PodScheduled" && c["status"] == "False");
+    let waiting = containers
+        .iter()
+        .map(|c| &c["state"]["waiting"])
+        .find(|w| w["reason"].is_string());
+    let progress = unscheduled.or(waiting).map(|c| {
+        let reason = c["reason"].as_str().unwrap_or("Pending");
+        match c["message"].as_str().filter(|m| !m.is_empty()) {
+            Some(m) => format!("{reason}: {m}"),
+            None => reason.to_owned(),
+        }
+    });
+    PodState::Starting { progress }
+}
+
+/// A container's end in words: OOMKilled says what to change.
+fn terminated_words(reason: &str) -> String {
+    match reason {
+        "OOMKilled" => "OOMKilled: the sandbox went over its memory limit (K8S_MEMORY)".into(),
+        other => other.to_owned(),
     }
 }
 

@@ -134,6 +134,12 @@ fn the_pod_is_least_privileged_and_mounts_the_claim() {
     assert_eq!(box_["command"], json!(["inspect-supervisor", "run"]));
     assert_eq!(box_["envFrom"][1]["secretRef"]["name"], "model-keys");
     assert_eq!(box_["resources"]["limits"]["memory"], "4Gi");
+    // Requests = limits: Guaranteed, not the BestEffort a node evicts first.
+    assert_eq!(box_["resources"]["requests"], box_["resources"]["limits"]);
+    assert_eq!(
+        spec["securityContext"]["fsGroupChangePolicy"],
+        "OnRootMismatch"
+    );
     assert_eq!(
         spec["volumes"][0]["persistentVolumeClaim"]["claimName"],
         "inspect-ws-older"
@@ -176,7 +182,35 @@ fn ports_get_a_service_an_ingress_and_computed_urls() {
 
 #[test]
 fn pod_states_read_phase_and_waiting_reasons() {
-    assert_eq!(pod_state(&json!({})), PodState::Starting);
+    assert_eq!(pod_state(&json!({})), PodState::Starting { progress: None });
+    // Not scheduled: in Kubernetes' words (the session says them while it waits).
+    let unschedulable = json!({"status": {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+         "message": "0/3 nodes are available: 3 Insufficient memory."}
+    ]}});
+    assert_eq!(
+        pod_state(&unschedulable),
+        PodState::Starting {
+            progress: Some("Unschedulable: 0/3 nodes are available: 3 Insufficient memory.".into())
+        }
+    );
+    assert_eq!(pod_state(&unschedulable).status(), "running");
+    let creating = json!({"status": {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "True"}
+    ], "containerStatuses": [{"state": {"waiting": {"reason": "ContainerCreating"}}}]}});
+    assert_eq!(
+        pod_state(&creating),
+        PodState::Starting {
+            progress: Some("ContainerCreating".into())
+        }
+    );
+    // Killed for its memory: the Pod fails with no reason of its own.
+    let oom = json!({"status": {"phase": "Failed", "containerStatuses": [
+        {"state": {"terminated": {"reason": "OOMKilled", "exitCode": 137}}}
+    ]}});
+    assert!(
+        matches!(pod_state(&oom), PodState::Ended { reason } if reason.starts_with("OOMKilled: ") && reason.contains("K8S_MEMORY"))
+    );
     assert_eq!(
         pod_state(&json!({"status": {"phase": "Running"}})),
         PodState::Running

@@ -41,6 +41,8 @@ struct World {
     fail_next: Vec<(String, String, u16, String, String)>,
     calls: Vec<String>,
     clock: u64,
+    /// No node has room: new Pods stay Pending, unscheduled, with the scheduler's message.
+    unschedulable: Option<String>,
 }
 
 type Shared = Arc<Mutex<World>>;
@@ -149,6 +151,30 @@ impl FakeKubernetes {
                 message.into(),
             ))
         });
+    }
+
+    /// From now on no node has room for a new Pod: it stays Pending, its `PodScheduled`
+    /// condition `False` with reason `Unschedulable` and `message`, as the scheduler says.
+    pub fn unschedulable(&self, message: &str) {
+        self.kubelet
+            .with(|w| w.unschedulable = Some(message.to_owned()));
+    }
+
+    /// A node with room came: the Pods waiting for one start, and new Pods run again.
+    pub fn schedulable(&self) {
+        let waiting: Vec<String> = self.kubelet.with(|w| {
+            w.unschedulable = None;
+            w.objects
+                .iter()
+                .filter(|((r, _), o)| {
+                    r == "pods" && o["status"]["conditions"][0]["reason"] == "Unschedulable"
+                })
+                .map(|((_, name), _)| name.clone())
+                .collect()
+        });
+        for name in waiting {
+            start_pod(&self.kubelet, &name);
+        }
     }
 
     /// The objects of `resource`, as stored.
@@ -532,6 +558,14 @@ fn start_pod(k: &Arc<Kubelet>, name: &str) {
     let Some(pod) = k.with(|w| w.objects.get(&("pods".into(), name.to_owned())).cloned()) else {
         return;
     };
+    if let Some(message) = k.with(|w| w.unschedulable.clone()) {
+        set_pod_status(
+            k,
+            name,
+            json!({"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}]}),
+        );
+        return;
+    }
     let c = &pod["spec"]["containers"][0];
     if c["image"] != IMAGE {
         set_pod_status(
