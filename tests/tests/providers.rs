@@ -150,6 +150,15 @@ impl World {
         self.agent.host.sandbox_logs()
     }
 
+    /// A session whose first prompt, `content`, is on its way: its id and socket.
+    async fn prompted(&self, content: &str) -> (String, WsClient) {
+        let (id, mut ws) = self.session().await;
+        ws.send(json!({"type": "prompt", "content": content}))
+            .await
+            .unwrap();
+        (id, ws)
+    }
+
     async fn session(&self) -> (String, WsClient) {
         let base = &self.agent.stack.base_url;
         let id = create_session(
@@ -320,10 +329,7 @@ fn events<'a>(seen: &'a [Value], kind: &str) -> Vec<&'a Value> {
 /// whether the provider restores a snapshot or resumes the stopped sandbox.
 async fn idle_stop_and_back(provider: Provider) {
     let w = World::with_scratch(provider).await;
-    let (id, mut ws) = w.session().await;
-    ws.send(json!({"type": "prompt", "content": "write scratch"}))
-        .await
-        .unwrap();
+    let (id, mut ws) = w.prompted("write scratch").await;
     w.until_complete(&mut ws, 1).await;
     w.until_stopped(&mut ws).await;
     // A provider that snapshots may still be saving the last one: wait for it to end.
@@ -444,10 +450,7 @@ async fn killed_mid_turn(provider: Provider) {
         &[],
     )
     .await;
-    let (id, mut ws) = w.session().await;
-    ws.send(json!({"type": "prompt", "content": "run long"}))
-        .await
-        .unwrap();
+    let (id, mut ws) = w.prompted("run long").await;
     let mut first = String::new();
     loop {
         let m = ws
@@ -533,10 +536,7 @@ async fn control_plane_restart(provider: Provider) {
         &[],
     )
     .await;
-    let (id, mut ws) = w.session().await;
-    ws.send(json!({"type": "prompt", "content": "wait through a restart"}))
-        .await
-        .unwrap();
+    let (id, mut ws) = w.prompted("wait through a restart").await;
     loop {
         let m = ws
             .recv_within(120)
@@ -724,10 +724,7 @@ async fn kubernetes_objects_refusals_and_deletion() {
         "Forbidden",
         "pods \"x\" is forbidden: exceeded quota: sandboxes, requested: pods=1, used: pods=10, limited: pods=10",
     );
-    let (id, mut ws) = w.session().await;
-    ws.send(json!({"type": "prompt", "content": "first"}))
-        .await
-        .unwrap();
+    let (id, mut ws) = w.prompted("first").await;
     let mut said = None;
     let mut seen = vec![];
     loop {
@@ -804,10 +801,7 @@ async fn kubernetes_failures_say_why_and_retry_only_what_is_transient() {
         "ServiceUnavailable",
         "etcdserver: leader changed",
     );
-    let (_id, mut ws) = w.session().await;
-    ws.send(json!({"type": "prompt", "content": "go"}))
-        .await
-        .unwrap();
+    let (_id, mut ws) = w.prompted("go").await;
     let errors = w.errors_until_success(&mut ws).await;
     assert!(
         errors
@@ -840,10 +834,7 @@ async fn kubernetes_failures_say_why_and_retry_only_what_is_transient() {
         "PersistentVolumeClaim \"x\" is invalid: spec.storageClassName: not found",
     );
     w.agent.model.push(vec![Reply::text("never")]);
-    let (_id2, mut ws2) = w.session().await;
-    ws2.send(json!({"type": "prompt", "content": "go"}))
-        .await
-        .unwrap();
+    let (_id2, mut ws2) = w.prompted("go").await;
     let error = w.first_sandbox_error(&mut ws2).await;
     assert!(
         error.contains("422") && error.contains("storageClassName"),
@@ -863,10 +854,7 @@ async fn kubernetes_a_pod_that_cannot_start_is_reported_in_its_words() {
         )],
     )
     .await;
-    let (_id, mut ws) = w.session().await;
-    ws.send(json!({"type": "prompt", "content": "go"}))
-        .await
-        .unwrap();
+    let (_id, mut ws) = w.prompted("go").await;
     let t = Instant::now();
     let error = w.first_sandbox_error(&mut ws).await;
     assert!(
@@ -997,10 +985,7 @@ async fn modal_health_refusals_retries_and_deletion() {
         503,
         json!({"detail": "modal is restarting"}),
     );
-    let (id, mut ws) = w.session().await;
-    ws.send(json!({"type": "prompt", "content": "go"}))
-        .await
-        .unwrap();
+    let (id, mut ws) = w.prompted("go").await;
     let errors = w.errors_until_success(&mut ws).await;
     assert!(
         errors
@@ -1058,10 +1043,7 @@ async fn modal_builds_a_prebuilt_image_and_a_session_starts_from_it() {
     assert!(m.images().contains(&image));
     assert_eq!(build["runtimeVersion"], modal::RUNTIME);
 
-    let (_id, mut ws) = w.session().await;
-    ws.send(json!({"type": "prompt", "content": "go"}))
-        .await
-        .unwrap();
+    let (_id, mut ws) = w.prompted("go").await;
     let seen = w.until_complete(&mut ws, 1).await;
     assert_eq!(events(&seen, "execution_complete")[0]["success"], true);
     let setup = events(&seen, "boot_step")
@@ -1236,10 +1218,7 @@ async fn e2b_quota_envd_failures_ports_and_deletion() {
     w.agent
         .model
         .push(vec![Reply::text("Ran on the second try.")]);
-    let (id2, mut ws2) = w.session().await;
-    ws2.send(json!({"type": "prompt", "content": "go"}))
-        .await
-        .unwrap();
+    let (id2, mut ws2) = w.prompted("go").await;
     let errors = w.errors_until_success(&mut ws2).await;
     assert!(
         errors
@@ -1265,10 +1244,7 @@ async fn e2b_quota_envd_failures_ports_and_deletion() {
     // A refusal (400) fails the spawn in E2B's words, not as transient.
     e.fail_next("POST /sandboxes", 400, "invalid timeout for this plan");
     w.agent.model.push(vec![Reply::text("never")]);
-    let (id3, mut ws3) = w.session().await;
-    ws3.send(json!({"type": "prompt", "content": "go"}))
-        .await
-        .unwrap();
+    let (id3, mut ws3) = w.prompted("go").await;
     let error = w.first_sandbox_error(&mut ws3).await;
     assert!(
         error.contains("e2b answered 400: invalid timeout for this plan"),
@@ -1337,10 +1313,7 @@ async fn vercel_routes_refusals_snapshots_and_deletion() {
     // A refusal (400) fails the next spawn in Vercel's words, not as transient.
     v.fail_next("POST /v2/sandboxes", 400, "ports: at most 4 ports");
     w.agent.model.push(vec![Reply::text("never")]);
-    let (_id2, mut ws2) = w.session().await;
-    ws2.send(json!({"type": "prompt", "content": "go"}))
-        .await
-        .unwrap();
+    let (_id2, mut ws2) = w.prompted("go").await;
     let error = w.first_sandbox_error(&mut ws2).await;
     assert!(
         error.contains("vercel answered 400") && error.contains("ports: at most 4 ports"),
@@ -1356,10 +1329,7 @@ async fn vercel_routes_refusals_snapshots_and_deletion() {
 async fn opencomputer_a_sandbox_gone_while_hibernated_comes_back_from_its_checkpoint() {
     let w = World::with_scratch(Provider::OpenComputer).await;
     let o = w.opencomputer.as_ref().unwrap();
-    let (id, mut ws) = w.session().await;
-    ws.send(json!({"type": "prompt", "content": "write scratch"}))
-        .await
-        .unwrap();
+    let (id, mut ws) = w.prompted("write scratch").await;
     let seen = w.until_complete(&mut ws, 1).await;
     let first = seen
         .iter()
@@ -1423,10 +1393,7 @@ async fn opencomputer_a_supervisor_that_does_not_come_up_is_said_and_retried() {
     .await;
     let o = w.opencomputer.as_ref().unwrap();
     o.crash_next_start();
-    let (_id, mut ws) = w.session().await;
-    ws.send(json!({"type": "prompt", "content": "go"}))
-        .await
-        .unwrap();
+    let (_id, mut ws) = w.prompted("go").await;
     let errors = w.errors_until_success(&mut ws).await;
     assert!(
         errors.iter().any(|e| e.contains("the supervisor is not up")
@@ -1451,10 +1418,7 @@ async fn e2b_a_sandbox_that_never_became_ready_is_deleted_not_paused() {
     .await;
     let e = w.e2b.as_ref().unwrap();
     e.hang_next_start();
-    let (_id, mut ws) = w.session().await;
-    ws.send(json!({"type": "prompt", "content": "go"}))
-        .await
-        .unwrap();
+    let (_id, mut ws) = w.prompted("go").await;
     let mut first = String::new();
     loop {
         let m = ws.recv_within(60).await.unwrap();
@@ -1490,10 +1454,7 @@ async fn e2b_a_sandbox_that_never_became_ready_is_deleted_not_paused() {
 #[tokio::test]
 async fn kubernetes_a_pod_that_dies_comes_back_on_its_workspace() {
     let w = World::scratch(Provider::Kubernetes, &[]).await;
-    let (id, mut ws) = w.session().await;
-    ws.send(json!({"type": "prompt", "content": "write scratch"}))
-        .await
-        .unwrap();
+    let (id, mut ws) = w.prompted("write scratch").await;
     w.until_complete(&mut ws, 1).await;
     let groups = sandbox_groups_of(&id);
     assert_eq!(groups.len(), 1, "{groups:?}");
@@ -1545,10 +1506,7 @@ async fn kubernetes_an_unschedulable_pod_is_said_in_its_words() {
     let c = w.cluster.as_ref().unwrap();
     let why = "0/3 nodes are available: 3 Insufficient memory.";
     c.unschedulable(why);
-    let (_id, mut ws) = w.session().await;
-    ws.send(json!({"type": "prompt", "content": "go"}))
-        .await
-        .unwrap();
+    let (_id, mut ws) = w.prompted("go").await;
     let mut warned = false;
     let error = loop {
         let m = ws
@@ -1584,10 +1542,7 @@ async fn kubernetes_an_unschedulable_pod_is_said_in_its_words() {
 async fn daytona_a_prompt_during_a_slow_stop_resumes_the_stopped_sandbox() {
     let w = World::with_scratch(Provider::Daytona).await;
     let d = w.daytona.as_ref().unwrap();
-    let (_id, mut ws) = w.session().await;
-    ws.send(json!({"type": "prompt", "content": "write scratch"}))
-        .await
-        .unwrap();
+    let (_id, mut ws) = w.prompted("write scratch").await;
     w.until_complete(&mut ws, 1).await;
     // Daytona is slow to stop it, and slower still to recover it: a resume started before
     // the stop landed would find the machine errored (its supervisor ended at the shutdown),

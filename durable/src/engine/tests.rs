@@ -55,6 +55,15 @@ fn join(s: &Session<'_, SqliteStore>, name: &str, ws: &str, now: i64) -> Effects
     s.on_client_frame(ws, &frame, now)
 }
 
+/// A provider that keeps sandboxes and resumes them in place.
+fn keeps_sandboxes() -> inspect_protocol::provider::Capabilities {
+    inspect_protocol::provider::Capabilities {
+        persistent_resume: true,
+        resume_in_place: true,
+        ..Default::default()
+    }
+}
+
 fn frame(msg: &ClientMessage) -> String {
     serde_json::to_string(msg).unwrap()
 }
@@ -681,11 +690,7 @@ mod sandbox_flow {
         // It never became ready: nothing in it is kept, nor resumed.
         assert_eq!(fx.stop_sandbox.as_deref(), Some(t.sandbox_id.as_str()));
         assert!(fx.discard_sandbox);
-        let keeps = inspect_protocol::provider::Capabilities {
-            persistent_resume: true,
-            resume_in_place: true,
-            ..Default::default()
-        };
+        let keeps = keeps_sandboxes();
         assert_eq!(
             s.spawn_plan(keeps, "1").unwrap(),
             crate::engine::plan::SpawnPlan::Fresh { warning: None }
@@ -1183,11 +1188,7 @@ mod sandbox_flow {
             assert!(!fx.discard_sandbox);
             // The next sandbox resumes it where the provider keeps sandboxes, however it
             // ended; in place, it keeps its identity.
-            let keeps = inspect_protocol::provider::Capabilities {
-                persistent_resume: true,
-                resume_in_place: true,
-                ..Default::default()
-            };
+            let keeps = keeps_sandboxes();
             assert_eq!(
                 s.spawn_plan(keeps, "1").unwrap(),
                 crate::engine::plan::SpawnPlan::Resume {
