@@ -868,6 +868,28 @@ async fn kubernetes_a_pod_that_cannot_start_is_reported_in_its_words() {
     );
 }
 
+/// A namespace the token's Role is not bound in (a typo, one never made) is refused by
+/// RBAC before anything is looked up: health says which setting to check. The fake
+/// answered 404 before, which no real cluster does for a namespaced Role.
+#[tokio::test]
+async fn kubernetes_health_names_a_namespace_the_token_may_not_use() {
+    let w = World::start(
+        Provider::Kubernetes,
+        vec![],
+        &[("K8S_NAMESPACE", "inspect-sandbox")],
+    )
+    .await;
+    let h = get(&w.agent.stack.url("/health")).await.unwrap();
+    let part = &h.body["sandboxProvider"];
+    assert_eq!(part["ok"], false, "{}", h.body);
+    let detail = part["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.contains("may not list pods in namespace inspect-sandbox")
+            && detail.contains("K8S_NAMESPACE"),
+        "{part}"
+    );
+}
+
 #[tokio::test]
 async fn a_provider_missing_its_settings_says_which() {
     let vars = vec![

@@ -93,7 +93,18 @@ impl KubernetesProvider {
             kube::LABEL_MANAGED_BY,
             kube::MANAGER
         );
-        Ok(kube::item_names(&self.list(&url).await?).len())
+        match self.list(&url).await {
+            Ok(list) => Ok(kube::item_names(&list).len()),
+            // RBAC refuses before it looks: a namespace without the Role's binding (a wrong
+            // or missing one) answers 403, not 404.
+            Err(ProviderError::Permanent(m)) if m.contains("forbidden") => {
+                Err(ProviderError::Permanent(format!(
+                    "the token may not list pods in namespace {}: is K8S_NAMESPACE the namespace deploy/kubernetes/rbac.yaml was applied to? ({m})",
+                    self.cfg.namespace
+                )))
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// The Secret, the Pod on `claim`, and the ports' Service and Ingress. A refusal on the

@@ -293,13 +293,6 @@ fn admit(
     if auth != format!("Bearer {TOKEN}") {
         return Err(Box::new(status(401, "Unauthorized", "Unauthorized")));
     }
-    if ns != NAMESPACE {
-        return Err(Box::new(status(
-            404,
-            "NotFound",
-            &format!("namespaces \"{ns}\" not found"),
-        )));
-    }
     if kind_of(resource).is_none() {
         return Err(Box::new(status(
             404,
@@ -318,12 +311,14 @@ fn admit(
         ("PUT", _) => "update",
         _ => "unknown",
     };
-    if !role_allows(resource, verb) {
+    // The Role is bound in its own namespace only: elsewhere (a wrong K8S_NAMESPACE, one
+    // that does not exist) authorization refuses before anything is looked up.
+    if ns != NAMESPACE || !role_allows(resource, verb) {
         return Err(Box::new(status(
             403,
             "Forbidden",
             &format!(
-                "{resource}{} is forbidden: User \"system:serviceaccount:{NAMESPACE}:open-inspect-control-plane\" cannot {verb} resource \"{resource}\" in API group \"\" in the namespace \"{NAMESPACE}\"",
+                "{resource}{} is forbidden: User \"system:serviceaccount:{NAMESPACE}:open-inspect-control-plane\" cannot {verb} resource \"{resource}\" in API group \"\" in the namespace \"{ns}\"",
                 name.map(|n| format!(" \"{n}\"")).unwrap_or_default()
             ),
         )));
