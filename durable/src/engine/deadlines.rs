@@ -470,10 +470,15 @@ impl<S: Store> Session<'_, S> {
             error: reason.into(),
         });
         // Its files may still be there (a crashed process leaves its directory): the
-        // provider saves what it can reach before stopping it.
-        fx.snapshot_sandbox = Some(sandbox_id.to_owned());
+        // provider saves what it can reach before stopping it. One that never held the
+        // session's work is not saved: its half-made workspace would become the snapshot
+        // the next sandbox restores, in place of the last good one.
+        let discard = never_ready && !holds_work;
+        if !discard {
+            fx.snapshot_sandbox = Some(sandbox_id.to_owned());
+        }
         fx.stop_sandbox = Some(sandbox_id.to_owned());
-        fx.discard_sandbox = never_ready && !holds_work;
+        fx.discard_sandbox = discard;
         fx.spawn_wanted = self.needs_sandbox()? && !self.given_up(now)?;
         Ok(fx)
     }

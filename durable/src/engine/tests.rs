@@ -687,9 +687,10 @@ mod sandbox_flow {
             .unwrap();
         assert_eq!(s.sandbox_status().unwrap(), "stale");
         assert!(fx.spawn_wanted, "one failure: try again");
-        // It never became ready: nothing in it is kept, nor resumed.
+        // It never became ready: nothing in it is kept, saved, nor resumed.
         assert_eq!(fx.stop_sandbox.as_deref(), Some(t.sandbox_id.as_str()));
         assert!(fx.discard_sandbox);
+        assert_eq!(fx.snapshot_sandbox, None);
         let keeps = keeps_sandboxes();
         assert_eq!(
             s.spawn_plan(keeps, "1").unwrap(),
@@ -1183,8 +1184,10 @@ mod sandbox_flow {
                 .unwrap();
             assert!(!fx.spawn_wanted, "nothing else waits");
             assert_eq!(s.sandbox_status().unwrap(), "stale");
-            // It was ready: stopped, not discarded (its workspace may be worth keeping).
+            // It was ready: saved and stopped, not discarded (its workspace may be worth
+            // keeping).
             assert_eq!(fx.stop_sandbox.as_deref(), Some(sb.as_str()));
+            assert_eq!(fx.snapshot_sandbox.as_deref(), Some(sb.as_str()));
             assert!(!fx.discard_sandbox);
             // The next sandbox resumes it where the provider keeps sandboxes, however it
             // ended; in place, it keeps its identity.
