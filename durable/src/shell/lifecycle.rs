@@ -95,6 +95,14 @@ impl SessionDO {
         Response::from_websocket(pair.client)
     }
 
+    /// Our sandbox `sandbox_id` as the provider is asked about it (with the vendor's id,
+    /// when the session kept one).
+    pub(super) fn sandbox_at(&self, sandbox_id: &str) -> SandboxRef {
+        self.engine()
+            .sandbox_ref(sandbox_id)
+            .unwrap_or_else(|_| SandboxRef::ours(sandbox_id))
+    }
+
     /// Carries out effects, including those that need the provider or the alarm: stop a
     /// sandbox given up on, spawn one for waiting prompts, move the alarm.
     pub(super) async fn carry_out(&self, fx: Effects) {
@@ -128,10 +136,7 @@ impl SessionDO {
                 Err(_) => None,
             };
             let started = now_ms();
-            let at = engine
-                .sandbox_ref(&id)
-                .unwrap_or_else(|_| SandboxRef::ours(&id));
-            match provider.snapshot(&at).await {
+            match provider.snapshot(&self.sandbox_at(&id)).await {
                 Ok(info) => {
                     self.log(
                         LogLine::info("sandbox", "snapshot_saved")
@@ -160,10 +165,7 @@ impl SessionDO {
         }
         if let Some((id, provider)) = stop.and_then(|id| self.provider().map(|p| (id, p))) {
             self.stopping.set(true);
-            let at = self
-                .engine()
-                .sandbox_ref(&id)
-                .unwrap_or_else(|_| SandboxRef::ours(&id));
+            let at = self.sandbox_at(&id);
             let stopped = match discard {
                 true => provider.discard(&at).await,
                 false => provider.stop(&at).await,
@@ -296,30 +298,23 @@ impl SessionDO {
             Ok(mut req) => match &configured {
                 Ok(provider) => {
                     let mut made = match &resume {
-                        Some(previous) => match provider
-                            .resume(
-                                &engine
-                                    .sandbox_ref(previous)
-                                    .unwrap_or_else(|_| SandboxRef::ours(previous)),
-                                &req,
-                            )
-                            .await
-                        {
-                            Ok(Resumed::Started(info)) => Ok(info),
-                            // Nothing left to resume: a fresh sandbox, and the timeline says so.
-                            Ok(Resumed::Gone) => {
-                                // Resume, else restore, else fresh: the newest snapshot of
-                                // this runtime, where the provider restores.
-                                let snapshot = engine
-                                    .latest_snapshot()
-                                    .ok()
-                                    .flatten()
-                                    .filter(|s| {
-                                        provider.capabilities().restore
-                                            && s.runtime_version == runtime
-                                    })
-                                    .map(|s| s.snapshot_id);
-                                let why = match &snapshot {
+                        Some(previous) => {
+                            match provider.resume(&self.sandbox_at(previous), &req).await {
+                                Ok(Resumed::Started(info)) => Ok(info),
+                                // Nothing left to resume: a fresh sandbox, and the timeline says so.
+                                Ok(Resumed::Gone) => {
+                                    // Resume, else restore, else fresh: the newest snapshot of
+                                    // this runtime, where the provider restores.
+                                    let snapshot = engine
+                                        .latest_snapshot()
+                                        .ok()
+                                        .flatten()
+                                        .filter(|s| {
+                                            provider.capabilities().restore
+                                                && s.runtime_version == runtime
+                                        })
+                                        .map(|s| s.snapshot_id);
+                                    let why = match &snapshot {
                                     Some(s) => format!(
                                         "the last sandbox {previous} is gone: restoring its last snapshot {s}"
                                     ),
@@ -327,34 +322,36 @@ impl SessionDO {
                                         "the last sandbox {previous} is gone: starting fresh"
                                     ),
                                 };
-                                if let Ok(fx) = engine.sandbox_warning("resume", &why, now_ms()) {
-                                    self.apply(fx);
-                                }
-                                req.boot_mode = match snapshot {
-                                    Some(_) => {
-                                        inspect_protocol::provider::BootMode::SnapshotRestore
+                                    if let Ok(fx) = engine.sandbox_warning("resume", &why, now_ms())
+                                    {
+                                        self.apply(fx);
                                     }
-                                    None => inspect_protocol::provider::BootMode::Fresh,
-                                };
-                                req.restore_from = snapshot.clone();
-                                restore = snapshot;
-                                // Nothing of the last workspace comes along.
-                                let _ = engine.workspace_lost(&ticket.sandbox_id);
-                                // The machine that held the identity is gone: a new one.
-                                if in_place.is_some() {
-                                    match engine.renew_identity(&ticket.sandbox_id, now_ms()) {
-                                        Ok(Some(renewed)) => {
-                                            req.sandbox_id = renewed.sandbox_id.clone();
-                                            req.sandbox_token = renewed.token.clone();
-                                            ticket = renewed;
+                                    req.boot_mode = match snapshot {
+                                        Some(_) => {
+                                            inspect_protocol::provider::BootMode::SnapshotRestore
                                         }
-                                        _ => return,
+                                        None => inspect_protocol::provider::BootMode::Fresh,
+                                    };
+                                    req.restore_from = snapshot.clone();
+                                    restore = snapshot;
+                                    // Nothing of the last workspace comes along.
+                                    let _ = engine.workspace_lost(&ticket.sandbox_id);
+                                    // The machine that held the identity is gone: a new one.
+                                    if in_place.is_some() {
+                                        match engine.renew_identity(&ticket.sandbox_id, now_ms()) {
+                                            Ok(Some(renewed)) => {
+                                                req.sandbox_id = renewed.sandbox_id.clone();
+                                                req.sandbox_token = renewed.token.clone();
+                                                ticket = renewed;
+                                            }
+                                            _ => return,
+                                        }
                                     }
+                                    provider.create(&req).await
                                 }
-                                provider.create(&req).await
+                                Err(e) => Err(e),
                             }
-                            Err(e) => Err(e),
-                        },
+                        }
                         None => provider.create(&req).await,
                     };
                     // An image the provider cannot use (deleted, unreadable) is not worth a

@@ -268,14 +268,7 @@ impl DurableObject for SessionDO {
                 self.carry_out(out.fx).await;
                 if let Some(sandbox_id) = out.check_provider {
                     let gone = match self.provider() {
-                        Some(p) => match p
-                            .status(
-                                &engine
-                                    .sandbox_ref(&sandbox_id)
-                                    .unwrap_or_else(|_| SandboxRef::ours(&sandbox_id)),
-                            )
-                            .await
-                        {
+                        Some(p) => match p.status(&self.sandbox_at(&sandbox_id)).await {
                             Ok(info) if info.status == "running" => {
                                 // On its way: how far, in the provider's words.
                                 if let Some(progress) = &info.detail {
