@@ -125,6 +125,16 @@ pub struct ScmScope {
     pub repositories: Vec<String>,
 }
 
+/// `POST /sessions/:id/scm-credentials`'s body (sandbox token only; an empty body is the
+/// same as `{}`). `refused`: the password git was just refused with (git's credential
+/// `erase`), so a token GitHub revoked before it expired is not handed out again.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ScmCredentialsRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
+}
+
 /// `POST /sessions/:id/scm-credentials` (sandbox token only).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]

@@ -6,7 +6,7 @@
 //! written to disk.
 
 use anyhow::{bail, Context, Result};
-use inspect_protocol::auth::ScmCredentials;
+use inspect_protocol::auth::{ScmCredentials, ScmCredentialsRequest};
 use inspect_protocol::provider::SpawnRequest;
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
@@ -14,6 +14,10 @@ use std::io::{BufRead, Write};
 /// An image build's token for the repositories' remotes (this helper answers git with it);
 /// hooks never see it.
 pub const GIT_TOKEN_VAR: &str = "INSPECT_GIT_TOKEN";
+
+/// Where the helper notes that git was refused the token it gave (git's `erase`), for the
+/// supervisor that ran that git to ask for a new one; set per git command.
+pub const GIT_REFUSED_VAR: &str = "INSPECT_GIT_REFUSED_FILE";
 
 /// Parses git's `key=value` lines (up to a blank line or the end).
 pub fn parse_request(input: &str) -> HashMap<String, String> {
@@ -60,11 +64,24 @@ pub async fn run(operation: &str) -> Result<()> {
         input.push_str(&line);
         input.push('\n');
     }
-    // store/erase: nothing is kept, so nothing to do.
-    if operation != "get" {
-        return Ok(());
-    }
     let request = parse_request(&input);
+    match operation {
+        "get" => {}
+        // Git was refused what `get` gave: say so to the supervisor that ran it (through
+        // the file it named), which then asks for a new token and tries once more.
+        "erase" => {
+            if let (Ok(file), Ok(token)) =
+                (std::env::var(GIT_REFUSED_VAR), std::env::var(GIT_TOKEN_VAR))
+            {
+                if request.get("password") == Some(&token) {
+                    std::fs::write(file, "refused\n").context("noting the refusal")?;
+                }
+            }
+            return Ok(());
+        }
+        // store: nothing is kept.
+        _ => return Ok(()),
+    }
     let spawn: SpawnRequest =
         serde_json::from_str(&var("INSPECT_SPAWN")?).context("INSPECT_SPAWN")?;
     let sources: Vec<String> = spawn
@@ -92,18 +109,24 @@ pub async fn run(operation: &str) -> Result<()> {
     Ok(())
 }
 
-/// Asks the control plane for git credentials with the sandbox's own token.
+/// Asks the control plane for git credentials with the sandbox's own token; `refused`:
+/// the password git was just refused with, not to be given again.
 pub async fn ask_control_plane(
     url: &str,
     sandbox_token: &str,
     sandbox_id: &str,
+    refused: Option<&str>,
 ) -> Result<ScmCredentials> {
+    let ask = ScmCredentialsRequest {
+        refused: refused.map(str::to_owned),
+    };
     let resp = reqwest::Client::builder()
         .timeout(std::time::Duration::from_secs(20))
         .build()?
         .post(url)
         .bearer_auth(sandbox_token)
         .header(inspect_protocol::auth::SANDBOX_ID_HEADER, sandbox_id)
+        .json(&ask)
         .send()
         .await
         .context("asking the control plane for git credentials")?;

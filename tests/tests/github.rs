@@ -535,6 +535,10 @@ async fn a_session_on_a_github_repository_opens_one_pull_request_and_reuses_it()
         "{tool_output}"
     );
 
+    // GitHub revokes every installation token (the App reinstalled): the sandbox's git is
+    // refused the one it holds, says so (`erase`), and pushes with a new one.
+    let mints = gh.mints();
+    gh.revoke_installation_tokens();
     assert_eq!(prompt("add a line and update the PR").await.status, 200);
     let (done, events) = wait_done(2).await;
     assert_eq!(done[1]["success"], true, "{events}");
@@ -546,6 +550,8 @@ async fn a_session_on_a_github_repository_opens_one_pull_request_and_reuses_it()
     let bare = gh.repos_root.join("acme/web.git");
     let notes = git(&bare, &["show", &format!("open-inspect/{id}:notes.md")]);
     assert_eq!(notes, "one\ntwo");
+    // One new token for git, one for the App's REST calls: no more.
+    assert!(gh.mints() - mints <= 2, "{} mints", gh.mints() - mints);
 
     assert_eq!(prompt("try a bad head").await.status, 200);
     let (_, events) = wait_done(3).await;

@@ -9,6 +9,7 @@ use crate::routes::SessionAction;
 use crate::{index, repos, settings};
 use inspect_durable::shell::{ACTOR_HEADER, ORIGIN_HEADER, SESSION_HEADER, VOUCHED_HEADER};
 use inspect_github::app as github_app;
+use inspect_protocol::auth::ScmCredentialsRequest;
 use inspect_protocol::session::{Actor, CreateSessionRequest};
 use inspect_protocol::{ApiError, ErrorCode};
 use worker::{Env, Headers, Method, Request, RequestInit, Response};
@@ -55,7 +56,13 @@ pub(crate) async fn forward_as_sandbox(
 /// `POST /sessions/:id/scm-credentials`: the session's object vouches for the sandbox's
 /// token and names its GitHub repositories, then the Worker hands out an installation
 /// token narrowed to them.
-pub(crate) async fn scm_credentials(env: &Env, id: &str, req: Request) -> ApiResult<Response> {
+pub(crate) async fn scm_credentials(env: &Env, id: &str, mut req: Request) -> ApiResult<Response> {
+    let body = read_body(&mut req).await?;
+    let ask: ScmCredentialsRequest = if body.is_empty() {
+        ScmCredentialsRequest::default()
+    } else {
+        body_as(&body)?
+    };
     let resp = forward_as_sandbox(
         env,
         id,
@@ -68,7 +75,13 @@ pub(crate) async fn scm_credentials(env: &Env, id: &str, req: Request) -> ApiRes
         return Ok(resp);
     }
     let scope: inspect_protocol::auth::ScmScope = parse(&object_answer(resp, 200).await?)?;
-    let creds = github_app::git_token(env, &scope.repositories, now_ms() as i64).await?;
+    let creds = github_app::git_token(
+        env,
+        &scope.repositories,
+        ask.refused.as_deref(),
+        now_ms() as i64,
+    )
+    .await?;
     let resp = json(&creds, 200)?;
     let _ = resp.headers().set("Cache-Control", "no-store");
     Ok(resp)

@@ -101,10 +101,12 @@ pub async fn installation_token(env: &Env, now_ms: i64) -> Result<ScmCredentials
 /// An installation token for git in a session's sandbox: narrowed to `repositories` (the
 /// session's repositories' names in the installation's account) and to what git needs
 /// (`contents: write`, `metadata: read`). Never an unnarrowed token: with no repository
-/// there is nothing to give.
+/// there is nothing to give. `refused`: the password git was just refused with; when it
+/// is the one held for these repositories, a new one is minted in its place.
 pub async fn git_token(
     env: &Env,
     repositories: &[String],
+    refused: Option<&str>,
     now_ms: i64,
 ) -> Result<ScmCredentials, ApiError> {
     if repositories.is_empty() {
@@ -118,7 +120,12 @@ pub async fn git_token(
         .collect();
     names.sort();
     names.dedup();
-    mint(env, now_ms, &names).await
+    let Some(old) = refused.filter(|old| tokens::refused_for(&names, old)) else {
+        return mint(env, now_ms, &names).await;
+    };
+    let fresh = mint(env, now_ms, &names).await?;
+    tokens::succeeded(old, &fresh.password);
+    Ok(fresh)
 }
 
 /// A token for `repositories` (empty: the App's own), from the cache while it has more

@@ -78,6 +78,23 @@ pub fn refused(token: &str) -> Option<Scope> {
     })
 }
 
+/// Git in a sandbox was refused `token` for `repositories` (git's credential `erase`): it
+/// is dropped when it is the token held for those repositories. Nothing else is touched:
+/// a sandbox names only what it was given.
+pub fn refused_for(repositories: &[String], token: &str) -> bool {
+    HELD.with(|h| {
+        let cached = &mut h.borrow_mut().cached;
+        let Some(at) = cached
+            .iter()
+            .position(|c| c.token == token && c.scope.repositories == repositories)
+        else {
+            return false;
+        };
+        cached.remove(at);
+        true
+    })
+}
+
 /// `new` was minted to follow the refused `old`.
 pub fn succeeded(old: &str, new: &str) {
     HELD.with(|h| {
@@ -137,5 +154,22 @@ mod tests {
         assert_eq!(current("old").as_deref(), Some("new"));
         assert_eq!(current("new"), None);
         assert_eq!(fresh(&s, 0).map(|t| t.0).as_deref(), Some("new"));
+    }
+
+    #[test]
+    fn git_drops_only_the_token_it_was_given_for_its_repositories() {
+        let web = scope(&["acme/web"]);
+        let api = scope(&["acme/api"]);
+        keep(web.clone(), "w".into(), 3_600_000, 0);
+        keep(api.clone(), "a".into(), 3_600_000, 0);
+        assert!(
+            !refused_for(&web.repositories, "a"),
+            "another scope's token"
+        );
+        assert!(!refused_for(&web.repositories, "guess"));
+        assert!(fresh(&api, 0).is_some());
+        assert!(refused_for(&web.repositories, "w"));
+        assert_eq!(fresh(&web, 0), None);
+        assert!(!refused_for(&web.repositories, "w"), "only once");
     }
 }

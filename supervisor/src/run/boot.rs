@@ -18,7 +18,7 @@ pub const START_TIMEOUT: Duration = Duration::from_secs(120);
 pub const HOOK_OUTPUT_TAIL: usize = 8 * 1024;
 pub const TUNNEL_POLL: Duration = Duration::from_millis(200);
 pub const TUNNELS_FILE: &str = ".tunnels.env";
-use crate::credential::GIT_TOKEN_VAR;
+use crate::credential::{GIT_REFUSED_VAR, GIT_TOKEN_VAR};
 
 /// The bot that commits; prompts' authors are set per commit.
 pub const BOT_NAME: &str = "open-inspect[bot]";
@@ -381,12 +381,18 @@ impl ScmBroker {
     }
 
     /// A token for the session's remotes, or `None` (none needed, or the control plane
-    /// has none to give: git then fails with its own words).
-    async fn git_token(&self) -> Option<String> {
+    /// has none to give: git then fails with its own words). `refused`: the token git was
+    /// just refused with (revoked before it expired): never given again.
+    async fn git_token(&self, refused: Option<&str>) -> Option<String> {
         if !self.needed {
             return None;
         }
         let mut cached = self.cached.lock().await;
+        if let Some(old) = refused {
+            if cached.as_ref().is_some_and(|c| c.password == old) {
+                *cached = None;
+            }
+        }
         let now_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_millis() as i64)
@@ -397,7 +403,14 @@ impl ScmBroker {
         {
             return Some(c.password.clone());
         }
-        match crate::credential::ask_control_plane(&self.url, &self.token, &self.sandbox_id).await {
+        match crate::credential::ask_control_plane(
+            &self.url,
+            &self.token,
+            &self.sandbox_id,
+            refused,
+        )
+        .await
+        {
             Ok(creds) => {
                 let password = creds.password.clone();
                 *cached = Some(creds);
@@ -422,7 +435,42 @@ fn reaches_remote(args: &[&str]) -> bool {
 /// Git, with our credential helper the only one: a command that reaches a remote gets a
 /// short-lived token for the session's repositories from the control plane, handed to the
 /// helper through this one git's environment (see `credential-helper`).
+///
+/// A token GitHub refused (revoked before it expired: the App suspended or reinstalled)
+/// makes git `erase` it; the helper notes that, and the command is tried once more with a
+/// new token, the refused one named so the control plane does not hand it out again.
 pub async fn git(dir: &Path, args: &[&str]) -> Result<String> {
+    let broker = SCM_BROKER.get().filter(|_| reaches_remote(args));
+    let token = match broker {
+        Some(b) => b.git_token(None).await,
+        None => None,
+    };
+    let mut out = run_git(dir, args, token.as_deref()).await?;
+    if let (true, Some(broker), Some(refused)) = (out.refused, broker, token) {
+        tracing::warn!("git was refused its token: asking for a new one");
+        if let Some(renewed) = broker.git_token(Some(&refused)).await {
+            out = run_git(dir, args, Some(&renewed)).await?;
+        }
+    }
+    let out = out.output;
+    if !out.status.success() {
+        bail!(
+            "git {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+/// One git command's outcome, and whether git was refused the token it was given.
+struct GitRun {
+    output: std::process::Output,
+    refused: bool,
+}
+
+/// Runs git once, with our credential helper the only one and `token` for it to give.
+async fn run_git(dir: &Path, args: &[&str], token: Option<&str>) -> Result<GitRun> {
     let helper = std::env::current_exe()
         .map(|exe| format!("credential.helper=!'{}' credential-helper", exe.display()))
         .unwrap_or_else(|_| "credential.helper=".into());
@@ -432,25 +480,26 @@ pub async fn git(dir: &Path, args: &[&str]) -> Result<String> {
         .current_dir(dir)
         .env("GIT_TERMINAL_PROMPT", "0")
         .stdin(std::process::Stdio::null());
-    if reaches_remote(args) {
-        if let Some(broker) = SCM_BROKER.get() {
-            if let Some(token) = broker.git_token().await {
-                cmd.env(GIT_TOKEN_VAR, token);
-            }
+    // Where the helper notes a refusal: a file of this one command's, in a directory
+    // only this process can write.
+    let notes = match token {
+        Some(token) => {
+            let notes = tempfile::tempdir().context("a directory for git's refusals")?;
+            cmd.env(GIT_TOKEN_VAR, token)
+                .env(GIT_REFUSED_VAR, notes.path().join("refused"));
+            Some(notes)
         }
-    }
-    let out = cmd
+        None => None,
+    };
+    let output = cmd
         .output()
         .await
         .with_context(|| format!("running git {}", args.join(" ")))?;
-    if !out.status.success() {
-        bail!(
-            "git {} failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    let refused = !output.status.success()
+        && notes
+            .as_ref()
+            .is_some_and(|n| n.path().join("refused").exists());
+    Ok(GitRun { output, refused })
 }
 
 /// A clone unpacked from a snapshot or an image has its files' sizes and modification
