@@ -858,7 +858,7 @@ async fn kubernetes_a_pod_that_cannot_start_is_reported_in_its_words() {
     let t = Instant::now();
     let error = w.first_sandbox_error(&mut ws).await;
     assert!(
-        error.contains("ImagePullBackOff") && error.contains("no-such-image"),
+        error.contains("ErrImagePull") && error.contains("no-such-image:0: not found"),
         "{error}"
     );
     assert!(
@@ -1512,6 +1512,33 @@ async fn kubernetes_a_pod_that_dies_comes_back_on_its_workspace() {
     );
     let c = w.cluster.as_ref().unwrap();
     assert_eq!(c.objects("persistentvolumeclaims").len(), 1);
+}
+
+/// A registry briefly out fails four pulls (20 s, two of the Worker's checks); the kubelet
+/// backs off and pulls again each time, and the
+/// session waits for it instead of failing at the first `ErrImagePull` (it did before: a
+/// pull error was taken as a Pod that cannot start).
+#[tokio::test]
+async fn kubernetes_a_registry_briefly_out_is_waited_for() {
+    let w = World::start(
+        Provider::Kubernetes,
+        vec![Reply::text("Pulled at last.")],
+        &[],
+    )
+    .await;
+    w.cluster.as_ref().unwrap().registry_unavailable(4);
+    let (_id, mut ws) = w.prompted("go").await;
+    loop {
+        let m = ws
+            .recv_within(90)
+            .await
+            .unwrap_or_else(|e| panic!("{e}\n{}", w.logs()));
+        assert_ne!(m["type"], "sandbox_error", "{m}");
+        if m["type"] == "sandbox_event" && m["event"]["type"] == "execution_complete" {
+            assert_eq!(m["event"]["success"], true, "{m}");
+            break;
+        }
+    }
 }
 
 /// A Pod no node has room for is said in the scheduler's words while the session waits, and

@@ -471,14 +471,40 @@ impl PodState {
     }
 }
 
+/// Waiting reasons that need someone to change something.
 const STUCK: [&str; 6] = [
-    "ImagePullBackOff",
-    "ErrImagePull",
     "InvalidImageName",
+    "ErrImageNeverPull",
+    "SignatureValidationFailed",
     "CreateContainerConfigError",
     "CreateContainerError",
     "CrashLoopBackOff",
 ];
+
+/// Waiting reasons of a failed image pull, which the kubelet tries again with a growing
+/// back-off: a registry that was briefly out heals, a missing image or refused credentials
+/// do not. Since Kubernetes 1.32 the back-off's message carries the last pull's error.
+const PULLING: [&str; 3] = ["ErrImagePull", "ImagePullBackOff", "RegistryUnavailable"];
+
+/// Whether a failed pull's words (the runtime's gRPC error) say it cannot heal by itself.
+fn pull_cannot_heal(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    [
+        "code = notfound",
+        "not found",
+        "manifest unknown",
+        "name unknown",
+        "no such image",
+        "does not exist",
+        "unauthorized",
+        "authorization failed",
+        "denied",
+        "forbidden",
+        "invalid reference format",
+    ]
+    .iter()
+    .any(|w| m.contains(w))
+}
 
 pub fn pod_state(pod: &Value) -> PodState {
     let status = &pod["status"];
@@ -514,8 +540,10 @@ pub fn pod_state(pod: &Value) -> PodState {
     for c in &containers {
         let waiting = &c["state"]["waiting"];
         if let Some(reason) = waiting["reason"].as_str() {
-            if STUCK.contains(&reason) {
-                let message = waiting["message"].as_str().unwrap_or("");
+            let message = waiting["message"].as_str().unwrap_or("");
+            let stuck =
+                STUCK.contains(&reason) || (PULLING.contains(&reason) && pull_cannot_heal(message));
+            if stuck {
                 return PodState::Stuck {
                     reason: format!("{reason}: {message}")
                         .trim_end_matches(": ")
@@ -549,10 +577,19 @@ pub fn pod_state(pod: &Value) -> PodState {
         .find(|w| w["reason"].is_string());
     let progress = unscheduled.or(waiting).map(|c| {
         let reason = c["reason"].as_str().unwrap_or("Pending");
-        match c["message"].as_str().filter(|m| !m.is_empty()) {
+        let mut said = match c["message"].as_str().filter(|m| !m.is_empty()) {
             Some(m) => format!("{reason}: {m}"),
             None => reason.to_owned(),
+        };
+        if PULLING.contains(&reason) {
+            said.push_str(" (the kubelet tries again)");
+        } else if said.contains("unbound") && said.contains("PersistentVolumeClaim") {
+            // The scheduler waits for the workspace claim: its storage is not provisioned.
+            said.push_str(
+                " (the workspace claim is Pending: can K8S_STORAGE_CLASS, or the cluster's default class, provision it?)",
+            );
         }
+        said
     });
     PodState::Starting { progress }
 }

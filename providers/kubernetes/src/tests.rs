@@ -215,15 +215,66 @@ fn pod_states_read_phase_and_waiting_reasons() {
         pod_state(&json!({"status": {"phase": "Running"}})),
         PodState::Running
     );
-    let pulling = json!({"status": {"phase": "Pending", "containerStatuses": [
-        {"state": {"waiting": {"reason": "ImagePullBackOff", "message": "no such image"}}}
-    ]}});
+    let waiting = |reason: &str, message: &str| {
+        pod_state(
+            &json!({"status": {"phase": "Pending", "containerStatuses": [
+                {"state": {"waiting": {"reason": reason, "message": message}}}
+            ]}}),
+        )
+    };
+    // A missing image, in containerd's words and in the back-off's (1.32+), which carries
+    // the last pull's error: it will not heal.
+    let missing = "rpc error: code = NotFound desc = failed to pull and unpack image \"r.example/x:0\": failed to resolve reference \"r.example/x:0\": r.example/x:0: not found";
     assert_eq!(
-        pod_state(&pulling),
+        waiting("ErrImagePull", missing),
         PodState::Stuck {
-            reason: "ImagePullBackOff: no such image".into()
+            reason: format!("ErrImagePull: {missing}")
         }
     );
+    assert!(matches!(
+        waiting(
+            "ImagePullBackOff",
+            &format!("Back-off pulling image \"r.example/x:0\": ErrImagePull: {missing}")
+        ),
+        PodState::Stuck { .. }
+    ));
+    assert!(matches!(
+        waiting(
+            "ErrImagePull",
+            "pull access denied, repository does not exist or may require authorization"
+        ),
+        PodState::Stuck { .. }
+    ));
+    // A registry briefly out: the kubelet tries again, and the session waits, saying so.
+    let unavailable = "rpc error: code = Unavailable desc = failed to pull and unpack image \"r.example/x:0\": dial tcp 10.0.0.9:443: i/o timeout";
+    assert_eq!(
+        waiting("ErrImagePull", unavailable),
+        PodState::Starting {
+            progress: Some(format!(
+                "ErrImagePull: {unavailable} (the kubelet tries again)"
+            ))
+        }
+    );
+    assert!(matches!(
+        waiting(
+            "ImagePullBackOff",
+            "Back-off pulling image \"r.example/x:0\""
+        ),
+        PodState::Starting { .. }
+    ));
+    assert!(matches!(
+        waiting("InvalidImageName", "couldn't parse image name"),
+        PodState::Stuck { .. }
+    ));
+    // The workspace claim not provisioned: said as the claim's, not only the scheduler's.
+    let unbound = json!({"status": {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+         "message": "0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."}
+    ]}});
+    assert!(matches!(
+        pod_state(&unbound),
+        PodState::Starting { progress: Some(p) } if p.contains("the workspace claim is Pending") && p.contains("K8S_STORAGE_CLASS")
+    ));
     let deadline = json!({"status": {"phase": "Failed", "reason": "DeadlineExceeded"}});
     assert_eq!(
         pod_state(&deadline),

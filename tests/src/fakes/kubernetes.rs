@@ -10,8 +10,9 @@
 //! kubelet gives it (the image's, then `envFrom` Secrets, then `env`), the claim's directory
 //! where the claim is mounted, its own process group, and `activeDeadlineSeconds` enforced.
 //! Phases follow the process: `Running`, then `Succeeded`/`Failed` with the container's
-//! `terminated` state; a missing Secret is `CreateContainerConfigError`, another image
-//! `ImagePullBackOff`.
+//! `terminated` state; a missing Secret is `CreateContainerConfigError`; another image is
+//! not found, and a pull while the registry is out fails: both wait in `ErrImagePull` and
+//! `ImagePullBackOff` and are pulled again, as a kubelet does.
 
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
@@ -43,6 +44,8 @@ struct World {
     clock: u64,
     /// No node has room: new Pods stay Pending, unscheduled, with the scheduler's message.
     unschedulable: Option<String>,
+    /// Image pulls the registry still fails (it is out, then back).
+    registry_out: u32,
 }
 
 type Shared = Arc<Mutex<World>>;
@@ -158,6 +161,13 @@ impl FakeKubernetes {
     pub fn unschedulable(&self, message: &str) {
         self.kubelet
             .with(|w| w.unschedulable = Some(message.to_owned()));
+    }
+
+    /// The registry is out for the next `pulls` image pulls: each fails with the runtime's
+    /// `Unavailable` (`ErrImagePull`), the kubelet backs off (`ImagePullBackOff`, whose
+    /// message carries the pull's error, as since Kubernetes 1.32) and pulls again.
+    pub fn registry_unavailable(&self, pulls: u32) {
+        self.kubelet.with(|w| w.registry_out = pulls);
     }
 
     /// A node with room came: the Pods waiting for one start, and new Pods run again.
@@ -548,6 +558,56 @@ fn waiting(reason: &str, message: &str) -> Value {
     ]})
 }
 
+/// How long the kubelet waits before pulling again (its own starts at 10 s and doubles).
+const PULL_BACK_OFF: Duration = Duration::from_secs(4);
+
+/// The kubelet's pull, when it fails: an image other than [`IMAGE`] is not found; while
+/// the registry is out a pull fails as unavailable. The Pod then waits in `ErrImagePull`,
+/// backs off in `ImagePullBackOff` and is pulled again, for as long as it exists.
+fn pull_failed(k: &Arc<Kubelet>, name: &str, pod: &Value) -> bool {
+    let image = pod["spec"]["containers"][0]["image"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let error = if image != IMAGE {
+        format!("rpc error: code = NotFound desc = failed to pull and unpack image \"{image}\": failed to resolve reference \"{image}\": {image}: not found")
+    } else if k
+        .with(|w| {
+            w.registry_out
+                .checked_sub(1)
+                .map(|left| w.registry_out = left)
+        })
+        .is_some()
+    {
+        format!("rpc error: code = Unavailable desc = failed to pull and unpack image \"{image}\": dial tcp 10.0.0.9:443: i/o timeout")
+    } else {
+        return false;
+    };
+    set_pod_status(k, name, waiting("ErrImagePull", &error));
+    let uid = pod["metadata"]["uid"].clone();
+    let (k, name) = (k.clone(), name.to_owned());
+    tokio::spawn(async move {
+        let same_pod = || {
+            k.with(|w| {
+                w.objects
+                    .get(&("pods".into(), name.clone()))
+                    .is_some_and(|p| p["metadata"]["uid"] == uid)
+            })
+        };
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        if !same_pod() {
+            return;
+        }
+        let backing_off = format!("Back-off pulling image \"{image}\": ErrImagePull: {error}");
+        set_pod_status(&k, &name, waiting("ImagePullBackOff", &backing_off));
+        tokio::time::sleep(PULL_BACK_OFF).await;
+        if same_pod() {
+            start_pod(&k, &name);
+        }
+    });
+    true
+}
+
 /// The kubelet's part: resolve the environment and the mount, run the command.
 fn start_pod(k: &Arc<Kubelet>, name: &str) {
     let Some(pod) = k.with(|w| w.objects.get(&("pods".into(), name.to_owned())).cloned()) else {
@@ -561,21 +621,10 @@ fn start_pod(k: &Arc<Kubelet>, name: &str) {
         );
         return;
     }
-    let c = &pod["spec"]["containers"][0];
-    if c["image"] != IMAGE {
-        set_pod_status(
-            k,
-            name,
-            waiting(
-                "ImagePullBackOff",
-                &format!(
-                    "Back-off pulling image \"{}\"",
-                    c["image"].as_str().unwrap_or("")
-                ),
-            ),
-        );
+    if pull_failed(k, name, &pod) {
         return;
     }
+    let c = &pod["spec"]["containers"][0];
     let mut env: Vec<(String, String)> = k.image_env.clone();
     for from in c["envFrom"].as_array().cloned().unwrap_or_default() {
         let secret = from["secretRef"]["name"].as_str().unwrap_or_default();
