@@ -583,8 +583,15 @@ pub fn pod_state(pod: &Value) -> PodState {
         };
         if PULLING.contains(&reason) {
             said.push_str(" (the kubelet tries again)");
-        } else if said.contains("unbound") && said.contains("PersistentVolumeClaim") {
-            // The scheduler waits for the workspace claim: its storage is not provisioned.
+        } else if reason == "Unschedulable"
+            && ["PersistentVolumeClaim", "persistent volume", "VolumeBinding"]
+                .iter()
+                .any(|w| said.contains(w))
+        {
+            // The scheduler waits for the workspace claim: its storage is not provisioned
+            // (an `Immediate` class: "unbound immediate PersistentVolumeClaims"; a
+            // `WaitForFirstConsumer` one: "did not find available persistent volumes to
+            // bind", or its `VolumeBinding` step timing out).
             said.push_str(
                 " (the workspace claim is Pending: can K8S_STORAGE_CLASS, or the cluster's default class, provision it?)",
             );

@@ -275,6 +275,18 @@ fn pod_states_read_phase_and_waiting_reasons() {
         pod_state(&unbound),
         PodState::Starting { progress: Some(p) } if p.contains("the workspace claim is Pending") && p.contains("K8S_STORAGE_CLASS")
     ));
+    let late_binding = json!({"status": {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+         "message": "0/3 nodes are available: 3 node(s) did not find available persistent volumes to bind."}
+    ]}});
+    assert!(matches!(
+        pod_state(&late_binding),
+        PodState::Starting { progress: Some(p) } if p.contains("the workspace claim is Pending")
+    ));
+    assert!(matches!(
+        pod_state(&unschedulable),
+        PodState::Starting { progress: Some(p) } if !p.contains("claim")
+    ));
     let deadline = json!({"status": {"phase": "Failed", "reason": "DeadlineExceeded"}});
     assert_eq!(
         pod_state(&deadline),
