@@ -65,6 +65,61 @@ case "$final_base" in
     fi ;;
 esac
 
+# The final stage's RUN steps that need no network (its user and /sandbox) run for real, in
+# a throw-away root made as the base image is: Debian's own base users (base-passwd), then
+# `node` as the official Node image makes it (uid and gid 1000). The host's /usr is lent
+# read-only. It needs root for a private mount namespace; without, it says it skipped.
+final_steps() {
+  local last
+  last="$(grep -nE '^FROM ' "$FILE" | tail -1 | cut -d: -f1)"
+  awk -v last="$last" '
+    NR <= last { next }
+    !inrun && /^RUN / { inrun = 1; cmd = ""; sub(/^RUN /, "") }
+    inrun {
+      more = /\\[[:space:]]*$/
+      line = $0; sub(/\\[[:space:]]*$/, "", line)
+      cmd = cmd " " line
+      if (!more) { print cmd; inrun = 0 }
+    }' "$FILE" | grep -vE 'apt-get|npm |cargo |curl |wget ' || true
+}
+run_user_steps() {
+  local steps=()
+  mapfile -t steps < <(final_steps)
+  [ "${#steps[@]}" -gt 0 ] || { problem "the final stage has no RUN step that makes its user"; return; }
+  local root
+  root="$(mktemp -d)"
+  # shellcheck disable=SC2016 # expanded inside the namespace
+  unshare --mount --pid --propagation private --fork -- bash -euo pipefail -c '
+    root="$1"; shift
+    mount -t tmpfs tmpfs "$root"
+    mkdir -p "$root"/{usr,etc,home,proc,tmp,run,var/mail,var/spool}
+    mount --rbind /usr "$root/usr" && mount -o remount,ro,bind "$root/usr"
+    mount -t proc proc "$root/proc"
+    for l in bin sbin lib lib64; do [ -L "/$l" ] && ln -s "$(readlink "/$l")" "$root/$l"; done
+    cp /usr/share/base-passwd/passwd.master "$root/etc/passwd"
+    cp /usr/share/base-passwd/group.master "$root/etc/group"
+    awk -F: "{print \$1 \":*:19000:0:99999:7:::\"}" "$root/etc/passwd" > "$root/etc/shadow"
+    awk -F: "{print \$1 \":*::\"}" "$root/etc/group" > "$root/etc/gshadow"
+    cp -a /etc/login.defs /etc/default /etc/skel /etc/nsswitch.conf "$root/etc/"
+    chroot "$root" /bin/sh -euc "groupadd --gid 1000 node && useradd --uid 1000 --gid node --shell /bin/bash --create-home node"
+    for step in "$@"; do
+      chroot "$root" /bin/sh -euc "$step" || { echo "RUN$step failed" >&2; exit 1; }
+    done
+    chroot "$root" /bin/sh -euc "test \"\$(id -u sandbox)\" = 1000 && test \"\$(stat -c %u /sandbox/workspace)\" = 1000 && test \"\$(stat -c %u /sandbox/home)\" = 1000" ||
+      { echo "the user is not sandbox (uid 1000) owning /sandbox" >&2; exit 1; }
+  ' _ "$root" "${steps[@]}" >"$root.log" 2>&1 || {
+    cat "$root.log" >&2
+    problem "the final stage's user steps fail in a root made like its base"
+  }
+  rm -f "$root.log"
+  rmdir "$root" 2>/dev/null || true
+}
+if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null && [ -f /usr/share/base-passwd/passwd.master ]; then
+  run_user_steps
+else
+  echo "sandbox image: the user steps were not run (they need root, unshare and Debian's base-passwd)" >&2
+fi
+
 # With an engine, BuildKit's own linter too.
 if docker info >/dev/null 2>&1; then
   docker build --check -f "$FILE" "$ROOT" || problem "docker build --check failed"
