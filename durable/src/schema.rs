@@ -211,6 +211,10 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     ALTER TABLE session ADD COLUMN ready_timeout_ms INTEGER;
     ALTER TABLE sandbox ADD COLUMN progress TEXT;
     "#,
+    // 18: the automation and run that started the session (JSON), when one did.
+    r#"
+    ALTER TABLE session ADD COLUMN automation TEXT;
+    "#,
 ];
 
 pub fn current_version() -> i64 {

@@ -7,6 +7,7 @@
 //! can talk to this control plane.
 
 pub mod auth;
+pub mod automations;
 pub mod client;
 pub mod error;
 pub mod health;

@@ -134,6 +134,8 @@ pub enum CallbackContext {
     },
     /// A Slack thread: progress and the outcome are posted there.
     Slack(crate::slack::SlackThread),
+    /// An automation's run: the outcome is recorded on the run.
+    Automation(crate::automations::AutomationOrigin),
 }
 
 /// A prompt with a callback ended: the shell reports it where the context says.

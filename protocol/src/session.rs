@@ -89,6 +89,9 @@ pub struct CreateSessionRequest {
     pub parent_session_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub depth: Option<i64>,
+    /// Set by the control plane for an automation's session: which automation and run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub automation: Option<crate::automations::AutomationOrigin>,
 }
 
 /// What a session asks of its sandbox.
@@ -164,6 +167,9 @@ pub struct SessionState {
     /// 0 for a session people started; a child is one deeper than its parent.
     #[serde(default)]
     pub depth: i64,
+    /// The automation and run that started this session, when one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub automation: Option<crate::automations::AutomationOrigin>,
 }
 
 /// One row of `GET /sessions` (from the D1 index).

@@ -31,6 +31,84 @@ export type EnvironmentList = { environments: Array<Environment>, };
 
 export type ScmCredentials = { username: string, password: string, expiresAtEpochMs: number, };
 
+export type TriggerType = "schedule" | "webhook";
+
+export type Schedule = { cron: string, timezone: string, };
+
+export type Comparison = "eq" | "neq" | "gt" | "gte" | "lt" | "lte" | "contains" | "exists";
+
+export type Filter = { path: string, op: Comparison, 
+/**
+ * What is compared (absent for `exists`).
+ */
+value?: unknown, };
+
+export type AutomationRequest = { name: string, triggerType: TriggerType, 
+/**
+ * None, one, or (schedules only) up to [`MAX_REPOSITORIES`].
+ */
+repositories: Array<RepositoryRef>, 
+/**
+ * The base branch (one repository only); the repository's default otherwise.
+ */
+branch?: string | null, model?: string | null, reasoningEffort?: string | null, instructions: string, 
+/**
+ * Every filter must match an event for it to start a run (webhooks).
+ */
+conditions: Array<Filter>, 
+/**
+ * Schedules only.
+ */
+schedule?: Schedule | null, };
+
+export type AutomationStatus = "enabled" | "degraded" | "paused";
+
+export type Automation = { id: string, 
+/**
+ * What it does and when, as last saved.
+ */
+settings: AutomationRequest, status: AutomationStatus, 
+/**
+ * Why it is paused (by hand, or after failed runs).
+ */
+pausedReason?: string | null, consecutiveFailures: number, 
+/**
+ * The next firing of a schedule (ms since the epoch); none when paused.
+ */
+nextRunAt?: number | null, 
+/**
+ * The path webhooks are delivered to (webhooks only).
+ */
+webhookPath?: string | null, createdBy: string, createdAt: number, updatedAt: number, };
+
+export type AutomationCreated = { automation: Automation, webhookKey?: string | null, };
+
+export type AutomationList = { automations: Array<Automation>, };
+
+export type RunTrigger = "schedule" | "manual" | "webhook";
+
+export type RunStatus = "starting" | "running" | "completed" | "failed" | "partial_failure" | "skipped";
+
+export type RunSession = { repository: string, sessionId?: string | null, status: RunStatus, error?: string | null, };
+
+export type Run = { id: string, automationId: string, trigger: RunTrigger, status: RunStatus, 
+/**
+ * Why it was skipped or failed.
+ */
+reason?: string | null, sessions: Array<RunSession>, createdAt: number, finishedAt?: number | null, };
+
+export type RunList = { runs: Array<Run>, };
+
+export type SchedulePreview = { nextRuns: Array<number>, };
+
+export type WebhookAccepted = { ok: boolean, triggered: number, skipped: number, };
+
+export type AutomationOrigin = { automationId: string, runId: string, 
+/**
+ * The run's repository this session is for (`owner/name`, or empty).
+ */
+repository: string, };
+
 export type ClientMessage = { "type": "ping" } | { "type": "subscribe", token: string, clientId: string, } | { "type": "prompt", content: string, model?: string | null, reasoningEffort?: string | null, attachments?: Array<Attachment> | null, clientRequestId?: string | null, } | { "type": "cancel_prompt", messageId: string, clientRequestId?: string | null, } | { "type": "stop" } | { "type": "typing" } | { "type": "presence", status: PresenceStatus, cursor?: JsonValue | null, } | { "type": "fetch_history", cursor?: string | null, limit?: number | null, };
 
 export type ServerMessage = { "type": "pong", timestamp?: number | null, } | { "type": "subscribed", session: SessionState, artifacts: Array<Artifact>, timeline: EventWindow, promptQueue: Array<QueuedPrompt>, participantId: string, participant: Participant, } | { "type": "prompt_queued", messageId: string, position: number, clientRequestId?: string | null, } | { "type": "prompt_cancelled", messageId: string, clientRequestId?: string | null, } | { "type": "prompt_queue_updated", promptQueue: Array<QueuedPrompt>, } | { "type": "sandbox_event", event: TimelineEvent, } | { "type": "sandbox_events", events: Array<TimelineEvent>, } | { "type": "presence_sync", participants: Array<Presence>, } | { "type": "presence_update", participants: Array<Presence>, } | { "type": "presence_leave", participantId: string, userId: string, } | { "type": "sandbox_warming" } | { "type": "sandbox_spawning", sandboxId: string, } | { "type": "sandbox_status", status: string, error?: string | null, } | { "type": "sandbox_ready", sandboxId: string, } | { "type": "sandbox_error", error: string, } | { "type": "artifact_created", artifact: Artifact, } | { "type": "artifact_updated", artifact: Artifact, } | { "type": "snapshot_saved", snapshotId: string, } | { "type": "sandbox_restored", sandboxId: string, snapshotId: string, } | { "type": "tunnel_urls", tunnelUrls: { [key in string]: string }, } | { "type": "processing_status", isProcessing: boolean, messageId?: string | null, } | { "type": "history_page", events: Array<TimelineEvent>, cursor: string | null, hasMore: boolean, } | { "type": "session_status", status: SessionStatus, } | { "type": "session_title", title: string | null, } | { "type": "error", code: string, message: string, clientRequestId?: string | null, };
@@ -339,7 +417,7 @@ export type CallbackContext = { "source": "github", owner: string, repo: string,
 /**
  * The review comment answered, when the prompt came from one.
  */
-reviewCommentId?: number | null, } | { "source": "slack" } & SlackThread;
+reviewCommentId?: number | null, } | { "source": "slack" } & SlackThread | { "source": "automation" } & AutomationOrigin;
 
 export type PullRequestResult = { repoOwner: string, repoName: string, headBranch: string, baseBranch?: string | null, prNumber?: number | null, prUrl?: string | null, 
 /**
@@ -437,7 +515,11 @@ environmentName?: string | null,
 /**
  * Set by the control plane for a child session: its parent and how deep it is.
  */
-parentSessionId?: string | null, depth?: number | null, };
+parentSessionId?: string | null, depth?: number | null, 
+/**
+ * Set by the control plane for an automation's session: which automation and run.
+ */
+automation?: AutomationOrigin | null, };
 
 export type SandboxSettings = { 
 /**
@@ -469,7 +551,11 @@ parentSessionId?: string | null,
 /**
  * 0 for a session people started; a child is one deeper than its parent.
  */
-depth: number, };
+depth: number, 
+/**
+ * The automation and run that started this session, when one did.
+ */
+automation?: AutomationOrigin | null, };
 
 export type SessionSummary = { id: string, title: string | null, status: SessionStatus, repoOwner: string | null, repoName: string | null, repositories: Array<RepositoryRef>, createdBy: string, createdByName: string, messageCount: number, createdAt: number, updatedAt: number, 
 /**

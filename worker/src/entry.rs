@@ -16,25 +16,39 @@ use crate::objects::{
 use crate::plane::Plane;
 use crate::repos;
 use crate::routes::SecretOp;
-use crate::routes::{match_route, not_found, Route, SessionAction};
+use crate::routes::{match_route, not_found, AutomationOp, Route, SessionAction};
 use crate::{api_tokens, caller, settings, signin};
 use inspect_protocol::session::{CreateSessionRequest, RegisterRepository};
 use inspect_protocol::ApiError;
 use inspect_runtime::plane::Freshness;
 use worker::{event, Context, Env, Method, Request, Response, Result};
 
+/// The cron trigger that only fires due automations (`wrangler.toml`).
+const EVERY_MINUTE: &str = "* * * * *";
+
 #[event(start)]
 fn start() {
     console_error_panic_hook::set_once();
 }
 
-/// The cron trigger: stuck image builds time out, scheduled ones start, Slack's old
-/// threads and picks are forgotten, and the installation's repositories are synced from
-/// GitHub.
+/// The cron triggers: due automations fire (every minute); every 30 minutes also stuck
+/// image builds time out, scheduled ones start, Slack's old threads and picks are
+/// forgotten, and the installation's repositories are synced from GitHub.
 #[event(scheduled)]
 async fn scheduled(event: worker::ScheduledEvent, env: Env, _ctx: worker::ScheduleContext) {
     let now = event.schedule() as i64;
     let cron = event.cron();
+    let fired = crate::automations::tick(&env, now).await;
+    cron_step(
+        &cron,
+        ("automations_fired", "automations_fire_failed"),
+        "runs",
+        fired,
+    );
+    // The minute's trigger is the automations' alone; the rest every 30 minutes.
+    if cron == EVERY_MINUTE {
+        return;
+    }
     let images = crate::images::tick(&env, now).await;
     cron_step(
         &cron,
@@ -163,6 +177,10 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
         Route::SlackEvents => {
             return inspect_slack::bot::events(req, env, ctx, Plane::new(env)).await
         }
+        Route::AutomationWebhook { id } => {
+            let accepted = crate::automations::webhook(env, id, req, now_ms() as i64).await?;
+            return json(&accepted, 200);
+        }
         Route::SlackInteractions => {
             return inspect_slack::bot::interactions(req, env, ctx, Plane::new(env)).await
         }
@@ -210,9 +228,10 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
         Route::CreateSession => {
             let mut create: CreateSessionRequest =
                 body_as(if body.is_empty() { b"{}" } else { &body })?;
-            // Only the control plane makes child sessions.
+            // Only the control plane makes child sessions and automations' sessions.
             create.parent_session_id = None;
             create.depth = None;
+            create.automation = None;
             let charge = crate::ratelimit::charge_session(env, &actor.user_id, now).await?;
             match create_session_with(env, &origin_of(&req), actor, create, &[]).await {
                 Ok(created) => json(&created, 201),
@@ -289,6 +308,7 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
             }
         },
         Route::Children { id, .. } => crate::children::list(env, &id).await,
+        Route::Automations { op } => automation_route(env, op, &req, actor, &body, now).await,
         Route::AttachmentUpload { id } => {
             let url = req
                 .url()
@@ -364,7 +384,50 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
         | Route::ImageBuildReport { .. }
         | Route::AttachmentDownload { .. }
         | Route::SlackEvents
+        | Route::AutomationWebhook { .. }
         | Route::SlackInteractions => Err(ApiError::internal("route served above")),
+    }
+}
+
+/// `/automations…`: any caller, as for sessions.
+async fn automation_route(
+    env: &Env,
+    op: AutomationOp,
+    req: &Request,
+    actor: &inspect_protocol::session::Actor,
+    body: &[u8],
+    now: i64,
+) -> ApiResult<Response> {
+    use crate::automations as a;
+    match op {
+        AutomationOp::List => json(&a::list(env).await?, 200),
+        AutomationOp::Create => json(
+            &a::create(env, actor, body, &origin_of(req), now).await?,
+            201,
+        ),
+        AutomationOp::Preview => {
+            let url = req
+                .url()
+                .map_err(|e| ApiError::bad_request(e.to_string()))?;
+            let pairs: Vec<(String, String)> = url
+                .query_pairs()
+                .map(|(k, v)| (k.into_owned(), v.into_owned()))
+                .collect();
+            json(&a::preview(&pairs, now)?, 200)
+        }
+        AutomationOp::Get { id } => json(&a::get(env, &id).await?, 200),
+        AutomationOp::Update { id } => {
+            json(&a::update(env, &id, body, &origin_of(req), now).await?, 200)
+        }
+        AutomationOp::Delete { id } => {
+            a::delete(env, &id, now).await?;
+            json(&serde_json::json!({ "deleted": true, "id": id }), 200)
+        }
+        AutomationOp::Trigger { id } => json(&a::trigger(env, &id, now).await?, 201),
+        AutomationOp::Pause { id } => json(&a::set_enabled(env, &id, false, now).await?, 200),
+        AutomationOp::Resume { id } => json(&a::set_enabled(env, &id, true, now).await?, 200),
+        AutomationOp::RotateKey { id } => json(&a::rotate_key(env, &id, now).await?, 200),
+        AutomationOp::Runs { id } => json(&a::runs(env, &id).await?, 200),
     }
 }
 

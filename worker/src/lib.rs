@@ -11,6 +11,8 @@ pub mod routes;
 #[cfg(target_arch = "wasm32")]
 mod api_tokens;
 #[cfg(target_arch = "wasm32")]
+mod automations;
+#[cfg(target_arch = "wasm32")]
 mod caller;
 #[cfg(target_arch = "wasm32")]
 mod children;

@@ -86,6 +86,14 @@ pub enum Route {
         id: String,
         op: ChildOp,
     },
+    /// `GET|POST /automations`, `GET|PUT|DELETE /automations/:id`, its actions and runs.
+    Automations {
+        op: AutomationOp,
+    },
+    /// `POST /webhooks/automation/:id`: an inbound webhook (the automation's own key).
+    AutomationWebhook {
+        id: String,
+    },
     /// A route served by the session's Durable Object; `action` is the object's path.
     Session {
         id: String,
@@ -122,6 +130,98 @@ impl Route {
             | Route::Session { id, .. } => Some(id),
             _ => None,
         }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AutomationOp {
+    List,
+    Create,
+    /// `GET /automations/schedule-preview?cron=…&timezone=…`.
+    Preview,
+    Get {
+        id: String,
+    },
+    Update {
+        id: String,
+    },
+    Delete {
+        id: String,
+    },
+    Trigger {
+        id: String,
+    },
+    Pause {
+        id: String,
+    },
+    Resume {
+        id: String,
+    },
+    RotateKey {
+        id: String,
+    },
+    Runs {
+        id: String,
+    },
+}
+
+/// Automation ids are ours (`auto_` + hex), but arrive from outside: short and plain.
+fn valid_automation_id(id: &str) -> bool {
+    valid_session_id(id)
+}
+
+fn automations(method: &str, rest: &[&str]) -> Result<Route, ApiError> {
+    let op = |op: AutomationOp| Ok(Route::Automations { op });
+    match rest {
+        [] => match method {
+            "GET" => op(AutomationOp::List),
+            "POST" => op(AutomationOp::Create),
+            _ => Err(not_allowed(method, &["GET", "POST"])),
+        },
+        ["schedule-preview"] => only(
+            method,
+            &["GET"],
+            Route::Automations {
+                op: AutomationOp::Preview,
+            },
+        ),
+        [id, ..] if !valid_automation_id(id) => {
+            Err(ApiError::not_found(format!("no automation {id}")))
+        }
+        [id] => {
+            let id = (*id).to_owned();
+            match method {
+                "GET" => op(AutomationOp::Get { id }),
+                "PUT" => op(AutomationOp::Update { id }),
+                "DELETE" => op(AutomationOp::Delete { id }),
+                _ => Err(not_allowed(method, &["GET", "PUT", "DELETE"])),
+            }
+        }
+        [id, "runs"] => only(
+            method,
+            &["GET"],
+            Route::Automations {
+                op: AutomationOp::Runs {
+                    id: (*id).to_owned(),
+                },
+            },
+        ),
+        [id, action] => {
+            let id = (*id).to_owned();
+            let op = match *action {
+                "trigger" => AutomationOp::Trigger { id },
+                "pause" => AutomationOp::Pause { id },
+                "resume" => AutomationOp::Resume { id },
+                "rotate-key" => AutomationOp::RotateKey { id },
+                _ => {
+                    return Err(ApiError::not_found(format!(
+                        "no automation action {action}"
+                    )))
+                }
+            };
+            only(method, &["POST"], Route::Automations { op })
+        }
+        _ => Err(ApiError::not_found("no such automation route")),
     }
 }
 
@@ -218,6 +318,14 @@ pub fn match_route(method: &str, path: &str) -> Option<Result<Route, ApiError>> 
         },
         ["auth", "me"] => only(method, &["GET"], Route::Me),
         ["webhooks", "github"] => only(method, &["POST"], Route::GitHubWebhook),
+        ["webhooks", "automation", id] => only(
+            method,
+            &["POST"],
+            Route::AutomationWebhook {
+                id: (*id).to_owned(),
+            },
+        ),
+        ["automations", rest @ ..] => return Some(automations(method, rest)),
         ["images"] => only(method, &["GET"], Route::ListImages),
         ["images", "builds"] => only(method, &["POST"], Route::BuildImage),
         ["images", "schedule"] => only(method, &["PUT"], Route::ImageSchedule),

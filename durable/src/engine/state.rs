@@ -144,6 +144,7 @@ pub fn new_session(
         environment_name: req.environment_name.clone(),
         parent_session_id: req.parent_session_id.clone(),
         depth: req.depth.unwrap_or(0),
+        automation: req.automation.clone(),
         repositories,
     };
     Ok((state, settings))
@@ -179,8 +180,8 @@ impl<S: Store> Session<'_, S> {
         self.store
             .atomically(|| {
                 self.store.execute(
-                    "INSERT INTO session (id, session_id, title, status, repositories, branch_name, model, reasoning_effort, created_by, created_at, updated_at, sandbox_settings, environment_id, environment_name, parent_session_id, depth)
-                     VALUES (1, ?, ?, 'created', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO session (id, session_id, title, status, repositories, branch_name, model, reasoning_effort, created_by, created_at, updated_at, sandbox_settings, environment_id, environment_name, parent_session_id, depth, automation)
+                     VALUES (1, ?, ?, 'created', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     &[
                         session_id.into(),
                         state.title.clone().into(),
@@ -196,6 +197,11 @@ impl<S: Store> Session<'_, S> {
                         state.environment_name.clone().into(),
                         state.parent_session_id.clone().into(),
                         state.depth.into(),
+                        state
+                            .automation
+                            .as_ref()
+                            .and_then(|a| serde_json::to_string(a).ok())
+                            .into(),
                     ],
                 )?;
                 self.upsert_participant(actor, "owner", now)?;
@@ -242,7 +248,7 @@ impl<S: Store> Session<'_, S> {
         let row = self
             .store
             .query(
-                "SELECT session_id, title, status, repositories, branch_name, model, reasoning_effort, created_by, sandbox_status, created_at, updated_at, environment_id, environment_name, parent_session_id, depth,
+                "SELECT session_id, title, status, repositories, branch_name, model, reasoning_effort, created_by, sandbox_status, created_at, updated_at, environment_id, environment_name, parent_session_id, depth, automation,
                     (SELECT COUNT(*) FROM messages),
                     (SELECT COUNT(*) FROM messages WHERE status = 'processing')
                  FROM session WHERE id = 1",
@@ -270,6 +276,7 @@ impl<S: Store> Session<'_, S> {
             let environment_name = c.opt_string()?;
             let parent_session_id = c.opt_string()?;
             let depth = c.i64()?;
+            let automation = c.opt_string()?.and_then(|a| serde_json::from_str(&a).ok());
             let message_count = c.i64()?;
             let is_processing = c.i64()? > 0;
             let primary = repositories.first().cloned();
@@ -293,6 +300,7 @@ impl<S: Store> Session<'_, S> {
                 environment_name,
                 parent_session_id,
                 depth,
+                automation,
             })
         };
         read().map_err(internal)

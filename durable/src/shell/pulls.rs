@@ -381,5 +381,15 @@ async fn report(env: &Env, c: &Completion, session_url: &str) -> ApiResultT<()> 
         CallbackContext::Slack(thread) => {
             inspect_slack::thread::report(env, c, thread, session_url).await
         }
+        CallbackContext::Automation(origin) => {
+            inspect_automations::store::record_outcome(
+                env,
+                origin,
+                c.success,
+                c.error.as_deref(),
+                now_ms(),
+            )
+            .await
+        }
     }
 }

@@ -1,0 +1,15 @@
+//! Automations: sessions that start themselves, on a schedule or from an inbound webhook.
+//!
+//! The rules are pure and tested natively: when a schedule fires ([`schedule`], a 5-field
+//! cron read in an IANA time zone by `croner` and `chrono-tz`), which events a webhook's
+//! conditions admit ([`conditions`]), what may be saved, how a run ends and what its
+//! sessions are asked ([`rules`]). [`store`] (wasm) keeps automations and their runs in D1
+//! and records a session's outcome on its run; the Worker's routes and cron step are in
+//! `worker/src/automations.rs`.
+
+pub mod conditions;
+pub mod rules;
+pub mod schedule;
+
+#[cfg(target_arch = "wasm32")]
+pub mod store;

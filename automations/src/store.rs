@@ -1,0 +1,578 @@
+//! Automations and their runs in D1 (`migrations/0009_automations.sql`). Each step that
+//! must happen once is one statement: a firing is claimed by inserting its run under a
+//! unique (automation, concurrency key); a run is finished by the one update that moves it
+//! out of `starting`/`running`; the failure count moves in SQL.
+
+use crate::rules;
+use inspect_protocol::automations::{
+    Automation, AutomationOrigin, AutomationRequest, AutomationStatus, Run, RunSession, RunStatus,
+    RunTrigger, TriggerType, FAILURES_BEFORE_PAUSE, RUN_TIMEOUT_MS,
+};
+use inspect_protocol::session::Actor;
+use inspect_protocol::ApiError;
+use inspect_runtime::d1::{all, first, num, opt, run};
+use serde::Deserialize;
+use worker::Env;
+
+/// An automation as kept: what the API shows, the actor its sessions are made as, and its
+/// key's hash.
+#[derive(Debug, Clone)]
+pub struct Stored {
+    pub automation: Automation,
+    pub actor: Actor,
+    pub webhook_key_hash: Option<String>,
+    /// The Worker's address when it was last saved.
+    pub origin: String,
+}
+
+#[derive(Deserialize)]
+struct Row {
+    id: String,
+    settings: String,
+    enabled: f64,
+    paused_reason: Option<String>,
+    consecutive_failures: f64,
+    next_run_at: Option<f64>,
+    webhook_key_hash: Option<String>,
+    created_by: String,
+    owner: String,
+    origin: String,
+    created_at: f64,
+    updated_at: f64,
+}
+
+const COLUMNS: &str = "id, settings, enabled, paused_reason, consecutive_failures, next_run_at, webhook_key_hash, created_by, owner, origin, created_at, updated_at";
+
+fn internal(e: impl std::fmt::Display) -> ApiError {
+    ApiError::internal(e.to_string())
+}
+
+impl Row {
+    fn into_stored(self) -> Result<Stored, ApiError> {
+        let settings: AutomationRequest = serde_json::from_str(&self.settings).map_err(internal)?;
+        let actor: Actor = serde_json::from_str(&self.created_by).map_err(internal)?;
+        let failures = self.consecutive_failures as i64;
+        let status = match (self.enabled > 0.0, failures) {
+            (false, _) => AutomationStatus::Paused,
+            (true, 0) => AutomationStatus::Enabled,
+            (true, _) => AutomationStatus::Degraded,
+        };
+        let webhook_path = (settings.trigger_type == TriggerType::Webhook)
+            .then(|| format!("/webhooks/automation/{}", self.id));
+        Ok(Stored {
+            automation: Automation {
+                id: self.id,
+                settings,
+                status,
+                paused_reason: self.paused_reason,
+                consecutive_failures: failures,
+                next_run_at: self.next_run_at.map(|t| t as i64),
+                webhook_path,
+                created_by: self.owner,
+                created_at: self.created_at as i64,
+                updated_at: self.updated_at as i64,
+            },
+            actor,
+            webhook_key_hash: self.webhook_key_hash,
+            origin: self.origin,
+        })
+    }
+}
+
+fn json_text(v: &impl serde::Serialize) -> Result<String, ApiError> {
+    serde_json::to_string(v).map_err(internal)
+}
+
+fn opt_num(v: Option<i64>) -> worker::wasm_bindgen::JsValue {
+    v.map_or(worker::wasm_bindgen::JsValue::NULL, num)
+}
+
+/// A new automation, as it is saved.
+pub struct NewAutomation<'a> {
+    pub id: &'a str,
+    pub settings: &'a AutomationRequest,
+    /// Who made it: its sessions are created as them.
+    pub actor: &'a Actor,
+    pub key_hash: Option<&'a str>,
+    pub next_run_at: Option<i64>,
+    pub origin: &'a str,
+}
+
+/// Saves a new automation.
+pub async fn insert(env: &Env, new: NewAutomation<'_>, now: i64) -> Result<(), ApiError> {
+    run(
+        env,
+        "INSERT INTO automations (id, name, trigger_type, settings, next_run_at, webhook_key_hash, created_by, owner, created_at, updated_at, origin)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9, ?10)",
+        &[
+            new.id.into(),
+            new.settings.name.as_str().into(),
+            new.settings.trigger_type.as_str().into(),
+            json_text(new.settings)?.into(),
+            opt_num(new.next_run_at),
+            opt(new.key_hash),
+            json_text(new.actor)?.into(),
+            new.actor.user_id.as_str().into(),
+            num(now),
+            new.origin.into(),
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// One automation that was not deleted.
+pub async fn get(env: &Env, id: &str) -> Result<Option<Stored>, ApiError> {
+    let row: Option<Row> = first(
+        env,
+        &format!("SELECT {COLUMNS} FROM automations WHERE id = ?1 AND deleted_at IS NULL"),
+        &[id.into()],
+    )
+    .await?;
+    row.map(Row::into_stored).transpose()
+}
+
+/// Every automation that was not deleted, newest first.
+pub async fn list(env: &Env) -> Result<Vec<Automation>, ApiError> {
+    let rows: Vec<Row> = all(
+        env,
+        &format!(
+            "SELECT {COLUMNS} FROM automations WHERE deleted_at IS NULL ORDER BY created_at DESC"
+        ),
+        &[],
+    )
+    .await?;
+    rows.into_iter()
+        .map(|r| r.into_stored().map(|s| s.automation))
+        .collect()
+}
+
+/// Saves new settings (and the schedule's next firing, unless paused).
+pub async fn update(
+    env: &Env,
+    id: &str,
+    settings: &AutomationRequest,
+    next_run_at: Option<i64>,
+    origin: &str,
+    now: i64,
+) -> Result<bool, ApiError> {
+    Ok(run(
+        env,
+        "UPDATE automations SET name = ?2, trigger_type = ?3, settings = ?4,
+            next_run_at = CASE WHEN enabled = 1 THEN ?5 ELSE NULL END, updated_at = ?6, origin = ?7
+         WHERE id = ?1 AND deleted_at IS NULL",
+        &[
+            id.into(),
+            settings.name.as_str().into(),
+            settings.trigger_type.as_str().into(),
+            json_text(settings)?.into(),
+            opt_num(next_run_at),
+            num(now),
+            origin.into(),
+        ],
+    )
+    .await?
+        > 0)
+}
+
+/// Deletes an automation (its runs are kept).
+pub async fn delete(env: &Env, id: &str, now: i64) -> Result<bool, ApiError> {
+    Ok(run(
+        env,
+        "UPDATE automations SET deleted_at = ?2, enabled = 0, next_run_at = NULL, webhook_key_hash = NULL
+         WHERE id = ?1 AND deleted_at IS NULL",
+        &[id.into(), num(now)],
+    )
+    .await?
+        > 0)
+}
+
+/// Pauses (with why) or resumes (from `next_run_at`, the failure count reset).
+pub async fn set_enabled(
+    env: &Env,
+    id: &str,
+    enabled: bool,
+    reason: Option<&str>,
+    next_run_at: Option<i64>,
+    now: i64,
+) -> Result<bool, ApiError> {
+    let sql = if enabled {
+        "UPDATE automations SET enabled = 1, paused_reason = NULL, consecutive_failures = 0, next_run_at = ?2, updated_at = ?3
+         WHERE id = ?1 AND deleted_at IS NULL"
+    } else {
+        "UPDATE automations SET enabled = 0, paused_reason = ?4, next_run_at = NULL, updated_at = ?3
+         WHERE id = ?1 AND deleted_at IS NULL"
+    };
+    Ok(run(
+        env,
+        sql,
+        &[id.into(), opt_num(next_run_at), num(now), opt(reason)],
+    )
+    .await?
+        > 0)
+}
+
+/// Replaces a webhook's key hash.
+pub async fn set_key(env: &Env, id: &str, key_hash: &str, now: i64) -> Result<bool, ApiError> {
+    Ok(run(
+        env,
+        "UPDATE automations SET webhook_key_hash = ?2, updated_at = ?3
+         WHERE id = ?1 AND deleted_at IS NULL AND trigger_type = 'webhook'",
+        &[id.into(), key_hash.into(), num(now)],
+    )
+    .await?
+        > 0)
+}
+
+/// Enabled schedules due at `now`, oldest due first.
+pub async fn due(env: &Env, now: i64, limit: usize) -> Result<Vec<Stored>, ApiError> {
+    let rows: Vec<Row> = all(
+        env,
+        &format!(
+            "SELECT {COLUMNS} FROM automations
+             WHERE enabled = 1 AND deleted_at IS NULL AND next_run_at IS NOT NULL AND next_run_at <= ?1
+             ORDER BY next_run_at LIMIT ?2"
+        ),
+        &[num(now), num(limit as i64)],
+    )
+    .await?;
+    rows.into_iter().map(Row::into_stored).collect()
+}
+
+/// Moves a schedule's next firing from `from` to `to`; false when another tick already did.
+pub async fn advance(env: &Env, id: &str, from: i64, to: Option<i64>) -> Result<bool, ApiError> {
+    Ok(run(
+        env,
+        "UPDATE automations SET next_run_at = ?3 WHERE id = ?1 AND next_run_at = ?2",
+        &[id.into(), num(from), opt_num(to)],
+    )
+    .await?
+        > 0)
+}
+
+/// How claiming a firing went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claim {
+    /// The run is ours to start.
+    Started,
+    /// Recorded as skipped (another run is active).
+    Skipped,
+    /// This firing (its concurrency key) was claimed before.
+    Duplicate,
+}
+
+/// The reason a concurrent firing is skipped.
+pub const CONCURRENT_RUN: &str = "another run of this automation is still active";
+
+/// Claims a firing: its run is inserted under its concurrency key, in one statement that
+/// also checks, when `exclusive`, that no other run of the automation is active.
+pub async fn claim(
+    env: &Env,
+    run_id: &str,
+    automation_id: &str,
+    trigger: RunTrigger,
+    concurrency_key: &str,
+    exclusive: bool,
+    now: i64,
+) -> Result<Claim, ApiError> {
+    let args = [
+        run_id.into(),
+        automation_id.into(),
+        trigger.as_str().into(),
+        concurrency_key.into(),
+        num(now),
+    ];
+    let guard = if exclusive {
+        "NOT EXISTS (SELECT 1 FROM automation_runs WHERE automation_id = ?2 AND status IN ('starting', 'running'))"
+    } else {
+        "1"
+    };
+    let claimed = run(
+        env,
+        &format!(
+            "INSERT INTO automation_runs (id, automation_id, trigger, concurrency_key, status, created_at)
+             SELECT ?1, ?2, ?3, ?4, 'starting', ?5 WHERE {guard}
+             ON CONFLICT (automation_id, concurrency_key) DO NOTHING"
+        ),
+        &args,
+    )
+    .await?;
+    if claimed > 0 {
+        return Ok(Claim::Started);
+    }
+    if !exclusive {
+        return Ok(Claim::Duplicate);
+    }
+    let skipped = run(
+        env,
+        "INSERT INTO automation_runs (id, automation_id, trigger, concurrency_key, status, reason, created_at, finished_at)
+         VALUES (?1, ?2, ?3, ?4, 'skipped', ?6, ?5, ?5)
+         ON CONFLICT (automation_id, concurrency_key) DO NOTHING",
+        &[
+            args[0].clone(),
+            args[1].clone(),
+            args[2].clone(),
+            args[3].clone(),
+            args[4].clone(),
+            CONCURRENT_RUN.into(),
+        ],
+    )
+    .await?;
+    Ok(if skipped > 0 {
+        Claim::Skipped
+    } else {
+        Claim::Duplicate
+    })
+}
+
+/// Records a firing that is not run, with why (once per concurrency key).
+pub async fn skip(
+    env: &Env,
+    run_id: &str,
+    automation_id: &str,
+    trigger: RunTrigger,
+    concurrency_key: &str,
+    reason: &str,
+    now: i64,
+) -> Result<(), ApiError> {
+    run(
+        env,
+        "INSERT INTO automation_runs (id, automation_id, trigger, concurrency_key, status, reason, created_at, finished_at)
+         VALUES (?1, ?2, ?3, ?4, 'skipped', ?5, ?6, ?6)
+         ON CONFLICT (automation_id, concurrency_key) DO NOTHING",
+        &[
+            run_id.into(),
+            automation_id.into(),
+            trigger.as_str().into(),
+            concurrency_key.into(),
+            reason.into(),
+            num(now),
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Records one repository's session of a run (or why it could not start).
+pub async fn add_session(
+    env: &Env,
+    run_id: &str,
+    repository: &str,
+    session_id: Option<&str>,
+    status: RunStatus,
+    error: Option<&str>,
+) -> Result<(), ApiError> {
+    run(
+        env,
+        "INSERT INTO automation_run_sessions (run_id, repository, session_id, status, error)
+         VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT (run_id, repository) DO UPDATE SET session_id = ?3, status = ?4, error = ?5",
+        &[
+            run_id.into(),
+            repository.into(),
+            opt(session_id),
+            status.as_str().into(),
+            opt(error),
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Marks a run `running` once its sessions were made (unless they all ended already).
+pub async fn mark_running(env: &Env, run_id: &str) -> Result<(), ApiError> {
+    run(
+        env,
+        "UPDATE automation_runs SET status = 'running' WHERE id = ?1 AND status = 'starting'",
+        &[run_id.into()],
+    )
+    .await?;
+    Ok(())
+}
+
+/// A session's prompt ended: its run learns how, and the run ends with its last session.
+pub async fn record_outcome(
+    env: &Env,
+    origin: &AutomationOrigin,
+    success: bool,
+    error: Option<&str>,
+    now: i64,
+) -> Result<(), ApiError> {
+    let status = if success {
+        RunStatus::Completed
+    } else {
+        RunStatus::Failed
+    };
+    run(
+        env,
+        "UPDATE automation_run_sessions SET status = ?3, error = ?4
+         WHERE run_id = ?1 AND repository = ?2 AND status IN ('starting', 'running')",
+        &[
+            origin.run_id.as_str().into(),
+            origin.repository.as_str().into(),
+            status.as_str().into(),
+            opt(error.filter(|_| !success)),
+        ],
+    )
+    .await?;
+    finish_run(env, &origin.run_id, now).await
+}
+
+#[derive(Deserialize)]
+struct SessionRow {
+    run_id: String,
+    repository: String,
+    session_id: Option<String>,
+    status: String,
+    error: Option<String>,
+}
+
+impl SessionRow {
+    fn into_session(self) -> RunSession {
+        RunSession {
+            repository: self.repository,
+            session_id: self.session_id,
+            status: RunStatus::parse(&self.status).unwrap_or(RunStatus::Failed),
+            error: self.error,
+        }
+    }
+}
+
+/// Ends a run when none of its sessions is still going: its status from theirs, and its
+/// automation's failure count (and pause) from that. Only the update that ends the run
+/// moves the count, so two sessions ending at once count once.
+pub async fn finish_run(env: &Env, run_id: &str, now: i64) -> Result<(), ApiError> {
+    let sessions: Vec<SessionRow> = all(
+        env,
+        "SELECT run_id, repository, session_id, status, error FROM automation_run_sessions WHERE run_id = ?1",
+        &[run_id.into()],
+    )
+    .await?;
+    let statuses: Vec<RunStatus> = sessions
+        .into_iter()
+        .map(|s| s.into_session().status)
+        .collect();
+    let status = rules::run_status(&statuses);
+    if statuses.is_empty() || status.is_active() {
+        return Ok(());
+    }
+    let reason = match status {
+        RunStatus::Failed => Some("every session failed"),
+        RunStatus::PartialFailure => Some("some sessions failed"),
+        _ => None,
+    };
+    let ended = run(
+        env,
+        "UPDATE automation_runs SET status = ?2, reason = COALESCE(reason, ?3), finished_at = ?4
+         WHERE id = ?1 AND status IN ('starting', 'running')",
+        &[run_id.into(), status.as_str().into(), opt(reason), num(now)],
+    )
+    .await?;
+    if ended == 0 {
+        return Ok(());
+    }
+    let failed = matches!(status, RunStatus::Failed | RunStatus::PartialFailure);
+    run(
+        env,
+        "UPDATE automations SET consecutive_failures = CASE WHEN ?2 = 1 THEN consecutive_failures + 1 ELSE 0 END
+         WHERE id = (SELECT automation_id FROM automation_runs WHERE id = ?1)",
+        &[run_id.into(), num(failed as i64)],
+    )
+    .await?;
+    if failed {
+        run(
+            env,
+            "UPDATE automations SET enabled = 0, next_run_at = NULL, paused_reason = ?2, updated_at = ?3
+             WHERE id = (SELECT automation_id FROM automation_runs WHERE id = ?1)
+               AND enabled = 1 AND consecutive_failures >= ?4",
+            &[
+                run_id.into(),
+                rules::paused_after_failures().into(),
+                num(now),
+                num(FAILURES_BEFORE_PAUSE),
+            ],
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// Runs still going after [`RUN_TIMEOUT_MS`]: their unfinished sessions fail as timed out
+/// and the runs end. How many.
+pub async fn time_out(env: &Env, now: i64) -> Result<usize, ApiError> {
+    #[derive(Deserialize)]
+    struct Id {
+        id: String,
+    }
+    let stale: Vec<Id> = all(
+        env,
+        "SELECT id FROM automation_runs WHERE status IN ('starting', 'running') AND created_at < ?1 LIMIT 100",
+        &[num(now - RUN_TIMEOUT_MS)],
+    )
+    .await?;
+    for r in &stale {
+        run(
+            env,
+            "UPDATE automation_run_sessions SET status = 'failed', error = ?2
+             WHERE run_id = ?1 AND status IN ('starting', 'running')",
+            &[
+                r.id.as_str().into(),
+                "timed out: still running after 90 minutes".into(),
+            ],
+        )
+        .await?;
+        finish_run(env, &r.id, now).await?;
+    }
+    Ok(stale.len())
+}
+
+#[derive(Deserialize)]
+struct RunRow {
+    id: String,
+    automation_id: String,
+    trigger: String,
+    status: String,
+    reason: Option<String>,
+    created_at: f64,
+    finished_at: Option<f64>,
+}
+
+/// An automation's runs, newest first, each with its sessions.
+pub async fn runs(env: &Env, automation_id: &str, limit: usize) -> Result<Vec<Run>, ApiError> {
+    let rows: Vec<RunRow> = all(
+        env,
+        "SELECT id, automation_id, trigger, status, reason, created_at, finished_at FROM automation_runs
+         WHERE automation_id = ?1 ORDER BY created_at DESC, id DESC LIMIT ?2",
+        &[automation_id.into(), num(limit as i64)],
+    )
+    .await?;
+    let sessions: Vec<SessionRow> = all(
+        env,
+        "SELECT run_id, repository, session_id, status, error FROM automation_run_sessions
+         WHERE run_id IN (SELECT id FROM automation_runs WHERE automation_id = ?1
+                          ORDER BY created_at DESC, id DESC LIMIT ?2)
+         ORDER BY repository",
+        &[automation_id.into(), num(limit as i64)],
+    )
+    .await?;
+    let mut by_run: std::collections::HashMap<String, Vec<RunSession>> = Default::default();
+    for s in sessions {
+        by_run
+            .entry(s.run_id.clone())
+            .or_default()
+            .push(s.into_session());
+    }
+    Ok(rows
+        .into_iter()
+        .map(|r| Run {
+            sessions: by_run.remove(&r.id).unwrap_or_default(),
+            id: r.id,
+            automation_id: r.automation_id,
+            trigger: RunTrigger::parse(&r.trigger).unwrap_or(RunTrigger::Manual),
+            status: RunStatus::parse(&r.status).unwrap_or(RunStatus::Failed),
+            reason: r.reason,
+            created_at: r.created_at as i64,
+            finished_at: r.finished_at.map(|t| t as i64),
+        })
+        .collect())
+}

@@ -1,0 +1,319 @@
+//! Automations: sessions that start themselves, on a schedule or from an inbound webhook.
+//! `GET/POST /automations`, `GET/PUT/DELETE /automations/:id`,
+//! `POST /automations/:id/{trigger,pause,resume,rotate-key}`, `GET /automations/:id/runs`,
+//! `GET /automations/schedule-preview`, and `POST /webhooks/automation/:id`.
+
+use crate::session::RepositoryRef;
+use serde::{Deserialize, Serialize};
+
+/// The longest name.
+pub const MAX_NAME_CHARS: usize = 200;
+/// The longest instructions.
+pub const MAX_INSTRUCTIONS_CHARS: usize = 15_000;
+/// Repositories a schedule may fan out to (one session each per firing).
+pub const MAX_REPOSITORIES: usize = 10;
+/// The shortest time between two firings of a schedule.
+pub const MIN_SCHEDULE_INTERVAL_MINUTES: i64 = 15;
+/// The largest inbound webhook body.
+pub const MAX_WEBHOOK_BYTES: usize = 64 * 1024;
+/// Filters in one automation's conditions.
+pub const MAX_FILTERS: usize = 20;
+/// Consecutive failed runs that pause an automation.
+pub const FAILURES_BEFORE_PAUSE: i64 = 3;
+/// A run whose sessions have not all ended after this long has failed (timed out).
+pub const RUN_TIMEOUT_MS: i64 = 90 * 60 * 1000;
+/// The most of a webhook's payload the agent is shown.
+pub const MAX_PAYLOAD_IN_PROMPT_CHARS: usize = 20_000;
+
+/// What starts an automation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "snake_case")]
+pub enum TriggerType {
+    /// A 5-field cron in a time zone.
+    Schedule,
+    /// `POST /webhooks/automation/:id` with the automation's key.
+    Webhook,
+}
+
+impl TriggerType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TriggerType::Schedule => "schedule",
+            TriggerType::Webhook => "webhook",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<TriggerType> {
+        match s {
+            "schedule" => Some(TriggerType::Schedule),
+            "webhook" => Some(TriggerType::Webhook),
+            _ => None,
+        }
+    }
+}
+
+/// When a schedule fires: `cron` (minute hour day-of-month month day-of-week) read in
+/// `timezone` (an IANA name: `Europe/Paris`, `UTC`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Schedule {
+    pub cron: String,
+    pub timezone: String,
+}
+
+/// How a filter compares the value at its path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "snake_case")]
+pub enum Comparison {
+    Eq,
+    Neq,
+    Gt,
+    Gte,
+    Lt,
+    Lte,
+    /// A string holding the value as a substring (or an array holding it).
+    Contains,
+    /// Present, whatever its value.
+    Exists,
+}
+
+/// One filter on an event's JSON: `path` is dot notation from the root (`$.deploy.env`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Filter {
+    pub path: String,
+    pub op: Comparison,
+    /// What is compared (absent for `exists`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(type = "unknown"))]
+    pub value: Option<serde_json::Value>,
+}
+
+/// `POST /automations` and `PUT /automations/:id`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AutomationRequest {
+    pub name: String,
+    pub trigger_type: TriggerType,
+    /// None, one, or (schedules only) up to [`MAX_REPOSITORIES`].
+    #[serde(default)]
+    pub repositories: Vec<RepositoryRef>,
+    /// The base branch (one repository only); the repository's default otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<String>,
+    pub instructions: String,
+    /// Every filter must match an event for it to start a run (webhooks).
+    #[serde(default)]
+    pub conditions: Vec<Filter>,
+    /// Schedules only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<Schedule>,
+}
+
+/// An automation's state, as the list shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "snake_case")]
+pub enum AutomationStatus {
+    Enabled,
+    /// Enabled, with failed runs in a row (fewer than pause it).
+    Degraded,
+    Paused,
+}
+
+/// An automation, as the API answers it (never its webhook key).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct Automation {
+    pub id: String,
+    /// What it does and when, as last saved.
+    pub settings: AutomationRequest,
+    pub status: AutomationStatus,
+    /// Why it is paused (by hand, or after failed runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused_reason: Option<String>,
+    pub consecutive_failures: i64,
+    /// The next firing of a schedule (ms since the epoch); none when paused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_run_at: Option<i64>,
+    /// The path webhooks are delivered to (webhooks only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook_path: Option<String>,
+    pub created_by: String,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// `POST /automations` and `POST /automations/:id/rotate-key`: the automation, and for a
+/// webhook its key, shown this once.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct AutomationCreated {
+    pub automation: Automation,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook_key: Option<String>,
+}
+
+/// `GET /automations`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct AutomationList {
+    pub automations: Vec<Automation>,
+}
+
+/// Where a run came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "snake_case")]
+pub enum RunTrigger {
+    Schedule,
+    Manual,
+    Webhook,
+}
+
+impl RunTrigger {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunTrigger::Schedule => "schedule",
+            RunTrigger::Manual => "manual",
+            RunTrigger::Webhook => "webhook",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<RunTrigger> {
+        match s {
+            "schedule" => Some(RunTrigger::Schedule),
+            "manual" => Some(RunTrigger::Manual),
+            "webhook" => Some(RunTrigger::Webhook),
+            _ => None,
+        }
+    }
+}
+
+/// A run's (or one of its sessions') state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    Starting,
+    Running,
+    Completed,
+    Failed,
+    /// Some repositories' sessions completed, some failed.
+    PartialFailure,
+    /// Not started: another run was active, or the event was delivered before.
+    Skipped,
+}
+
+impl RunStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Starting => "starting",
+            RunStatus::Running => "running",
+            RunStatus::Completed => "completed",
+            RunStatus::Failed => "failed",
+            RunStatus::PartialFailure => "partial_failure",
+            RunStatus::Skipped => "skipped",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<RunStatus> {
+        Some(match s {
+            "starting" => RunStatus::Starting,
+            "running" => RunStatus::Running,
+            "completed" => RunStatus::Completed,
+            "failed" => RunStatus::Failed,
+            "partial_failure" => RunStatus::PartialFailure,
+            "skipped" => RunStatus::Skipped,
+            _ => return None,
+        })
+    }
+
+    /// Whether the run (or session) is still going.
+    pub fn is_active(self) -> bool {
+        matches!(self, RunStatus::Starting | RunStatus::Running)
+    }
+}
+
+/// One repository's session of a run (`repository` is `owner/name`, or empty for none).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct RunSession {
+    pub repository: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    pub status: RunStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// One firing of an automation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct Run {
+    pub id: String,
+    pub automation_id: String,
+    pub trigger: RunTrigger,
+    pub status: RunStatus,
+    /// Why it was skipped or failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub sessions: Vec<RunSession>,
+    pub created_at: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<i64>,
+}
+
+/// `GET /automations/:id/runs` (newest first) and `POST /automations/:id/trigger`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct RunList {
+    pub runs: Vec<Run>,
+}
+
+/// `GET /automations/schedule-preview?cron=…&timezone=…`: the next firings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct SchedulePreview {
+    pub next_runs: Vec<i64>,
+}
+
+/// `POST /webhooks/automation/:id`'s answer: runs started, and matching deliveries not
+/// started (a repeated `idempotencyKey`, another run active).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct WebhookAccepted {
+    pub ok: bool,
+    pub triggered: i64,
+    pub skipped: i64,
+}
+
+/// Carried by an automation's session (set by the control plane only): which automation and
+/// run started it, and where its outcome is reported.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct AutomationOrigin {
+    pub automation_id: String,
+    pub run_id: String,
+    /// The run's repository this session is for (`owner/name`, or empty).
+    #[serde(default)]
+    pub repository: String,
+}

@@ -1,0 +1,504 @@
+//! Automations through the Worker: their routes (any caller, as sessions), the inbound
+//! webhook (the automation's own key), and the cron step that fires due schedules. The
+//! rules are `inspect_automations`'; runs are kept in D1 by its `store`, and a session's
+//! outcome reaches its run through the prompt's callback (`CallbackContext::Automation`).
+
+use crate::auth::tokens;
+use crate::db;
+use crate::http::{body_as, read_body_up_to, ApiResult};
+use crate::plane::Plane;
+use futures::StreamExt;
+use inspect_automations::rules::{self, Firing};
+use inspect_automations::schedule;
+use inspect_automations::store::{self, Claim, Stored};
+use inspect_protocol::automations::{
+    Automation, AutomationCreated, AutomationList, AutomationOrigin, AutomationRequest, Run,
+    RunList, RunStatus, RunTrigger, SchedulePreview, TriggerType, WebhookAccepted,
+    MAX_WEBHOOK_BYTES,
+};
+use inspect_protocol::scm::CallbackContext;
+use inspect_protocol::session::{Actor, CreateSessionRequest, PromptRequest, RepositoryRef};
+use inspect_protocol::{ApiError, ErrorCode};
+use inspect_runtime::log::{emit, LogLine};
+use inspect_runtime::plane::ControlPlane;
+use serde_json::Value;
+use worker::{Env, Request};
+
+/// A webhook key starts with this, so a leaked one is recognisable.
+const KEY_PREFIX: &str = "oia_";
+/// Runs shown in a history.
+const RUNS_SHOWN: usize = 50;
+/// Schedules fired by one cron step, and how many at once.
+const DUE_PER_TICK: usize = 2_000;
+const FIRING_AT_ONCE: usize = 32;
+/// The longest idempotency key.
+const MAX_IDEMPOTENCY_KEY_CHARS: usize = 200;
+
+fn not_found(id: &str) -> ApiError {
+    ApiError::not_found(format!("no automation {id}"))
+}
+
+async fn stored(env: &Env, id: &str) -> ApiResult<Stored> {
+    store::get(env, id).await?.ok_or_else(|| not_found(id))
+}
+
+fn new_key() -> ApiResult<(String, String)> {
+    let key = tokens::encode(KEY_PREFIX, &db::random::<32>()?);
+    let hash = tokens::hash(&key);
+    Ok((key, hash))
+}
+
+/// A schedule's next firing after `now` (none for other triggers).
+fn next_run(settings: &AutomationRequest, now: i64) -> ApiResult<Option<i64>> {
+    match &settings.schedule {
+        Some(s) if settings.trigger_type == TriggerType::Schedule => {
+            Ok(schedule::parse(s, now)?.next_after(now))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// Where the automation's sessions link to: `PUBLIC_URL`, else where it was saved from.
+fn origin_for(env: &Env, saved_from: &str) -> String {
+    db::setting(env, "PUBLIC_URL").unwrap_or_else(|| saved_from.to_owned())
+}
+
+pub async fn list(env: &Env) -> ApiResult<AutomationList> {
+    Ok(AutomationList {
+        automations: store::list(env).await?,
+    })
+}
+
+pub async fn get(env: &Env, id: &str) -> ApiResult<Automation> {
+    Ok(stored(env, id).await?.automation)
+}
+
+pub async fn create(
+    env: &Env,
+    actor: &Actor,
+    body: &[u8],
+    origin: &str,
+    now: i64,
+) -> ApiResult<AutomationCreated> {
+    let (settings, parsed) = rules::validate(body_as(body)?, now)?;
+    let id = format!("auto_{}", hex::encode(db::random::<12>()?));
+    let key = match settings.trigger_type {
+        TriggerType::Webhook => Some(new_key()?),
+        TriggerType::Schedule => None,
+    };
+    let next = parsed.and_then(|p| p.next_after(now));
+    let new = store::NewAutomation {
+        id: &id,
+        settings: &settings,
+        actor,
+        key_hash: key.as_ref().map(|(_, hash)| hash.as_str()),
+        next_run_at: next,
+        origin,
+    };
+    store::insert(env, new, now).await?;
+    emit(
+        LogLine::info("automations", "created")
+            .with("automation", id.as_str())
+            .with("trigger", settings.trigger_type.as_str()),
+    );
+    Ok(AutomationCreated {
+        automation: get(env, &id).await?,
+        webhook_key: key.map(|(key, _)| key),
+    })
+}
+
+pub async fn update(
+    env: &Env,
+    id: &str,
+    body: &[u8],
+    origin: &str,
+    now: i64,
+) -> ApiResult<Automation> {
+    let old = stored(env, id).await?;
+    let (settings, parsed) = rules::validate(body_as(body)?, now)?;
+    if settings.trigger_type != old.automation.settings.trigger_type {
+        return Err(ApiError::bad_request(
+            "an automation's trigger type stays as it was made: make a new automation",
+        ));
+    }
+    let next = parsed.and_then(|p| p.next_after(now));
+    if !store::update(env, id, &settings, next, origin, now).await? {
+        return Err(not_found(id));
+    }
+    get(env, id).await
+}
+
+pub async fn delete(env: &Env, id: &str, now: i64) -> ApiResult<()> {
+    if store::delete(env, id, now).await? {
+        Ok(())
+    } else {
+        Err(not_found(id))
+    }
+}
+
+/// Pauses (by hand) or resumes (the failure count reset, a schedule's next firing from now).
+pub async fn set_enabled(env: &Env, id: &str, enabled: bool, now: i64) -> ApiResult<Automation> {
+    let old = stored(env, id).await?;
+    let next = if enabled {
+        next_run(&old.automation.settings, now)?
+    } else {
+        None
+    };
+    let reason = (!enabled).then_some("paused by hand");
+    if !store::set_enabled(env, id, enabled, reason, next, now).await? {
+        return Err(not_found(id));
+    }
+    get(env, id).await
+}
+
+/// A new webhook key (the old one stops working at once), shown this once.
+pub async fn rotate_key(env: &Env, id: &str, now: i64) -> ApiResult<AutomationCreated> {
+    let (key, hash) = new_key()?;
+    if !store::set_key(env, id, &hash, now).await? {
+        return Err(ApiError::not_found(format!("no webhook automation {id}")));
+    }
+    Ok(AutomationCreated {
+        automation: get(env, id).await?,
+        webhook_key: Some(key),
+    })
+}
+
+pub async fn runs(env: &Env, id: &str) -> ApiResult<RunList> {
+    stored(env, id).await?;
+    Ok(RunList {
+        runs: store::runs(env, id, RUNS_SHOWN).await?,
+    })
+}
+
+/// The next five firings of a schedule being written.
+pub fn preview(pairs: &[(String, String)], now: i64) -> ApiResult<SchedulePreview> {
+    let field = |name: &str| {
+        pairs
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+            .ok_or_else(|| ApiError::bad_request(format!("{name} is missing")))
+    };
+    let s = inspect_protocol::automations::Schedule {
+        cron: field("cron")?,
+        timezone: field("timezone")?,
+    };
+    Ok(SchedulePreview {
+        next_runs: schedule::parse(&s, now)?.upcoming(now, 5),
+    })
+}
+
+/// `POST /automations/:id/trigger`: one run now (also while paused), unless one is active.
+pub async fn trigger(env: &Env, id: &str, now: i64) -> ApiResult<Run> {
+    let automation = stored(env, id).await?;
+    let run_id = new_run_id()?;
+    let claim = store::claim(
+        env,
+        &run_id,
+        id,
+        RunTrigger::Manual,
+        &format!("manual:{run_id}"),
+        true,
+        now,
+    )
+    .await?;
+    if claim != Claim::Started {
+        return Err(ApiError::conflict(store::CONCURRENT_RUN));
+    }
+    start_run(env, &automation, &run_id, &Firing::Manual, now).await;
+    store::runs(env, id, RUNS_SHOWN)
+        .await?
+        .into_iter()
+        .find(|r| r.id == run_id)
+        .ok_or_else(|| ApiError::internal("the run was not recorded"))
+}
+
+fn new_run_id() -> ApiResult<String> {
+    Ok(format!("run_{}", hex::encode(db::random::<12>()?)))
+}
+
+/// Starts a claimed run: one session per repository (or one without), each created as the
+/// automation's owner, titled `[Auto] <name>`, carrying the automation and run, and sent the
+/// prompt with a callback to the run. What cannot start is recorded as failed.
+async fn start_run(env: &Env, automation: &Stored, run_id: &str, firing: &Firing<'_>, now: i64) {
+    let settings = &automation.automation.settings;
+    let targets: Vec<Option<RepositoryRef>> = if settings.repositories.is_empty() {
+        vec![None]
+    } else {
+        settings
+            .repositories
+            .iter()
+            .map(|r| {
+                Some(RepositoryRef {
+                    branch: settings.branch.clone(),
+                    ..r.clone()
+                })
+            })
+            .collect()
+    };
+    let content = rules::prompt(&settings.instructions, firing);
+    let origin = origin_for(env, &automation.origin);
+    let starts = targets.into_iter().map(|repo| {
+        let content = content.clone();
+        let origin = origin.clone();
+        async move {
+            let key = repo.as_ref().map(rules::repository_key).unwrap_or_default();
+            let from = AutomationOrigin {
+                automation_id: automation.automation.id.clone(),
+                run_id: run_id.to_owned(),
+                repository: key.clone(),
+            };
+            if let Err(e) = start_session(env, automation, repo, from, content, &origin).await {
+                let _ = store::add_session(
+                    env,
+                    run_id,
+                    &key,
+                    e.0.as_deref(),
+                    RunStatus::Failed,
+                    Some(&e.1.message),
+                )
+                .await;
+                emit(
+                    LogLine::warn("automations", "session_not_started")
+                        .with("automation", automation.automation.id.as_str())
+                        .with("run", run_id)
+                        .detail(e.1.message),
+                );
+            }
+        }
+    });
+    futures::future::join_all(starts).await;
+    let _ = store::mark_running(env, run_id).await;
+    if let Err(e) = store::finish_run(env, run_id, now).await {
+        emit(LogLine::error("automations", "run_not_finished").detail(e.message));
+    }
+}
+
+/// Creates and prompts one session; on failure, the session made (if any) and why.
+async fn start_session(
+    env: &Env,
+    automation: &Stored,
+    repo: Option<RepositoryRef>,
+    from: AutomationOrigin,
+    content: String,
+    origin: &str,
+) -> Result<(), (Option<String>, ApiError)> {
+    let settings = &automation.automation.settings;
+    let plane = Plane::new(env);
+    let create = CreateSessionRequest {
+        repositories: repo.map(|r| vec![r]),
+        title: Some(rules::session_title(&settings.name)),
+        model: settings.model.clone(),
+        reasoning_effort: settings.reasoning_effort.clone(),
+        automation: Some(from.clone()),
+        ..Default::default()
+    };
+    let created = plane
+        .create_session(origin, &automation.actor, create, &[])
+        .await
+        .map_err(|e| (None, e))?;
+    let session = created.session_id;
+    let failed = |e: ApiError| (Some(session.clone()), e);
+    store::add_session(
+        env,
+        &from.run_id,
+        &from.repository,
+        Some(&session),
+        RunStatus::Running,
+        None,
+    )
+    .await
+    .map_err(failed)?;
+    let prompt = PromptRequest {
+        content,
+        model: settings.model.clone(),
+        reasoning_effort: settings.reasoning_effort.clone(),
+        callback_context: Some(CallbackContext::Automation(from)),
+        ..Default::default()
+    };
+    plane
+        .prompt(&session, origin, &automation.actor, &prompt)
+        .await
+        .map_err(failed)
+}
+
+/// `POST /webhooks/automation/:id`: JSON only, at most 64 KiB, the automation's key as a
+/// bearer token. Matching deliveries start a run (one per `idempotencyKey`).
+pub async fn webhook(
+    env: &Env,
+    id: &str,
+    mut req: Request,
+    now: i64,
+) -> ApiResult<WebhookAccepted> {
+    let kind = req
+        .headers()
+        .get("Content-Type")
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    if !crate::auth::origin::is_json_content_type(&kind) {
+        return Err(ApiError::new(
+            ErrorCode::UnsupportedMediaType,
+            "a webhook delivery is JSON: send Content-Type: application/json",
+        ));
+    }
+    let body = read_body_up_to(&mut req, MAX_WEBHOOK_BYTES).await?;
+    let automation = match store::get(env, id).await? {
+        Some(a) if a.automation.settings.trigger_type == TriggerType::Webhook => a,
+        _ => return Err(ApiError::not_found(format!("no webhook automation {id}"))),
+    };
+    let presented = req
+        .headers()
+        .get("Authorization")
+        .ok()
+        .flatten()
+        .and_then(|h| h.strip_prefix("Bearer ").map(|k| tokens::hash(k.trim())));
+    let known = automation.webhook_key_hash.as_deref().unwrap_or_default();
+    if !presented.is_some_and(|p| !known.is_empty() && tokens::same(&p, known)) {
+        return Err(ApiError::new(
+            ErrorCode::Unauthorized,
+            "a webhook delivery carries the automation's key: Authorization: Bearer <key>",
+        ));
+    }
+    let payload: Value = body_as(&body)?;
+    let accepted = |triggered: i64, skipped: i64| WebhookAccepted {
+        ok: true,
+        triggered,
+        skipped,
+    };
+    let idempotency = match payload.get("idempotencyKey") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(k))
+            if !k.is_empty() && k.chars().count() <= MAX_IDEMPOTENCY_KEY_CHARS =>
+        {
+            Some(k.clone())
+        }
+        Some(_) => {
+            return Err(ApiError::bad_request(format!(
+                "idempotencyKey is a string of 1 to {MAX_IDEMPOTENCY_KEY_CHARS} characters"
+            )))
+        }
+    };
+    let log = |event: &str| {
+        emit(
+            LogLine::info("automations", event)
+                .with("automation", id)
+                .with("trigger", "webhook"),
+        )
+    };
+    if !inspect_automations::conditions::all_match(
+        &automation.automation.settings.conditions,
+        &payload,
+    ) {
+        log("webhook_not_matching");
+        return Ok(accepted(0, 1));
+    }
+    let run_id = new_run_id()?;
+    let paused =
+        automation.automation.status == inspect_protocol::automations::AutomationStatus::Paused;
+    let key = match &idempotency {
+        Some(k) => format!("webhook:{k}"),
+        None => format!("webhook:{run_id}"),
+    };
+    if paused {
+        store::skip(
+            env,
+            &run_id,
+            id,
+            RunTrigger::Webhook,
+            &key,
+            "the automation is paused",
+            now,
+        )
+        .await?;
+        log("webhook_while_paused");
+        return Ok(accepted(0, 1));
+    }
+    // A delivery is charged to the owner's sessions rate limit (refunded if not started).
+    let charge = crate::ratelimit::charge_session(env, &automation.actor.user_id, now).await?;
+    // Deliveries with their own idempotency keys may overlap; others wait their turn.
+    let claim = store::claim(
+        env,
+        &run_id,
+        id,
+        RunTrigger::Webhook,
+        &key,
+        idempotency.is_none(),
+        now,
+    )
+    .await;
+    if !matches!(claim, Ok(Claim::Started)) {
+        crate::ratelimit::refund(env, charge).await;
+        claim?;
+        log("webhook_skipped");
+        return Ok(accepted(0, 1));
+    }
+    start_run(
+        env,
+        &automation,
+        &run_id,
+        &Firing::Webhook {
+            received_ms: now,
+            payload: &payload,
+        },
+        now,
+    )
+    .await;
+    log("webhook_run_started");
+    Ok(accepted(1, 0))
+}
+
+/// The cron step: runs past their time fail, and every due schedule fires once — the
+/// slot is taken by moving `next_run_at` on from it in one statement (so two Workers, or a
+/// restart, never fire it twice), and a missed stretch fires once, not per slot.
+pub async fn tick(env: &Env, now: i64) -> ApiResult<usize> {
+    store::time_out(env, now).await?;
+    let due = store::due(env, now, DUE_PER_TICK).await?;
+    let fired = futures::stream::iter(due)
+        .map(|automation| async move { fire(env, automation, now).await })
+        .buffer_unordered(FIRING_AT_ONCE)
+        .filter(|started| futures::future::ready(*started))
+        .count()
+        .await;
+    Ok(fired)
+}
+
+async fn fire(env: &Env, automation: Stored, now: i64) -> bool {
+    let a = &automation.automation;
+    let Some(slot) = a.next_run_at else {
+        return false;
+    };
+    let next = next_run(&a.settings, now).ok().flatten();
+    let outcome = async {
+        if !store::advance(env, &a.id, slot, next).await? {
+            return Ok(false);
+        }
+        let run_id = new_run_id()?;
+        let key = format!("schedule:{slot}");
+        let claim =
+            store::claim(env, &run_id, &a.id, RunTrigger::Schedule, &key, true, now).await?;
+        if claim != Claim::Started {
+            return Ok(false);
+        }
+        start_run(
+            env,
+            &automation,
+            &run_id,
+            &Firing::Schedule { slot_ms: slot },
+            now,
+        )
+        .await;
+        Ok::<bool, ApiError>(true)
+    };
+    match outcome.await {
+        Ok(started) => started,
+        Err(e) => {
+            emit(
+                LogLine::error("automations", "schedule_not_fired")
+                    .with("automation", a.id.as_str())
+                    .detail(e.message),
+            );
+            false
+        }
+    }
+}
