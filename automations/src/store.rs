@@ -196,20 +196,24 @@ pub async fn set_enabled(
     next_run_at: Option<i64>,
     now: i64,
 ) -> Result<bool, ApiError> {
-    let sql = if enabled {
-        "UPDATE automations SET enabled = 1, paused_reason = NULL, consecutive_failures = 0, next_run_at = ?2, updated_at = ?3
-         WHERE id = ?1 AND deleted_at IS NULL"
+    let changed = if enabled {
+        run(
+            env,
+            "UPDATE automations SET enabled = 1, paused_reason = NULL, consecutive_failures = 0, next_run_at = ?2, updated_at = ?3
+             WHERE id = ?1 AND deleted_at IS NULL",
+            &[id.into(), opt_num(next_run_at), num(now)],
+        )
+        .await?
     } else {
-        "UPDATE automations SET enabled = 0, paused_reason = ?4, next_run_at = NULL, updated_at = ?3
-         WHERE id = ?1 AND deleted_at IS NULL"
+        run(
+            env,
+            "UPDATE automations SET enabled = 0, paused_reason = ?2, next_run_at = NULL, updated_at = ?3
+             WHERE id = ?1 AND deleted_at IS NULL",
+            &[id.into(), opt(reason), num(now)],
+        )
+        .await?
     };
-    Ok(run(
-        env,
-        sql,
-        &[id.into(), opt_num(next_run_at), num(now), opt(reason)],
-    )
-    .await?
-        > 0)
+    Ok(changed > 0)
 }
 
 /// Replaces a webhook's key hash.

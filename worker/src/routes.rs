@@ -570,6 +570,61 @@ mod tests {
     }
 
     #[test]
+    fn automation_routes() {
+        let op = |m: &str, p: &str| match match_route(m, p) {
+            Some(Ok(Route::Automations { op })) => Some(op),
+            _ => None,
+        };
+        assert_eq!(op("GET", "/automations"), Some(AutomationOp::List));
+        assert_eq!(op("POST", "/automations"), Some(AutomationOp::Create));
+        assert_eq!(
+            op("GET", "/automations/schedule-preview"),
+            Some(AutomationOp::Preview)
+        );
+        assert_eq!(
+            op("PUT", "/automations/auto_1"),
+            Some(AutomationOp::Update {
+                id: "auto_1".into()
+            })
+        );
+        assert_eq!(
+            op("POST", "/automations/auto_1/trigger"),
+            Some(AutomationOp::Trigger {
+                id: "auto_1".into()
+            })
+        );
+        assert_eq!(
+            op("GET", "/automations/auto_1/runs"),
+            Some(AutomationOp::Runs {
+                id: "auto_1".into()
+            })
+        );
+        assert!(matches!(
+            match_route("GET", "/automations/auto_1/trigger"),
+            Some(Err(_))
+        ));
+        assert!(matches!(
+            match_route("POST", "/automations/auto_1/explode"),
+            Some(Err(_))
+        ));
+        assert!(matches!(
+            match_route("GET", "/automations/a.b"),
+            Some(Err(_))
+        ));
+        assert_eq!(
+            match_route("POST", "/webhooks/automation/auto_1"),
+            Some(Ok(Route::AutomationWebhook {
+                id: "auto_1".into()
+            }))
+        );
+        assert!(!route_is_sandbox("POST", "/automations/auto_1/trigger"));
+    }
+
+    fn route_is_sandbox(m: &str, p: &str) -> bool {
+        match_route(m, p).unwrap().unwrap().is_sandbox_call(true)
+    }
+
+    #[test]
     fn settings_routes() {
         assert_eq!(
             match_route("PUT", "/repos/acme/web/secrets"),
