@@ -244,6 +244,22 @@ async fn a_person_signs_in_with_github_and_out_again() {
 }
 
 #[tokio::test]
+async fn an_automation_is_made_triggered_and_read_in_the_browser() {
+    let agent = AgentStack::start(vec![Reply::text("Nothing is open.")], vec![])
+        .await
+        .unwrap();
+    let demo = source_repo();
+    agent.register_repo("demo", demo.path()).await.unwrap();
+    let out = artifacts("automations");
+    let base = agent.stack.base_url.clone();
+    let run =
+        tokio::task::spawn_blocking(move || run_script("automations.mjs", &base, &out, &[])).await;
+    if let Err(e) = run {
+        panic!("{e:?}\n{}", agent.host.sandbox_logs());
+    }
+}
+
+#[tokio::test]
 async fn environments_are_made_used_edited_and_deleted_in_the_browser() {
     let agent = AgentStack::start(
         vec![

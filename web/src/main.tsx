@@ -2,6 +2,7 @@ import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { LocationProvider, Route, Router, lazy, useLocation } from "preact-iso";
 import { ApiError, get, post } from "./api";
+import { AutomationPage, AutomationsList } from "./components/Automations";
 import { NewSession } from "./components/NewSession";
 import { SessionsList } from "./components/SessionsList";
 import { Settings } from "./components/Settings";
@@ -32,6 +33,7 @@ function Header({ me }: { me: Me }) {
       <nav aria-label="Main">
         {link("/", "Sessions")}
         {link("/new", "New session")}
+        {link("/automations", "Automations")}
         {link("/settings", "Settings")}
       </nav>
       <span class="who">
@@ -76,6 +78,8 @@ function App() {
           <Route path="/" component={() => <SessionsList me={me} />} />
           <Route path="/new" component={() => <NewSession me={me} />} />
           <Route path="/settings" component={() => <Settings me={me} />} />
+          <Route path="/automations" component={() => <AutomationsList />} />
+          <Route path="/automations/:id" component={({ id }: { id: string }) => <AutomationPage id={id} />} />
           <Route path="/sessions/:id" component={({ id }: { id: string }) => <SessionPage id={id} me={me} />} />
           <Route default component={() => <p class="center">Nothing here. <a href="/">Back to sessions</a></p>} />
         </Router>

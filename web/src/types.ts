@@ -4,6 +4,15 @@
 
 export type {
   Actor,
+  Automation,
+  AutomationCreated,
+  AutomationRequest,
+  Comparison,
+  Filter,
+  Run,
+  RunStatus,
+  SchedulePreview,
+  TriggerType,
   ApiTokenSummary,
   Artifact,
   BranchList,

@@ -1,0 +1,580 @@
+import { useEffect, useState } from "preact/hooks";
+import { del, errorText, get, post, put } from "../api";
+import type {
+  Automation,
+  AutomationCreated,
+  AutomationRequest,
+  Comparison,
+  Filter,
+  Repository,
+  Run,
+  RunStatus,
+  SchedulePreview,
+  TriggerType,
+} from "../types";
+import { ErrorNote, ago, duration } from "./bits";
+
+// Automations: sessions that start themselves on a schedule or from an inbound webhook.
+// The list with status badges, a form whose fields follow the trigger type (schedule
+// presets with a live "next run" preview), and one automation's page: trigger now,
+// pause/resume, edit, delete, and its run history with each repository's session.
+
+const STATUS_LABEL: Record<string, string> = {
+  enabled: "Enabled",
+  degraded: "Degraded",
+  paused: "Paused",
+};
+
+function Badge({ a }: { a: Automation }) {
+  const label =
+    a.status === "degraded" ? `Degraded · ${a.consecutiveFailures} failed` : STATUS_LABEL[a.status] ?? a.status;
+  return (
+    <span class={`badge badge-${a.status}`} data-testid="automation-status">
+      {label}
+    </span>
+  );
+}
+
+function when(ms?: number | null): string {
+  return ms ? new Date(ms).toLocaleString() : "—";
+}
+
+type Preset = "hourly" | "daily" | "weekly" | "monthly" | "custom";
+const DAYS = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"];
+
+function cronOf(preset: Preset, hour: number, day: number, custom: string): string {
+  switch (preset) {
+    case "hourly":
+      return "0 * * * *";
+    case "daily":
+      return `0 ${hour} * * *`;
+    case "weekly":
+      return `0 ${hour} * * ${day}`;
+    case "monthly":
+      return `0 ${hour} ${Math.min(Math.max(day, 1), 28)} * *`;
+    default:
+      return custom.trim();
+  }
+}
+
+/** Reads a cron back into the presets when it is one of theirs. */
+function presetOf(cron: string): { preset: Preset; hour: number; day: number } {
+  const f = cron.trim().split(/\s+/);
+  const hour = Number(f[1]);
+  if (cron.trim() === "0 * * * *") return { preset: "hourly", hour: 9, day: 1 };
+  if (f.length === 5 && f[0] === "0" && Number.isInteger(hour)) {
+    if (f[2] === "*" && f[3] === "*" && f[4] === "*") return { preset: "daily", hour, day: 1 };
+    if (f[2] === "*" && f[3] === "*" && /^[0-6]$/.test(f[4])) return { preset: "weekly", hour, day: Number(f[4]) };
+    if (/^\d+$/.test(f[2]) && f[3] === "*" && f[4] === "*") return { preset: "monthly", hour, day: Number(f[2]) };
+  }
+  return { preset: "custom", hour: 9, day: 1 };
+}
+
+function SchedulePicker({
+  cron,
+  timezone,
+  onChange,
+}: {
+  cron: string;
+  timezone: string;
+  onChange: (cron: string, timezone: string) => void;
+}) {
+  const initial = presetOf(cron);
+  const [preset, setPreset] = useState<Preset>(initial.preset);
+  const [hour, setHour] = useState(initial.hour);
+  const [day, setDay] = useState(initial.day);
+  const [custom, setCustom] = useState(cron);
+  const [preview, setPreview] = useState<number[]>([]);
+  const [problem, setProblem] = useState("");
+  const current = cronOf(preset, hour, day, custom);
+  useEffect(() => {
+    onChange(current, timezone);
+    const t = setTimeout(() => {
+      const q = new URLSearchParams({ cron: current, timezone });
+      get<SchedulePreview>(`/automations/schedule-preview?${q}`)
+        .then((p) => {
+          setPreview(p.nextRuns);
+          setProblem("");
+        })
+        .catch((e) => {
+          setPreview([]);
+          setProblem(errorText(e));
+        });
+    }, 250);
+    return () => clearTimeout(t);
+  }, [current, timezone]);
+  return (
+    <fieldset class="schedule">
+      <legend>Schedule</legend>
+      <label>
+        Repeat{" "}
+        <select aria-label="Schedule preset" value={preset} onChange={(e) => setPreset(e.currentTarget.value as Preset)}>
+          <option value="hourly">Every hour</option>
+          <option value="daily">Daily</option>
+          <option value="weekly">Weekly</option>
+          <option value="monthly">Monthly</option>
+          <option value="custom">Custom (cron)</option>
+        </select>
+      </label>
+      {(preset === "daily" || preset === "weekly" || preset === "monthly") && (
+        <label>
+          {" at "}
+          <select aria-label="Hour" value={hour} onChange={(e) => setHour(Number(e.currentTarget.value))}>
+            {Array.from({ length: 24 }, (_, h) => (
+              <option value={h}>{`${String(h).padStart(2, "0")}:00`}</option>
+            ))}
+          </select>
+        </label>
+      )}
+      {preset === "weekly" && (
+        <label>
+          {" on "}
+          <select aria-label="Day of the week" value={day} onChange={(e) => setDay(Number(e.currentTarget.value))}>
+            {DAYS.map((d, i) => (
+              <option value={i}>{d}</option>
+            ))}
+          </select>
+        </label>
+      )}
+      {preset === "monthly" && (
+        <label>
+          {" on day "}
+          <select aria-label="Day of the month" value={day} onChange={(e) => setDay(Number(e.currentTarget.value))}>
+            {Array.from({ length: 28 }, (_, d) => (
+              <option value={d + 1}>{d + 1}</option>
+            ))}
+          </select>
+        </label>
+      )}
+      {preset === "custom" && (
+        <input
+          aria-label="Cron expression"
+          placeholder="minute hour day-of-month month day-of-week"
+          value={custom}
+          onInput={(e) => setCustom(e.currentTarget.value)}
+        />
+      )}
+      <label>
+        {" Time zone "}
+        <input aria-label="Time zone" value={timezone} onInput={(e) => onChange(current, e.currentTarget.value)} />
+      </label>
+      <p class="small" data-testid="next-run">
+        {problem ? <span class="error">{problem}</span> : preview.length ? `Next run: ${when(preview[0])}` : "…"}
+      </p>
+    </fieldset>
+  );
+}
+
+const OPS: Comparison[] = ["eq", "neq", "gt", "gte", "lt", "lte", "contains", "exists"];
+
+function Conditions({ filters, onChange }: { filters: Filter[]; onChange: (f: Filter[]) => void }) {
+  const set = (i: number, f: Filter) => onChange(filters.map((x, j) => (j === i ? f : x)));
+  const valueText = (v: unknown) => (v === undefined || v === null ? "" : typeof v === "string" ? v : JSON.stringify(v));
+  const parseValue = (t: string): unknown => {
+    try {
+      return JSON.parse(t);
+    } catch {
+      return t;
+    }
+  };
+  return (
+    <fieldset>
+      <legend>Conditions (all must match the payload)</legend>
+      {filters.map((f, i) => (
+        <div class="row" key={i}>
+          <input aria-label={`Condition ${i + 1} path`} placeholder="$.deploy.env" value={f.path} onInput={(e) => set(i, { ...f, path: e.currentTarget.value })} />
+          <select aria-label={`Condition ${i + 1} comparison`} value={f.op} onChange={(e) => set(i, { ...f, op: e.currentTarget.value as Comparison })}>
+            {OPS.map((o) => (
+              <option value={o}>{o}</option>
+            ))}
+          </select>
+          {f.op !== "exists" && (
+            <input
+              aria-label={`Condition ${i + 1} value`}
+              placeholder="production"
+              value={valueText(f.value)}
+              onInput={(e) => set(i, { ...f, value: parseValue(e.currentTarget.value) })}
+            />
+          )}
+          <button type="button" class="small" onClick={() => onChange(filters.filter((_, j) => j !== i))}>
+            Remove
+          </button>
+        </div>
+      ))}
+      <button type="button" class="small" onClick={() => onChange([...filters, { path: "$.", op: "eq", value: "" }])}>
+        Add condition
+      </button>
+    </fieldset>
+  );
+}
+
+const BLANK: AutomationRequest = {
+  name: "",
+  triggerType: "schedule",
+  repositories: [],
+  instructions: "",
+  conditions: [],
+  schedule: { cron: "0 9 * * *", timezone: Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC" },
+};
+
+function AutomationForm({
+  initial,
+  onSaved,
+  onCancel,
+}: {
+  initial?: Automation;
+  onSaved: (made: AutomationCreated | Automation) => void;
+  onCancel: () => void;
+}) {
+  const [form, setForm] = useState<AutomationRequest>(initial?.settings ?? BLANK);
+  const [repos, setRepos] = useState<Repository[]>([]);
+  const [error, setError] = useState("");
+  useEffect(() => {
+    get<{ repositories: Repository[] }>("/repos")
+      .then((r) => setRepos(r.repositories))
+      .catch((e) => setError(errorText(e)));
+  }, []);
+  const most = form.triggerType === "schedule" ? 10 : 1;
+  const chosen = new Set(form.repositories.map((r) => `${r.owner}/${r.name}`));
+  const toggle = (key: string) => {
+    const [owner, name] = key.split("/");
+    const next = chosen.has(key)
+      ? form.repositories.filter((r) => `${r.owner}/${r.name}` !== key)
+      : [...form.repositories, { owner, name }];
+    setForm({ ...form, repositories: next.slice(-most) });
+  };
+  const save = async (e: Event) => {
+    e.preventDefault();
+    const body: AutomationRequest = {
+      ...form,
+      branch: form.repositories.length === 1 ? form.branch || undefined : undefined,
+      model: form.model || undefined,
+      reasoningEffort: form.reasoningEffort || undefined,
+      schedule: form.triggerType === "schedule" ? form.schedule : undefined,
+      conditions: form.triggerType === "webhook" ? form.conditions : [],
+    };
+    try {
+      onSaved(
+        initial
+          ? await put<Automation>(`/automations/${initial.id}`, body)
+          : await post<AutomationCreated>("/automations", body),
+      );
+    } catch (err) {
+      setError(errorText(err));
+    }
+  };
+  return (
+    <form class="panel stack" onSubmit={save} aria-label={initial ? "Edit automation" : "New automation"}>
+      <label>
+        Trigger{" "}
+        <select
+          aria-label="Trigger type"
+          value={form.triggerType}
+          disabled={!!initial}
+          onChange={(e) => {
+            const t = e.currentTarget.value as TriggerType;
+            setForm({ ...form, triggerType: t, repositories: t === "webhook" ? form.repositories.slice(0, 1) : form.repositories, schedule: t === "schedule" ? form.schedule ?? BLANK.schedule : undefined });
+          }}
+        >
+          <option value="schedule">Schedule</option>
+          <option value="webhook">Inbound webhook</option>
+        </select>
+      </label>
+      <input aria-label="Automation name" placeholder="Nightly dependency update" maxLength={200} value={form.name} onInput={(e) => setForm({ ...form, name: e.currentTarget.value })} required />
+      <fieldset>
+        <legend>{form.triggerType === "schedule" ? "Repositories (up to 10: one session each)" : "Repository (none or one)"}</legend>
+        {repos.map((r) => {
+          const key = `${r.owner}/${r.name}`;
+          return (
+            <label class="check" key={key}>
+              <input type="checkbox" checked={chosen.has(key)} onChange={() => toggle(key)} aria-label={`Run on ${key}`} />
+              {` ${key}`}
+            </label>
+          );
+        })}
+        {repos.length === 0 && <p class="muted small">No repositories yet: the agent starts without one.</p>}
+      </fieldset>
+      {form.repositories.length === 1 && (
+        <input aria-label="Branch" placeholder="branch (the repository's default)" value={form.branch ?? ""} onInput={(e) => setForm({ ...form, branch: e.currentTarget.value })} />
+      )}
+      <div class="row">
+        <input aria-label="Model" placeholder="model (the default)" value={form.model ?? ""} onInput={(e) => setForm({ ...form, model: e.currentTarget.value })} />
+        <select aria-label="Reasoning" value={form.reasoningEffort ?? ""} onChange={(e) => setForm({ ...form, reasoningEffort: e.currentTarget.value })}>
+          <option value="">Reasoning: default</option>
+          <option value="low">low</option>
+          <option value="medium">medium</option>
+          <option value="high">high</option>
+        </select>
+      </div>
+      {form.triggerType === "schedule" && form.schedule && (
+        <SchedulePicker
+          cron={form.schedule.cron}
+          timezone={form.schedule.timezone}
+          onChange={(cron, timezone) => setForm((f) => ({ ...f, schedule: { cron, timezone } }))}
+        />
+      )}
+      {form.triggerType === "webhook" && <Conditions filters={form.conditions} onChange={(conditions) => setForm({ ...form, conditions })} />}
+      <textarea
+        aria-label="Instructions"
+        placeholder="What the agent does each time it runs"
+        rows={6}
+        maxLength={15000}
+        value={form.instructions}
+        onInput={(e) => setForm({ ...form, instructions: e.currentTarget.value })}
+        required
+      />
+      <div class="row">
+        <button type="submit">{initial ? "Save automation" : "Create automation"}</button>
+        <button type="button" class="link" onClick={onCancel}>
+          Cancel
+        </button>
+      </div>
+      <ErrorNote text={error} />
+    </form>
+  );
+}
+
+export function AutomationsList() {
+  const [list, setList] = useState<Automation[] | null>(null);
+  const [creating, setCreating] = useState(false);
+  const [error, setError] = useState("");
+  const load = () =>
+    get<{ automations: Automation[] }>("/automations")
+      .then((r) => setList(r.automations))
+      .catch((e) => setError(errorText(e)));
+  useEffect(() => {
+    void load();
+  }, []);
+  const created = (made: AutomationCreated | Automation) => {
+    const a = "automation" in made ? made : null;
+    const id = a ? a.automation.id : (made as Automation).id;
+    // A webhook's key is shown once, on its page.
+    if (a?.webhookKey) sessionStorage.setItem(`key:${id}`, a.webhookKey);
+    location.href = `/automations/${id}`;
+  };
+  return (
+    <section class="page" aria-labelledby="automations-h">
+      <div class="row spread">
+        <h1 id="automations-h">Automations</h1>
+        {!creating && (
+          <button type="button" onClick={() => setCreating(true)}>
+            New automation
+          </button>
+        )}
+      </div>
+      {creating && <AutomationForm onSaved={created} onCancel={() => setCreating(false)} />}
+      <table class="list" data-testid="automations">
+        <thead>
+          <tr>
+            <th>Name</th>
+            <th>Trigger</th>
+            <th>Status</th>
+            <th>Next run</th>
+          </tr>
+        </thead>
+        <tbody>
+          {(list ?? []).map((a) => (
+            <tr key={a.id}>
+              <td>
+                <a href={`/automations/${a.id}`}>{a.settings.name}</a>
+              </td>
+              <td>{a.settings.triggerType === "schedule" ? `Schedule (${a.settings.schedule?.cron})` : "Inbound webhook"}</td>
+              <td>
+                <Badge a={a} />
+              </td>
+              <td>{when(a.nextRunAt)}</td>
+            </tr>
+          ))}
+          {list?.length === 0 && (
+            <tr>
+              <td colSpan={4} class="muted">
+                No automations yet.
+              </td>
+            </tr>
+          )}
+        </tbody>
+      </table>
+      <ErrorNote text={error} />
+    </section>
+  );
+}
+
+const RUN_LABEL: Record<RunStatus, string> = {
+  starting: "Starting",
+  running: "Running",
+  completed: "Completed",
+  failed: "Failed",
+  partial_failure: "Partial failure",
+  skipped: "Skipped",
+};
+
+function RunRow({ run }: { run: Run }) {
+  const many = run.sessions.length > 1;
+  const counts = run.sessions.reduce<Record<string, number>>((c, s) => ({ ...c, [s.status]: (c[s.status] ?? 0) + 1 }), {});
+  const summary = Object.entries(counts)
+    .map(([k, n]) => `${n} ${RUN_LABEL[k as RunStatus].toLowerCase()}`)
+    .join(", ");
+  const sessions = (
+    <ul class="plain">
+      {run.sessions.map((s) => (
+        <li key={s.repository}>
+          {s.repository || "no repository"}: {RUN_LABEL[s.status]}
+          {s.error && <span class="error small"> — {s.error}</span>}{" "}
+          {s.sessionId && <a href={`/sessions/${s.sessionId}`}>View session</a>}
+        </li>
+      ))}
+    </ul>
+  );
+  return (
+    <li class="run" data-testid="run" data-status={run.status}>
+      <span class={`badge run-${run.status}`}>{RUN_LABEL[run.status]}</span> {run.trigger} · {ago(run.createdAt)}
+      {run.finishedAt && ` · took ${duration(run.finishedAt - run.createdAt)}`}
+      {run.reason && <span class="muted small"> — {run.reason}</span>}
+      {many ? (
+        <details>
+          <summary>{`${run.sessions.length} repositories — ${summary}`}</summary>
+          {sessions}
+        </details>
+      ) : (
+        sessions
+      )}
+    </li>
+  );
+}
+
+export function AutomationPage({ id }: { id: string }) {
+  const [a, setA] = useState<Automation | null>(null);
+  const [runs, setRuns] = useState<Run[]>([]);
+  const [editing, setEditing] = useState(false);
+  const [key, setKey] = useState<string | null>(sessionStorage.getItem(`key:${id}`));
+  const [error, setError] = useState("");
+  const load = () =>
+    Promise.all([get<Automation>(`/automations/${id}`), get<{ runs: Run[] }>(`/automations/${id}/runs`)])
+      .then(([auto, r]) => {
+        setA(auto);
+        setRuns(r.runs);
+      })
+      .catch((e) => setError(errorText(e)));
+  useEffect(() => {
+    sessionStorage.removeItem(`key:${id}`);
+    void load();
+    // Runs move on while the page is open.
+    const t = setInterval(() => void load(), 3000);
+    return () => clearInterval(t);
+  }, [id]);
+  const act = async (path: string) => {
+    try {
+      await post(`/automations/${id}/${path}`);
+      setError("");
+      await load();
+    } catch (e) {
+      setError(errorText(e));
+    }
+  };
+  const rotate = async () => {
+    try {
+      const made = await post<AutomationCreated>(`/automations/${id}/rotate-key`);
+      setKey(made.webhookKey ?? null);
+    } catch (e) {
+      setError(errorText(e));
+    }
+  };
+  const remove = async () => {
+    if (!confirm("Delete this automation? Its run history and sessions are kept.")) return;
+    try {
+      await del(`/automations/${id}`);
+      location.href = "/automations";
+    } catch (e) {
+      setError(errorText(e));
+    }
+  };
+  if (!a) return <p class="center muted">{error || "Loading…"}</p>;
+  if (editing)
+    return (
+      <section class="page">
+        <AutomationForm
+          initial={a}
+          onSaved={(saved) => {
+            setA(saved as Automation);
+            setEditing(false);
+          }}
+          onCancel={() => setEditing(false)}
+        />
+      </section>
+    );
+  const s = a.settings;
+  return (
+    <section class="page" aria-labelledby="automation-h">
+      <p>
+        <a href="/automations">← Automations</a>
+      </p>
+      <div class="row spread">
+        <h1 id="automation-h">{s.name}</h1>
+        <Badge a={a} />
+      </div>
+      {a.pausedReason && <p class="notice">{`Paused: ${a.pausedReason}`}</p>}
+      <dl class="facts">
+        <dt>Trigger</dt>
+        <dd>{s.triggerType === "schedule" ? `${s.schedule?.cron} (${s.schedule?.timezone})` : "Inbound webhook"}</dd>
+        <dt>Repositories</dt>
+        <dd>{s.repositories.length ? s.repositories.map((r) => `${r.owner}/${r.name}`).join(", ") : "none"}</dd>
+        {s.triggerType === "schedule" && (
+          <>
+            <dt>Next run</dt>
+            <dd data-testid="automation-next-run">{when(a.nextRunAt)}</dd>
+          </>
+        )}
+        {a.webhookPath && (
+          <>
+            <dt>Webhook</dt>
+            <dd>
+              <code>{`POST ${location.origin}${a.webhookPath}`}</code>
+            </dd>
+          </>
+        )}
+      </dl>
+      {key && (
+        <div class="notice" role="status">
+          Copy this key now; it is not shown again: <code data-testid="webhook-key">{key}</code>
+        </div>
+      )}
+      <div class="row">
+        <button type="button" onClick={() => act("trigger")}>
+          Trigger now
+        </button>
+        {a.status === "paused" ? (
+          <button type="button" onClick={() => act("resume")}>
+            Resume
+          </button>
+        ) : (
+          <button type="button" onClick={() => act("pause")}>
+            Pause
+          </button>
+        )}
+        <button type="button" onClick={() => setEditing(true)}>
+          Edit
+        </button>
+        {a.webhookPath && (
+          <button type="button" onClick={rotate}>
+            New key
+          </button>
+        )}
+        <button type="button" class="danger" onClick={remove}>
+          Delete
+        </button>
+      </div>
+      <ErrorNote text={error} />
+      <details>
+        <summary>Instructions</summary>
+        <pre class="wrap">{s.instructions}</pre>
+      </details>
+      <h2>Runs</h2>
+      <ul class="plain runs" data-testid="runs">
+        {runs.map((r) => (
+          <RunRow key={r.id} run={r} />
+        ))}
+        {runs.length === 0 && <li class="muted">No runs yet.</li>}
+      </ul>
+    </section>
+  );
+}
