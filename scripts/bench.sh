@@ -15,6 +15,8 @@ cargo run --release --quiet -p inspect-tests --bin sandbox-bench
 INSPECT_BENCH=setup cargo run --release --quiet -p inspect-tests --bin sandbox-bench
 # The scale curve: 100, 300 and 1,000 sessions at once (INSPECT_SCALE changes the sizes).
 cargo run --release --quiet -p inspect-tests --bin scale-bench
+# Automations: 1,000 schedules due in one cron tick, each run exactly once (three times).
+INSPECT_BENCH_RUNS=3 cargo run --release --quiet -p inspect-tests --bin automations-bench
 
 # The browser: the first page's JavaScript and render time, and a 5,000-event timeline
 # (render, long tasks while scrolling to the top), three runs.

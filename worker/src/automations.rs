@@ -28,8 +28,9 @@ use worker::{Env, Request};
 const KEY_PREFIX: &str = "oia_";
 /// Runs shown in a history.
 const RUNS_SHOWN: usize = 50;
-/// Schedules fired by one cron step, and how many at once.
-const DUE_PER_TICK: usize = 2_000;
+/// Schedules fired by one cron step (each takes about ten of the invocation's 10,000
+/// subrequests; more wait for the next minute), and how many at once.
+const DUE_PER_TICK: usize = 1_000;
 const FIRING_AT_ONCE: usize = 32;
 /// The longest idempotency key.
 const MAX_IDEMPOTENCY_KEY_CHARS: usize = 200;
@@ -248,7 +249,9 @@ async fn start_run(env: &Env, automation: &Stored, run_id: &str, firing: &Firing
                 run_id: run_id.to_owned(),
                 repository: key.clone(),
             };
-            if let Err(e) = start_session(env, automation, repo, from, content, &origin).await {
+            let outcome = start_session(env, automation, repo, from, content, &origin).await;
+            let started = outcome.is_ok();
+            if let Err(e) = outcome {
                 let _ = store::add_session(
                     env,
                     run_id,
@@ -265,12 +268,16 @@ async fn start_run(env: &Env, automation: &Stored, run_id: &str, firing: &Firing
                         .detail(e.1.message),
                 );
             }
+            started
         }
     });
-    futures::future::join_all(starts).await;
+    let started = futures::future::join_all(starts).await;
     let _ = store::mark_running(env, run_id).await;
-    if let Err(e) = store::finish_run(env, run_id, now).await {
-        emit(LogLine::error("automations", "run_not_finished").detail(e.message));
+    // A session that could not start ended already: the run may be over.
+    if started.contains(&false) {
+        if let Err(e) = store::finish_run(env, run_id, now).await {
+            emit(LogLine::error("automations", "run_not_finished").detail(e.message));
+        }
     }
 }
 
