@@ -14,6 +14,8 @@ CREATE TABLE automations (
     next_run_at INTEGER,
     -- SHA-256 of a webhook's key (the key itself is shown once).
     webhook_key_hash TEXT,
+    -- A Sentry trigger's client secret, sealed (AES-256-GCM with the secrets key).
+    secret_sealed TEXT,
     -- Who made it (the actor its sessions are created as, JSON) and their user id.
     created_by TEXT NOT NULL,
     owner TEXT NOT NULL,

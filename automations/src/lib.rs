@@ -10,6 +10,7 @@
 pub mod conditions;
 pub mod rules;
 pub mod schedule;
+pub mod sentry;
 
 #[cfg(target_arch = "wasm32")]
 pub mod store;

@@ -21,6 +21,8 @@ pub struct Stored {
     pub automation: Automation,
     pub actor: Actor,
     pub webhook_key_hash: Option<String>,
+    /// A Sentry trigger's client secret, sealed.
+    pub secret_sealed: Option<String>,
     /// The Worker's address when it was last saved.
     pub origin: String,
 }
@@ -34,6 +36,7 @@ struct Row {
     consecutive_failures: f64,
     next_run_at: Option<f64>,
     webhook_key_hash: Option<String>,
+    secret_sealed: Option<String>,
     created_by: String,
     owner: String,
     origin: String,
@@ -41,7 +44,7 @@ struct Row {
     updated_at: f64,
 }
 
-const COLUMNS: &str = "id, settings, enabled, paused_reason, consecutive_failures, next_run_at, webhook_key_hash, created_by, owner, origin, created_at, updated_at";
+const COLUMNS: &str = "id, settings, enabled, paused_reason, consecutive_failures, next_run_at, webhook_key_hash, secret_sealed, created_by, owner, origin, created_at, updated_at";
 
 fn internal(e: impl std::fmt::Display) -> ApiError {
     ApiError::internal(e.to_string())
@@ -57,8 +60,11 @@ impl Row {
             (true, 0) => AutomationStatus::Enabled,
             (true, _) => AutomationStatus::Degraded,
         };
-        let webhook_path = (settings.trigger_type == TriggerType::Webhook)
-            .then(|| format!("/webhooks/automation/{}", self.id));
+        let webhook_path = match settings.trigger_type {
+            TriggerType::Webhook => Some(format!("/webhooks/automation/{}", self.id)),
+            TriggerType::Sentry => Some(format!("/webhooks/sentry/{}", self.id)),
+            TriggerType::Schedule => None,
+        };
         Ok(Stored {
             automation: Automation {
                 id: self.id,
@@ -74,6 +80,7 @@ impl Row {
             },
             actor,
             webhook_key_hash: self.webhook_key_hash,
+            secret_sealed: self.secret_sealed,
             origin: self.origin,
         })
     }
@@ -94,6 +101,8 @@ pub struct NewAutomation<'a> {
     /// Who made it: its sessions are created as them.
     pub actor: &'a Actor,
     pub key_hash: Option<&'a str>,
+    /// A Sentry trigger's client secret, sealed.
+    pub secret_sealed: Option<&'a str>,
     pub next_run_at: Option<i64>,
     pub origin: &'a str,
 }
@@ -102,8 +111,8 @@ pub struct NewAutomation<'a> {
 pub async fn insert(env: &Env, new: NewAutomation<'_>, now: i64) -> Result<(), ApiError> {
     run(
         env,
-        "INSERT INTO automations (id, name, trigger_type, settings, next_run_at, webhook_key_hash, created_by, owner, created_at, updated_at, origin)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9, ?10)",
+        "INSERT INTO automations (id, name, trigger_type, settings, next_run_at, webhook_key_hash, created_by, owner, created_at, updated_at, origin, secret_sealed)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9, ?10, ?11)",
         &[
             new.id.into(),
             new.settings.name.as_str().into(),
@@ -115,6 +124,7 @@ pub async fn insert(env: &Env, new: NewAutomation<'_>, now: i64) -> Result<(), A
             new.actor.user_id.as_str().into(),
             num(now),
             new.origin.into(),
+            opt(new.secret_sealed),
         ],
     )
     .await?;
@@ -153,13 +163,15 @@ pub async fn update(
     id: &str,
     settings: &AutomationRequest,
     next_run_at: Option<i64>,
+    secret_sealed: Option<&str>,
     origin: &str,
     now: i64,
 ) -> Result<bool, ApiError> {
     Ok(run(
         env,
         "UPDATE automations SET name = ?2, trigger_type = ?3, settings = ?4,
-            next_run_at = CASE WHEN enabled = 1 THEN ?5 ELSE NULL END, updated_at = ?6, origin = ?7
+            next_run_at = CASE WHEN enabled = 1 THEN ?5 ELSE NULL END, updated_at = ?6, origin = ?7,
+            secret_sealed = COALESCE(?8, secret_sealed)
          WHERE id = ?1 AND deleted_at IS NULL",
         &[
             id.into(),
@@ -169,6 +181,7 @@ pub async fn update(
             opt_num(next_run_at),
             num(now),
             origin.into(),
+            opt(secret_sealed),
         ],
     )
     .await?
@@ -179,7 +192,7 @@ pub async fn update(
 pub async fn delete(env: &Env, id: &str, now: i64) -> Result<bool, ApiError> {
     Ok(run(
         env,
-        "UPDATE automations SET deleted_at = ?2, enabled = 0, next_run_at = NULL, webhook_key_hash = NULL
+        "UPDATE automations SET deleted_at = ?2, enabled = 0, next_run_at = NULL, webhook_key_hash = NULL, secret_sealed = NULL
          WHERE id = ?1 AND deleted_at IS NULL",
         &[id.into(), num(now)],
     )

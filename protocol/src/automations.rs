@@ -1,7 +1,8 @@
 //! Automations: sessions that start themselves, on a schedule or from an inbound webhook.
 //! `GET/POST /automations`, `GET/PUT/DELETE /automations/:id`,
 //! `POST /automations/:id/{trigger,pause,resume,rotate-key}`, `GET /automations/:id/runs`,
-//! `GET /automations/schedule-preview`, and `POST /webhooks/automation/:id`.
+//! `GET /automations/schedule-preview`, `POST /webhooks/automation/:id` and
+//! `POST /webhooks/sentry/:id`.
 
 use crate::session::RepositoryRef;
 use serde::{Deserialize, Serialize};
@@ -34,6 +35,9 @@ pub enum TriggerType {
     Schedule,
     /// `POST /webhooks/automation/:id` with the automation's key.
     Webhook,
+    /// `POST /webhooks/sentry/:id` from a Sentry internal integration (signed with its
+    /// client secret).
+    Sentry,
 }
 
 impl TriggerType {
@@ -41,16 +45,31 @@ impl TriggerType {
         match self {
             TriggerType::Schedule => "schedule",
             TriggerType::Webhook => "webhook",
+            TriggerType::Sentry => "sentry",
         }
     }
+}
 
-    pub fn parse(s: &str) -> Option<TriggerType> {
-        match s {
-            "schedule" => Some(TriggerType::Schedule),
-            "webhook" => Some(TriggerType::Webhook),
-            _ => None,
-        }
-    }
+/// Which Sentry deliveries start runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "snake_case")]
+pub enum SentryResource {
+    /// A new issue (`issue`, action `created`).
+    Issue,
+    /// An issue alert rule fired for an event (`event_alert`, action `triggered`).
+    EventAlert,
+}
+
+/// A Sentry trigger: what starts it, and the internal integration's client secret (sent
+/// when made or changed, stored sealed, never answered).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SentrySettings {
+    pub resource: SentryResource,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_secret: Option<String>,
 }
 
 /// When a schedule fires: `cron` (minute hour day-of-month month day-of-week) read in
@@ -117,6 +136,9 @@ pub struct AutomationRequest {
     /// Schedules only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule: Option<Schedule>,
+    /// Sentry triggers only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sentry: Option<SentrySettings>,
 }
 
 /// An automation's state, as the list shows it.
@@ -146,7 +168,7 @@ pub struct Automation {
     /// The next firing of a schedule (ms since the epoch); none when paused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_run_at: Option<i64>,
-    /// The path webhooks are delivered to (webhooks only).
+    /// The path webhooks (or Sentry's deliveries) are sent to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub webhook_path: Option<String>,
     pub created_by: String,
@@ -181,6 +203,7 @@ pub enum RunTrigger {
     Schedule,
     Manual,
     Webhook,
+    Sentry,
 }
 
 impl RunTrigger {
@@ -189,6 +212,7 @@ impl RunTrigger {
             RunTrigger::Schedule => "schedule",
             RunTrigger::Manual => "manual",
             RunTrigger::Webhook => "webhook",
+            RunTrigger::Sentry => "sentry",
         }
     }
 
@@ -197,6 +221,7 @@ impl RunTrigger {
             "schedule" => Some(RunTrigger::Schedule),
             "manual" => Some(RunTrigger::Manual),
             "webhook" => Some(RunTrigger::Webhook),
+            "sentry" => Some(RunTrigger::Sentry),
             _ => None,
         }
     }

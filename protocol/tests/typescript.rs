@@ -36,6 +36,8 @@ fn wire_ts_is_generated_from_the_protocol() {
         decl::<inspect_protocol::auth::ScmCredentials>(&cfg),
         decl::<inspect_protocol::automations::TriggerType>(&cfg),
         decl::<inspect_protocol::automations::Schedule>(&cfg),
+        decl::<inspect_protocol::automations::SentryResource>(&cfg),
+        decl::<inspect_protocol::automations::SentrySettings>(&cfg),
         decl::<inspect_protocol::automations::Comparison>(&cfg),
         decl::<inspect_protocol::automations::Filter>(&cfg),
         decl::<inspect_protocol::automations::AutomationRequest>(&cfg),

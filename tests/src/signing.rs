@@ -1,6 +1,7 @@
 //! Request signatures as the services that send them compute them, written here from each
 //! scheme's description (not from the control plane's code): `sig1` for service clients,
-//! `X-Hub-Signature-256` for GitHub's webhook deliveries, `X-Slack-Signature` for Slack's.
+//! `X-Hub-Signature-256` for GitHub's webhook deliveries, `X-Slack-Signature` for Slack's,
+//! `Sentry-Hook-Signature` for Sentry's.
 
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
@@ -42,6 +43,12 @@ pub fn slack(secret: &str, timestamp: u64, body: &[u8]) -> String {
 /// GitHub's `X-Hub-Signature-256`: `sha256=` and the hex HMAC of the raw body.
 pub fn github_webhook(secret: &str, body: &[u8]) -> String {
     format!("sha256={}", hmac_hex(secret, body))
+}
+
+/// Sentry's `Sentry-Hook-Signature`: the hex HMAC-SHA256 of the raw body with the
+/// integration's client secret.
+pub fn sentry(client_secret: &str, body: &[u8]) -> String {
+    hmac_hex(client_secret, body)
 }
 
 pub fn now_ms() -> u128 {

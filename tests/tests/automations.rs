@@ -341,6 +341,140 @@ async fn a_webhook_runs_matching_deliveries_once_per_idempotency_key() {
 }
 
 #[tokio::test]
+async fn a_sentry_alert_starts_one_run_for_its_event() {
+    use inspect_tests::fakes::sentry;
+    let agent = AgentStack::start(vec![Reply::text("The cart total is fixed.")], vec![])
+        .await
+        .unwrap();
+    let stack = &agent.stack;
+    let made = create(
+        stack,
+        json!({
+            "name": "Checkout errors",
+            "triggerType": "sentry",
+            "sentry": {"resource": "event_alert", "clientSecret": "sentry-client-secret-1"},
+            "conditions": [{"path": "$.environment", "op": "eq", "value": "production"}],
+            "instructions": "Find the cause and propose a fix."
+        }),
+    )
+    .await;
+    let id = made["automation"]["id"].as_str().unwrap().to_owned();
+    // The client secret is sealed and never answered.
+    assert!(
+        !made.to_string().contains("sentry-client-secret-1"),
+        "{made}"
+    );
+    assert_eq!(
+        made["automation"]["settings"]["sentry"]["resource"],
+        "event_alert"
+    );
+    let url = stack.url(made["automation"]["webhookPath"].as_str().unwrap());
+    assert!(url.ends_with(&format!("/webhooks/sentry/{id}")));
+    let secret = "sentry-client-secret-1";
+
+    let alert = sentry::event_alert(
+        "e1f2a3",
+        "ReferenceError: cartTotal is not defined",
+        "web",
+        "production",
+    );
+    // Forged or unsigned: refused.
+    assert_eq!(
+        sentry::deliver(&url, "another-secret", &alert, None)
+            .await
+            .0,
+        401
+    );
+    assert_eq!(sentry::deliver(&url, secret, &alert, Some("")).await.0, 401);
+    // What starts nothing: the integration's installation, another resource, another
+    // environment.
+    let (s, b) = sentry::deliver(&url, secret, &sentry::installation_created(), None).await;
+    assert_eq!(
+        (s, b),
+        (200, json!({"ok": true, "triggered": 0, "skipped": 0}))
+    );
+    let issue = sentry::issue_created("1170820242", "TypeError", "web", "error");
+    assert_eq!(
+        sentry::deliver(&url, secret, &issue, None).await.1["triggered"],
+        0
+    );
+    let staging = sentry::event_alert("e9", "ReferenceError", "web", "staging");
+    assert_eq!(
+        sentry::deliver(&url, secret, &staging, None).await.1,
+        json!({"ok": true, "triggered": 0, "skipped": 1})
+    );
+    assert!(runs(stack, &id).await.is_empty());
+    // The alert: one run; Sentry's retry of it: none.
+    let (s, b) = sentry::deliver(&url, secret, &alert, None).await;
+    assert_eq!(
+        (s, b),
+        (200, json!({"ok": true, "triggered": 1, "skipped": 0}))
+    );
+    let (_, b) = sentry::deliver(&url, secret, &alert, None).await;
+    assert_eq!(b, json!({"ok": true, "triggered": 0, "skipped": 1}));
+
+    let run = finished_run(stack, &id, 180).await;
+    assert_eq!(run["status"], "completed", "{run}");
+    assert_eq!(run["trigger"], "sentry");
+    let sid = run["sessions"][0]["sessionId"].as_str().unwrap();
+    let messages = send(
+        Method::GET,
+        &stack.url(&format!("/sessions/{sid}/messages")),
+        None,
+    )
+    .await
+    .unwrap();
+    let content = messages.body["messages"][0]["content"].as_str().unwrap();
+    for want in [
+        "untrusted",
+        "ReferenceError: cartTotal is not defined",
+        "?(app/checkout.js)",
+        "total (app/checkout.js:41)",
+        "https://sentry.io/organizations/acme/issues/1170820242/events/e1f2a3/",
+        "Find the cause and propose a fix.",
+    ] {
+        assert!(content.contains(want), "{want:?} missing from {content}");
+    }
+    // A new secret replaces the old one; leaving it out keeps it.
+    let mut settings = made["automation"]["settings"].clone();
+    settings["sentry"] = json!({"resource": "event_alert"});
+    let kept = send(
+        Method::PUT,
+        &stack.url(&format!("/automations/{id}")),
+        Some(settings.clone()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(kept.status, 200, "{}", kept.body);
+    let again = sentry::event_alert("e5", "ReferenceError", "web", "production");
+    let paused = send(
+        Method::POST,
+        &stack.url(&format!("/automations/{id}/pause")),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(paused.status, 200);
+    assert_eq!(sentry::deliver(&url, secret, &again, None).await.0, 200);
+    settings["sentry"] = json!({"resource": "event_alert", "clientSecret": "rotated-secret-2"});
+    let changed = send(
+        Method::PUT,
+        &stack.url(&format!("/automations/{id}")),
+        Some(settings),
+    )
+    .await
+    .unwrap();
+    assert_eq!(changed.status, 200, "{}", changed.body);
+    assert_eq!(sentry::deliver(&url, secret, &again, None).await.0, 401);
+    assert_eq!(
+        sentry::deliver(&url, "rotated-secret-2", &again, None)
+            .await
+            .0,
+        200
+    );
+}
+
+#[tokio::test]
 async fn three_failed_runs_in_a_row_pause_the_automation() {
     let stack = Stack::start().await.unwrap();
     // A repository that is not registered: every session fails to start.

@@ -12,6 +12,7 @@ export type {
   Run,
   RunStatus,
   SchedulePreview,
+  SentryResource,
   TriggerType,
   ApiTokenSummary,
   Artifact,

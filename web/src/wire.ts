@@ -31,9 +31,13 @@ export type EnvironmentList = { environments: Array<Environment>, };
 
 export type ScmCredentials = { username: string, password: string, expiresAtEpochMs: number, };
 
-export type TriggerType = "schedule" | "webhook";
+export type TriggerType = "schedule" | "webhook" | "sentry";
 
 export type Schedule = { cron: string, timezone: string, };
+
+export type SentryResource = "issue" | "event_alert";
+
+export type SentrySettings = { resource: SentryResource, clientSecret?: string | null, };
 
 export type Comparison = "eq" | "neq" | "gt" | "gte" | "lt" | "lte" | "contains" | "exists";
 
@@ -59,7 +63,11 @@ conditions: Array<Filter>,
 /**
  * Schedules only.
  */
-schedule?: Schedule | null, };
+schedule?: Schedule | null, 
+/**
+ * Sentry triggers only.
+ */
+sentry?: SentrySettings | null, };
 
 export type AutomationStatus = "enabled" | "degraded" | "paused";
 
@@ -77,7 +85,7 @@ pausedReason?: string | null, consecutiveFailures: number,
  */
 nextRunAt?: number | null, 
 /**
- * The path webhooks are delivered to (webhooks only).
+ * The path webhooks (or Sentry's deliveries) are sent to.
  */
 webhookPath?: string | null, createdBy: string, createdAt: number, updatedAt: number, };
 
@@ -85,7 +93,7 @@ export type AutomationCreated = { automation: Automation, webhookKey?: string | 
 
 export type AutomationList = { automations: Array<Automation>, };
 
-export type RunTrigger = "schedule" | "manual" | "webhook";
+export type RunTrigger = "schedule" | "manual" | "webhook" | "sentry";
 
 export type RunStatus = "starting" | "running" | "completed" | "failed" | "partial_failure" | "skipped";
 

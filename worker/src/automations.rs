@@ -81,11 +81,17 @@ pub async fn create(
     origin: &str,
     now: i64,
 ) -> ApiResult<AutomationCreated> {
-    let (settings, parsed) = rules::validate(body_as(body)?, now)?;
+    let (mut settings, parsed) = rules::validate(body_as(body)?, now)?;
+    let sealed = seal_sentry_secret(env, &mut settings)?;
+    if settings.trigger_type == TriggerType::Sentry && sealed.is_none() {
+        return Err(ApiError::bad_request(
+            "a Sentry trigger needs the internal integration's client secret",
+        ));
+    }
     let id = format!("auto_{}", hex::encode(db::random::<12>()?));
     let key = match settings.trigger_type {
         TriggerType::Webhook => Some(new_key()?),
-        TriggerType::Schedule => None,
+        TriggerType::Schedule | TriggerType::Sentry => None,
     };
     let next = parsed.and_then(|p| p.next_after(now));
     let new = store::NewAutomation {
@@ -93,6 +99,7 @@ pub async fn create(
         settings: &settings,
         actor,
         key_hash: key.as_ref().map(|(_, hash)| hash.as_str()),
+        secret_sealed: sealed.as_deref(),
         next_run_at: next,
         origin,
     };
@@ -116,17 +123,33 @@ pub async fn update(
     now: i64,
 ) -> ApiResult<Automation> {
     let old = stored(env, id).await?;
-    let (settings, parsed) = rules::validate(body_as(body)?, now)?;
+    let (mut settings, parsed) = rules::validate(body_as(body)?, now)?;
     if settings.trigger_type != old.automation.settings.trigger_type {
         return Err(ApiError::bad_request(
             "an automation's trigger type stays as it was made: make a new automation",
         ));
     }
+    // A Sentry secret left out is kept as it was.
+    let sealed = seal_sentry_secret(env, &mut settings)?;
     let next = parsed.and_then(|p| p.next_after(now));
-    if !store::update(env, id, &settings, next, origin, now).await? {
+    if !store::update(env, id, &settings, next, sealed.as_deref(), origin, now).await? {
         return Err(not_found(id));
     }
     get(env, id).await
+}
+
+/// Takes a Sentry client secret out of the settings (they are answered as saved) and
+/// seals it for the store.
+fn seal_sentry_secret(env: &Env, settings: &mut AutomationRequest) -> ApiResult<Option<String>> {
+    let Some(secret) = settings
+        .sentry
+        .as_mut()
+        .and_then(|s| s.client_secret.take())
+    else {
+        return Ok(None);
+    };
+    let key = crate::settings::sealing_key(env)?;
+    Ok(Some(key.seal(db::random::<12>()?, &secret)?))
 }
 
 pub async fn delete(env: &Env, id: &str, now: i64) -> ApiResult<()> {
@@ -368,11 +391,6 @@ pub async fn webhook(
         ));
     }
     let payload: Value = body_as(&body)?;
-    let accepted = |triggered: i64, skipped: i64| WebhookAccepted {
-        ok: true,
-        triggered,
-        skipped,
-    };
     let idempotency = match payload.get("idempotencyKey") {
         None | Some(Value::Null) => None,
         Some(Value::String(k))
@@ -386,73 +404,142 @@ pub async fn webhook(
             )))
         }
     };
+    let key = idempotency.map(|k| format!("webhook:{k}"));
+    let firing = Firing::Webhook {
+        received_ms: now,
+        payload: &payload,
+    };
+    fire_event(
+        env,
+        &automation,
+        RunTrigger::Webhook,
+        key,
+        &payload,
+        &firing,
+        now,
+    )
+    .await
+}
+
+/// An event (a webhook delivery, a Sentry alert) for an automation: skipped unless its
+/// conditions match `facts`, recorded as skipped while paused, and otherwise one run per
+/// concurrency key — deliveries with their own keys may overlap, others wait their turn.
+async fn fire_event(
+    env: &Env,
+    automation: &Stored,
+    trigger: RunTrigger,
+    key: Option<String>,
+    facts: &Value,
+    firing: &Firing<'_>,
+    now: i64,
+) -> ApiResult<WebhookAccepted> {
+    let id = automation.automation.id.as_str();
+    let accepted = |triggered: i64, skipped: i64| WebhookAccepted {
+        ok: true,
+        triggered,
+        skipped,
+    };
     let log = |event: &str| {
         emit(
             LogLine::info("automations", event)
                 .with("automation", id)
-                .with("trigger", "webhook"),
+                .with("trigger", trigger.as_str()),
         )
     };
     if !inspect_automations::conditions::all_match(
         &automation.automation.settings.conditions,
-        &payload,
+        facts,
     ) {
-        log("webhook_not_matching");
+        log("event_not_matching");
         return Ok(accepted(0, 1));
     }
     let run_id = new_run_id()?;
-    let paused =
-        automation.automation.status == inspect_protocol::automations::AutomationStatus::Paused;
-    let key = match &idempotency {
-        Some(k) => format!("webhook:{k}"),
-        None => format!("webhook:{run_id}"),
-    };
-    if paused {
+    let exclusive = key.is_none();
+    let key = key.unwrap_or_else(|| format!("{}:{run_id}", trigger.as_str()));
+    if automation.automation.status == inspect_protocol::automations::AutomationStatus::Paused {
         store::skip(
             env,
             &run_id,
             id,
-            RunTrigger::Webhook,
+            trigger,
             &key,
             "the automation is paused",
             now,
         )
         .await?;
-        log("webhook_while_paused");
+        log("event_while_paused");
         return Ok(accepted(0, 1));
     }
-    // A delivery is charged to the owner's sessions rate limit (refunded if not started).
+    // An event is charged to the owner's sessions rate limit (refunded if not started).
     let charge = crate::ratelimit::charge_session(env, &automation.actor.user_id, now).await?;
-    // Deliveries with their own idempotency keys may overlap; others wait their turn.
-    let claim = store::claim(
-        env,
-        &run_id,
-        id,
-        RunTrigger::Webhook,
-        &key,
-        idempotency.is_none(),
-        now,
-    )
-    .await;
+    let claim = store::claim(env, &run_id, id, trigger, &key, exclusive, now).await;
     if !matches!(claim, Ok(Claim::Started)) {
         crate::ratelimit::refund(env, charge).await;
         claim?;
-        log("webhook_skipped");
+        log("event_skipped");
         return Ok(accepted(0, 1));
     }
-    start_run(
+    start_run(env, automation, &run_id, firing, now).await;
+    log("event_run_started");
+    Ok(accepted(1, 0))
+}
+
+/// `POST /webhooks/sentry/:id`: a Sentry internal integration's delivery, signed with its
+/// client secret (`Sentry-Hook-Signature`). A new issue or a fired alert, as the automation
+/// asks, starts a run once per issue or event; anything else is answered and ignored.
+pub async fn sentry_webhook(
+    env: &Env,
+    id: &str,
+    mut req: Request,
+    now: i64,
+) -> ApiResult<WebhookAccepted> {
+    let body = read_body_up_to(&mut req, inspect_automations::sentry::MAX_BODY_BYTES).await?;
+    let header = |name: &str| req.headers().get(name).ok().flatten().unwrap_or_default();
+    let automation = match store::get(env, id).await? {
+        Some(a) if a.automation.settings.trigger_type == TriggerType::Sentry => a,
+        _ => return Err(ApiError::not_found(format!("no Sentry automation {id}"))),
+    };
+    let (Some(settings), Some(sealed)) = (
+        &automation.automation.settings.sentry,
+        &automation.secret_sealed,
+    ) else {
+        return Err(ApiError::not_found(format!("no Sentry automation {id}")));
+    };
+    let secret = crate::settings::sealing_key(env)?.open(sealed)?;
+    if !inspect_automations::sentry::signed(&secret, &body, &header("Sentry-Hook-Signature")) {
+        return Err(ApiError::new(
+            ErrorCode::Unauthorized,
+            "a Sentry delivery is signed with the integration's client secret (Sentry-Hook-Signature)",
+        ));
+    }
+    let payload: Value = body_as(&body)?;
+    let resource = header("Sentry-Hook-Resource");
+    let Some(incident) =
+        inspect_automations::sentry::incident(settings.resource, &resource, &payload)
+    else {
+        // Installations, other actions and resources: answered, never run.
+        return Ok(WebhookAccepted {
+            ok: true,
+            triggered: 0,
+            skipped: 0,
+        });
+    };
+    let shown = inspect_automations::sentry::shown(&incident);
+    let firing = Firing::Sentry {
+        received_ms: now,
+        shown: &shown,
+    };
+    let key = Some(format!("sentry:{}", incident.key));
+    fire_event(
         env,
         &automation,
-        &run_id,
-        &Firing::Webhook {
-            received_ms: now,
-            payload: &payload,
-        },
+        RunTrigger::Sentry,
+        key,
+        &incident.facts,
+        &firing,
         now,
     )
-    .await;
-    log("webhook_run_started");
-    Ok(accepted(1, 0))
+    .await
 }
 
 /// The cron step: runs past their time fail, and every due schedule fires once — the

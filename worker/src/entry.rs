@@ -181,6 +181,11 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
             let accepted = crate::automations::webhook(env, id, req, now_ms() as i64).await?;
             return json(&accepted, 200);
         }
+        Route::SentryWebhook { id } => {
+            let accepted =
+                crate::automations::sentry_webhook(env, id, req, now_ms() as i64).await?;
+            return json(&accepted, 200);
+        }
         Route::SlackInteractions => {
             return inspect_slack::bot::interactions(req, env, ctx, Plane::new(env)).await
         }
@@ -385,6 +390,7 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
         | Route::AttachmentDownload { .. }
         | Route::SlackEvents
         | Route::AutomationWebhook { .. }
+        | Route::SentryWebhook { .. }
         | Route::SlackInteractions => Err(ApiError::internal("route served above")),
     }
 }

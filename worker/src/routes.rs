@@ -94,6 +94,10 @@ pub enum Route {
     AutomationWebhook {
         id: String,
     },
+    /// `POST /webhooks/sentry/:id`: a Sentry integration's delivery for an automation.
+    SentryWebhook {
+        id: String,
+    },
     /// A route served by the session's Durable Object; `action` is the object's path.
     Session {
         id: String,
@@ -322,6 +326,13 @@ pub fn match_route(method: &str, path: &str) -> Option<Result<Route, ApiError>> 
             method,
             &["POST"],
             Route::AutomationWebhook {
+                id: (*id).to_owned(),
+            },
+        ),
+        ["webhooks", "sentry", id] => only(
+            method,
+            &["POST"],
+            Route::SentryWebhook {
                 id: (*id).to_owned(),
             },
         ),

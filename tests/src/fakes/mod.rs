@@ -14,5 +14,6 @@ pub mod machine;
 pub mod modal;
 pub mod model;
 pub mod opencomputer;
+pub mod sentry;
 pub mod slack;
 pub mod vercel;

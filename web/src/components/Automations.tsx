@@ -10,6 +10,7 @@ import type {
   Run,
   RunStatus,
   SchedulePreview,
+  SentryResource,
   TriggerType,
 } from "../types";
 import { ErrorNote, ago, duration } from "./bits";
@@ -33,6 +34,13 @@ function Badge({ a }: { a: Automation }) {
       {label}
     </span>
   );
+}
+
+function triggerLabel(a: Automation): string {
+  const s = a.settings;
+  if (s.triggerType === "schedule") return `Schedule (${s.schedule?.cron})`;
+  if (s.triggerType === "sentry") return s.sentry?.resource === "issue" ? "Sentry: new issue" : "Sentry: alert rule";
+  return "Inbound webhook";
 }
 
 function when(ms?: number | null): string {
@@ -251,7 +259,8 @@ function AutomationForm({
       model: form.model || undefined,
       reasoningEffort: form.reasoningEffort || undefined,
       schedule: form.triggerType === "schedule" ? form.schedule : undefined,
-      conditions: form.triggerType === "webhook" ? form.conditions : [],
+      sentry: form.triggerType === "sentry" && form.sentry ? { resource: form.sentry.resource, clientSecret: form.sentry.clientSecret || undefined } : undefined,
+      conditions: form.triggerType === "schedule" ? [] : form.conditions,
     };
     try {
       onSaved(
@@ -273,11 +282,18 @@ function AutomationForm({
           disabled={!!initial}
           onChange={(e) => {
             const t = e.currentTarget.value as TriggerType;
-            setForm({ ...form, triggerType: t, repositories: t === "webhook" ? form.repositories.slice(0, 1) : form.repositories, schedule: t === "schedule" ? form.schedule ?? BLANK.schedule : undefined });
+            setForm({
+              ...form,
+              triggerType: t,
+              repositories: t === "schedule" ? form.repositories : form.repositories.slice(0, 1),
+              schedule: t === "schedule" ? form.schedule ?? BLANK.schedule : undefined,
+              sentry: t === "sentry" ? form.sentry ?? { resource: "event_alert" } : undefined,
+            });
           }}
         >
           <option value="schedule">Schedule</option>
           <option value="webhook">Inbound webhook</option>
+          <option value="sentry">Sentry alert</option>
         </select>
       </label>
       <input aria-label="Automation name" placeholder="Nightly dependency update" maxLength={200} value={form.name} onInput={(e) => setForm({ ...form, name: e.currentTarget.value })} required />
@@ -313,7 +329,30 @@ function AutomationForm({
           onChange={(cron, timezone) => setForm((f) => ({ ...f, schedule: { cron, timezone } }))}
         />
       )}
-      {form.triggerType === "webhook" && <Conditions filters={form.conditions} onChange={(conditions) => setForm({ ...form, conditions })} />}
+      {form.triggerType === "sentry" && form.sentry && (
+        <fieldset>
+          <legend>Sentry internal integration</legend>
+          <select
+            aria-label="Sentry event"
+            value={form.sentry.resource}
+            onChange={(e) => setForm({ ...form, sentry: { ...form.sentry!, resource: e.currentTarget.value as SentryResource } })}
+          >
+            <option value="event_alert">An alert rule fires (event_alert)</option>
+            <option value="issue">A new issue (issue created)</option>
+          </select>
+          <input
+            aria-label="Sentry client secret"
+            type="password"
+            autocomplete="off"
+            placeholder={initial ? "client secret (empty: keep the saved one)" : "client secret"}
+            value={form.sentry.clientSecret ?? ""}
+            onInput={(e) => setForm({ ...form, sentry: { ...form.sentry!, clientSecret: e.currentTarget.value } })}
+            required={!initial}
+          />
+          <p class="muted small">Conditions can look at $.project, $.level, $.environment, $.title and $.culprit.</p>
+        </fieldset>
+      )}
+      {form.triggerType !== "schedule" && <Conditions filters={form.conditions} onChange={(conditions) => setForm({ ...form, conditions })} />}
       <textarea
         aria-label="Instructions"
         placeholder="What the agent does each time it runs"
@@ -378,7 +417,7 @@ export function AutomationsList() {
               <td>
                 <a href={`/automations/${a.id}`}>{a.settings.name}</a>
               </td>
-              <td>{a.settings.triggerType === "schedule" ? `Schedule (${a.settings.schedule?.cron})` : "Inbound webhook"}</td>
+              <td>{triggerLabel(a)}</td>
               <td>
                 <Badge a={a} />
               </td>
@@ -515,7 +554,7 @@ export function AutomationPage({ id }: { id: string }) {
       {a.pausedReason && <p class="notice">{`Paused: ${a.pausedReason}`}</p>}
       <dl class="facts">
         <dt>Trigger</dt>
-        <dd>{s.triggerType === "schedule" ? `${s.schedule?.cron} (${s.schedule?.timezone})` : "Inbound webhook"}</dd>
+        <dd>{s.triggerType === "schedule" ? `${s.schedule?.cron} (${s.schedule?.timezone})` : triggerLabel(a)}</dd>
         <dt>Repositories</dt>
         <dd>{s.repositories.length ? s.repositories.map((r) => `${r.owner}/${r.name}`).join(", ") : "none"}</dd>
         {s.triggerType === "schedule" && (
@@ -554,7 +593,7 @@ export function AutomationPage({ id }: { id: string }) {
         <button type="button" onClick={() => setEditing(true)}>
           Edit
         </button>
-        {a.webhookPath && (
+        {s.triggerType === "webhook" && (
           <button type="button" onClick={rotate}>
             New key
           </button>
