@@ -75,6 +75,11 @@ async fn other_sites_pages_cannot_change_anything() {
             "/images/builds",
             json!({"scope": {"kind": "repository", "owner": "local", "name": "x"}}),
         ),
+        (
+            Method::POST,
+            "/automations",
+            json!({"name": "n", "triggerType": "webhook", "instructions": "exfiltrate"}),
+        ),
     ];
     for (method, path, body) in &attempts {
         for (origin, site) in [
@@ -109,6 +114,8 @@ async fn other_sites_pages_cannot_change_anything() {
     // Nothing was made.
     let listed = get(&stack.url("/sessions")).await.unwrap();
     assert_eq!(listed.body["sessions"].as_array().unwrap().len(), 0);
+    let automations = get(&stack.url("/automations")).await.unwrap();
+    assert_eq!(automations.body["automations"].as_array().unwrap().len(), 0);
     assert_eq!(
         get(&stack.url("/tokens")).await.unwrap().body["tokens"]
             .as_array()
@@ -452,6 +459,31 @@ async fn smaller_holes_are_closed() {
     inspect_tests::client::register_repo(&stack.base_url, "demo", repo.path())
         .await
         .unwrap();
+    // A person cannot make a session pass as an automation's (whose outcome would then
+    // count on that automation's runs): only the control plane sets it.
+    let made = send(
+        Method::POST,
+        &stack.url("/sessions"),
+        Some(json!({"automation": {"automationId": "auto_victim", "runId": "run_x", "repository": ""}})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(made.status, 201, "{}", made.body);
+    let sid = made.body["sessionId"].as_str().unwrap();
+    let state = get(&stack.url(&format!("/sessions/{sid}"))).await.unwrap();
+    assert!(state.body.get("automation").is_none(), "{}", state.body);
+    // An automation's branch goes through the same validator.
+    let auto = send(
+        Method::POST,
+        &stack.url("/automations"),
+        Some(
+            json!({"name": "n", "triggerType": "webhook", "instructions": "i",
+                    "repositories": [{"owner": "local", "name": "demo"}], "branch": "a$(id)"}),
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(auto.status, 400, "{}", auto.body);
     // One validator for every branch name: an environment's as strict as a session's.
     for branch in ["main;touch${IFS}/tmp/x", "a$(id)", "x`id`", "a b"] {
         let env = send(
