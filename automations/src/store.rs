@@ -538,6 +538,18 @@ pub async fn time_out(env: &Env, now: i64) -> Result<usize, ApiError> {
             ],
         )
         .await?;
+        // A run whose start was cut short (the Worker went away) has no session to end it.
+        run(
+            env,
+            "INSERT INTO automation_run_sessions (run_id, repository, session_id, status, error)
+             SELECT ?1, '', NULL, 'failed', ?2
+             WHERE NOT EXISTS (SELECT 1 FROM automation_run_sessions WHERE run_id = ?1)",
+            &[
+                r.id.as_str().into(),
+                "timed out: no session started within 90 minutes".into(),
+            ],
+        )
+        .await?;
         finish_run(env, &r.id, now).await?;
     }
     Ok(stale.len())

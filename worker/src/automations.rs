@@ -5,7 +5,7 @@
 
 use crate::auth::tokens;
 use crate::db;
-use crate::http::{body_as, read_body_up_to, ApiResult};
+use crate::http::{body_as, read_body_up_to, said_json, ApiResult};
 use crate::plane::Plane;
 use futures::StreamExt;
 use inspect_automations::rules::{self, Firing};
@@ -360,18 +360,7 @@ pub async fn webhook(
     mut req: Request,
     now: i64,
 ) -> ApiResult<WebhookAccepted> {
-    let kind = req
-        .headers()
-        .get("Content-Type")
-        .ok()
-        .flatten()
-        .unwrap_or_default();
-    if !crate::auth::origin::is_json_content_type(&kind) {
-        return Err(ApiError::new(
-            ErrorCode::UnsupportedMediaType,
-            "a webhook delivery is JSON: send Content-Type: application/json",
-        ));
-    }
+    said_json(&req)?;
     let body = read_body_up_to(&mut req, MAX_WEBHOOK_BYTES).await?;
     let automation = match store::get(env, id).await? {
         Some(a) if a.automation.settings.trigger_type == TriggerType::Webhook => a,

@@ -4,8 +4,8 @@
 //! imports this one.
 
 use crate::http::{
-    body_as, error_response, json, now_ms, origin_of, read_body, read_body_up_to, ApiResult,
-    MAX_ATTACHMENT_UPLOAD_BYTES,
+    body_as, error_response, json, now_ms, origin_of, query_pairs, read_body, read_body_up_to,
+    ApiResult, MAX_ATTACHMENT_UPLOAD_BYTES,
 };
 use crate::index;
 use crate::listing;
@@ -247,13 +247,7 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
             }
         }
         Route::ListSessions => {
-            let url = req
-                .url()
-                .map_err(|e| ApiError::bad_request(e.to_string()))?;
-            let pairs: Vec<(String, String)> = url
-                .query_pairs()
-                .map(|(k, v)| (k.into_owned(), v.into_owned()))
-                .collect();
+            let pairs = query_pairs(&req)?;
             let query = listing::parse(&pairs, &actor.user_id)?;
             json(&index::list(env, &query).await?, 200)
         }
@@ -342,13 +336,7 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
             }
         }
         Route::ListImages => {
-            let url = req
-                .url()
-                .map_err(|e| ApiError::bad_request(e.to_string()))?;
-            let pairs: Vec<(String, String)> = url
-                .query_pairs()
-                .map(|(k, v)| (k.into_owned(), v.into_owned()))
-                .collect();
+            let pairs = query_pairs(&req)?;
             let scope = crate::images::scope_from_query(&pairs)?;
             json(&crate::images::list(env, scope).await?, 200)
         }
@@ -412,13 +400,7 @@ async fn automation_route(
             201,
         ),
         AutomationOp::Preview => {
-            let url = req
-                .url()
-                .map_err(|e| ApiError::bad_request(e.to_string()))?;
-            let pairs: Vec<(String, String)> = url
-                .query_pairs()
-                .map(|(k, v)| (k.into_owned(), v.into_owned()))
-                .collect();
+            let pairs = query_pairs(req)?;
             json(&a::preview(&pairs, now)?, 200)
         }
         AutomationOp::Get { id } => json(&a::get(env, &id).await?, 200),

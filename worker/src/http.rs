@@ -34,23 +34,37 @@ pub(crate) fn parse<T: serde::de::DeserializeOwned>(text: &str) -> ApiResult<T> 
 pub(crate) async fn read_body(req: &mut Request) -> ApiResult<Vec<u8>> {
     let body = read_body_up_to(req, MAX_BODY_BYTES).await?;
     if !body.is_empty() {
-        let kind = req
-            .headers()
-            .get("Content-Type")
-            .ok()
-            .flatten()
-            .unwrap_or_default();
-        if !crate::auth::origin::is_json_content_type(&kind) {
-            return Err(ApiError::new(
-                ErrorCode::UnsupportedMediaType,
-                format!(
-                    "this route takes JSON: send Content-Type: application/json (got {:?})",
-                    kind
-                ),
-            ));
-        }
+        said_json(req)?;
     }
     Ok(body)
+}
+
+/// 415 unless the request says its body is JSON.
+pub(crate) fn said_json(req: &Request) -> ApiResult<()> {
+    let kind = req
+        .headers()
+        .get("Content-Type")
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    if crate::auth::origin::is_json_content_type(&kind) {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        ErrorCode::UnsupportedMediaType,
+        format!("this route takes JSON: send Content-Type: application/json (got {kind:?})"),
+    ))
+}
+
+/// The request's query, as pairs.
+pub(crate) fn query_pairs(req: &Request) -> ApiResult<Vec<(String, String)>> {
+    let url = req
+        .url()
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    Ok(url
+        .query_pairs()
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect())
 }
 
 /// A body of at most `limit` bytes (declared and read).
