@@ -281,28 +281,33 @@ pub enum Claim {
 /// The reason a concurrent firing is skipped.
 pub const CONCURRENT_RUN: &str = "another run of this automation is still active";
 
+/// What a firing does while another run of its automation is active.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Overlap {
+    /// It runs too (events with their own idempotency keys).
+    Allowed,
+    /// It is recorded as skipped (a schedule's slot, an event without a key).
+    Skipped,
+    /// It is refused and not recorded (a person's trigger-now: they are told at once).
+    Refused,
+}
+
 /// Claims a firing: its run is inserted under its concurrency key, in one statement that
-/// also checks, when `exclusive`, that no other run of the automation is active.
+/// also checks, unless overlap is allowed, that no other run of the automation is active.
 pub async fn claim(
     env: &Env,
     run_id: &str,
     automation_id: &str,
     trigger: RunTrigger,
     concurrency_key: &str,
-    exclusive: bool,
+    overlap: Overlap,
     now: i64,
 ) -> Result<Claim, ApiError> {
-    let args = [
-        run_id.into(),
-        automation_id.into(),
-        trigger.as_str().into(),
-        concurrency_key.into(),
-        num(now),
-    ];
-    let guard = if exclusive {
-        "NOT EXISTS (SELECT 1 FROM automation_runs WHERE automation_id = ?2 AND status IN ('starting', 'running'))"
-    } else {
-        "1"
+    let guard = match overlap {
+        Overlap::Allowed => "1",
+        Overlap::Skipped | Overlap::Refused => {
+            "NOT EXISTS (SELECT 1 FROM automation_runs WHERE automation_id = ?2 AND status IN ('starting', 'running'))"
+        }
     };
     let claimed = run(
         env,
@@ -311,34 +316,36 @@ pub async fn claim(
              SELECT ?1, ?2, ?3, ?4, 'starting', ?5 WHERE {guard}
              ON CONFLICT (automation_id, concurrency_key) DO NOTHING"
         ),
-        &args,
-    )
-    .await?;
-    if claimed > 0 {
-        return Ok(Claim::Started);
-    }
-    if !exclusive {
-        return Ok(Claim::Duplicate);
-    }
-    let skipped = run(
-        env,
-        "INSERT INTO automation_runs (id, automation_id, trigger, concurrency_key, status, reason, created_at, finished_at)
-         VALUES (?1, ?2, ?3, ?4, 'skipped', ?6, ?5, ?5)
-         ON CONFLICT (automation_id, concurrency_key) DO NOTHING",
         &[
-            args[0].clone(),
-            args[1].clone(),
-            args[2].clone(),
-            args[3].clone(),
-            args[4].clone(),
-            CONCURRENT_RUN.into(),
+            run_id.into(),
+            automation_id.into(),
+            trigger.as_str().into(),
+            concurrency_key.into(),
+            num(now),
         ],
     )
     .await?;
-    Ok(if skipped > 0 {
-        Claim::Skipped
-    } else {
-        Claim::Duplicate
+    Ok(match overlap {
+        _ if claimed > 0 => Claim::Started,
+        Overlap::Allowed => Claim::Duplicate,
+        Overlap::Refused => Claim::Skipped,
+        Overlap::Skipped => {
+            let recorded = skip(
+                env,
+                run_id,
+                automation_id,
+                trigger,
+                concurrency_key,
+                CONCURRENT_RUN,
+                now,
+            )
+            .await?;
+            if recorded {
+                Claim::Skipped
+            } else {
+                Claim::Duplicate
+            }
+        }
     })
 }
 
@@ -351,8 +358,8 @@ pub async fn skip(
     concurrency_key: &str,
     reason: &str,
     now: i64,
-) -> Result<(), ApiError> {
-    run(
+) -> Result<bool, ApiError> {
+    let recorded = run(
         env,
         "INSERT INTO automation_runs (id, automation_id, trigger, concurrency_key, status, reason, created_at, finished_at)
          VALUES (?1, ?2, ?3, ?4, 'skipped', ?5, ?6, ?6)
@@ -367,7 +374,7 @@ pub async fn skip(
         ],
     )
     .await?;
-    Ok(())
+    Ok(recorded > 0)
 }
 
 /// Records one repository's session of a run (or why it could not start).

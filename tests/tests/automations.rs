@@ -532,6 +532,68 @@ async fn three_failed_runs_in_a_row_pause_the_automation() {
 }
 
 #[tokio::test]
+async fn a_run_still_going_after_ninety_minutes_fails() {
+    use inspect_tests::capture_provider::CaptureProvider;
+    // A provider whose sandboxes never connect: the run's session never ends by itself.
+    let mut provider = CaptureProvider::start().await.unwrap();
+    let mut options = inspect_tests::StackOptions::local();
+    options.vars = provider.worker_vars();
+    let stack = Stack::start_with(options).await.unwrap();
+    let repo = source_repo();
+    inspect_tests::client::register_repo(&stack.base_url, "demo", repo.path())
+        .await
+        .unwrap();
+    let made = create(
+        &stack,
+        json!({
+            "name": "Slow",
+            "triggerType": "schedule",
+            "repositories": [{"owner": "local", "name": "demo"}],
+            "instructions": "Take your time.",
+            "schedule": {"cron": "0 4 * * *", "timezone": "UTC"}
+        }),
+    )
+    .await;
+    let id = made["automation"]["id"].as_str().unwrap().to_owned();
+    let r = send(
+        Method::POST,
+        &stack.url(&format!("/automations/{id}/trigger")),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(r.body["status"], "running", "{}", r.body);
+    provider.next_spawn().await.unwrap();
+    // Another run while it goes: refused.
+    let busy = send(
+        Method::POST,
+        &stack.url(&format!("/automations/{id}/trigger")),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(busy.status, 409, "{}", busy.body);
+    // The cron step 91 minutes later ends it as failed.
+    let later = r.body["createdAt"].as_i64().unwrap() + 91 * 60_000;
+    tick(&stack, later).await;
+    let run = &runs(&stack, &id).await[0];
+    assert_eq!(run["status"], "failed", "{run}");
+    assert!(
+        run["sessions"][0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("timed out"),
+        "{run}"
+    );
+    let a = send(Method::GET, &stack.url(&format!("/automations/{id}")), None)
+        .await
+        .unwrap();
+    assert_eq!(a.body["consecutiveFailures"], 1, "{}", a.body);
+    assert_eq!(a.body["status"], "degraded");
+}
+
+#[tokio::test]
 async fn bad_automations_are_refused_with_reasons() {
     let stack = Stack::start().await.unwrap();
     let base = json!({

@@ -10,7 +10,7 @@ use crate::plane::Plane;
 use futures::StreamExt;
 use inspect_automations::rules::{self, Firing};
 use inspect_automations::schedule;
-use inspect_automations::store::{self, Claim, Stored};
+use inspect_automations::store::{self, Claim, Overlap, Stored};
 use inspect_protocol::automations::{
     Automation, AutomationCreated, AutomationList, AutomationOrigin, AutomationRequest, Run,
     RunList, RunStatus, RunTrigger, SchedulePreview, TriggerType, WebhookAccepted,
@@ -222,7 +222,7 @@ pub async fn trigger(env: &Env, id: &str, now: i64) -> ApiResult<Run> {
         id,
         RunTrigger::Manual,
         &format!("manual:{run_id}"),
-        true,
+        Overlap::Refused,
         now,
     )
     .await?;
@@ -461,7 +461,12 @@ async fn fire_event(
     }
     // An event is charged to the owner's sessions rate limit (refunded if not started).
     let charge = crate::ratelimit::charge_session(env, &automation.actor.user_id, now).await?;
-    let claim = store::claim(env, &run_id, id, trigger, &key, exclusive, now).await;
+    let overlap = if exclusive {
+        Overlap::Skipped
+    } else {
+        Overlap::Allowed
+    };
+    let claim = store::claim(env, &run_id, id, trigger, &key, overlap, now).await;
     if !matches!(claim, Ok(Claim::Started)) {
         crate::ratelimit::refund(env, charge).await;
         claim?;
@@ -558,8 +563,16 @@ async fn fire(env: &Env, automation: Stored, now: i64) -> bool {
         }
         let run_id = new_run_id()?;
         let key = format!("schedule:{slot}");
-        let claim =
-            store::claim(env, &run_id, &a.id, RunTrigger::Schedule, &key, true, now).await?;
+        let claim = store::claim(
+            env,
+            &run_id,
+            &a.id,
+            RunTrigger::Schedule,
+            &key,
+            Overlap::Skipped,
+            now,
+        )
+        .await?;
         if claim != Claim::Started {
             return Ok(false);
         }
