@@ -24,9 +24,27 @@ fn bad(message: impl Into<String>) -> ApiError {
     ApiError::bad_request(message)
 }
 
-/// Reads a schedule: exactly five fields (minute hour day-of-month month day-of-week), a
-/// known time zone, and at least [`MIN_SCHEDULE_INTERVAL_MINUTES`] between two firings.
+/// Checks a schedule being saved: exactly five fields (minute hour day-of-month month
+/// day-of-week), a known time zone, and at least [`MIN_SCHEDULE_INTERVAL_MINUTES`] between
+/// two firings (looked for over the next firings: a check for saving, not for every tick).
 pub fn parse(schedule: &Schedule, now_ms: i64) -> Result<Parsed, ApiError> {
+    let parsed = read(schedule)?;
+    let text = schedule.cron.trim();
+    if parsed.next_after(now_ms).is_none() {
+        return Err(bad(format!("the cron {text:?} never fires")));
+    }
+    if let Some(gap) = parsed.shortest_gap_minutes(now_ms) {
+        if gap < MIN_SCHEDULE_INTERVAL_MINUTES {
+            return Err(bad(format!(
+                "the cron {text:?} fires {gap} minute(s) apart; the shortest interval is {MIN_SCHEDULE_INTERVAL_MINUTES} minutes"
+            )));
+        }
+    }
+    Ok(parsed)
+}
+
+/// Reads a schedule that was checked when it was saved (its five fields and its zone).
+pub fn read(schedule: &Schedule) -> Result<Parsed, ApiError> {
     let text = schedule.cron.trim();
     if text.chars().count() > MAX_CRON_CHARS || text.chars().any(char::is_control) {
         return Err(bad(format!(
@@ -51,18 +69,7 @@ pub fn parse(schedule: &Schedule, now_ms: i64) -> Result<Parsed, ApiError> {
             schedule.timezone
         ))
     })?;
-    let parsed = Parsed { cron, zone };
-    if parsed.next_after(now_ms).is_none() {
-        return Err(bad(format!("the cron {text:?} never fires")));
-    }
-    if let Some(gap) = parsed.shortest_gap_minutes(now_ms) {
-        if gap < MIN_SCHEDULE_INTERVAL_MINUTES {
-            return Err(bad(format!(
-                "the cron {text:?} fires {gap} minute(s) apart; the shortest interval is {MIN_SCHEDULE_INTERVAL_MINUTES} minutes"
-            )));
-        }
-    }
-    Ok(parsed)
+    Ok(Parsed { cron, zone })
 }
 
 impl Parsed {

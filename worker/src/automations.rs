@@ -49,11 +49,11 @@ fn new_key() -> ApiResult<(String, String)> {
     Ok((key, hash))
 }
 
-/// A schedule's next firing after `now` (none for other triggers).
+/// A saved schedule's next firing after `now` (none for other triggers).
 fn next_run(settings: &AutomationRequest, now: i64) -> ApiResult<Option<i64>> {
     match &settings.schedule {
         Some(s) if settings.trigger_type == TriggerType::Schedule => {
-            Ok(schedule::parse(s, now)?.next_after(now))
+            Ok(schedule::read(s)?.next_after(now))
         }
         _ => Ok(None),
     }
