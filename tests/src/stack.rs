@@ -237,6 +237,13 @@ impl Stack {
 impl Drop for Stack {
     fn drop(&mut self) {
         self.stop();
+        // `INSPECT_KEEP_WRANGLER_LOGS=<dir>`: each stack's wrangler log is kept there.
+        if let Some(dir) = std::env::var_os("INSPECT_KEEP_WRANGLER_LOGS") {
+            let dir = std::path::PathBuf::from(dir);
+            let _ = std::fs::create_dir_all(&dir);
+            let name = format!("wrangler-{}-{}.log", std::process::id(), self.port);
+            let _ = std::fs::copy(self.state.path().join("wrangler.log"), dir.join(name));
+        }
     }
 }
 

@@ -1427,6 +1427,48 @@ async fn opencomputer_a_supervisor_that_does_not_come_up_is_said_and_retried() {
     assert_eq!(o.sandboxes().len(), 1, "{:#?}", o.sandboxes());
 }
 
+/// A hibernated sandbox woken for the next prompt whose supervisor does not come up (a
+/// loaded machine) is resumed again after the cooldown: the same sandbox, not a second one
+/// made from its checkpoint while the woken one keeps running. Before, the failed resume
+/// made the sandbox "failed", which is not resumable, and the retry made a new sandbox.
+#[tokio::test]
+async fn opencomputer_a_resume_that_does_not_come_up_resumes_the_same_sandbox() {
+    let w = World::with_scratch(Provider::OpenComputer).await;
+    let o = w.opencomputer.as_ref().unwrap();
+    let (_id, mut ws) = w.prompted("write scratch").await;
+    w.until_complete(&mut ws, 1).await;
+    w.until_stopped(&mut ws).await;
+    o.crash_next_start();
+    w.agent.model.push(vec![
+        Reply::tool(
+            "bash",
+            json!({"command": "cat scratch.txt", "description": "read it"}),
+        ),
+        Reply::text("Still there."),
+    ]);
+    ws.send(json!({"type": "prompt", "content": "read scratch"}))
+        .await
+        .unwrap();
+    let errors = w.errors_until_success(&mut ws).await;
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("the supervisor is not up") && e.contains("transient")),
+        "{errors:#?}"
+    );
+    assert_eq!(o.sandboxes().len(), 1, "{:#?}", o.sandboxes());
+    let calls = o.calls();
+    assert!(
+        !calls.iter().any(|c| c.contains("/from-checkpoint/")),
+        "{calls:?}"
+    );
+    assert_eq!(
+        calls.iter().filter(|c| c.ends_with("/wake")).count(),
+        1,
+        "{calls:?}"
+    );
+}
+
 /// A sandbox that never became ready is deleted, not paused: nothing will resume it (the
 /// next sandbox is a new one), and a paused sandbox is kept, and billed, until the session
 /// is deleted. Before, it was paused like an idle one.

@@ -287,6 +287,8 @@ impl<S: Store> Session<'_, S> {
                 ) {
                     self.set_sandbox_status("failed", Some(error), now)
                         .map_err(internal)?;
+                    // The next sandbox is a new one (from the last snapshot), not this again.
+                    self.forget_workspace().map_err(internal)?;
                     fx.merge(self.status_effects("failed", Some(error), now)?);
                     fx.broadcast(ServerMessage::SandboxError {
                         error: error.clone(),

@@ -17,8 +17,9 @@ pub enum SpawnPlan {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PreviousSandbox {
     pub sandbox_id: String,
-    /// Stopped by us, or given up on after it had been ready: its workspace holds the
-    /// session's work (one that never became ready, or failed to spawn, holds nothing).
+    /// Stopped by us, given up on after it had been ready, or failed to resume for a reason
+    /// that may pass: its workspace holds the session's work (one that never became ready,
+    /// or failed to spawn, holds nothing).
     pub resumable: bool,
 }
 

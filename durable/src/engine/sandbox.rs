@@ -302,14 +302,16 @@ impl<S: Store> Session<'_, S> {
         )))
     }
 
-    /// Whether the last sandbox is one to resume: stopped by us, or given up on after it
-    /// had been ready (its workspace holds the session's work; one that never became ready
-    /// holds nothing, and was deleted).
+    /// Whether the last sandbox is one to resume: stopped by us, given up on after it had
+    /// been ready (its workspace holds the session's work; one that never became ready holds
+    /// nothing, and was deleted), or a resume of such a workspace that failed for a reason
+    /// that may pass (a supervisor not up in time on a loaded machine): resuming it again
+    /// keeps the work and the one machine, where a new sandbox would leave the woken one.
     pub fn resumable(&self) -> EngineResult<bool> {
         Ok(self
             .store
             .scalar(
-                "SELECT COUNT(*) FROM sandbox WHERE id = 1 AND (status = 'stopped' OR (status = 'stale' AND ready_at IS NOT NULL))",
+                "SELECT COUNT(*) FROM sandbox WHERE id = 1 AND (status = 'stopped' OR (status IN ('stale', 'failed') AND ready_at IS NOT NULL))",
                 &[],
             )
             .map_err(internal)?
@@ -495,6 +497,13 @@ impl<S: Store> Session<'_, S> {
             .unwrap_or_default())
     }
 
+    /// The current sandbox's workspace is not one to come back to: a failure that would
+    /// repeat unchanged, or one inside it while it started.
+    pub(crate) fn forget_workspace(&self) -> crate::store::StoreResult<()> {
+        self.store
+            .execute("UPDATE sandbox SET ready_at = NULL WHERE id = 1", &[])
+    }
+
     /// The provider refused or failed the spawn. Only failures that would repeat
     /// unchanged (not `transient` ones: timeouts, 5xx) count towards giving up.
     pub fn spawn_failed(&self, sandbox_id: &str, error: &str, now: i64) -> EngineResult<Effects> {
@@ -521,6 +530,8 @@ impl<S: Store> Session<'_, S> {
             self.store
                 .execute("INSERT INTO spawn_failures (at) VALUES (?)", &[now.into()])
                 .map_err(internal)?;
+            // A refusal that would repeat unchanged: the workspace is not resumed again.
+            self.forget_workspace().map_err(internal)?;
         }
         let mut fx = self.status_effects("failed", Some(error), now)?;
         if self.given_up(now)? {

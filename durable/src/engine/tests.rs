@@ -1221,6 +1221,22 @@ mod sandbox_flow {
                 .unwrap();
             assert!(fx.discard_sandbox);
             assert!(!s.resumable().unwrap());
+            // A resume of a ready workspace that fails for a reason that may pass is tried
+            // again on the same workspace; one the provider refuses for good is not.
+            let (t, _) = s.begin_spawn(27_000).unwrap().unwrap();
+            s.workspace_carried(&t.sandbox_id, 27_000).unwrap();
+            s.spawn_failed_as(&t.sandbox_id, "not up in time", true, 28_000)
+                .unwrap();
+            assert_eq!(s.sandbox_status().unwrap(), "failed");
+            assert!(s.resumable().unwrap());
+            s.spawn_failed_as(&t.sandbox_id, "no such image", false, 29_000)
+                .unwrap();
+            assert!(!s.resumable().unwrap());
+            // A fresh sandbox that failed holds nothing, however it failed.
+            let (t, _) = s.begin_spawn(60_000).unwrap().unwrap();
+            s.spawn_failed_as(&t.sandbox_id, "timed out", true, 61_000)
+                .unwrap();
+            assert!(!s.resumable().unwrap());
         }
 
         #[test]

@@ -522,6 +522,10 @@ async fn print_storm(stack: &Stack) -> Result<()> {
         after.0 - before.0,
         after.1 - before.1
     );
+    println!(
+        "    the runtime during the whole run: {} and {}",
+        after.0, after.1
+    );
     Ok(())
 }
 
