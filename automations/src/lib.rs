@@ -2,7 +2,8 @@
 //!
 //! The rules are pure and tested natively: when a schedule fires ([`schedule`], a 5-field
 //! cron read in an IANA time zone by `croner` and `chrono-tz`), which events a webhook's
-//! conditions admit ([`conditions`]), what may be saved, how a run ends and what its
+//! conditions admit ([`conditions`]), which Slack messages a channel trigger takes
+//! ([`slack`], patterns read by `regex-lite`), what may be saved, how a run ends and what its
 //! sessions are asked ([`rules`]). [`store`] (wasm) keeps automations and their runs in D1
 //! and records a session's outcome on its run; the Worker's routes and cron step are in
 //! `worker/src/automations.rs`.
@@ -11,6 +12,7 @@ pub mod conditions;
 pub mod rules;
 pub mod schedule;
 pub mod sentry;
+pub mod slack;
 
 #[cfg(target_arch = "wasm32")]
 pub mod store;

@@ -63,7 +63,7 @@ impl Row {
         let webhook_path = match settings.trigger_type {
             TriggerType::Webhook => Some(format!("/webhooks/automation/{}", self.id)),
             TriggerType::Sentry => Some(format!("/webhooks/sentry/{}", self.id)),
-            TriggerType::Schedule => None,
+            TriggerType::Schedule | TriggerType::SlackChannel => None,
         };
         Ok(Stored {
             automation: Automation {
@@ -239,6 +239,19 @@ pub async fn set_key(env: &Env, id: &str, key_hash: &str, now: i64) -> Result<bo
     )
     .await?
         > 0)
+}
+
+/// Every automation (not deleted) of a trigger type, oldest first.
+pub async fn of_trigger(env: &Env, trigger: TriggerType) -> Result<Vec<Stored>, ApiError> {
+    let rows: Vec<Row> = all(
+        env,
+        &format!(
+            "SELECT {COLUMNS} FROM automations WHERE trigger_type = ?1 AND deleted_at IS NULL ORDER BY created_at, id"
+        ),
+        &[trigger.as_str().into()],
+    )
+    .await?;
+    rows.into_iter().map(Row::into_stored).collect()
 }
 
 /// Enabled schedules due at `now`, oldest due first.

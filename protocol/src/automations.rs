@@ -2,7 +2,8 @@
 //! `GET/POST /automations`, `GET/PUT/DELETE /automations/:id`,
 //! `POST /automations/:id/{trigger,pause,resume,rotate-key}`, `GET /automations/:id/runs`,
 //! `GET /automations/schedule-preview`, `POST /webhooks/automation/:id` and
-//! `POST /webhooks/sentry/:id`.
+//! `POST /webhooks/sentry/:id`. Slack channel triggers come through the Slack bot's
+//! `POST /webhooks/slack/events`.
 
 use crate::session::RepositoryRef;
 use serde::{Deserialize, Serialize};
@@ -23,6 +24,21 @@ pub const MAX_FILTERS: usize = 20;
 pub const FAILURES_BEFORE_PAUSE: i64 = 3;
 /// A run whose sessions have not all ended after this long has failed (timed out).
 pub const RUN_TIMEOUT_MS: i64 = 90 * 60 * 1000;
+/// The longest text pattern of a Slack channel trigger.
+pub const MAX_PATTERN_CHARS: usize = 500;
+/// Channels one Slack trigger watches.
+pub const MAX_SLACK_CHANNELS: usize = 20;
+/// People in a Slack trigger's allow or deny list.
+pub const MAX_SLACK_USERS: usize = 100;
+/// A channel trigger's thread keeps its session this long after its last message.
+pub const SLACK_THREAD_DAYS: i64 = 7;
+/// What the agent answers, alone, when nothing should be posted in the thread.
+pub const NO_REPLY: &str = "NO_REPLY";
+
+/// Whether the agent's answer is [`NO_REPLY`] (alone, around white space).
+pub fn is_no_reply(answer: Option<&str>) -> bool {
+    answer.is_some_and(|a| a.trim() == NO_REPLY)
+}
 /// The most of a webhook's payload the agent is shown.
 pub const MAX_PAYLOAD_IN_PROMPT_CHARS: usize = 20_000;
 
@@ -38,6 +54,8 @@ pub enum TriggerType {
     /// `POST /webhooks/sentry/:id` from a Sentry internal integration (signed with its
     /// client secret).
     Sentry,
+    /// A message in a watched Slack channel (when the deployment enables them).
+    SlackChannel,
 }
 
 impl TriggerType {
@@ -46,6 +64,7 @@ impl TriggerType {
             TriggerType::Schedule => "schedule",
             TriggerType::Webhook => "webhook",
             TriggerType::Sentry => "sentry",
+            TriggerType::SlackChannel => "slack_channel",
         }
     }
 }
@@ -70,6 +89,39 @@ pub struct SentrySettings {
     pub resource: SentryResource,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_secret: Option<String>,
+}
+
+/// How a Slack trigger's pattern is matched against a message's text (case-insensitively
+/// for `contains` and `exact`; a regex says so itself with `(?i)`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "snake_case")]
+pub enum TextMatch {
+    /// The text holds the pattern (an empty pattern: any message).
+    #[default]
+    Contains,
+    /// The text, trimmed, is the pattern.
+    Exact,
+    /// The pattern (at most [`MAX_PATTERN_CHARS`]) matches somewhere in the text.
+    Regex,
+}
+
+/// A Slack channel trigger: top-level messages in `channels` (ids, `C…`/`G…`) whose text
+/// matches, from people allowed (everyone when `usersAllowed` is empty) and not denied.
+/// A message that mentions the bot is the interactive bot's, never a trigger's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SlackTrigger {
+    pub channels: Vec<String>,
+    #[serde(default)]
+    pub text_match: TextMatch,
+    #[serde(default)]
+    pub pattern: String,
+    #[serde(default)]
+    pub users_allowed: Vec<String>,
+    #[serde(default)]
+    pub users_denied: Vec<String>,
 }
 
 /// When a schedule fires: `cron` (minute hour day-of-month month day-of-week) read in
@@ -139,6 +191,9 @@ pub struct AutomationRequest {
     /// Sentry triggers only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sentry: Option<SentrySettings>,
+    /// Slack channel triggers only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slack: Option<SlackTrigger>,
 }
 
 /// An automation's state, as the list shows it.
@@ -204,6 +259,7 @@ pub enum RunTrigger {
     Manual,
     Webhook,
     Sentry,
+    Slack,
 }
 
 impl RunTrigger {
@@ -213,6 +269,7 @@ impl RunTrigger {
             RunTrigger::Manual => "manual",
             RunTrigger::Webhook => "webhook",
             RunTrigger::Sentry => "sentry",
+            RunTrigger::Slack => "slack",
         }
     }
 
@@ -222,6 +279,7 @@ impl RunTrigger {
             "manual" => Some(RunTrigger::Manual),
             "webhook" => Some(RunTrigger::Webhook),
             "sentry" => Some(RunTrigger::Sentry),
+            "slack" => Some(RunTrigger::Slack),
             _ => None,
         }
     }
@@ -341,4 +399,8 @@ pub struct AutomationOrigin {
     /// The run's repository this session is for (`owner/name`, or empty).
     #[serde(default)]
     pub repository: String,
+    /// A Slack channel trigger's thread: the answer is posted there (unless it is
+    /// [`NO_REPLY`]) and the 👀 taken off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slack_thread: Option<crate::slack::SlackThread>,
 }

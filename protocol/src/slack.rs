@@ -73,6 +73,29 @@ impl SlackSettings {
     }
 }
 
+/// A top-level channel message that did not mention the bot, as the Slack bot hands it to
+/// the control plane's channel triggers (not on the wire: between the bot and the Worker).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChannelMessage {
+    pub channel: String,
+    /// `#name` when Slack said it, else the id.
+    pub channel_name: String,
+    pub user: String,
+    /// The author's name as Slack says it.
+    pub author: String,
+    pub text: String,
+    pub ts: String,
+}
+
+/// What a channel trigger started for a [`ChannelMessage`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChannelRun {
+    pub automation_id: String,
+    pub session_id: String,
+    /// What the session works on: `owner/name`, or the automation's name.
+    pub target: String,
+}
+
 /// Where a Slack-started prompt reports: its thread, the message updated with its progress,
 /// the message that got the 👀.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

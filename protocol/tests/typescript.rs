@@ -38,6 +38,8 @@ fn wire_ts_is_generated_from_the_protocol() {
         decl::<inspect_protocol::automations::Schedule>(&cfg),
         decl::<inspect_protocol::automations::SentryResource>(&cfg),
         decl::<inspect_protocol::automations::SentrySettings>(&cfg),
+        decl::<inspect_protocol::automations::TextMatch>(&cfg),
+        decl::<inspect_protocol::automations::SlackTrigger>(&cfg),
         decl::<inspect_protocol::automations::Comparison>(&cfg),
         decl::<inspect_protocol::automations::Filter>(&cfg),
         decl::<inspect_protocol::automations::AutomationRequest>(&cfg),

@@ -69,4 +69,15 @@ pub trait ControlPlane {
 
     /// One environment.
     async fn environment(&self, id: &str) -> Result<Environment, ApiError>;
+
+    /// A top-level message in a channel, not to the bot: the Slack channel trigger that takes
+    /// it (the oldest, when several would) starts its run, if any.
+    async fn channel_message(
+        &self,
+        message: &inspect_protocol::slack::ChannelMessage,
+    ) -> Result<Option<inspect_protocol::slack::ChannelRun>, ApiError>;
+
+    /// Whether the Slack channel trigger of `automation` admits `user` (its allow and deny
+    /// lists) to go on in a thread it started; no longer when it is deleted.
+    async fn channel_user_admitted(&self, automation: &str, user: &str) -> Result<bool, ApiError>;
 }

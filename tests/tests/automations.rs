@@ -631,6 +631,16 @@ async fn bad_automations_are_refused_with_reasons() {
             json!({"conditions": [{"path": "$.a", "op": "exists"}]}),
             "no event",
         ),
+        // This deployment has not turned Slack channel triggers on.
+        (
+            json!({"triggerType": "slack_channel", "schedule": null,
+                   "slack": {"channels": ["C0SUPPORT"]}}),
+            "SLACK_TRIGGERS_ENABLED",
+        ),
+        (
+            json!({"slack": {"channels": ["C0SUPPORT"]}}),
+            "only a Slack trigger",
+        ),
     ] {
         let r = refused(change.clone()).await;
         assert_eq!(r.status, 400, "{change}: {}", r.body);

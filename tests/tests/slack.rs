@@ -657,3 +657,248 @@ async fn a_long_thread_gives_its_newest_messages_and_never_its_parent_twice() {
         "only what came after the last prompt: {follow}"
     );
 }
+
+/// A channel message delivered as Slack sends it (`message`, `channel_type: channel`),
+/// stored in the fake Slack first; the message's ts and the bot's answer to the delivery.
+async fn channel_message(
+    stack: &Stack,
+    slack: &FakeSlack,
+    event_id: &str,
+    user: &str,
+    text: &str,
+    thread: Option<&str>,
+) -> (String, Value) {
+    let ts = slack.human_message(CHANNEL, user, text, thread);
+    let mut event = json!({"type": "message", "channel_type": "channel", "user": user,
+                           "text": text, "ts": ts, "channel": CHANNEL});
+    if let Some(t) = thread {
+        event["thread_ts"] = json!(t);
+    }
+    let r = deliver(
+        stack,
+        "/webhooks/slack/events",
+        &envelope(event_id, event),
+        None,
+    )
+    .await;
+    assert_eq!(r.status(), 200);
+    (ts, r.json().await.unwrap())
+}
+
+/// The automation's runs, newest first, once there are `n` and the newest completed.
+async fn runs_until(stack: &Stack, id: &str, n: usize) -> Vec<Value> {
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        let r = get(&stack.url(&format!("/automations/{id}/runs")))
+            .await
+            .unwrap();
+        let runs = r.body["runs"].as_array().cloned().unwrap_or_default();
+        if runs.len() == n && runs[0]["status"] == "completed" {
+            return runs;
+        }
+        assert!(Instant::now() < deadline, "runs: {runs:#?}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// A watched channel: a matching message starts the automation's run with 👀 on it, the
+/// answer lands in its thread and a reply there (no mention) continues the same session;
+/// an answer of NO_REPLY posts nothing; a message that does not match, one from a denied
+/// person and one that mentions the bot start nothing; Slack's retry starts no second run.
+#[tokio::test]
+async fn a_watched_channel_starts_an_automation_and_its_thread_continues() {
+    let model = FakeModel::start(vec![
+        Reply::text("The checkout crash is a null cart; fixed on a branch."),
+        Reply::text("The footer is fine as it is."),
+        Reply::text("NO_REPLY"),
+    ])
+    .await
+    .unwrap();
+    let host = SandboxHost::start(&model.base_url, "inspect/fake-model")
+        .await
+        .unwrap();
+    let (slack, mut options) = slack_team(host.worker_vars()).await;
+    slack.add_user("U3", "Mallory", "mallory@example.com");
+    options
+        .vars
+        .push(("SLACK_TRIGGERS_ENABLED".into(), "true".into()));
+    let stack = Stack::start_with(options).await.unwrap();
+    let demo = source_repo();
+    let r = send(
+        Method::POST,
+        &stack.url("/repos"),
+        Some(json!({"name": "demo", "path": demo.path().to_string_lossy()})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 201, "{}", r.body);
+
+    // A pattern that does not read is refused on save.
+    let mut automation = json!({"name": "Crash triage", "triggerType": "slack_channel",
+        "repositories": [{"owner": "local", "name": "demo"}],
+        "instructions": "Triage the crash reported in the message.",
+        "slack": {"channels": [CHANNEL], "textMatch": "regex", "pattern": "(crash"}});
+    let r = send(
+        Method::POST,
+        &stack.url("/automations"),
+        Some(automation.clone()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(
+        r.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("does not read"),
+        "{}",
+        r.body
+    );
+    automation["slack"] = json!({"channels": [CHANNEL], "textMatch": "regex",
+                                 "pattern": "(?i)\\bcrash", "usersDenied": ["U3"]});
+    let r = send(Method::POST, &stack.url("/automations"), Some(automation))
+        .await
+        .unwrap();
+    assert_eq!(r.status, 201, "{}", r.body);
+    let id = r.body["automation"]["id"].as_str().unwrap().to_owned();
+
+    // What starts nothing: another subject, a denied person, a mention (the interactive bot's).
+    let (lunch, _) = channel_message(&stack, &slack, "EvC0", "U1", "lunch at noon?", None).await;
+    let (denied, _) = channel_message(
+        &stack,
+        &slack,
+        "EvC1",
+        "U3",
+        "crash everywhere, trust me",
+        None,
+    )
+    .await;
+    let (_, mentioned) = channel_message(
+        &stack,
+        &slack,
+        "EvC2",
+        "U1",
+        &format!("<@{BOT_USER}> a crash"),
+        None,
+    )
+    .await;
+    assert_eq!(
+        mentioned["ignored"],
+        "a channel message that mentions the bot"
+    );
+
+    // A report starts one run; Slack's retry of it none.
+    let (report, _) = channel_message(
+        &stack,
+        &slack,
+        "EvC3",
+        "U1",
+        "Checkout CRASH after the last deploy",
+        None,
+    )
+    .await;
+    let text = "Checkout CRASH after the last deploy";
+    let again = deliver(
+        &stack,
+        "/webhooks/slack/events",
+        &envelope(
+            "EvC3",
+            json!({"type": "message", "channel_type": "channel", "user": "U1", "text": text, "ts": report, "channel": CHANNEL}),
+        ),
+        Some("1"),
+    )
+    .await;
+    assert_eq!(again.json::<Value>().await.unwrap()["duplicate"], true);
+    let answer = eventually(180, "the answer in the report's thread", || {
+        final_text(&slack, &report)
+    })
+    .await;
+    assert!(answer.contains("null cart"), "{answer}");
+    let session = session_of(&slack, &report).expect("the answer links its session");
+    assert!(slack
+        .removed_reactions()
+        .iter()
+        .any(|r| r.1 == report && r.2 == "eyes"));
+    let state = get(&stack.url(&format!("/sessions/{session}")))
+        .await
+        .unwrap();
+    assert_eq!(state.body["title"], "[Auto] Crash triage", "{}", state.body);
+    assert_eq!(state.body["automation"]["automationId"], id.as_str());
+    let messages = get(&stack.url(&format!("/sessions/{session}/messages")))
+        .await
+        .unwrap();
+    let prompt = messages.body["messages"][0]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        prompt.contains("#eng") && prompt.contains("SLACK MESSAGE") && prompt.contains("Ann"),
+        "{prompt}"
+    );
+    let runs = runs_until(&stack, &id, 1).await;
+    assert_eq!(runs[0]["trigger"], "slack");
+
+    // Bob answers in the thread without a mention: the same session goes on.
+    let (_, _) = channel_message(
+        &stack,
+        &slack,
+        "EvC4",
+        "U2",
+        "is the footer broken too?",
+        Some(&report),
+    )
+    .await;
+    eventually(180, "the follow-up's answer", || {
+        slack
+            .bot_messages(CHANNEL, &report)
+            .iter()
+            .any(|m| m.blocks.to_string().contains("footer is fine"))
+            .then_some(())
+    })
+    .await;
+    assert_eq!(
+        session_of(&slack, &report).as_deref(),
+        Some(session.as_str())
+    );
+    // Mallory, whom the trigger denies, cannot drive its session from the thread either,
+    // with or without a mention.
+    let said = slack.bot_messages(CHANNEL, &report).len();
+    channel_message(
+        &stack,
+        &slack,
+        "EvC6",
+        "U3",
+        "delete the tests",
+        Some(&report),
+    )
+    .await;
+    mention(
+        &stack,
+        &slack,
+        "EvC7",
+        "U3",
+        "delete the tests",
+        Some(&report),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(slack.bot_messages(CHANNEL, &report).len(), said);
+
+    // An answer of NO_REPLY: nothing in the thread, the 👀 taken off all the same.
+    let (quiet, _) = channel_message(&stack, &slack, "EvC5", "U2", "no crash today", None).await;
+    runs_until(&stack, &id, 2).await;
+    eventually(30, "the 👀 off the quiet message", || {
+        slack
+            .removed_reactions()
+            .iter()
+            .any(|r| r.1 == quiet && r.2 == "eyes")
+            .then_some(())
+    })
+    .await;
+    assert!(slack.bot_messages(CHANNEL, &quiet).is_empty());
+    // Nothing ever answered the messages no trigger took.
+    for ts in [&lunch, &denied] {
+        assert!(slack.bot_messages(CHANNEL, ts).is_empty());
+        assert!(!slack.reactions().iter().any(|r| r.1 == *ts));
+    }
+}

@@ -31,13 +31,17 @@ export type EnvironmentList = { environments: Array<Environment>, };
 
 export type ScmCredentials = { username: string, password: string, expiresAtEpochMs: number, };
 
-export type TriggerType = "schedule" | "webhook" | "sentry";
+export type TriggerType = "schedule" | "webhook" | "sentry" | "slack_channel";
 
 export type Schedule = { cron: string, timezone: string, };
 
 export type SentryResource = "issue" | "event_alert";
 
 export type SentrySettings = { resource: SentryResource, clientSecret?: string | null, };
+
+export type TextMatch = "contains" | "exact" | "regex";
+
+export type SlackTrigger = { channels: Array<string>, textMatch: TextMatch, pattern: string, usersAllowed: Array<string>, usersDenied: Array<string>, };
 
 export type Comparison = "eq" | "neq" | "gt" | "gte" | "lt" | "lte" | "contains" | "exists";
 
@@ -67,7 +71,11 @@ schedule?: Schedule | null,
 /**
  * Sentry triggers only.
  */
-sentry?: SentrySettings | null, };
+sentry?: SentrySettings | null, 
+/**
+ * Slack channel triggers only.
+ */
+slack?: SlackTrigger | null, };
 
 export type AutomationStatus = "enabled" | "degraded" | "paused";
 
@@ -93,7 +101,7 @@ export type AutomationCreated = { automation: Automation, webhookKey?: string | 
 
 export type AutomationList = { automations: Array<Automation>, };
 
-export type RunTrigger = "schedule" | "manual" | "webhook" | "sentry";
+export type RunTrigger = "schedule" | "manual" | "webhook" | "sentry" | "slack";
 
 export type RunStatus = "starting" | "running" | "completed" | "failed" | "partial_failure" | "skipped";
 
@@ -115,7 +123,12 @@ export type AutomationOrigin = { automationId: string, runId: string,
 /**
  * The run's repository this session is for (`owner/name`, or empty).
  */
-repository: string, };
+repository: string, 
+/**
+ * A Slack channel trigger's thread: the answer is posted there (unless it is
+ * [`NO_REPLY`]) and the 👀 taken off.
+ */
+slackThread?: SlackThread | null, };
 
 export type ClientMessage = { "type": "ping" } | { "type": "subscribe", token: string, clientId: string, } | { "type": "prompt", content: string, model?: string | null, reasoningEffort?: string | null, attachments?: Array<Attachment> | null, clientRequestId?: string | null, } | { "type": "cancel_prompt", messageId: string, clientRequestId?: string | null, } | { "type": "stop" } | { "type": "typing" } | { "type": "presence", status: PresenceStatus, cursor?: JsonValue | null, } | { "type": "fetch_history", cursor?: string | null, limit?: number | null, };
 

@@ -82,6 +82,7 @@ pub async fn create(
     now: i64,
 ) -> ApiResult<AutomationCreated> {
     let (mut settings, parsed) = rules::validate(body_as(body)?, now)?;
+    slack_triggers_allowed(env, &settings)?;
     let sealed = seal_sentry_secret(env, &mut settings)?;
     if settings.trigger_type == TriggerType::Sentry && sealed.is_none() {
         return Err(ApiError::bad_request(
@@ -91,7 +92,7 @@ pub async fn create(
     let id = format!("auto_{}", hex::encode(db::random::<12>()?));
     let key = match settings.trigger_type {
         TriggerType::Webhook => Some(new_key()?),
-        TriggerType::Schedule | TriggerType::Sentry => None,
+        TriggerType::Schedule | TriggerType::Sentry | TriggerType::SlackChannel => None,
     };
     let next = parsed.and_then(|p| p.next_after(now));
     let new = store::NewAutomation {
@@ -124,6 +125,7 @@ pub async fn update(
 ) -> ApiResult<Automation> {
     let old = stored(env, id).await?;
     let (mut settings, parsed) = rules::validate(body_as(body)?, now)?;
+    slack_triggers_allowed(env, &settings)?;
     if settings.trigger_type != old.automation.settings.trigger_type {
         return Err(ApiError::bad_request(
             "an automation's trigger type stays as it was made: make a new automation",
@@ -136,6 +138,18 @@ pub async fn update(
         return Err(not_found(id));
     }
     get(env, id).await
+}
+
+/// A Slack channel trigger is saved only where the deployment enables them.
+fn slack_triggers_allowed(env: &Env, settings: &AutomationRequest) -> ApiResult<()> {
+    if settings.trigger_type == TriggerType::SlackChannel
+        && !inspect_slack::bot::triggers_enabled(env)
+    {
+        return Err(ApiError::bad_request(
+            "Slack channel triggers are off in this deployment (SLACK_TRIGGERS_ENABLED=true turns them on)",
+        ));
+    }
+    Ok(())
 }
 
 /// Takes a Sentry client secret out of the settings (they are answered as saved) and
@@ -244,7 +258,13 @@ fn new_run_id() -> ApiResult<String> {
 /// Starts a claimed run: one session per repository (or one without), each created as the
 /// automation's owner, titled `[Auto] <name>`, carrying the automation and run, and sent the
 /// prompt with a callback to the run. What cannot start is recorded as failed.
-async fn start_run(env: &Env, automation: &Stored, run_id: &str, firing: &Firing<'_>, now: i64) {
+async fn start_run(
+    env: &Env,
+    automation: &Stored,
+    run_id: &str,
+    firing: &Firing<'_>,
+    now: i64,
+) -> Vec<String> {
     let settings = &automation.automation.settings;
     let targets: Vec<Option<RepositoryRef>> = if settings.repositories.is_empty() {
         vec![None]
@@ -262,18 +282,24 @@ async fn start_run(env: &Env, automation: &Stored, run_id: &str, firing: &Firing
     };
     let content = rules::prompt(&settings.instructions, firing);
     let origin = origin_for(env, &automation.origin);
+    let slack_thread = match firing {
+        Firing::Slack { thread, .. } => Some((*thread).clone()),
+        _ => None,
+    };
     let starts = targets.into_iter().map(|repo| {
         let content = content.clone();
         let origin = origin.clone();
+        let slack_thread = slack_thread.clone();
         async move {
             let key = repo.as_ref().map(rules::repository_key).unwrap_or_default();
             let from = AutomationOrigin {
                 automation_id: automation.automation.id.clone(),
                 run_id: run_id.to_owned(),
                 repository: key.clone(),
+                slack_thread,
             };
             let outcome = start_session(env, automation, repo, from, content, &origin).await;
-            let started = outcome.is_ok();
+            let started = outcome.as_ref().ok().cloned();
             if let Err(e) = outcome {
                 let _ = store::add_session(
                     env,
@@ -297,11 +323,12 @@ async fn start_run(env: &Env, automation: &Stored, run_id: &str, firing: &Firing
     let started = futures::future::join_all(starts).await;
     let _ = store::mark_running(env, run_id).await;
     // A session that could not start ended already: the run may be over.
-    if started.contains(&false) {
+    if started.contains(&None) {
         if let Err(e) = store::finish_run(env, run_id, now).await {
             emit(LogLine::error("automations", "run_not_finished").detail(e.message));
         }
     }
+    started.into_iter().flatten().collect()
 }
 
 /// Creates and prompts one session; on failure, the session made (if any) and why.
@@ -312,7 +339,7 @@ async fn start_session(
     from: AutomationOrigin,
     content: String,
     origin: &str,
-) -> Result<(), (Option<String>, ApiError)> {
+) -> Result<String, (Option<String>, ApiError)> {
     let settings = &automation.automation.settings;
     let plane = Plane::new(env);
     let create = CreateSessionRequest {
@@ -349,7 +376,8 @@ async fn start_session(
     plane
         .prompt(&session, origin, &automation.actor, &prompt)
         .await
-        .map_err(failed)
+        .map_err(failed)?;
+    Ok(session)
 }
 
 /// `POST /webhooks/automation/:id`: JSON only, at most 64 KiB, the automation's key as a
@@ -408,11 +436,13 @@ pub async fn webhook(
         now,
     )
     .await
+    .map(|(accepted, _)| accepted)
 }
 
-/// An event (a webhook delivery, a Sentry alert) for an automation: skipped unless its
-/// conditions match `facts`, recorded as skipped while paused, and otherwise one run per
-/// concurrency key — deliveries with their own keys may overlap, others wait their turn.
+/// An event (a webhook delivery, a Sentry alert, a Slack message) for an automation:
+/// skipped unless its conditions match `facts`, recorded as skipped while paused, and
+/// otherwise one run per concurrency key — deliveries with their own keys may overlap,
+/// others wait their turn. The sessions a run started come with the answer.
 async fn fire_event(
     env: &Env,
     automation: &Stored,
@@ -421,12 +451,17 @@ async fn fire_event(
     facts: &Value,
     firing: &Firing<'_>,
     now: i64,
-) -> ApiResult<WebhookAccepted> {
+) -> ApiResult<(WebhookAccepted, Vec<String>)> {
     let id = automation.automation.id.as_str();
-    let accepted = |triggered: i64, skipped: i64| WebhookAccepted {
-        ok: true,
-        triggered,
-        skipped,
+    let accepted = |triggered: i64, skipped: i64| {
+        (
+            WebhookAccepted {
+                ok: true,
+                triggered,
+                skipped,
+            },
+            Vec::new(),
+        )
     };
     let log = |event: &str| {
         emit(
@@ -473,9 +508,78 @@ async fn fire_event(
         log("event_skipped");
         return Ok(accepted(0, 1));
     }
-    start_run(env, automation, &run_id, firing, now).await;
+    let sessions = start_run(env, automation, &run_id, firing, now).await;
     log("event_run_started");
-    Ok(accepted(1, 0))
+    let (answer, _) = accepted(1, 0);
+    Ok((answer, sessions))
+}
+
+/// A top-level message in a Slack channel that did not mention the bot: the oldest Slack
+/// channel trigger that takes it starts a run (once per message, whatever Slack retries),
+/// its answer going to the message's thread. Nothing while the deployment has them off.
+pub async fn slack_message(
+    env: &Env,
+    message: &inspect_protocol::slack::ChannelMessage,
+    now: i64,
+) -> ApiResult<Option<inspect_protocol::slack::ChannelRun>> {
+    if !inspect_slack::bot::triggers_enabled(env) {
+        return Ok(None);
+    }
+    let watching = store::of_trigger(env, TriggerType::SlackChannel).await?;
+    let Some(automation) = watching.into_iter().find(|a| {
+        a.automation.settings.slack.as_ref().is_some_and(|t| {
+            inspect_automations::slack::takes(t, &message.channel, &message.user, &message.text)
+        })
+    }) else {
+        return Ok(None);
+    };
+    let settings = &automation.automation.settings;
+    let target = match settings.repositories.first() {
+        Some(r) => rules::repository_key(r),
+        None => settings.name.clone(),
+    };
+    let thread = inspect_protocol::slack::SlackThread {
+        channel: message.channel.clone(),
+        thread_ts: message.ts.clone(),
+        progress_ts: None,
+        reaction_ts: Some(message.ts.clone()),
+        target: target.clone(),
+        started_at: now,
+    };
+    let firing = Firing::Slack {
+        received_ms: now,
+        channel: &message.channel_name,
+        author: &message.author,
+        text: &message.text,
+        thread: &thread,
+    };
+    let key = format!("slack:{}:{}", message.channel, message.ts);
+    let (_, sessions) = fire_event(
+        env,
+        &automation,
+        RunTrigger::Slack,
+        Some(key),
+        &Value::Null,
+        &firing,
+        now,
+    )
+    .await?;
+    Ok(sessions
+        .into_iter()
+        .next()
+        .map(|session_id| inspect_protocol::slack::ChannelRun {
+            automation_id: automation.automation.id.clone(),
+            session_id,
+            target,
+        }))
+}
+
+/// Whether a Slack channel automation (not deleted) admits `user` to its threads.
+pub async fn slack_user_admitted(env: &Env, id: &str, user: &str) -> ApiResult<bool> {
+    Ok(store::get(env, id)
+        .await?
+        .and_then(|a| a.automation.settings.slack)
+        .is_some_and(|t| inspect_automations::slack::admits(&t, user)))
 }
 
 /// `POST /webhooks/sentry/:id`: a Sentry internal integration's delivery, signed with its
@@ -534,6 +638,7 @@ pub async fn sentry_webhook(
         now,
     )
     .await
+    .map(|(accepted, _)| accepted)
 }
 
 /// The cron step: runs past their time fail, and every due schedule fires once — the

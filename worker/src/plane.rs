@@ -88,4 +88,16 @@ impl ControlPlane for Plane {
     async fn environment(&self, id: &str) -> Result<Environment, ApiError> {
         settings::get_environment(&self.env, id).await
     }
+
+    async fn channel_message(
+        &self,
+        message: &inspect_protocol::slack::ChannelMessage,
+    ) -> Result<Option<inspect_protocol::slack::ChannelRun>, ApiError> {
+        let now = worker::Date::now().as_millis() as i64;
+        crate::automations::slack_message(&self.env, message, now).await
+    }
+
+    async fn channel_user_admitted(&self, automation: &str, user: &str) -> Result<bool, ApiError> {
+        crate::automations::slack_user_admitted(&self.env, automation, user).await
+    }
 }

@@ -382,6 +382,8 @@ async fn report(env: &Env, c: &Completion, session_url: &str) -> ApiResultT<()> 
             inspect_slack::thread::report(env, c, thread, session_url).await
         }
         CallbackContext::Automation(origin) => {
+            // The run's outcome first (recording it again on a retry changes nothing), then
+            // a Slack channel trigger's thread hears the answer.
             inspect_automations::store::record_outcome(
                 env,
                 origin,
@@ -389,7 +391,11 @@ async fn report(env: &Env, c: &Completion, session_url: &str) -> ApiResultT<()> 
                 c.error.as_deref(),
                 now_ms(),
             )
-            .await
+            .await?;
+            match &origin.slack_thread {
+                Some(thread) => inspect_slack::thread::report(env, c, thread, session_url).await,
+                None => Ok(()),
+            }
         }
     }
 }

@@ -14,7 +14,7 @@ use inspect_protocol::scm::CallbackContext;
 use inspect_protocol::session::{
     Actor, Attachment, CreateSessionRequest, PromptRequest, RepositoryRef, SessionStatus,
 };
-use inspect_protocol::slack::{SlackSettings, SlackThread};
+use inspect_protocol::slack::{ChannelMessage, SlackSettings, SlackThread};
 use inspect_protocol::{ApiError, ErrorCode};
 use inspect_runtime::answer::json as json_answer;
 use inspect_runtime::d1::{self as db, num};
@@ -28,7 +28,7 @@ use worker::{Context, Env, Method, Request, Response};
 /// Deliveries larger than this are refused.
 const MAX_DELIVERY_BYTES: usize = 1024 * 1024;
 /// A thread's session is remembered this long after its last prompt.
-const THREAD_TTL_MS: i64 = 7 * 24 * 3600 * 1000;
+const THREAD_TTL_MS: i64 = inspect_protocol::automations::SLACK_THREAD_DAYS * 24 * 3600 * 1000;
 /// A request waiting for a pick expires after an hour.
 const PENDING_TTL_MS: i64 = 3600 * 1000;
 /// Messages of the thread given as context to a new session.
@@ -123,6 +123,12 @@ pub async fn events(
             return answer(200, json!({ "ok": true, "ignored": why }));
         }
         Decision::Request(r) => r.event_id.clone(),
+        Decision::ChannelMessage(_) if !triggers_enabled(env) => {
+            let why = "a channel message without a mention (channel triggers are off)";
+            emit(log("ignored", why));
+            return answer(200, json!({ "ok": true, "ignored": why }));
+        }
+        Decision::ChannelMessage(r) => r.event_id.clone(),
         Decision::HomeOpened { .. } => inspect_protocol::json::from_slice::<Value>(&body)
             .ok()
             .and_then(|v| v["event_id"].as_str().map(str::to_owned))
@@ -150,6 +156,7 @@ pub async fn events(
     ctx.wait_until(async move {
         let outcome = match decision {
             Decision::Request(r) => take_request(&plane, &env2, &origin, r).await,
+            Decision::ChannelMessage(r) => take_channel_message(&plane, &env2, r).await,
             Decision::HomeOpened { user } => publish_home(&env2, &user).await,
             _ => Ok("nothing".into()),
         };
@@ -169,6 +176,94 @@ pub async fn events(
         .await;
     });
     answer(200, json!({ "ok": true }))
+}
+
+/// Whether watched channels may start automations (`SLACK_TRIGGERS_ENABLED=true`; off by
+/// default: the App then needs the `channels:history`/`groups:history` scopes and the
+/// `message.channels`/`message.groups` events).
+pub fn triggers_enabled(env: &Env) -> bool {
+    setting(env, "SLACK_TRIGGERS_ENABLED").is_some_and(|v| v == "true" || v == "1")
+}
+
+/// A channel message that does not mention the bot: a reply in a thread a channel trigger
+/// started continues its session; a top-level message goes to the channel triggers.
+async fn take_channel_message(
+    plane: &impl ControlPlane,
+    env: &Env,
+    r: events::Request,
+) -> Result<String, ApiError> {
+    let now = now_ms();
+    let pending = Pending::from_request(&r);
+    if r.thread_ts.is_some() {
+        let thread: Option<ThreadRow> = db::first(
+            env,
+            "SELECT session_id, target, target_label, last_prompt_ts, automation_id FROM slack_threads WHERE channel = ?1 AND thread_ts = ?2 AND expires_at > ?3 AND kind = 'automation'",
+            &[pending.channel.as_str().into(), pending.thread_ts.as_str().into(), num(now)],
+        )
+        .await?;
+        let Some(t) = thread else {
+            return Ok("a thread reply without a mention".into());
+        };
+        if !admitted(plane, &t, &pending.user).await? {
+            return Ok("a reply the thread's channel trigger does not admit".into());
+        }
+        let bot = bot_user(env).await;
+        return follow_up(plane, env, &pending, &t, bot.as_deref()).await;
+    }
+    if r.text.is_empty() {
+        return Ok("an empty channel message".into());
+    }
+    let author = person(env, &r.user).await;
+    let channel_name = api::get(
+        env,
+        "conversations.info",
+        &[("channel", r.channel.as_str())],
+    )
+    .await
+    .ok()
+    .and_then(|v| v["channel"]["name"].as_str().map(|n| format!("#{n}")))
+    .unwrap_or_else(|| r.channel.clone());
+    let message = ChannelMessage {
+        channel: r.channel.clone(),
+        channel_name,
+        user: r.user.clone(),
+        author: author.name,
+        text: r.text.clone(),
+        ts: r.ts.clone(),
+    };
+    let Some(run) = plane.channel_message(&message).await? else {
+        return Ok("no channel trigger takes it".into());
+    };
+    react(env, &pending).await;
+    // Replies in the message's thread continue the session (for the thread's lifetime).
+    db::run(
+        env,
+        "INSERT INTO slack_threads (channel, thread_ts, session_id, target, target_label, last_prompt_ts, created_at, expires_at, kind, automation_id) VALUES (?1, ?2, ?3, ?4, ?4, ?2, ?5, ?6, 'automation', ?7)
+         ON CONFLICT(channel, thread_ts) DO NOTHING",
+        &[
+            r.channel.as_str().into(),
+            r.ts.as_str().into(),
+            run.session_id.as_str().into(),
+            run.target.as_str().into(),
+            num(now),
+            num(now + THREAD_TTL_MS),
+            run.automation_id.as_str().into(),
+        ],
+    )
+    .await?;
+    Ok(format!(
+        "channel trigger {}: session {} on {}",
+        run.automation_id, run.session_id, run.target
+    ))
+}
+
+/// Whether `user` may go on in the thread: anyone in a mention's thread; in a channel
+/// trigger's, whom its automation admits.
+async fn admitted(plane: &impl ControlPlane, t: &ThreadRow, user: &str) -> Result<bool, ApiError> {
+    match &t.automation_id {
+        Some(automation) => plane.channel_user_admitted(automation, user).await,
+        None => Ok(true),
+    }
 }
 
 thread_local! {
@@ -259,6 +354,8 @@ struct ThreadRow {
     target: String,
     target_label: String,
     last_prompt_ts: Option<String>,
+    /// Set when a channel trigger started the thread: only people it admits go on.
+    automation_id: Option<String>,
 }
 
 /// A mention or DM: the thread's session gets a follow-up, or a new one starts (after a
@@ -280,11 +377,14 @@ async fn take_request(
     let now = now_ms();
     let thread: Option<ThreadRow> = db::first(
         env,
-        "SELECT session_id, target, target_label, last_prompt_ts FROM slack_threads WHERE channel = ?1 AND thread_ts = ?2 AND expires_at > ?3",
+        "SELECT session_id, target, target_label, last_prompt_ts, automation_id FROM slack_threads WHERE channel = ?1 AND thread_ts = ?2 AND expires_at > ?3",
         &[pending.channel.as_str().into(), pending.thread_ts.as_str().into(), num(now)],
     )
     .await?;
     if let Some(t) = thread {
+        if !admitted(plane, &t, &pending.user).await? {
+            return Ok("a mention the thread's channel trigger does not admit".into());
+        }
         match follow_up(plane, env, &pending, &t, bot.as_deref()).await {
             Ok(done) => return Ok(done),
             // The session is gone: forget the thread and start anew.

@@ -52,6 +52,9 @@ pub enum Decision {
     /// `url_verification`: answer with the challenge.
     Challenge(String),
     Request(Request),
+    /// A message in a channel that does not mention the bot: for the channel triggers
+    /// (automations), or a reply in a thread one of them started.
+    ChannelMessage(Request),
     /// `app_home_opened` on the Home tab.
     HomeOpened {
         user: String,
@@ -143,13 +146,29 @@ pub fn decide(body: &[u8], bot_user: Option<&str>) -> Result<Decision, String> {
         }
         "app_mention" => false,
         "message" if inner.channel_type.as_deref() == Some("im") => true,
+        "message" if matches!(inner.channel_type.as_deref(), Some("channel" | "group")) => {
+            let mentioned = bot_user.is_some_and(|b| {
+                inner.text.as_deref().is_some_and(|t| {
+                    t.contains(&format!("<@{b}>")) || t.contains(&format!("<@{b}|"))
+                })
+            });
+            if mentioned {
+                // Its `app_mention` event is the one acted on.
+                return Ok(Decision::Ignore(
+                    "a channel message that mentions the bot".into(),
+                ));
+            }
+            false
+        }
         "message" => {
-            return Ok(Decision::Ignore(
-                "a channel message without a mention".into(),
-            ))
+            return Ok(Decision::Ignore(format!(
+                "a message in a {} conversation",
+                inner.channel_type.unwrap_or_default()
+            )))
         }
         other => return Ok(Decision::Ignore(format!("event type {other}"))),
     };
+    let channel_message = inner.kind == "message" && !direct;
     if !matches!(inner.subtype.as_deref(), None | Some("file_share")) {
         return Ok(Decision::Ignore(format!(
             "message subtype {}",
@@ -163,7 +182,7 @@ pub fn decide(body: &[u8], bot_user: Option<&str>) -> Result<Decision, String> {
     if text.is_empty() && inner.files.is_empty() {
         return Ok(Decision::Ignore("an empty message".into()));
     }
-    Ok(Decision::Request(Request {
+    let request = Request {
         event_id,
         channel,
         user,
@@ -172,7 +191,11 @@ pub fn decide(body: &[u8], bot_user: Option<&str>) -> Result<Decision, String> {
         thread_ts: inner.thread_ts,
         files: inner.files,
         direct,
-    }))
+    };
+    Ok(match channel_message {
+        true => Decision::ChannelMessage(request),
+        false => Decision::Request(request),
+    })
 }
 
 /// Whether Slack timestamp `ts` is later than `than` (`"1700000000.000100"`: seconds and
@@ -244,7 +267,16 @@ mod tests {
             json!({"type": "app_mention", "user": "UBOT", "text": "x", "ts": "1", "channel": "C"})
         )
         .contains("bot"));
-        assert!(ignored(json!({"type": "message", "channel_type": "channel", "user": "U1", "text": "x", "ts": "1", "channel": "C"})).contains("without a mention"));
+        assert!(ignored(json!({"type": "message", "channel_type": "channel", "user": "U1", "text": "<@UBOT> x", "ts": "1", "channel": "C"})).contains("mentions the bot"));
+        assert!(ignored(json!({"type": "message", "channel_type": "mpim", "user": "U1", "text": "x", "ts": "1", "channel": "G"})).contains("mpim"));
+        assert!(ignored(json!({"type": "message", "channel_type": "channel", "subtype": "channel_join", "user": "U1", "text": "x", "ts": "1", "channel": "C"})).contains("subtype"));
+        match decide(&delivery(json!({"type": "message", "channel_type": "channel", "user": "U1", "text": "the deploy failed", "ts": "1.2", "thread_ts": "1.1", "channel": "C"})), Some("UBOT")).unwrap() {
+            Decision::ChannelMessage(r) => {
+                assert_eq!(r.text, "the deploy failed");
+                assert_eq!(r.thread(), "1.1");
+            }
+            other => panic!("{other:?}"),
+        }
         assert!(ignored(json!({"type": "message", "channel_type": "im", "subtype": "message_changed", "user": "U1", "ts": "1", "channel": "D"})).contains("subtype"));
         assert!(ignored(json!({"type": "app_mention", "user": "U1", "text": "<@UBOT>", "ts": "1", "channel": "C"})).contains("empty"));
         assert!(ignored(json!({"type": "reaction_added", "user": "U1"})).contains("reaction_added"));

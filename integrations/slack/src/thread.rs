@@ -1,6 +1,6 @@
 //! What the SessionDO posts to a Slack-started prompt's thread: the progress message
 //! updated as tools run, and the final message with the outcome in its place when the
-//! prompt ends, the 👀 taken off.
+//! prompt ends, the 👀 taken off. An answer that is `NO_REPLY` posts nothing.
 
 use crate::{api, blocks};
 use inspect_protocol::scm::Completion;
@@ -35,6 +35,24 @@ pub async fn report(
     thread: &SlackThread,
     session_url: &str,
 ) -> Result<(), ApiError> {
+    if c.success && inspect_protocol::automations::is_no_reply(c.summary.as_deref()) {
+        // The agent has nothing to say: the thread gets nothing (its progress message goes).
+        if let Some(ts) = &thread.progress_ts {
+            match api::post(
+                env,
+                "chat.delete",
+                &json!({"channel": thread.channel, "ts": ts}),
+            )
+            .await
+            {
+                Ok(_) => {}
+                Err(e) if api::refused_with(&e, "message_not_found") => {}
+                Err(e) => return Err(e),
+            }
+        }
+        unreact(env, thread).await;
+        return Ok(());
+    }
     let secs = (now_ms() - thread.started_at) / 1000;
     let outcome = blocks::Outcome {
         success: c.success,
@@ -64,8 +82,13 @@ pub async fn report(
         message["thread_ts"] = json!(thread.thread_ts);
         api::post(env, "chat.postMessage", &message).await?;
     }
+    unreact(env, thread).await;
+    Ok(())
+}
+
+/// The 👀 off the message that was taken (already gone is fine).
+async fn unreact(env: &worker::Env, thread: &SlackThread) {
     if let Some(ts) = &thread.reaction_ts {
-        // Already gone is fine.
         let _ = api::post(
             env,
             "reactions.remove",
@@ -73,5 +96,4 @@ pub async fn report(
         )
         .await;
     }
-    Ok(())
 }

@@ -329,6 +329,22 @@ async fn method(
             m.updates.push(args.clone());
             ok(json!({"channel": channel, "ts": ts}))
         }
+        // chat.delete: a bot token deletes only the bot's own messages.
+        "chat.delete" => {
+            let (channel, ts) = (s("channel"), s("ts"));
+            let Some(at) = w
+                .messages
+                .iter()
+                .position(|m| m.channel == channel && m.ts == ts)
+            else {
+                return fail("message_not_found");
+            };
+            if w.messages[at].user != BOT_USER {
+                return fail("cant_delete_message");
+            }
+            w.messages.remove(at);
+            ok(json!({"channel": channel, "ts": ts}))
+        }
         "chat.postEphemeral" => {
             w.ephemeral.push(args.clone());
             ok(json!({"message_ts": "1700000000.999999"}))
