@@ -245,9 +245,13 @@ async fn a_person_signs_in_with_github_and_out_again() {
 
 #[tokio::test]
 async fn an_automation_is_made_triggered_and_read_in_the_browser() {
-    let agent = AgentStack::start(vec![Reply::text("Nothing is open.")], vec![])
-        .await
-        .unwrap();
+    // Slack channel triggers on, for the form's Slack fields (no message is sent).
+    let agent = AgentStack::start(
+        vec![Reply::text("Nothing is open.")],
+        vec![("SLACK_TRIGGERS_ENABLED".into(), "true".into())],
+    )
+    .await
+    .unwrap();
     let demo = source_repo();
     agent.register_repo("demo", demo.path()).await.unwrap();
     let out = artifacts("automations");

@@ -13,6 +13,8 @@ export type {
   RunStatus,
   SchedulePreview,
   SentryResource,
+  SlackTrigger,
+  TextMatch,
   TriggerType,
   ApiTokenSummary,
   Artifact,

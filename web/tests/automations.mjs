@@ -1,6 +1,7 @@
 // Automations in the browser: create a daily schedule on a local repository (the preset's
 // live "next run" preview, a refused custom cron that fires too often), trigger it now,
-// watch its run complete in the history and open its session, then pause and resume it.
+// watch its run complete in the history and open its session, then pause and resume it;
+// a Slack channel trigger whose regex does not read is refused with the reason, then made.
 // Run by `tests/tests/web.rs`, which registers `local/demo` and scripts the model.
 import { BASE, expectVisible, launch, shot, step } from "./browser.mjs";
 
@@ -54,6 +55,24 @@ try {
   step("the list");
   await page.getByRole("link", { name: "← Automations" }).click();
   await expectVisible(page, page.getByTestId("automations").getByRole("link", { name: "Morning triage" }), "listed");
+
+  step("a Slack channel trigger: a regex that does not read is refused, then one that does is made");
+  await page.getByRole("button", { name: "New automation" }).click();
+  const slack = page.getByRole("form", { name: "New automation" });
+  await slack.getByLabel("Trigger type").selectOption("slack_channel");
+  await slack.getByLabel("Automation name").fill("Crash triage");
+  await slack.getByLabel("Slack channels").fill("C0SUPPORT, C0ALERTS");
+  await slack.getByLabel("Text match").selectOption("regex");
+  await slack.getByLabel("Text pattern").fill("(crash");
+  await slack.getByLabel("Slack users denied").fill("U0BOT");
+  await slack.getByLabel("Instructions").fill("Triage the crash in the message.");
+  await slack.getByRole("button", { name: "Create automation" }).click();
+  await expectVisible(page, slack.getByText("does not read"), "the pattern's reason");
+  await slack.getByLabel("Text pattern").fill("(?i)\\bcrash");
+  await shot(page, "automation-slack-form");
+  await slack.getByRole("button", { name: "Create automation" }).click();
+  await page.waitForURL(/\/automations\/auto_[0-9a-f]+$/, { timeout: 30_000 });
+  await expectVisible(page, page.getByText("Slack: C0ALERTS, C0SUPPORT"), "the watched channels");
   console.log("[automations] ok");
 } finally {
   await browser.close();

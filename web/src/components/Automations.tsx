@@ -11,11 +11,14 @@ import type {
   RunStatus,
   SchedulePreview,
   SentryResource,
+  SlackTrigger,
+  TextMatch,
   TriggerType,
 } from "../types";
 import { ErrorNote, ago, duration } from "./bits";
 
-// Automations: sessions that start themselves on a schedule or from an inbound webhook.
+// Automations: sessions that start themselves on a schedule, from an inbound webhook, a
+// Sentry alert or a message in a watched Slack channel.
 // The list with status badges, a form whose fields follow the trigger type (schedule
 // presets with a live "next run" preview), and one automation's page: trigger now,
 // pause/resume, edit, delete, and its run history with each repository's session.
@@ -40,6 +43,7 @@ function triggerLabel(a: Automation): string {
   const s = a.settings;
   if (s.triggerType === "schedule") return `Schedule (${s.schedule?.cron})`;
   if (s.triggerType === "sentry") return s.sentry?.resource === "issue" ? "Sentry: new issue" : "Sentry: alert rule";
+  if (s.triggerType === "slack_channel") return `Slack: ${(s.slack?.channels ?? []).join(", ")}`;
   return "Inbound webhook";
 }
 
@@ -216,6 +220,78 @@ function Conditions({ filters, onChange }: { filters: Filter[]; onChange: (f: Fi
   );
 }
 
+// Slack ids typed as a list: commas or spaces between them.
+const ids = (text: string): string[] =>
+  text
+    .split(/[\s,]+/)
+    .map((s) => s.trim())
+    .filter(Boolean);
+
+const BLANK_SLACK: SlackTrigger = { channels: [], textMatch: "contains", pattern: "", usersAllowed: [], usersDenied: [] };
+
+function SlackFields({ slack, onChange }: { slack: SlackTrigger; onChange: (s: SlackTrigger) => void }) {
+  // The lists are edited as text and read into ids as typed.
+  const [channels, setChannels] = useState(slack.channels.join(", "));
+  const [allowed, setAllowed] = useState(slack.usersAllowed.join(", "));
+  const [denied, setDenied] = useState(slack.usersDenied.join(", "));
+  return (
+    <fieldset>
+      <legend>Watched Slack channels</legend>
+      <input
+        aria-label="Slack channels"
+        placeholder="channel ids: C0123ABCD, C0456EFGH"
+        value={channels}
+        onInput={(e) => {
+          setChannels(e.currentTarget.value);
+          onChange({ ...slack, channels: ids(e.currentTarget.value) });
+        }}
+        required
+      />
+      <div class="row">
+        <select
+          aria-label="Text match"
+          value={slack.textMatch}
+          onChange={(e) => onChange({ ...slack, textMatch: e.currentTarget.value as TextMatch })}
+        >
+          <option value="contains">Text contains</option>
+          <option value="exact">Text is exactly</option>
+          <option value="regex">Text matches the regex</option>
+        </select>
+        <input
+          aria-label="Text pattern"
+          placeholder={slack.textMatch === "contains" ? "(empty: every message)" : slack.textMatch === "regex" ? "(?i)\\bcrash" : "help"}
+          maxLength={500}
+          value={slack.pattern}
+          onInput={(e) => onChange({ ...slack, pattern: e.currentTarget.value })}
+        />
+      </div>
+      <input
+        aria-label="Slack users allowed"
+        placeholder="only these people (user ids; empty: everyone)"
+        value={allowed}
+        onInput={(e) => {
+          setAllowed(e.currentTarget.value);
+          onChange({ ...slack, usersAllowed: ids(e.currentTarget.value) });
+        }}
+      />
+      <input
+        aria-label="Slack users denied"
+        placeholder="never these people (user ids)"
+        value={denied}
+        onInput={(e) => {
+          setDenied(e.currentTarget.value);
+          onChange({ ...slack, usersDenied: ids(e.currentTarget.value) });
+        }}
+      />
+      <p class="muted small">
+        A top-level message that matches starts a run; the answer goes to its thread (none when the agent answers
+        NO_REPLY), and replies there continue the session for 7 days. A message that mentions the bot stays with the
+        bot. The deployment must set SLACK_TRIGGERS_ENABLED=true.
+      </p>
+    </fieldset>
+  );
+}
+
 const BLANK: AutomationRequest = {
   name: "",
   triggerType: "schedule",
@@ -260,7 +336,8 @@ function AutomationForm({
       reasoningEffort: form.reasoningEffort || undefined,
       schedule: form.triggerType === "schedule" ? form.schedule : undefined,
       sentry: form.triggerType === "sentry" && form.sentry ? { resource: form.sentry.resource, clientSecret: form.sentry.clientSecret || undefined } : undefined,
-      conditions: form.triggerType === "schedule" ? [] : form.conditions,
+      slack: form.triggerType === "slack_channel" ? form.slack ?? BLANK_SLACK : undefined,
+      conditions: form.triggerType === "schedule" || form.triggerType === "slack_channel" ? [] : form.conditions,
     };
     try {
       onSaved(
@@ -288,12 +365,14 @@ function AutomationForm({
               repositories: t === "schedule" ? form.repositories : form.repositories.slice(0, 1),
               schedule: t === "schedule" ? form.schedule ?? BLANK.schedule : undefined,
               sentry: t === "sentry" ? form.sentry ?? { resource: "event_alert" } : undefined,
+              slack: t === "slack_channel" ? form.slack ?? BLANK_SLACK : undefined,
             });
           }}
         >
           <option value="schedule">Schedule</option>
           <option value="webhook">Inbound webhook</option>
           <option value="sentry">Sentry alert</option>
+          <option value="slack_channel">Slack channel message</option>
         </select>
       </label>
       <input aria-label="Automation name" placeholder="Nightly dependency update" maxLength={200} value={form.name} onInput={(e) => setForm({ ...form, name: e.currentTarget.value })} required />
@@ -352,7 +431,12 @@ function AutomationForm({
           <p class="muted small">Conditions can look at $.project, $.level, $.environment, $.title and $.culprit.</p>
         </fieldset>
       )}
-      {form.triggerType !== "schedule" && <Conditions filters={form.conditions} onChange={(conditions) => setForm({ ...form, conditions })} />}
+      {form.triggerType === "slack_channel" && form.slack && (
+        <SlackFields slack={form.slack} onChange={(slack) => setForm((f) => ({ ...f, slack }))} />
+      )}
+      {form.triggerType !== "schedule" && form.triggerType !== "slack_channel" && (
+        <Conditions filters={form.conditions} onChange={(conditions) => setForm({ ...form, conditions })} />
+      )}
       <textarea
         aria-label="Instructions"
         placeholder="What the agent does each time it runs"
