@@ -142,6 +142,22 @@ pub async fn get(env: &Env, id: &str) -> Result<Option<Stored>, ApiError> {
     row.map(Row::into_stored).transpose()
 }
 
+/// Whether an automation of that id was ever made (deleted ones too: their runs are kept).
+pub async fn ever_made(env: &Env, id: &str) -> Result<bool, ApiError> {
+    #[derive(Deserialize)]
+    struct One {
+        #[allow(dead_code)]
+        id: String,
+    }
+    let row: Option<One> = first(
+        env,
+        "SELECT id FROM automations WHERE id = ?1",
+        &[id.into()],
+    )
+    .await?;
+    Ok(row.is_some())
+}
+
 /// Every automation that was not deleted, newest first.
 pub async fn list(env: &Env) -> Result<Vec<Automation>, ApiError> {
     let rows: Vec<Row> = all(

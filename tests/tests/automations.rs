@@ -338,6 +338,12 @@ async fn a_webhook_runs_matching_deliveries_once_per_idempotency_key() {
             .0,
         404
     );
+    // Deleted, it is gone from the list; its history is kept and still read.
+    let list = send(Method::GET, &stack.url("/automations"), None)
+        .await
+        .unwrap();
+    assert!(list.body["automations"].as_array().unwrap().is_empty());
+    assert_eq!(runs(stack, &id).await.len(), newest.len());
 }
 
 #[tokio::test]

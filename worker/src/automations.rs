@@ -201,8 +201,11 @@ pub async fn rotate_key(env: &Env, id: &str, now: i64) -> ApiResult<AutomationCr
     })
 }
 
+/// `GET /automations/:id/runs`: also of a deleted automation (its history is kept).
 pub async fn runs(env: &Env, id: &str) -> ApiResult<RunList> {
-    stored(env, id).await?;
+    if !store::ever_made(env, id).await? {
+        return Err(not_found(id));
+    }
     Ok(RunList {
         runs: store::runs(env, id, RUNS_SHOWN).await?,
     })
