@@ -17,6 +17,30 @@ impl SqliteStore {
         }
     }
 
+    /// Every table's columns (name, type, not null, default, key) and every index (its
+    /// table, uniqueness, columns), as SQLite reports them: two schemas made differently
+    /// (a script, or migrations one by one) compare equal when they hold the same.
+    pub fn shape(&self) -> Vec<String> {
+        let rows = |sql: &str| self.query(sql, &[]).expect("a schema query");
+        let text = |v: &crate::store::SqlValue| v.clone().into_string().unwrap_or_default();
+        let mut out = Vec::new();
+        for table in rows(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name",
+        ) {
+            let table = text(&table[0]);
+            for c in rows(&format!("PRAGMA table_info({table})")) {
+                out.push(format!("{table}: {c:?}"));
+            }
+            for i in rows(&format!("PRAGMA index_list({table})")) {
+                let columns = rows(&format!("PRAGMA index_info({})", text(&i[1])));
+                // Automatic indexes are named by position: compare what they index.
+                out.push(format!("{table} index unique={:?} {columns:?}", i[2]));
+            }
+        }
+        out.sort();
+        out
+    }
+
     /// The statements run since the last call, and forgets them.
     pub fn take_statements(&self) -> Vec<String> {
         std::mem::take(&mut self.log.borrow_mut())
@@ -126,11 +150,7 @@ mod tests {
         old.execute("INSERT INTO health_probe (id, probes) VALUES (1, 7)", &[])
             .unwrap();
         assert_eq!(schema::migrate(&old).unwrap(), schema::current_version());
-        let tables = |s: &SqliteStore| {
-            s.query("SELECT name, sql FROM sqlite_master ORDER BY name", &[])
-                .unwrap()
-        };
-        assert_eq!(tables(&old), tables(&store));
+        assert_eq!(old.shape(), store.shape());
         let probes = old
             .scalar("SELECT probes FROM health_probe", &[])
             .unwrap()
