@@ -62,6 +62,27 @@ pub struct PullRequestResult {
     pub message: Option<String>,
 }
 
+/// A pull request changed on its host (closed, merged, reopened, made a draft or ready,
+/// reviewed): what the Worker tells each session that recorded it (`POST /pull-request` on
+/// the object, the Worker's own call). Not a person's to send.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PullRequestChange {
+    pub owner: String,
+    pub repo: String,
+    pub number: i64,
+    /// `open`, `draft`, `closed` or `merged`, when the change is of state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    /// A review's verdict (`approved`, `changes_requested`, `commented`) and its author.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reviewer: Option<String>,
+    /// When it happened on the host (ms since the epoch).
+    pub at: i64,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]

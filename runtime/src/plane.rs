@@ -77,6 +77,13 @@ pub trait ControlPlane {
         message: &inspect_protocol::slack::ChannelMessage,
     ) -> Result<Option<inspect_protocol::slack::ChannelRun>, ApiError>;
 
+    /// A pull request changed on its host: every session that recorded it hears of it. How
+    /// many sessions did.
+    async fn pull_request_changed(
+        &self,
+        change: &inspect_protocol::scm::PullRequestChange,
+    ) -> Result<usize, ApiError>;
+
     /// Whether the Slack channel trigger of `automation` admits `user` (its allow and deny
     /// lists) to go on in a thread it started; no longer when it is deleted.
     async fn channel_user_admitted(&self, automation: &str, user: &str) -> Result<bool, ApiError>;

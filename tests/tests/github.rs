@@ -386,16 +386,79 @@ async fn the_bot_answers_a_mention_with_a_pull_request_and_a_comment() {
         listed.body,
         stack.log()
     );
-    // What a person sees in the browser: the artifact with its state, the list's mark.
-    inspect_tests::browser::run_script(
-        "pull-request.mjs",
-        &base,
-        &inspect_tests::browser::artifacts("github"),
-        &[
-            ("SESSION_ID", id.clone()),
-            ("PR_NUMBER", pr.number.to_string()),
-        ],
+    // What a person sees in the browser: the artifact with its state, the list's mark;
+    // then the PR is merged on GitHub while the page is open, and GitHub says so.
+    let out = inspect_tests::browser::artifacts("github");
+    let _ = std::fs::remove_file(out.join("waiting-for-merge"));
+    let browser = {
+        let (base, out, id, number) = (base.clone(), out.clone(), id.clone(), pr.number);
+        tokio::task::spawn_blocking(move || {
+            inspect_tests::browser::run_script(
+                "pull-request.mjs",
+                &base,
+                &out,
+                &[("SESSION_ID", id), ("PR_NUMBER", number.to_string())],
+            )
+        })
+    };
+    eventually(120, "the browser waiting for the merge", || {
+        out.join("waiting-for-merge").exists().then_some(())
+    })
+    .await;
+    gh.close_pull("acme", "web", pr.number, true);
+    let merged = json!({
+        "action": "closed",
+        "number": pr.number,
+        "pull_request": gh.pull_json("acme", "web", pr.number).unwrap(),
+        "repository": {"name": "web", "owner": {"login": "acme"}, "private": false},
+        "sender": {"id": 1001, "login": "alice", "type": "User"},
+    });
+    let (status, said) = deliver(&base, "pull_request", "d-merged-1", &merged).await;
+    assert_eq!(status, 202, "{said}");
+    browser.await.unwrap();
+    // The list follows, and a review is kept beside the state.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while sessions(&base).await[0]["prState"] != "merged" {
+        assert!(Instant::now() < deadline, "the list never showed merged");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let reviewed = json!({
+        "action": "submitted",
+        "pull_request": gh.pull_json("acme", "web", pr.number).unwrap(),
+        "review": {"state": "approved", "user": {"id": 7, "login": "bob", "type": "User"}},
+        "repository": {"name": "web", "owner": {"login": "acme"}, "private": false},
+        "sender": {"id": 7, "login": "bob", "type": "User"},
+    });
+    assert_eq!(
+        deliver(&base, "pull_request_review", "d-review-1", &reviewed)
+            .await
+            .0,
+        202
     );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let artifacts = send(
+            Method::GET,
+            &stack.url(&format!("/sessions/{id}/artifacts")),
+            None,
+        )
+        .await
+        .unwrap();
+        let pr_artifact = artifacts.body["artifacts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["type"] == "pr")
+            .cloned()
+            .unwrap();
+        if pr_artifact["metadata"]["review"] == "approved" {
+            assert_eq!(pr_artifact["metadata"]["reviewer"], "bob");
+            assert_eq!(pr_artifact["metadata"]["state"], "merged");
+            break;
+        }
+        assert!(Instant::now() < deadline, "no review: {pr_artifact}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
     // Still one session, one agent PR; every reply consumed.
     assert_eq!(sessions(&base).await.len(), 1);
     assert_eq!(

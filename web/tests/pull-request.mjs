@@ -1,6 +1,9 @@
 // A session the GitHub bot started shows its pull request: the artifact with its state on
-// the session page, and the mark on the sessions list. Run by `tests/tests/github.rs`
-// once the agent has opened the PR.
+// the session page, and the mark on the sessions list; merged on GitHub while the page is
+// open, the artifact turns to merged without a reload. Run by `tests/tests/github.rs` once
+// the agent has opened the PR (it merges the PR when this script says it waits).
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { BASE, expectVisible, launch, shot, step } from "./browser.mjs";
 
 const session = process.env.SESSION_ID;
@@ -42,6 +45,17 @@ try {
     throw new Error(`settings not saved: ${JSON.stringify(saved)}`);
   }
   await shot(page, "repo-settings");
+
+  step("merged on GitHub: the open page shows it without a reload");
+  await page.goto(`${BASE}/sessions/${session}`);
+  const live = page.getByRole("region", { name: "Artifacts" });
+  await expectVisible(page, live.locator('[data-pr-state="open"]'), "the PR open");
+  await page.evaluate(() => (window.__notReloaded = true));
+  writeFileSync(join(process.env.ARTIFACTS_DIR, "waiting-for-merge"), "");
+  await expectVisible(page, live.locator('[data-pr-state="merged"]'), "the PR merged", 90_000);
+  await expectVisible(page, live.getByText(/merged .*ago|merged just now/), "when it was merged");
+  if (!(await page.evaluate(() => window.__notReloaded === true))) throw new Error("the page was reloaded");
+  await shot(page, "pr-merged");
 } finally {
   await browser.close();
 }

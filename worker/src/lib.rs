@@ -33,6 +33,8 @@ mod objects;
 #[cfg(target_arch = "wasm32")]
 mod plane;
 #[cfg(target_arch = "wasm32")]
+mod pull_requests;
+#[cfg(target_arch = "wasm32")]
 mod ratelimit;
 #[cfg(target_arch = "wasm32")]
 mod repos;

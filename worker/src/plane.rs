@@ -97,6 +97,13 @@ impl ControlPlane for Plane {
         crate::automations::slack_message(&self.env, message, now).await
     }
 
+    async fn pull_request_changed(
+        &self,
+        change: &inspect_protocol::scm::PullRequestChange,
+    ) -> Result<usize, ApiError> {
+        crate::pull_requests::changed(&self.env, change).await
+    }
+
     async fn channel_user_admitted(&self, automation: &str, user: &str) -> Result<bool, ApiError> {
         crate::automations::slack_user_admitted(&self.env, automation, user).await
     }

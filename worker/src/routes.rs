@@ -704,6 +704,9 @@ mod tests {
         assert_eq!(match_route("GET", "/nope"), None);
         assert_eq!(match_route("GET", "/"), None);
         assert_eq!(match_route("GET", "/sessions/abc/nope"), None);
+        // The object's internal routes are never reached from outside.
+        assert_eq!(match_route("POST", "/sessions/abc/pull-request"), None);
+        assert_eq!(match_route("POST", "/sessions/abc/init"), None);
     }
 
     #[test]

@@ -5,7 +5,7 @@ use super::{ids, internal, EngineResult, Session};
 use crate::engine::Effects;
 use crate::store::{Cols, Store};
 use inspect_protocol::client::ServerMessage;
-use inspect_protocol::scm::{CallbackContext, Completion, PullRequestResult};
+use inspect_protocol::scm::{CallbackContext, Completion, PullRequestChange, PullRequestResult};
 use inspect_protocol::session::Artifact;
 use serde_json::{json, Value};
 
@@ -144,6 +144,74 @@ impl<S: Store> Session<'_, S> {
             ServerMessage::ArtifactCreated { artifact }
         } else {
             ServerMessage::ArtifactUpdated { artifact }
+        });
+        fx.index_changed = true;
+        Ok(fx)
+    }
+
+    /// A recorded pull request changed on its host: its state (and when), or a review's
+    /// verdict (and whose), merged into the artifact in place; every client hears of it.
+    /// Nothing for a pull request the session never recorded, or a change it already has.
+    pub fn update_pull_request(
+        &self,
+        change: &PullRequestChange,
+        now: i64,
+    ) -> EngineResult<Effects> {
+        let mut fx = Effects::none();
+        let key = pr_key(&change.owner, &change.repo, change.number);
+        let Some(row) = self
+            .store
+            .query(
+                "SELECT id, url, metadata, created_at FROM artifacts WHERE artifact_key = ?",
+                &[key.as_str().into()],
+            )
+            .map_err(internal)?
+            .into_iter()
+            .next()
+        else {
+            return Ok(fx);
+        };
+        let mut c = Cols::new(row);
+        let id = c.string().map_err(internal)?;
+        let url = c.opt_string().map_err(internal)?;
+        let mut metadata: Value = c
+            .opt_string()
+            .map_err(internal)?
+            .and_then(|m| serde_json::from_str(&m).ok())
+            .unwrap_or_else(|| json!({}));
+        let created_at = c.i64().map_err(internal)?;
+        let before = metadata.clone();
+        if let Some(state) = &change.state {
+            if metadata["state"].as_str() != Some(state.as_str()) {
+                metadata["state"] = json!(state);
+                metadata["stateAt"] = json!(change.at);
+            }
+        }
+        if let Some(review) = &change.review {
+            metadata["review"] = json!(review);
+            metadata["reviewer"] = json!(change.reviewer);
+            metadata["reviewAt"] = json!(change.at);
+        }
+        if metadata == before {
+            return Ok(fx);
+        }
+        self.store
+            .atomically(|| {
+                self.store.execute(
+                    "UPDATE artifacts SET metadata = ?, updated_at = ? WHERE id = ?",
+                    &[metadata.to_string().into(), now.into(), id.as_str().into()],
+                )?;
+                self.touch(now)
+            })
+            .map_err(internal)?;
+        fx.broadcast(ServerMessage::ArtifactUpdated {
+            artifact: Artifact {
+                id,
+                kind: PR_ARTIFACT.into(),
+                url,
+                metadata: Some(metadata),
+                created_at,
+            },
         });
         fx.index_changed = true;
         Ok(fx)

@@ -1542,6 +1542,55 @@ fn pull_requests_are_one_artifact_each_updated_in_place() {
         Some("merged")
     );
     assert_eq!(s.pr_user().unwrap(), "u-ann");
+    // Changed on GitHub: reopened, then reviewed; the same artifact, every client told.
+    use inspect_protocol::scm::PullRequestChange;
+    use serde_json::json;
+    let change = |state: Option<&str>, review: Option<&str>| PullRequestChange {
+        owner: "Acme".into(),
+        repo: "web".into(),
+        number: 3,
+        state: state.map(str::to_owned),
+        review: review.map(str::to_owned),
+        reviewer: review.map(|_| "bob".to_owned()),
+        at: 30,
+    };
+    let fx = s
+        .update_pull_request(&change(Some("open"), None), 31)
+        .unwrap();
+    assert!(matches!(
+        fx.outbound[0].message,
+        ServerMessage::ArtifactUpdated { .. }
+    ));
+    assert!(fx.index_changed);
+    let meta = s.artifacts().unwrap()[0].metadata.clone().unwrap();
+    assert_eq!(
+        (meta["state"].clone(), meta["stateAt"].clone()),
+        (json!("open"), json!(30))
+    );
+    assert_eq!(s.index_update().unwrap().pr_state.as_deref(), Some("open"));
+    // The same again changes nothing; a review is kept beside the state.
+    assert!(s
+        .update_pull_request(&change(Some("open"), None), 32)
+        .unwrap()
+        .outbound
+        .is_empty());
+    s.update_pull_request(&change(None, Some("approved")), 33)
+        .unwrap();
+    let meta = s.artifacts().unwrap()[0].metadata.clone().unwrap();
+    assert_eq!(
+        (meta["review"].clone(), meta["reviewer"].clone()),
+        (json!("approved"), json!("bob"))
+    );
+    assert_eq!(meta["state"], "open");
+    // A pull request the session never had: nothing.
+    let mut other = change(Some("merged"), None);
+    other.number = 99;
+    assert!(s
+        .update_pull_request(&other, 34)
+        .unwrap()
+        .outbound
+        .is_empty());
+    assert_eq!(s.artifacts().unwrap().len(), 1);
 }
 
 #[test]

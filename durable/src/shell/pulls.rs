@@ -271,6 +271,7 @@ impl SessionDO {
             let r = self.result_of(repo, ended, authored, true, None);
             let fx = self.engine().record_pull_request(&r, now)?;
             self.apply(fx);
+            self.remember_pull(&r, now).await;
         }
         let (pull, updated) = (published.pull, published.updated);
         if let Some(e) = published.label_failed {
@@ -298,7 +299,39 @@ impl SessionDO {
         );
         let fx = self.engine().record_pull_request(&result, now)?;
         self.apply(fx);
+        self.remember_pull(&result, now).await;
         Ok(Some(result))
+    }
+
+    /// Keeps which session holds a pull request in D1, so a change on GitHub (a webhook,
+    /// the periodic check) finds it. A failure is logged: the next push records it again.
+    async fn remember_pull(&self, r: &PullRequestResult, now: i64) {
+        let (Some(number), Ok(state)) = (r.pr_number, self.engine().state()) else {
+            return;
+        };
+        let written = inspect_runtime::d1::run(
+            &self.env,
+            "INSERT INTO session_pull_requests (owner, repo, number, session_id, state, url, updated_at, checked_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)
+             ON CONFLICT(owner, repo, number, session_id) DO UPDATE SET state = ?5, url = ?6, updated_at = ?7",
+            &[
+                r.repo_owner.as_str().into(),
+                r.repo_name.as_str().into(),
+                (number as f64).into(),
+                state.id.as_str().into(),
+                r.state.as_str().into(),
+                r.pr_url.clone().map_or(wasm_bindgen::JsValue::NULL, Into::into),
+                (now as f64).into(),
+            ],
+        )
+        .await;
+        if let Err(e) = written {
+            self.log(
+                LogLine::warn("pull_request", "not_remembered")
+                    .with("number", number)
+                    .detail(e.message),
+            );
+        }
     }
 
     fn result_of(

@@ -305,6 +305,29 @@ impl SessionDO {
                 self.schema_ready.set(false);
                 json_ok(&serde_json::json!({ "deleted": true }))
             }
+            // The Worker tells of a change on the host (a webhook, the periodic check).
+            (Method::Post, "pull-request") => {
+                if !req.headers().has(VOUCHED_HEADER).unwrap_or(false) {
+                    return json_error(&ApiError::new(
+                        inspect_protocol::ErrorCode::Forbidden,
+                        "only the control plane says how a pull request changed",
+                    ));
+                }
+                let result = async {
+                    let change: inspect_protocol::scm::PullRequestChange =
+                        body_json(&mut req).await?;
+                    engine.update_pull_request(&change, now)
+                }
+                .await;
+                match result {
+                    Ok(fx) => {
+                        let changed = !fx.outbound.is_empty();
+                        self.carry_out(fx).await;
+                        json_ok(&serde_json::json!({ "changed": changed }))
+                    }
+                    Err(e) => json_error(&e),
+                }
+            }
             (Method::Post, "prompt") => {
                 let result = async {
                     let actor = actor_of(&req)?;

@@ -92,6 +92,26 @@ pub async fn webhook(
             "X-GitHub-Delivery is not a delivery id",
         ));
     }
+    // A pull request that changed on GitHub (whoever changed it): its sessions' artifacts
+    // follow. Not a request to the bot; repeating one changes nothing.
+    if let Some(change) = webhook::pr_change(&event, &body, now_ms()) {
+        let (delivery2, event2) = (delivery.clone(), event.clone());
+        ctx.wait_until(async move {
+            match plane.pull_request_changed(&change).await {
+                Ok(n) => log(
+                    &delivery2,
+                    &event2,
+                    "processed",
+                    &format!(
+                        "pull request {}/{}#{} changed: {n} session(s) told",
+                        change.owner, change.repo, change.number
+                    ),
+                ),
+                Err(e) => log(&delivery2, &event2, "failed", &e.message),
+            }
+        });
+        return answer(202, json!({"accepted": true, "event": event}));
+    }
     let bot = setting(env, "GITHUB_BOT_USERNAME").unwrap_or_else(|| "open-inspect[bot]".into());
     let trigger = match webhook::decide(&event, &body, &bot) {
         Ok(t) => t,

@@ -4,6 +4,7 @@
 
 use crate::untrusted;
 use hmac::{Hmac, Mac};
+use inspect_protocol::scm::PullRequestChange;
 use serde::Deserialize;
 use sha2::Sha256;
 
@@ -246,6 +247,59 @@ pub fn strip_mentions(text: &str, bot_login: &str) -> (bool, String) {
     }
     out.push_str(&text[i..]);
     (found, out.trim().to_owned())
+}
+
+/// A delivery that changes a pull request's state or review (whoever made the change, the
+/// bot too): `pull_request` closed (merged or not), reopened, converted to draft, ready
+/// for review; `pull_request_review` submitted. `None` for anything else.
+pub fn pr_change(event: &str, body: &[u8], now_ms: i64) -> Option<PullRequestChange> {
+    #[derive(Deserialize)]
+    struct Review {
+        #[serde(default)]
+        state: String,
+        user: Option<User>,
+    }
+    #[derive(Deserialize)]
+    struct Delivery {
+        action: Option<String>,
+        repository: Option<Repository>,
+        pull_request: Option<PullRequest>,
+        review: Option<Review>,
+    }
+    let d: Delivery = inspect_protocol::json::from_slice(body).ok()?;
+    let (repository, pr) = (d.repository?, d.pull_request?);
+    let mut change = PullRequestChange {
+        owner: repository.owner.login,
+        repo: repository.name,
+        number: pr.number,
+        state: None,
+        review: None,
+        reviewer: None,
+        at: now_ms,
+    };
+    match (event, d.action.as_deref()?) {
+        ("pull_request", "closed") => {
+            change.state = Some(if pr.merged { "merged" } else { "closed" }.into())
+        }
+        ("pull_request", "reopened" | "ready_for_review") => {
+            change.state = Some(if pr.draft { "draft" } else { "open" }.into())
+        }
+        ("pull_request", "converted_to_draft") => change.state = Some("draft".into()),
+        ("pull_request_review", "submitted") => {
+            let review = d.review?;
+            let verdict = review.state.to_ascii_lowercase();
+            if !matches!(
+                verdict.as_str(),
+                "approved" | "changes_requested" | "commented"
+            ) {
+                return None;
+            }
+            change.review = Some(verdict);
+            change.reviewer = review.user.map(|u| u.login);
+        }
+        _ => return None,
+    }
+    Some(change)
 }
 
 /// Reads a delivery and decides whether the bot acts on it. `bot_login` is the App's bot
@@ -497,6 +551,46 @@ mod tests {
     fn pr(draft: bool) -> serde_json::Value {
         json!({"number": 7, "title": "Add X", "body": "Adds X", "user": {"id": 1, "login": "alice", "type": "User"},
                "head": {"ref": "feat/x", "sha": "abc"}, "base": {"ref": "main", "sha": "def"}, "draft": draft, "state": "open"})
+    }
+
+    #[test]
+    fn state_and_review_changes_are_read() {
+        let body = |action: &str, pr: serde_json::Value| {
+            json!({"action": action, "repository": repo(), "pull_request": pr,
+                   "sender": {"id": 1, "login": "open-inspect[bot]", "type": "Bot"}})
+            .to_string()
+            .into_bytes()
+        };
+        let mut merged = pr(false);
+        merged["merged"] = json!(true);
+        let c = pr_change("pull_request", &body("closed", merged), 5).unwrap();
+        assert_eq!(
+            (
+                c.owner.as_str(),
+                c.repo.as_str(),
+                c.number,
+                c.state.as_deref(),
+                c.at
+            ),
+            ("acme", "web", 7, Some("merged"), 5)
+        );
+        let state = |action: &str, draft: bool| {
+            pr_change("pull_request", &body(action, pr(draft)), 0).and_then(|c| c.state)
+        };
+        assert_eq!(state("closed", false).as_deref(), Some("closed"));
+        assert_eq!(state("reopened", true).as_deref(), Some("draft"));
+        assert_eq!(state("ready_for_review", false).as_deref(), Some("open"));
+        assert_eq!(state("converted_to_draft", true).as_deref(), Some("draft"));
+        assert_eq!(state("opened", false), None);
+        assert_eq!(state("synchronize", false), None);
+        let review = json!({"action": "submitted", "repository": repo(), "pull_request": pr(false),
+                            "review": {"state": "APPROVED", "user": {"id": 2, "login": "bob", "type": "User"}}});
+        let c = pr_change("pull_request_review", review.to_string().as_bytes(), 0).unwrap();
+        assert_eq!(c.review.as_deref(), Some("approved"));
+        assert_eq!(c.reviewer.as_deref(), Some("bob"));
+        assert_eq!(c.state, None);
+        assert!(pr_change("issue_comment", &body("closed", pr(false)), 0).is_none());
+        assert!(pr_change("pull_request", b"not json", 0).is_none());
     }
 
     #[test]

@@ -3,7 +3,7 @@ import { errorText, get, post } from "../api";
 import { LiveSession, initialLiveState, type LiveState } from "../live";
 import { bootSteps, ordered } from "../timeline";
 import type { ChildSummary, Me, QueuedPrompt } from "../types";
-import { Avatar, ErrorNote, duration, repoLabel } from "./bits";
+import { Avatar, ErrorNote, ago, duration, repoLabel } from "./bits";
 import { ModelPicker } from "./ModelPicker";
 import { Timeline } from "./Timeline";
 
@@ -75,6 +75,19 @@ function ArtifactsPanel({ state }: { state: LiveState }) {
               {a.type === "pr" && typeof meta.state === "string" && (
                 <span class={`badge pr-${meta.state}`} data-pr-state={meta.state}>
                   {meta.state}
+                </span>
+              )}
+              {a.type === "pr" && typeof meta.stateAt === "number" && (
+                <span class="muted small" data-testid="pr-state-at">
+                  {" "}
+                  {String(meta.state)} {ago(meta.stateAt)}
+                </span>
+              )}
+              {a.type === "pr" && typeof meta.review === "string" && (
+                <span class="muted small">
+                  {" "}
+                  · {meta.review === "changes_requested" ? "changes requested" : meta.review}
+                  {typeof meta.reviewer === "string" ? ` by ${meta.reviewer}` : ""}
                 </span>
               )}
               {a.type === "pr" && meta.authoredAs === "app" && <span class="muted small"> by the App</span>}
