@@ -688,6 +688,47 @@ async fn a_session_on_a_github_repository_opens_one_pull_request_and_reuses_it()
         "{}",
         artifacts.body
     );
+
+    // Closed on GitHub with no delivery (a missed webhook): the cron step 31 minutes on
+    // asks GitHub about the PRs still open and the artifact follows.
+    gh.close_pull("acme", "web", pulls[1].number, false);
+    let later = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis()
+        + 31 * 60 * 1000;
+    let r = reqwest::get(stack.url(&format!(
+        "/cdn-cgi/local/scheduled?cron=*%2F30+*+*+*+*&time={later}"
+    )))
+    .await
+    .unwrap();
+    assert!(r.status().is_success(), "{:?}", r.text().await);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let artifacts = send(
+            Method::GET,
+            &stack.url(&format!("/sessions/{id}/artifacts")),
+            None,
+        )
+        .await
+        .unwrap();
+        let states: Vec<Value> = artifacts.body["artifacts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|a| a["type"] == "pr")
+            .map(|a| a["metadata"]["state"].clone())
+            .collect();
+        if states == vec![json!("merged"), json!("closed")] {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{states:?}\n{}",
+            stack.log_tail()
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
 }
 
 #[tokio::test]

@@ -33,7 +33,8 @@ fn start() {
 
 /// The cron triggers: due automations fire (every minute); every 30 minutes also stuck
 /// image builds time out, scheduled ones start, Slack's old threads and picks are
-/// forgotten, and the installation's repositories are synced from GitHub.
+/// forgotten, the installation's repositories are synced from GitHub, and pull requests
+/// still open that no delivery mentioned for 30 minutes are asked about.
 #[event(scheduled)]
 async fn scheduled(event: worker::ScheduledEvent, env: Env, _ctx: worker::ScheduleContext) {
     let now = event.schedule() as i64;
@@ -67,6 +68,9 @@ async fn scheduled(event: worker::ScheduledEvent, env: Env, _ctx: worker::Schedu
         let synced = inspect_github::installation::sync(&env, now).await;
         let names = ("repositories_synced", "repositories_sync_failed");
         cron_step(&cron, names, "repositories", synced);
+        let checked = crate::pull_requests::refresh(&env, now).await;
+        let names = ("pull_requests_checked", "pull_requests_check_failed");
+        cron_step(&cron, names, "changed", checked);
     }
 }
 

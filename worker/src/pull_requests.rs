@@ -1,6 +1,6 @@
-//! Pull requests kept current: a change on GitHub (a webhook delivery) reaches every session
-//! that recorded the pull request, whose object updates its artifact in place (clients
-//! hear it live; the sessions index follows).
+//! Pull requests kept current: a change on GitHub (a webhook delivery, or the cron step's
+//! check of the ones still open) reaches every session that recorded the pull request,
+//! whose object updates its artifact in place (clients hear it live; the index follows).
 
 use crate::db;
 use crate::http::ApiResult;
@@ -56,4 +56,73 @@ pub async fn changed(env: &Env, change: &PullRequestChange) -> ApiResult<usize> 
         .await?;
     }
     Ok(rows.len())
+}
+
+/// Pull requests asked about per cron step (every 30 minutes): a missed delivery is caught
+/// within a step or a few, and GitHub's rate limit is spent sparingly.
+const CHECKED_PER_STEP: i64 = 50;
+/// A pull request still open is asked about again after this long.
+const RECHECK_MS: i64 = 30 * 60 * 1000;
+
+/// The cron step: pull requests still open or draft that were not heard of for a while are
+/// asked about (with the App's token); a change GitHub's delivery did not bring reaches
+/// their sessions as if it had. How many changed.
+pub async fn refresh(env: &Env, now: i64) -> ApiResult<usize> {
+    #[derive(Deserialize)]
+    struct Row {
+        owner: String,
+        repo: String,
+        number: i64,
+        state: String,
+    }
+    let rows: Vec<Row> = db::all(
+        env,
+        "SELECT owner, repo, number, MIN(state) AS state FROM session_pull_requests
+         WHERE state IN ('open', 'draft') AND checked_at <= ?1
+         GROUP BY owner, repo, number ORDER BY MIN(checked_at) LIMIT ?2",
+        &[db::num(now - RECHECK_MS), db::num(CHECKED_PER_STEP)],
+    )
+    .await?;
+    if rows.is_empty() {
+        return Ok(0);
+    }
+    let token = inspect_github::api::app_token(env, now).await?;
+    let mut changed_count = 0;
+    for r in rows {
+        let pull = inspect_github::api::get_pull(env, &token, &r.owner, &r.repo, r.number).await?;
+        let state = match &pull {
+            Some(p) if p.merged => "merged",
+            Some(p) if p.state == "closed" => "closed",
+            Some(p) if p.draft => "draft",
+            Some(_) => "open",
+            // Gone (the repository deleted, or no longer the App's to see): asked no more.
+            None => "closed",
+        };
+        if state == r.state {
+            db::run(
+                env,
+                "UPDATE session_pull_requests SET checked_at = ?4 WHERE owner = ?1 AND repo = ?2 AND number = ?3",
+                &[
+                    r.owner.as_str().into(),
+                    r.repo.as_str().into(),
+                    db::num(r.number),
+                    db::num(now),
+                ],
+            )
+            .await?;
+            continue;
+        }
+        let change = PullRequestChange {
+            owner: r.owner,
+            repo: r.repo,
+            number: r.number,
+            state: Some(state.to_owned()),
+            review: None,
+            reviewer: None,
+            at: now,
+        };
+        changed(env, &change).await?;
+        changed_count += 1;
+    }
+    Ok(changed_count)
 }
