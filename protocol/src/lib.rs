@@ -8,6 +8,7 @@
 
 pub mod auth;
 pub mod automations;
+pub mod changes;
 pub mod client;
 pub mod error;
 pub mod health;
