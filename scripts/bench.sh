@@ -17,6 +17,8 @@ INSPECT_BENCH=setup cargo run --release --quiet -p inspect-tests --bin sandbox-b
 cargo run --release --quiet -p inspect-tests --bin scale-bench
 # Automations: 1,000 schedules due in one cron tick, each run exactly once (three times).
 INSPECT_BENCH_RUNS=3 cargo run --release --quiet -p inspect-tests --bin automations-bench
+# The changes panel's capture: 20,000 files with 200 changed, median of 9.
+cargo run --release --quiet -p inspect-tests --bin changes-bench
 
 # The browser: the first page's JavaScript and render time, and a 5,000-event timeline
 # (render, long tasks while scrolling to the top), three runs.

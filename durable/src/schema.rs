@@ -215,6 +215,28 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE session ADD COLUMN automation TEXT;
     "#,
+    // 19: the workspace's change, as the sandbox last captured it (each file's diff kept
+    // beside its listing, read one at a time).
+    r#"
+    CREATE TABLE change_repos (
+        repo TEXT PRIMARY KEY,
+        base TEXT NOT NULL,
+        more_files INTEGER NOT NULL,
+        additions INTEGER NOT NULL,
+        deletions INTEGER NOT NULL,
+        error TEXT,
+        captured_at INTEGER NOT NULL
+    );
+    CREATE TABLE change_files (
+        repo TEXT NOT NULL,
+        idx INTEGER NOT NULL,
+        path TEXT NOT NULL,
+        file TEXT NOT NULL,
+        patch TEXT,
+        PRIMARY KEY (repo, idx)
+    );
+    CREATE INDEX change_files_by_path ON change_files (repo, path);
+    "#,
 ];
 
 /// The schema every migration above makes, written as it ends up: what a new session's
@@ -372,6 +394,24 @@ pub(crate) const FRESH: &str = r#"
         vendor_id TEXT NOT NULL,
         recorded_at INTEGER NOT NULL
     );
+    CREATE TABLE change_repos (
+        repo TEXT PRIMARY KEY,
+        base TEXT NOT NULL,
+        more_files INTEGER NOT NULL,
+        additions INTEGER NOT NULL,
+        deletions INTEGER NOT NULL,
+        error TEXT,
+        captured_at INTEGER NOT NULL
+    );
+    CREATE TABLE change_files (
+        repo TEXT NOT NULL,
+        idx INTEGER NOT NULL,
+        path TEXT NOT NULL,
+        file TEXT NOT NULL,
+        patch TEXT,
+        PRIMARY KEY (repo, idx)
+    );
+    CREATE INDEX change_files_by_path ON change_files (repo, path);
 "#;
 
 pub fn current_version() -> i64 {

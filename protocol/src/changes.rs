@@ -10,6 +10,8 @@ pub const MAX_PATCH_BYTES_PER_FILE: usize = 256 * 1024;
 pub const MAX_PATCH_BYTES_TOTAL: usize = 4 * 1024 * 1024;
 /// The most files listed per repository; the rest are counted.
 pub const MAX_FILES_LISTED: usize = 3_000;
+/// The largest report a sandbox may send (`PUT /sessions/:id/changes`).
+pub const MAX_REPORT_BYTES: usize = 12 * 1024 * 1024;
 
 /// How a file changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,7 +65,7 @@ pub struct ChangedFile {
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct RepoChanges {
-    /// `owner/name`.
+    /// The repository's name: its directory in the workspace.
     pub repo: String,
     /// The commit the change is against.
     pub base: String,
@@ -76,4 +78,24 @@ pub struct RepoChanges {
     /// Why the change could not be read (the repository is gone from the workspace).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+/// `PUT /sessions/:id/changes`: the sandbox's capture after a turn, every repository of the
+/// workspace (a capture replaces the one before).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ChangesReport {
+    pub repos: Vec<RepoChanges>,
+}
+
+/// `GET /sessions/:id/changes`: the newest capture, each file without its diff (asked one
+/// at a time: `?repo=owner/name&file=path`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct ChangesSummary {
+    /// When the sandbox captured it (ms); none before the first turn ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub captured_at: Option<i64>,
+    pub repos: Vec<RepoChanges>,
 }

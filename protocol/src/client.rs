@@ -162,6 +162,14 @@ pub enum ServerMessage {
     ArtifactUpdated {
         artifact: Artifact,
     },
+    /// The workspace's change was captured anew (after a turn): fetch it with
+    /// `GET /sessions/:id/changes`. Its totals, for a badge.
+    DiffUpdated {
+        captured_at: i64,
+        files: u64,
+        additions: u64,
+        deletions: u64,
+    },
     SnapshotSaved {
         snapshot_id: String,
     },

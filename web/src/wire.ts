@@ -41,6 +41,45 @@ export type SentrySettings = { resource: SentryResource, clientSecret?: string |
 
 export type TextMatch = "contains" | "exact" | "regex";
 
+export type ChangeKind = "added" | "modified" | "deleted" | "renamed" | "copied" | "type_changed";
+
+export type PatchOmitted = "binary" | "too_large" | "over_total";
+
+export type ChangedFile = { 
+/**
+ * The path now (for a deleted file, the path it had). Names that are not UTF-8 are
+ * shown with replacement characters.
+ */
+path: string, oldPath?: string | null, kind: ChangeKind, additions: number, deletions: number, binary: boolean, 
+/**
+ * The file's unified diff.
+ */
+patch?: string | null, omitted?: PatchOmitted | null, };
+
+export type RepoChanges = { 
+/**
+ * The repository's name: its directory in the workspace.
+ */
+repo: string, 
+/**
+ * The commit the change is against.
+ */
+base: string, files: Array<ChangedFile>, 
+/**
+ * Changed files past [`MAX_FILES_LISTED`], counted only.
+ */
+moreFiles: number, additions: number, deletions: number, 
+/**
+ * Why the change could not be read (the repository is gone from the workspace).
+ */
+error?: string | null, };
+
+export type ChangesSummary = { 
+/**
+ * When the sandbox captured it (ms); none before the first turn ended.
+ */
+capturedAt?: number | null, repos: Array<RepoChanges>, };
+
 export type SlackTrigger = { channels: Array<string>, textMatch: TextMatch, pattern: string, usersAllowed: Array<string>, usersDenied: Array<string>, };
 
 export type Comparison = "eq" | "neq" | "gt" | "gte" | "lt" | "lte" | "contains" | "exists";
@@ -132,7 +171,7 @@ slackThread?: SlackThread | null, };
 
 export type ClientMessage = { "type": "ping" } | { "type": "subscribe", token: string, clientId: string, } | { "type": "prompt", content: string, model?: string | null, reasoningEffort?: string | null, attachments?: Array<Attachment> | null, clientRequestId?: string | null, } | { "type": "cancel_prompt", messageId: string, clientRequestId?: string | null, } | { "type": "stop" } | { "type": "typing" } | { "type": "presence", status: PresenceStatus, cursor?: JsonValue | null, } | { "type": "fetch_history", cursor?: string | null, limit?: number | null, };
 
-export type ServerMessage = { "type": "pong", timestamp?: number | null, } | { "type": "subscribed", session: SessionState, artifacts: Array<Artifact>, timeline: EventWindow, promptQueue: Array<QueuedPrompt>, participantId: string, participant: Participant, } | { "type": "prompt_queued", messageId: string, position: number, clientRequestId?: string | null, } | { "type": "prompt_cancelled", messageId: string, clientRequestId?: string | null, } | { "type": "prompt_queue_updated", promptQueue: Array<QueuedPrompt>, } | { "type": "sandbox_event", event: TimelineEvent, } | { "type": "sandbox_events", events: Array<TimelineEvent>, } | { "type": "presence_sync", participants: Array<Presence>, } | { "type": "presence_update", participants: Array<Presence>, } | { "type": "presence_leave", participantId: string, userId: string, } | { "type": "sandbox_warming" } | { "type": "sandbox_spawning", sandboxId: string, } | { "type": "sandbox_status", status: string, error?: string | null, } | { "type": "sandbox_ready", sandboxId: string, } | { "type": "sandbox_error", error: string, } | { "type": "artifact_created", artifact: Artifact, } | { "type": "artifact_updated", artifact: Artifact, } | { "type": "snapshot_saved", snapshotId: string, } | { "type": "sandbox_restored", sandboxId: string, snapshotId: string, } | { "type": "tunnel_urls", tunnelUrls: { [key in string]: string }, } | { "type": "processing_status", isProcessing: boolean, messageId?: string | null, } | { "type": "history_page", events: Array<TimelineEvent>, cursor: string | null, hasMore: boolean, } | { "type": "session_status", status: SessionStatus, } | { "type": "session_title", title: string | null, } | { "type": "error", code: string, message: string, clientRequestId?: string | null, };
+export type ServerMessage = { "type": "pong", timestamp?: number | null, } | { "type": "subscribed", session: SessionState, artifacts: Array<Artifact>, timeline: EventWindow, promptQueue: Array<QueuedPrompt>, participantId: string, participant: Participant, } | { "type": "prompt_queued", messageId: string, position: number, clientRequestId?: string | null, } | { "type": "prompt_cancelled", messageId: string, clientRequestId?: string | null, } | { "type": "prompt_queue_updated", promptQueue: Array<QueuedPrompt>, } | { "type": "sandbox_event", event: TimelineEvent, } | { "type": "sandbox_events", events: Array<TimelineEvent>, } | { "type": "presence_sync", participants: Array<Presence>, } | { "type": "presence_update", participants: Array<Presence>, } | { "type": "presence_leave", participantId: string, userId: string, } | { "type": "sandbox_warming" } | { "type": "sandbox_spawning", sandboxId: string, } | { "type": "sandbox_status", status: string, error?: string | null, } | { "type": "sandbox_ready", sandboxId: string, } | { "type": "sandbox_error", error: string, } | { "type": "artifact_created", artifact: Artifact, } | { "type": "artifact_updated", artifact: Artifact, } | { "type": "diff_updated", capturedAt: number, files: number, additions: number, deletions: number, } | { "type": "snapshot_saved", snapshotId: string, } | { "type": "sandbox_restored", sandboxId: string, snapshotId: string, } | { "type": "tunnel_urls", tunnelUrls: { [key in string]: string }, } | { "type": "processing_status", isProcessing: boolean, messageId?: string | null, } | { "type": "history_page", events: Array<TimelineEvent>, cursor: string | null, hasMore: boolean, } | { "type": "session_status", status: SessionStatus, } | { "type": "session_title", title: string | null, } | { "type": "error", code: string, message: string, clientRequestId?: string | null, };
 
 export type PresenceStatus = "active" | "idle";
 

@@ -101,6 +101,23 @@ pub(crate) async fn pull_requests(env: &Env, id: &str, mut req: Request) -> ApiR
     .await
 }
 
+/// `PUT /sessions/:id/changes`: the sandbox's capture of the workspace, parsed here once
+/// (at most 12 MiB) and sent on typed; the object checks the sandbox's token and id.
+pub(crate) async fn report_changes(env: &Env, id: &str, mut req: Request) -> ApiResult<Response> {
+    use inspect_protocol::changes::{ChangesReport, MAX_REPORT_BYTES};
+    let body = crate::http::read_body_up_to(&mut req, MAX_REPORT_BYTES).await?;
+    let report: ChangesReport = body_as(&body)?;
+    let body = serde_json::to_vec(&report).map_err(|e| ApiError::internal(e.to_string()))?;
+    forward_as_sandbox(
+        env,
+        id,
+        SessionAction::ReportChanges.object_path(),
+        &req,
+        Some(&body),
+    )
+    .await
+}
+
 /// The body a session's object gets for `action`: parsed here, once, with the Worker's
 /// limits, and written anew from its type, so the object never reads what the Worker did
 /// not. Where a prompt's outcome is reported (`callbackContext`) is the control plane's or

@@ -117,6 +117,7 @@ impl Route {
                     SessionAction::Socket
                         | SessionAction::ScmCredentials
                         | SessionAction::PullRequests
+                        | SessionAction::ReportChanges
                 ) || (*action == SessionAction::TunnelUrls && names_a_sandbox)
             }
             Route::AttachmentDownload { .. } => true,
@@ -270,6 +271,9 @@ pub enum SessionAction {
     TunnelUrls,
     ScmCredentials,
     PullRequests,
+    /// The workspace's change: read by people (`GET`), reported by the sandbox (`PUT`).
+    Changes,
+    ReportChanges,
     Socket,
 }
 
@@ -291,6 +295,7 @@ impl SessionAction {
             SessionAction::TunnelUrls => "/tunnel-urls",
             SessionAction::ScmCredentials => "/scm-credentials",
             SessionAction::PullRequests => "/pull-requests",
+            SessionAction::Changes | SessionAction::ReportChanges => "/changes",
             SessionAction::Socket => "/ws",
         }
     }
@@ -497,6 +502,9 @@ pub fn match_route(method: &str, path: &str) -> Option<Result<Route, ApiError>> 
                     | "pull-requests"],
                     _,
                 ) => Err(not_allowed(method, &["POST"])),
+                (["changes"], "GET") => Ok(SessionAction::Changes),
+                (["changes"], "PUT") => Ok(SessionAction::ReportChanges),
+                (["changes"], _) => Err(not_allowed(method, &["GET", "PUT"])),
                 (["title"], "PATCH") => Ok(SessionAction::Title),
                 (["title"], _) => Err(not_allowed(method, &["PATCH"])),
                 (["events"], "GET") => Ok(SessionAction::Events),

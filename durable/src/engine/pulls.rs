@@ -332,7 +332,11 @@ impl<S: Store> Session<'_, S> {
             error,
             summary,
             pull_requests: self.pull_requests()?,
-            changed_files: self.changed_files(message_id)?,
+            // The workspace's capture where the sandbox made one, else what the tools wrote.
+            changed_files: match self.captured_paths()? {
+                Some(paths) => paths,
+                None => self.changed_files(message_id)?,
+            },
             context,
         }))
     }

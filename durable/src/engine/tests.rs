@@ -1896,3 +1896,72 @@ fn the_json_window_matches_the_typed_page() {
     assert_eq!(empty.events.as_str(), "[]");
     assert!(!empty.has_more && empty.cursor.is_none());
 }
+
+#[test]
+fn a_capture_of_the_workspace_replaces_the_last_and_is_read_file_by_file() {
+    use inspect_protocol::changes::{ChangeKind, ChangedFile, ChangesReport, RepoChanges};
+    let st = store();
+    let s = created(&st);
+    assert_eq!(s.captured_paths().unwrap(), None);
+    assert!(s.changes_summary().unwrap().repos.is_empty());
+    let file = |path: &str, patch: Option<&str>| ChangedFile {
+        path: path.into(),
+        old_path: None,
+        kind: ChangeKind::Modified,
+        additions: 1,
+        deletions: 0,
+        binary: false,
+        patch: patch.map(str::to_owned),
+        omitted: None,
+    };
+    let repo = |name: &str, files: Vec<ChangedFile>| RepoChanges {
+        repo: name.into(),
+        base: "abc".into(),
+        additions: files.len() as u64,
+        deletions: 0,
+        files,
+        more_files: 0,
+        error: None,
+    };
+    let report = ChangesReport {
+        repos: vec![
+            repo(
+                "acme/web",
+                vec![file("a b.txt", Some("+x\n")), file("c.rs", Some("+y\n"))],
+            ),
+            repo("acme/api", vec![file("main.go", Some("+z\n"))]),
+        ],
+    };
+    let fx = s.record_changes(&report, 50).unwrap();
+    assert!(matches!(
+        fx.outbound[0].message,
+        ServerMessage::DiffUpdated {
+            files: 3,
+            additions: 3,
+            captured_at: 50,
+            ..
+        }
+    ));
+    let summary = s.changes_summary().unwrap();
+    assert_eq!(summary.captured_at, Some(50));
+    assert_eq!(summary.repos.len(), 2);
+    assert!(summary
+        .repos
+        .iter()
+        .flat_map(|r| &r.files)
+        .all(|f| f.patch.is_none()));
+    let one = s.changed_file("acme/web", "a b.txt").unwrap().unwrap();
+    assert_eq!(one.patch.as_deref(), Some("+x\n"));
+    assert_eq!(s.changed_file("acme/web", "nope").unwrap(), None);
+    assert_eq!(
+        s.captured_paths().unwrap().unwrap(),
+        vec!["acme/api:main.go", "acme/web:a b.txt", "acme/web:c.rs"]
+    );
+    // The next capture replaces it whole.
+    let report = ChangesReport {
+        repos: vec![repo("acme/web", vec![file("c.rs", Some("+y2\n"))])],
+    };
+    s.record_changes(&report, 60).unwrap();
+    assert_eq!(s.captured_paths().unwrap().unwrap(), vec!["c.rs"]);
+    assert_eq!(s.changed_file("acme/api", "main.go").unwrap(), None);
+}

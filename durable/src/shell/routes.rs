@@ -94,6 +94,25 @@ impl SessionDO {
                         .map(|tunnel_urls| inspect_protocol::session::TunnelUrls { tunnel_urls }),
                 ),
             },
+            // The sandbox's capture of the workspace's change, after a turn.
+            (Method::Post, "changes") => {
+                if let Some(refusal) = self.refuse_sandbox(&req) {
+                    return refusal;
+                }
+                let result = async {
+                    let body: inspect_protocol::changes::ChangesReport =
+                        body_json(&mut req).await?;
+                    engine.record_changes(&body, now)
+                }
+                .await;
+                match result {
+                    Ok(fx) => {
+                        self.apply(fx);
+                        json_ok(&serde_json::json!({ "ok": true }))
+                    }
+                    Err(e) => json_error(&e),
+                }
+            }
             // The agent asks for a pull request through its sandbox.
             (Method::Post, "pull-requests") => {
                 if let Some(refusal) = self.refuse_sandbox(&req) {
@@ -415,6 +434,28 @@ impl SessionDO {
                 }
             }
             (Method::Get, "events") => reply(self.events_page(&req)),
+            // The workspace's change: the listing, or one file's diff.
+            (Method::Get, "changes") => {
+                let result = engine.session_id().and_then(|_| {
+                    match (query_param(&req, "repo"), query_param(&req, "file")) {
+                        (Some(repo), Some(file)) => engine
+                            .changed_file(&repo, &file)?
+                            .map(|f| serde_json::to_value(f).unwrap_or_default())
+                            .ok_or_else(|| {
+                                ApiError::not_found(format!(
+                                    "{file} is not among {repo}'s changed files"
+                                ))
+                            }),
+                        (None, None) => engine
+                            .changes_summary()
+                            .map(|s| serde_json::to_value(s).unwrap_or_default()),
+                        _ => Err(ApiError::bad_request(
+                            "ask for one file with both repo and file, or for the listing with neither",
+                        )),
+                    }
+                });
+                reply(result)
+            }
             (Method::Get, "tunnel-urls") => reply(
                 engine
                     .session_id()

@@ -619,6 +619,14 @@ pub async fn sync_repository(
     }
     git(&dir, &["config", "user.name", BOT_NAME]).await?;
     git(&dir, &["config", "user.email", BOT_EMAIL]).await?;
+    // An image's repository is not a session's; a new session's workspace (fresh, or from
+    // an image) starts its change anew; a restored one keeps the base it had.
+    if mode != BootMode::Build {
+        let anew = matches!(mode, BootMode::Fresh | BootMode::Prebuilt);
+        if let Err(e) = super::changes::mark_base(&dir, repo.base_branch.as_deref(), anew).await {
+            tracing::warn!("the session's base commit was not recorded: {e:#}");
+        }
+    }
     let sha = git(&dir, &["rev-parse", "HEAD"]).await?;
     Ok((dir, sha))
 }

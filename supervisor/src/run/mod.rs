@@ -7,6 +7,7 @@ pub mod agent_api;
 pub mod attachments;
 pub mod boot;
 pub mod build;
+pub mod changes;
 pub mod link;
 pub mod mapping;
 pub mod restore;
@@ -130,6 +131,12 @@ impl RunConfig {
             spawn,
         };
         let mut cfg = cfg;
+        changes::set_reporter(
+            &link.control_plane_url,
+            &link.session_id,
+            &link.sandbox_id,
+            &link.token,
+        );
         // The supervisor's own git asks the control plane for credentials through this.
         boot::set_scm_broker(boot::ScmBroker::new(
             &link.control_plane_url,
@@ -575,6 +582,9 @@ async fn finish(
             }),
         }
     }
+    // The turn's change reaches the session before the turn is said to be over (its
+    // report lists the files from it).
+    changes::report(repos).await;
     events.send(SandboxEvent::ExecutionComplete {
         message_id: t.mapper.message_id.clone(),
         success,
