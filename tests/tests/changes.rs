@@ -2,7 +2,8 @@
 //! real supervisor, git and OpenCode with the scripted model: a turn that edits files in two
 //! repositories lists both (committed by the turn, with line counts), each file's diff is
 //! read on its own, clients are told when a capture lands, and the next turn's capture
-//! replaces it. Only the session's sandbox may report one.
+//! replaces it; the browser's changes panel shows the same and follows the next turn
+//! without a reload. Only the session's sandbox may report one.
 
 #![allow(clippy::unwrap_used)] // a test fails loudly by design
 
@@ -132,11 +133,30 @@ async fn a_turn_in_two_repositories_lists_both_and_the_next_turn_replaces_it() {
     .unwrap();
     assert_eq!(messages.status, 200);
 
-    // The next turn's capture replaces it: the notes are gone from the change.
+    // In the browser: both repositories, a diff opened; then the next turn's capture
+    // replaces it (the notes are gone from the change) while the page is open.
+    let out = inspect_tests::browser::artifacts("changes");
+    let _ = std::fs::remove_file(out.join("waiting-for-next-turn"));
+    let browser = {
+        let (base, out, id) = (base.clone(), out.clone(), id.clone());
+        tokio::task::spawn_blocking(move || {
+            inspect_tests::browser::run_script("changes.mjs", &base, &out, &[("SESSION_ID", id)])
+        })
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !out.join("waiting-for-next-turn").exists() {
+        assert!(!browser.is_finished(), "the browser script ended early");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the browser never got to the diff"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
     ws.send(json!({"type": "prompt", "content": "drop the notes"}))
         .await
         .unwrap();
     until_complete(&mut ws).await;
+    browser.await.unwrap();
     let listed = send(Method::GET, &url(""), None).await.unwrap();
     let demo_files: Vec<&str> = listed.body["repos"]
         .as_array()

@@ -24,6 +24,8 @@ export interface LiveState {
   presence: Presence[];
   artifacts: Artifact[];
   tunnelUrls: Record<string, string>;
+  /** When the workspace's change was last captured (0: not since the page opened). */
+  changesAt: number;
   sandbox: { status: string; error?: string };
   processing: boolean;
   loadingOlder: boolean;
@@ -41,6 +43,7 @@ export function initialLiveState(): LiveState {
     presence: [],
     artifacts: [],
     tunnelUrls: {},
+    changesAt: 0,
     sandbox: { status: "none" },
     processing: false,
     loadingOlder: false,
@@ -206,6 +209,9 @@ export class LiveSession {
         s.artifacts = s.artifacts.some((a) => a.id === m.artifact.id)
           ? s.artifacts.map((a) => (a.id === m.artifact.id ? m.artifact : a))
           : [...s.artifacts, m.artifact];
+        break;
+      case "diff_updated":
+        s.changesAt = m.capturedAt;
         break;
       case "tunnel_urls":
         s.tunnelUrls = m.tunnelUrls;

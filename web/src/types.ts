@@ -5,6 +5,9 @@
 export type {
   Actor,
   Automation,
+  ChangedFile,
+  ChangesSummary,
+  RepoChanges,
   AutomationCreated,
   AutomationRequest,
   Comparison,

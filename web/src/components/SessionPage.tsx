@@ -4,6 +4,7 @@ import { LiveSession, initialLiveState, type LiveState } from "../live";
 import { bootSteps, ordered } from "../timeline";
 import type { ChildSummary, Me, QueuedPrompt } from "../types";
 import { Avatar, ErrorNote, ago, duration, repoLabel } from "./bits";
+import { ChangesPanel } from "./Changes";
 import { ModelPicker } from "./ModelPicker";
 import { Timeline } from "./Timeline";
 
@@ -320,6 +321,7 @@ export function SessionPage({ id, me }: { id: string; me: Me }) {
           />
           <Queue queue={state.queue} live={live} me={me} />
           <PromptBox state={state} live={live} />
+          <ChangesPanel sessionId={id} capturedAt={state.changesAt} />
         </div>
         <aside class="session-side">
           <PresencePanel state={state} />
