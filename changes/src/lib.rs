@@ -384,6 +384,21 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_file_name_that_is_not_utf8_is_listed_readably() {
+        use std::os::unix::ffi::OsStrExt;
+        let (dir, base) = repo();
+        let p = dir.path();
+        let name = std::ffi::OsStr::from_bytes(b"caf\xe9 \xff.txt");
+        std::fs::write(p.join(name), "x\n").unwrap();
+        let c = capture(p, "acme/web", &base, Limits::default()).await.unwrap();
+        assert_eq!(c.files.len(), 1);
+        let f = &c.files[0];
+        assert_eq!(f.path, "caf\u{fffd} \u{fffd}.txt");
+        assert_eq!((f.kind, f.additions), (ChangeKind::Added, 1));
+        assert!(f.patch.as_deref().unwrap().contains("+x"));
+    }
+
+    #[tokio::test]
     async fn a_repository_gone_from_the_workspace_is_an_error() {
         let dir = tempfile::tempdir().unwrap();
         let e = capture(
