@@ -390,7 +390,9 @@ mod tests {
         let p = dir.path();
         let name = std::ffi::OsStr::from_bytes(b"caf\xe9 \xff.txt");
         std::fs::write(p.join(name), "x\n").unwrap();
-        let c = capture(p, "acme/web", &base, Limits::default()).await.unwrap();
+        let c = capture(p, "acme/web", &base, Limits::default())
+            .await
+            .unwrap();
         assert_eq!(c.files.len(), 1);
         let f = &c.files[0];
         assert_eq!(f.path, "caf\u{fffd} \u{fffd}.txt");

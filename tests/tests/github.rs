@@ -12,6 +12,7 @@ use inspect_tests::fakes::github::{Account, FakeGitHub};
 use inspect_tests::fakes::model::Reply;
 use inspect_tests::repo::{commit_all, git, init_repo};
 use inspect_tests::signing::github_webhook;
+use inspect_tests::Stack;
 use reqwest::header::{COOKIE, LOCATION, SET_COOKIE};
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
@@ -88,6 +89,24 @@ async fn sign_in(base: &str, gh: &FakeGitHub, login: &str) {
         .await
         .unwrap();
     assert_eq!(done.status(), StatusCode::FOUND, "{:?}", done.text().await);
+}
+
+/// The session's pull request artifacts, in the order recorded.
+async fn pr_artifacts(stack: &Stack, id: &str) -> Vec<Value> {
+    let artifacts = send(
+        Method::GET,
+        &stack.url(&format!("/sessions/{id}/artifacts")),
+        None,
+    )
+    .await
+    .unwrap();
+    artifacts.body["artifacts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["type"] == "pr")
+        .cloned()
+        .collect()
 }
 
 /// Sends a delivery signed as GitHub signs it.
@@ -437,20 +456,7 @@ async fn the_bot_answers_a_mention_with_a_pull_request_and_a_comment() {
     );
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let artifacts = send(
-            Method::GET,
-            &stack.url(&format!("/sessions/{id}/artifacts")),
-            None,
-        )
-        .await
-        .unwrap();
-        let pr_artifact = artifacts.body["artifacts"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|a| a["type"] == "pr")
-            .cloned()
-            .unwrap();
+        let pr_artifact = pr_artifacts(&stack, &id).await.remove(0);
         if pr_artifact["metadata"]["review"] == "approved" {
             assert_eq!(pr_artifact["metadata"]["reviewer"], "bob");
             assert_eq!(pr_artifact["metadata"]["state"], "merged");
@@ -705,18 +711,9 @@ async fn a_session_on_a_github_repository_opens_one_pull_request_and_reuses_it()
     assert!(r.status().is_success(), "{:?}", r.text().await);
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let artifacts = send(
-            Method::GET,
-            &stack.url(&format!("/sessions/{id}/artifacts")),
-            None,
-        )
-        .await
-        .unwrap();
-        let states: Vec<Value> = artifacts.body["artifacts"]
-            .as_array()
-            .unwrap()
+        let states: Vec<Value> = pr_artifacts(&stack, &id)
+            .await
             .iter()
-            .filter(|a| a["type"] == "pr")
             .map(|a| a["metadata"]["state"].clone())
             .collect();
         if states == vec![json!("merged"), json!("closed")] {

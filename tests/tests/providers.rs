@@ -233,6 +233,12 @@ impl World {
 
     /// A prompt that reads `scratch.txt` back, run to the end: every message.
     async fn read_scratch(&self, ws: &mut WsClient) -> Vec<Value> {
+        self.ask_to_read_scratch(ws).await;
+        self.until_complete(ws, 1).await
+    }
+
+    /// Sends the prompt that reads the scratch file back (the model scripted for it).
+    async fn ask_to_read_scratch(&self, ws: &mut WsClient) {
         self.agent.model.push(vec![
             Reply::tool(
                 "bash",
@@ -243,7 +249,6 @@ impl World {
         ws.send(json!({"type": "prompt", "content": "read scratch"}))
             .await
             .unwrap();
-        self.until_complete(ws, 1).await
     }
 
     /// A session whose sandbox exposes port 3000, its first prompt run to the end: its id,
@@ -1439,16 +1444,7 @@ async fn opencomputer_a_resume_that_does_not_come_up_resumes_the_same_sandbox() 
     w.until_complete(&mut ws, 1).await;
     w.until_stopped(&mut ws).await;
     o.crash_next_start();
-    w.agent.model.push(vec![
-        Reply::tool(
-            "bash",
-            json!({"command": "cat scratch.txt", "description": "read it"}),
-        ),
-        Reply::text("Still there."),
-    ]);
-    ws.send(json!({"type": "prompt", "content": "read scratch"}))
-        .await
-        .unwrap();
+    w.ask_to_read_scratch(&mut ws).await;
     let errors = w.errors_until_success(&mut ws).await;
     assert!(
         errors
