@@ -2,13 +2,14 @@
 //!
 //! The pure parts — which branch a pull request uses, what state a PR is in, whether a
 //! webhook delivery is genuine and what it asks for, how untrusted text is put into a
-//! prompt — are plain functions tested natively. The runtime parts (`client`, `app`,
+//! prompt, which lines a review's comment may sit on — are plain functions tested natively. The runtime parts (`client`, `app`,
 //! `api`) send requests with the Workers runtime's `fetch` and are shared by the Worker and
 //! the SessionDO; `bot` is the webhook's handler the Worker dispatches to, `installation`
 //! the App's repositories kept in D1, `publish` a session's pull request and reports.
 
 pub mod pem;
 pub mod pulls;
+pub mod review;
 pub mod tokens;
 pub mod untrusted;
 pub mod webhook;
