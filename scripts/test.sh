@@ -14,7 +14,7 @@ log "clippy (native)"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 log "clippy (wasm32)"
 # Every crate but the native-only ones (tokio) builds for the Worker.
-cargo clippy --workspace --exclude inspect-supervisor --exclude inspect-tests \
+cargo clippy --workspace --exclude inspect-supervisor --exclude inspect-tests --exclude inspect-changes \
   --target wasm32-unknown-unknown --quiet -- -D warnings
 
 log "the Modal app's pure part (python3 unittest)"
