@@ -132,6 +132,81 @@ pub struct RepoSettings {
     /// The environment bot-started sessions use.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_environment_id: Option<String>,
+    /// What the bot's review may be besides a comment (`APPROVE`, `REQUEST_CHANGES`);
+    /// empty: the bot only comments.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub review_verdicts: Vec<ReviewVerdict>,
+    /// Markdown the bot's review prompt carries: what this repository wants looked at.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review_instructions: Option<String>,
+}
+
+/// At most this many characters of review instructions in a repository's settings.
+pub const MAX_REVIEW_INSTRUCTIONS_CHARS: usize = 8_000;
+
+/// A review's verdict, as GitHub's `event`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ReviewVerdict {
+    #[default]
+    Comment,
+    Approve,
+    RequestChanges,
+}
+
+/// Which side of a diff a review comment is on: the old file's lines or the new file's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "UPPERCASE")]
+pub enum DiffSide {
+    Left,
+    #[default]
+    Right,
+}
+
+/// A comment the agent wants on one line of a pull request's diff.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReviewComment {
+    pub path: String,
+    pub line: u64,
+    #[serde(default)]
+    pub side: DiffSide,
+    pub body: String,
+}
+
+/// `POST /sessions/:id/reviews`, from the session's sandbox (the agent's `open-inspect
+/// review`): the review of the pull request the running prompt came from.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReviewRequest {
+    #[serde(default)]
+    pub event: ReviewVerdict,
+    #[serde(default)]
+    pub body: String,
+    #[serde(default)]
+    pub comments: Vec<ReviewComment>,
+}
+
+/// At most this many inline comments in one review, and characters in a body or comment
+/// (GitHub's own limit for a body).
+pub const MAX_REVIEW_COMMENTS: usize = 100;
+pub const MAX_REVIEW_TEXT_CHARS: usize = 65_536;
+
+/// The review as GitHub took it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct ReviewResult {
+    pub url: String,
+    /// The verdict given (a comment when the one asked is not allowed here).
+    pub event: ReviewVerdict,
+    /// Comments on lines of the diff, and those folded into the body because they were not.
+    pub inline: u32,
+    pub folded: u32,
 }
 
 /// Where a prompt's outcome is reported when it completes. Set only by the control plane
@@ -152,6 +227,9 @@ pub enum CallbackContext {
         /// The review comment answered, when the prompt came from one.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         review_comment_id: Option<i64>,
+        /// The bot was asked to review: the outcome is a review, not a comment.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        review: bool,
     },
     /// A Slack thread: progress and the outcome are posted there.
     Slack(crate::slack::SlackThread),
@@ -178,6 +256,9 @@ pub struct Completion {
     /// Files the turn's tools wrote, relative to the workspace.
     #[serde(default)]
     pub changed_files: Vec<String>,
+    /// The review the prompt submitted on its pull request (`open-inspect review`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review_url: Option<String>,
     pub context: CallbackContext,
 }
 

@@ -4,7 +4,10 @@
 use crate::run::agent_api::{KEY_VAR, URL_VAR};
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
-use inspect_protocol::scm::{PullRequestRequest, PullRequestResponse};
+use inspect_protocol::scm::{
+    DiffSide, PullRequestRequest, PullRequestResponse, ReviewComment, ReviewRequest, ReviewResult,
+    ReviewVerdict,
+};
 
 #[derive(Parser)]
 #[command(
@@ -58,6 +61,23 @@ enum ToolCommand {
         #[command(subcommand)]
         command: ChildCommand,
     },
+    /// Submit the review of the pull request this prompt came from (once).
+    Review {
+        /// comment, approve or request-changes.
+        #[arg(long, default_value = "comment", value_parser = ["comment", "approve", "request-changes"])]
+        event: String,
+        #[arg(long, default_value = "")]
+        body: String,
+        /// Read the body from a file instead.
+        #[arg(long)]
+        body_file: Option<std::path::PathBuf>,
+        /// PATH:LINE=TEXT on the new file's line, PATH:LINE:left=TEXT on a removed one.
+        #[arg(long = "comment")]
+        comments: Vec<String>,
+        /// A JSON list of {path, line, side, body}.
+        #[arg(long)]
+        comments_file: Option<std::path::PathBuf>,
+    },
     /// Push the work and open (or update) a pull request.
     Pr {
         #[arg(long)]
@@ -83,6 +103,13 @@ pub async fn run(args: Vec<String>) -> Result<()> {
     let tool = AgentTool::parse_from(std::iter::once("open-inspect".to_owned()).chain(args));
     let command = match tool.command {
         ToolCommand::Child { command } => return child(command).await,
+        ToolCommand::Review {
+            event,
+            body,
+            body_file,
+            comments,
+            comments_file,
+        } => return review(&event, body, body_file, &comments, comments_file).await,
         pr => pr,
     };
     let ToolCommand::Pr {
@@ -154,6 +181,103 @@ pub async fn run(args: Vec<String>) -> Result<()> {
             pr.message.map(|m| format!(" — {m}")).unwrap_or_default()
         );
     }
+    Ok(())
+}
+
+/// `PATH:LINE=TEXT` or `PATH:LINE:left|right=TEXT`: the first `:LINE[:side]=` splits it,
+/// so a path may hold colons and a text anything.
+fn parse_comment(spec: &str) -> Result<ReviewComment> {
+    for (i, _) in spec.match_indices(':') {
+        let rest = &spec[i + 1..];
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            continue;
+        }
+        let after = &rest[digits..];
+        let (side, text) = if let Some(t) = after.strip_prefix('=') {
+            (DiffSide::Right, t)
+        } else if let Some(t) = after.strip_prefix(":left=") {
+            (DiffSide::Left, t)
+        } else if let Some(t) = after.strip_prefix(":right=") {
+            (DiffSide::Right, t)
+        } else {
+            continue;
+        };
+        let line = rest[..digits].parse().context("a line number")?;
+        return Ok(ReviewComment {
+            path: spec[..i].to_owned(),
+            line,
+            side,
+            body: text.to_owned(),
+        });
+    }
+    bail!("--comment is PATH:LINE=TEXT (or PATH:LINE:left=TEXT), not {spec:?}")
+}
+
+async fn review(
+    event: &str,
+    body: String,
+    body_file: Option<std::path::PathBuf>,
+    specs: &[String],
+    comments_file: Option<std::path::PathBuf>,
+) -> Result<()> {
+    let body = match body_file {
+        Some(f) => {
+            std::fs::read_to_string(&f).with_context(|| format!("reading {}", f.display()))?
+        }
+        None => body,
+    };
+    let mut comments = specs
+        .iter()
+        .map(|s| parse_comment(s))
+        .collect::<Result<Vec<_>>>()?;
+    if let Some(f) = comments_file {
+        let text =
+            std::fs::read_to_string(&f).with_context(|| format!("reading {}", f.display()))?;
+        let more: Vec<ReviewComment> = serde_json::from_str(&text).with_context(|| {
+            format!(
+                "{} is a JSON list of {{path, line, side, body}}",
+                f.display()
+            )
+        })?;
+        comments.extend(more);
+    }
+    let event = match event {
+        "approve" => ReviewVerdict::Approve,
+        "request-changes" => ReviewVerdict::RequestChanges,
+        _ => ReviewVerdict::Comment,
+    };
+    let request = ReviewRequest {
+        event,
+        body,
+        comments,
+    };
+    let answer = call(
+        reqwest::Method::POST,
+        "/reviews",
+        Some(serde_json::to_value(&request)?),
+    )
+    .await
+    .context("no review")?;
+    let done: ReviewResult = serde_json::from_value(answer).context("reading the answer")?;
+    let event = match done.event {
+        ReviewVerdict::Approve => "approved",
+        ReviewVerdict::RequestChanges => "requested changes",
+        ReviewVerdict::Comment => "commented",
+    };
+    println!(
+        "submitted the review ({event}, {} inline comment(s){}): {}",
+        done.inline,
+        if done.folded > 0 {
+            format!(
+                ", {} moved into the body as their lines are not in the diff",
+                done.folded
+            )
+        } else {
+            String::new()
+        },
+        done.url
+    );
     Ok(())
 }
 
@@ -306,4 +430,24 @@ async fn child(command: ChildCommand) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod review_tests {
+    use super::*;
+
+    #[test]
+    fn comments_name_a_path_a_line_and_a_side() {
+        let c = parse_comment("src/a:b.rs:42=Why = here?").unwrap();
+        assert_eq!(
+            (c.path.as_str(), c.line, c.side, c.body.as_str()),
+            ("src/a:b.rs", 42, DiffSide::Right, "Why = here?")
+        );
+        let c = parse_comment("old.rs:7:left=gone").unwrap();
+        assert_eq!((c.line, c.side), (7, DiffSide::Left));
+        for bad in ["no-line", "a.rs:=x", "a.rs:12", "a.rs:x=1"] {
+            assert!(parse_comment(bad).is_err(), "{bad}");
+        }
+    }
 }

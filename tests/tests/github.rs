@@ -1144,3 +1144,281 @@ async fn a_mention_on_a_pull_request_from_a_fork_works_on_its_code_and_pushes_no
         "the prompt says the branch is a fork's"
     );
 }
+
+/// The bot as a reviewer: a review request starts a session on the pull request's branch
+/// whose agent submits one review through `open-inspect review` — its verdict as the
+/// repository allows, a comment on a changed line inline, one off the diff moved into the
+/// body (the fake refuses such a line with 422, as GitHub does) — and nothing more is
+/// posted. A reply in the review's thread, with no mention, continues the same session
+/// and is answered in that thread; a reply in someone else's thread is not the bot's.
+#[tokio::test]
+async fn a_review_request_gets_one_review_and_a_reply_in_its_thread_continues_the_session() {
+    let gh = FakeGitHub::start(vec![alice()]).await.unwrap();
+    github_repo(&gh, "acme", "web");
+    let pr = gh.open_pull("acme", "web", "feat/login", "main", "Login page", "alice");
+    gh.set_permission("acme", "web", "alice", "write");
+    let mut vars = gh.worker_vars();
+    vars.push(("GITHUB_WEBHOOK_SECRET".into(), WEBHOOK_SECRET.into()));
+    let AgentStack { model, host, stack } = AgentStack::start(
+        vec![
+            // A review the repository does not allow (approve), then one it does.
+            Reply::tool(
+                "bash",
+                json!({"command": "open-inspect review --event request-changes --body 'The page needs a title.' --comment 'login.txt:1=Say what the page is for' --comment 'login.txt:40=This line is not in the diff'", "description": "submit the review"}),
+            ),
+            Reply::tool(
+                "bash",
+                json!({"command": "open-inspect review --body 'again' || echo SECOND-REFUSED", "description": "a second review"}),
+            ),
+            Reply::text("Submitted: changes requested."),
+            Reply::text("A title tells people where they are."),
+        ],
+        vars,
+    )
+    .await
+    .unwrap();
+    let base = stack.base_url.clone();
+    let r = send(
+        Method::PUT,
+        &stack.url("/repos/acme/web/settings"),
+        Some(
+            json!({"botEnabled": true, "reviewVerdicts": ["REQUEST_CHANGES"],
+                    "reviewInstructions": "Look hard at the login copy."}),
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let bad = send(
+        Method::PUT,
+        &stack.url("/repos/acme/web/settings"),
+        Some(json!({"reviewVerdicts": ["MERGE"]})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(bad.status, 400, "{}", bad.body);
+
+    let who = alice();
+    let requested = json!({
+        "action": "review_requested",
+        "pull_request": gh.pull_json("acme", "web", pr).unwrap(),
+        "requested_reviewer": {"id": 99, "login": FakeGitHub::BOT_LOGIN, "type": "Bot"},
+        "repository": {"name": "web", "full_name": "acme/web", "private": true, "owner": {"login": "acme"}},
+        "sender": {"id": who.id, "login": who.login, "type": "User"},
+        "installation": {"id": 777}
+    });
+    let (status, body) = deliver(&base, "pull_request", "d-review-asked", &requested).await;
+    assert_eq!(status, 202, "{body}");
+
+    let review = eventually(180, "the bot's review", || gh.reviews().into_iter().next()).await;
+    assert_eq!(review.state, "CHANGES_REQUESTED", "{review:?}");
+    assert_eq!(review.author, FakeGitHub::BOT_LOGIN);
+    assert!(
+        review.body.starts_with("The page needs a title."),
+        "{}",
+        review.body
+    );
+    assert!(
+        review
+            .body
+            .contains("`login.txt` line 40: This line is not in the diff"),
+        "{}",
+        review.body
+    );
+    let listed = sessions(&base).await;
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    let id = listed[0]["id"].as_str().unwrap().to_owned();
+    assert!(
+        review.body.contains(&format!("/sessions/{id})")),
+        "{}",
+        review.body
+    );
+    assert_eq!(review.comments.len(), 1, "{review:?}");
+    let inline = gh
+        .comments()
+        .into_iter()
+        .find(|c| c.id == review.comments[0])
+        .unwrap();
+    assert_eq!(
+        (inline.path.as_deref(), inline.line, inline.body.as_str()),
+        (Some("login.txt"), Some(1), "Say what the page is for")
+    );
+    // The prompt carried the repository's instructions and the way to submit.
+    let asked = model.requests().first().cloned().unwrap().to_string();
+    assert!(asked.contains("Look hard at the login copy."), "{asked}");
+    assert!(asked.contains("open-inspect review"), "{asked}");
+
+    // The review is the answer: the session records it, and no comment follows it.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let artifacts = loop {
+        let out = send(
+            Method::GET,
+            &stack.url(&format!("/sessions/{id}/artifacts")),
+            None,
+        )
+        .await
+        .unwrap();
+        let found = out.body["artifacts"]
+            .as_array()
+            .and_then(|list| list.iter().find(|a| a["type"] == "review").cloned());
+        if let Some(a) = found {
+            break a;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no review artifact: {}",
+            out.body
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    assert_eq!(artifacts["metadata"]["event"], "REQUEST_CHANGES");
+    assert_eq!(artifacts["metadata"]["inline"], 1);
+    assert_eq!(artifacts["metadata"]["folded"], 1);
+    eventually(120, "the turn's end", || {
+        (model.remaining() == 1).then_some(())
+    })
+    .await;
+    let second_refused = model.requests().iter().any(|r| {
+        r.to_string().contains("SECOND-REFUSED") && r.to_string().contains("already submitted")
+    });
+    assert!(
+        second_refused,
+        "a second review in the same prompt is refused"
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(gh.reviews().len(), 1);
+    assert!(
+        !gh.comments()
+            .iter()
+            .any(|c| c.author == FakeGitHub::BOT_LOGIN && !c.review),
+        "{:?}",
+        gh.comments()
+    );
+
+    // Alice answers in the review's thread, without mentioning the bot.
+    let text = "Why does it need one?";
+    let reply = gh.add_review_comment(("acme", "web", pr), "alice", text, Some(inline.id));
+    let thread_reply = |comment: i64, in_reply_to: i64| {
+        json!({
+            "action": "created",
+            "pull_request": gh.pull_json("acme", "web", pr).unwrap(),
+            "comment": {"id": comment, "in_reply_to_id": in_reply_to, "body": text, "path": "login.txt",
+                "diff_hunk": "@@ -0,0 +1 @@\n+a login page", "user": {"id": who.id, "login": who.login, "type": "User"}},
+            "repository": {"name": "web", "full_name": "acme/web", "private": true, "owner": {"login": "acme"}},
+            "sender": {"id": who.id, "login": who.login, "type": "User"},
+            "installation": {"id": 777}
+        })
+    };
+    // In a thread someone else started: not the bot's business.
+    let other_top = gh.add_review_comment(("acme", "web", pr), "alice", "A note to self", None);
+    let other = gh.add_review_comment(("acme", "web", pr), "alice", text, Some(other_top));
+    let (status, body) = deliver(
+        &base,
+        "pull_request_review_comment",
+        "d-other-thread",
+        &thread_reply(other, other_top),
+    )
+    .await;
+    assert_eq!(status, 202, "{body}");
+    let (status, body) = deliver(
+        &base,
+        "pull_request_review_comment",
+        "d-thread-answer",
+        &thread_reply(reply, inline.id),
+    )
+    .await;
+    assert_eq!(status, 202, "{body}");
+    let answer = eventually(180, "the answer in the review's thread", || {
+        gh.comments()
+            .into_iter()
+            .find(|c| c.author == FakeGitHub::BOT_LOGIN && c.in_reply_to == Some(inline.id))
+    })
+    .await;
+    assert!(
+        answer.body.contains("where they are"),
+        "{}\n{}",
+        answer.body,
+        host.sandbox_logs()
+    );
+    let listed = sessions(&base).await;
+    assert_eq!(
+        listed.len(),
+        1,
+        "the reply continued the session: {listed:?}"
+    );
+    assert!(
+        !gh.comments()
+            .iter()
+            .any(|c| c.author == FakeGitHub::BOT_LOGIN && c.in_reply_to == Some(other_top)),
+        "the other thread is left alone"
+    );
+    assert_eq!(model.remaining(), 0);
+}
+
+/// The fake refuses reviews as GitHub does, so the control plane's own checks are tested
+/// against a service that would catch what they miss: a line outside the diff's hunks (on
+/// the side named), a file the pull request does not change, approving one's own pull
+/// request, requesting changes without a body. The files list pages as GitHub's does.
+#[tokio::test]
+async fn the_fake_github_refuses_the_reviews_github_refuses() {
+    let gh = FakeGitHub::start(vec![alice()]).await.unwrap();
+    github_repo(&gh, "acme", "web");
+    let pr = gh.open_pull("acme", "web", "feat/login", "main", "Login page", "alice");
+    let c = reqwest::Client::new();
+    let post = |login: &str, body: Value| {
+        c.post(format!("{}/repos/acme/web/pulls/{pr}/reviews", gh.base_url))
+            .bearer_auth(gh.user_token(login))
+            .header("user-agent", "test")
+            .json(&body)
+            .send()
+    };
+    let files: Value = c
+        .get(format!(
+            "{}/repos/acme/web/pulls/{pr}/files?per_page=1&page=1",
+            gh.base_url
+        ))
+        .bearer_auth(gh.user_token("bob"))
+        .header("user-agent", "test")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(files[0]["filename"], "login.txt", "{files}");
+    assert_eq!(files[0]["status"], "added");
+    assert_eq!(files[0]["patch"], "@@ -0,0 +1 @@\n+a login page");
+    let comment = |path: &str, line: u64, side: &str| json!({"event": "COMMENT", "body": "b", "comments": [{"path": path, "line": line, "side": side, "body": "c"}]});
+    for (body, why) in [
+        (
+            comment("login.txt", 2, "RIGHT"),
+            "line must be part of the diff",
+        ),
+        (
+            comment("login.txt", 1, "LEFT"),
+            "line must be part of the diff",
+        ),
+        (
+            comment("README.md", 1, "RIGHT"),
+            "Path could not be resolved",
+        ),
+        (json!({"event": "REQUEST_CHANGES"}), "Body is required"),
+    ] {
+        let r = post("bob", body).await.unwrap();
+        assert_eq!(r.status(), 422);
+        let text = r.text().await.unwrap();
+        assert!(text.contains(why), "{text}");
+    }
+    let own = post("alice", json!({"event": "APPROVE"})).await.unwrap();
+    assert_eq!(own.status(), 422);
+    assert!(own
+        .text()
+        .await
+        .unwrap()
+        .contains("Can not approve your own pull request"));
+    let ok = post("bob", comment("login.txt", 1, "RIGHT")).await.unwrap();
+    assert_eq!(ok.status(), 200);
+    let review: Value = ok.json().await.unwrap();
+    assert_eq!(review["state"], "COMMENTED");
+    assert_eq!(gh.reviews().len(), 1);
+}

@@ -477,7 +477,11 @@ export type CallbackContext = { "source": "github", owner: string, repo: string,
 /**
  * The review comment answered, when the prompt came from one.
  */
-reviewCommentId?: number | null, } | { "source": "slack" } & SlackThread | { "source": "automation" } & AutomationOrigin;
+reviewCommentId?: number | null, 
+/**
+ * The bot was asked to review: the outcome is a review, not a comment.
+ */
+review?: boolean, } | { "source": "slack" } & SlackThread | { "source": "automation" } & AutomationOrigin;
 
 export type PullRequestResult = { repoOwner: string, repoName: string, headBranch: string, baseBranch?: string | null, prNumber?: number | null, prUrl?: string | null, 
 /**
@@ -533,7 +537,16 @@ allowedTriggerUsers?: Array<string>,
 /**
  * The environment bot-started sessions use.
  */
-defaultEnvironmentId?: string | null, };
+defaultEnvironmentId?: string | null, 
+/**
+ * What the bot's review may be besides a comment (`APPROVE`, `REQUEST_CHANGES`);
+ * empty: the bot only comments.
+ */
+reviewVerdicts?: Array<ReviewVerdict>, 
+/**
+ * Markdown the bot's review prompt carries: what this repository wants looked at.
+ */
+reviewInstructions?: string | null, };
 
 export type Completion = { sessionId: string, messageId: string, success: boolean, error?: string | null, 
 /**
@@ -547,7 +560,29 @@ pullRequests: Array<[string, string]>,
 /**
  * Files the turn's tools wrote, relative to the workspace.
  */
-changedFiles: Array<string>, context: CallbackContext, };
+changedFiles: Array<string>, 
+/**
+ * The review the prompt submitted on its pull request (`open-inspect review`), if any.
+ */
+reviewUrl?: string | null, context: CallbackContext, };
+
+export type ReviewVerdict = "COMMENT" | "APPROVE" | "REQUEST_CHANGES";
+
+export type DiffSide = "LEFT" | "RIGHT";
+
+export type ReviewComment = { path: string, line: number, side: DiffSide, body: string, };
+
+export type ReviewRequest = { event: ReviewVerdict, body: string, comments: Array<ReviewComment>, };
+
+export type ReviewResult = { url: string, 
+/**
+ * The verdict given (a comment when the one asked is not allowed here).
+ */
+event: ReviewVerdict, 
+/**
+ * Comments on lines of the diff, and those folded into the body because they were not.
+ */
+inline: number, folded: number, };
 
 export type SessionStatus = "created" | "active" | "archived";
 

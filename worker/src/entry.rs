@@ -201,6 +201,10 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
             id,
             action: SessionAction::ReportChanges,
         } => return crate::objects::report_changes(env, id, req).await,
+        Route::Session {
+            id,
+            action: SessionAction::Reviews,
+        } => return crate::objects::reviews(env, id, req).await,
         // The parent's sandbox makes and acts on its children with its own credentials.
         Route::Children { id, op } => {
             use crate::routes::ChildOp;

@@ -118,6 +118,24 @@ pub(crate) async fn report_changes(env: &Env, id: &str, mut req: Request) -> Api
     .await
 }
 
+/// `POST /sessions/:id/reviews`: the agent's review from the session's sandbox, parsed
+/// here once (at most 1 MiB) and sent on typed; the object checks the sandbox's token and
+/// id, and which pull request the running prompt may review.
+pub(crate) async fn reviews(env: &Env, id: &str, mut req: Request) -> ApiResult<Response> {
+    use inspect_protocol::scm::ReviewRequest;
+    let body = crate::http::read_body_up_to(&mut req, 1 << 20).await?;
+    let review: ReviewRequest = body_as(&body)?;
+    let body = serde_json::to_vec(&review).map_err(|e| ApiError::internal(e.to_string()))?;
+    forward_as_sandbox(
+        env,
+        id,
+        SessionAction::Reviews.object_path(),
+        &req,
+        Some(&body),
+    )
+    .await
+}
+
 /// The body a session's object gets for `action`: parsed here, once, with the Worker's
 /// limits, and written anew from its type, so the object never reads what the Worker did
 /// not. Where a prompt's outcome is reported (`callbackContext`) is the control plane's or

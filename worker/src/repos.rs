@@ -232,6 +232,8 @@ const SETTINGS_FIELDS: &[&str] = &[
     "autoReviewOnOpen",
     "allowedTriggerUsers",
     "defaultEnvironmentId",
+    "reviewVerdicts",
+    "reviewInstructions",
 ];
 
 /// `PUT /repos/:owner/:name/settings`: changes the fields the body names and keeps the
@@ -293,6 +295,16 @@ pub async fn put_settings(
         return Err(ApiError::bad_request(
             "allowedTriggerUsers holds up to 100 GitHub logins",
         ));
+    }
+    if settings
+        .review_instructions
+        .as_ref()
+        .is_some_and(|t| t.chars().count() > inspect_protocol::scm::MAX_REVIEW_INSTRUCTIONS_CHARS)
+    {
+        return Err(ApiError::bad_request(format!(
+            "reviewInstructions is at most {} characters",
+            inspect_protocol::scm::MAX_REVIEW_INSTRUCTIONS_CHARS
+        )));
     }
     let json = serde_json::to_string(&settings).map_err(|e| ApiError::internal(e.to_string()))?;
     crate::db::run(

@@ -117,6 +117,7 @@ impl Route {
                     SessionAction::Socket
                         | SessionAction::ScmCredentials
                         | SessionAction::PullRequests
+                        | SessionAction::Reviews
                         | SessionAction::ReportChanges
                 ) || (*action == SessionAction::TunnelUrls && names_a_sandbox)
             }
@@ -271,6 +272,8 @@ pub enum SessionAction {
     TunnelUrls,
     ScmCredentials,
     PullRequests,
+    /// The agent's review of the pull request its prompt came from.
+    Reviews,
     /// The workspace's change: read by people (`GET`), reported by the sandbox (`PUT`).
     Changes,
     ReportChanges,
@@ -295,6 +298,7 @@ impl SessionAction {
             SessionAction::TunnelUrls => "/tunnel-urls",
             SessionAction::ScmCredentials => "/scm-credentials",
             SessionAction::PullRequests => "/pull-requests",
+            SessionAction::Reviews => "/reviews",
             SessionAction::Changes | SessionAction::ReportChanges => "/changes",
             SessionAction::Socket => "/ws",
         }
@@ -497,9 +501,10 @@ pub fn match_route(method: &str, path: &str) -> Option<Result<Route, ApiError>> 
                 (["ws-token"], "POST") => Ok(SessionAction::WsToken),
                 (["scm-credentials"], "POST") => Ok(SessionAction::ScmCredentials),
                 (["pull-requests"], "POST") => Ok(SessionAction::PullRequests),
+                (["reviews"], "POST") => Ok(SessionAction::Reviews),
                 (
                     ["prompt" | "stop" | "archive" | "unarchive" | "ws-token" | "scm-credentials"
-                    | "pull-requests"],
+                    | "pull-requests" | "reviews"],
                     _,
                 ) => Err(not_allowed(method, &["POST"])),
                 (["changes"], "GET") => Ok(SessionAction::Changes),

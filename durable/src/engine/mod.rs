@@ -14,6 +14,7 @@ pub mod people;
 pub mod plan;
 pub mod pulls;
 pub mod queue;
+pub mod reviews;
 pub mod sandbox;
 pub mod sockets;
 pub mod staged;

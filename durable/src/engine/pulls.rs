@@ -337,6 +337,7 @@ impl<S: Store> Session<'_, S> {
                 Some(paths) => paths,
                 None => self.changed_files(message_id)?,
             },
+            review_url: self.review_of(message_id)?,
             context,
         }))
     }

@@ -1441,7 +1441,65 @@ fn github_callback() -> inspect_protocol::scm::CallbackContext {
         repo: "web".into(),
         number: 7,
         review_comment_id: None,
+        review: false,
     }
+}
+
+#[test]
+fn a_prompt_from_a_pull_request_submits_one_review_that_its_completion_names() {
+    use inspect_protocol::scm::{ReviewResult, ReviewVerdict};
+    let st = store();
+    let s = created(&st);
+    let ann = s.participant_by_user("u-ann").unwrap().unwrap();
+    // Nothing running: no review.
+    assert_eq!(
+        s.review_target().unwrap_err().code,
+        inspect_protocol::ErrorCode::Conflict
+    );
+    let (plain, _) = s.enqueue(&ann, &prompt("a person's", None), 9).unwrap();
+    s.start_next(10).unwrap();
+    assert_eq!(
+        s.review_target().unwrap_err().code,
+        inspect_protocol::ErrorCode::BadRequest,
+        "a person's prompt has no pull request to review"
+    );
+    s.complete(&plain.message_id, true, None, 11).unwrap();
+    let mut with = prompt("review it", None);
+    with.callback_context = Some(github_callback());
+    let (bot, _) = s.enqueue(&ann, &with, 12).unwrap();
+    s.start_next(20).unwrap();
+    let target = s.review_target().unwrap();
+    assert_eq!(
+        (
+            target.message_id.as_str(),
+            target.owner.as_str(),
+            target.number
+        ),
+        (bot.message_id.as_str(), "acme", 7)
+    );
+    let result = ReviewResult {
+        url: "https://github.com/acme/web/pull/7#pullrequestreview-1".into(),
+        event: ReviewVerdict::Approve,
+        inline: 2,
+        folded: 1,
+    };
+    let fx = s.record_review(&target, &result, 21).unwrap();
+    assert_eq!(fx.outbound.len(), 1, "clients see the review artifact");
+    assert!(s
+        .record_review(&target, &result, 22)
+        .unwrap()
+        .outbound
+        .is_empty());
+    assert_eq!(
+        s.review_target().unwrap_err().code,
+        inspect_protocol::ErrorCode::Conflict,
+        "one review per prompt"
+    );
+    let fx = s.complete(&bot.message_id, true, None, 30).unwrap();
+    assert_eq!(
+        fx.completions[0].review_url.as_deref(),
+        Some(result.url.as_str())
+    );
 }
 
 #[test]

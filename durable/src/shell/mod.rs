@@ -36,6 +36,7 @@ mod fanout;
 mod index;
 mod lifecycle;
 mod pulls;
+mod reviews;
 mod routes;
 mod slack;
 mod staging;

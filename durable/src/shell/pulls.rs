@@ -407,9 +407,14 @@ async fn report(env: &Env, c: &Completion, session_url: &str) -> ApiResultT<()> 
             repo,
             number,
             review_comment_id,
+            review,
         } => {
             let pr = (owner.as_str(), repo.as_str(), *number);
-            publish::report(env, c, pr, *review_comment_id, session_url, now_ms()).await
+            let asked = publish::Asked {
+                review_comment_id: *review_comment_id,
+                review: *review,
+            };
+            publish::report(env, c, pr, asked, session_url, now_ms()).await
         }
         CallbackContext::Slack(thread) => {
             inspect_slack::thread::report(env, c, thread, session_url).await

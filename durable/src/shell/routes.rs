@@ -126,6 +126,18 @@ impl SessionDO {
                 .await;
                 reply(result)
             }
+            // The agent submits its review of the pull request its prompt came from.
+            (Method::Post, "reviews") => {
+                if let Some(refusal) = self.refuse_sandbox(&req) {
+                    return refusal;
+                }
+                let result = async {
+                    let body: inspect_protocol::scm::ReviewRequest = body_json(&mut req).await?;
+                    self.submit_review(body).await
+                }
+                .await;
+                reply(result)
+            }
             // Child sessions: the Worker asks the parent before and after making one.
             (Method::Post, "children/plan") => {
                 if let Some(refusal) = self.refuse_sandbox(&req) {

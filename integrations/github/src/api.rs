@@ -410,6 +410,11 @@ pub async fn permission(
     Ok(r.body.map(|p| p.permission))
 }
 
+/// The App's bot account (`name[bot]`), as GitHub shows it.
+pub fn bot_login(env: &Env) -> String {
+    setting(env, "GITHUB_BOT_USERNAME").unwrap_or_else(|| "open-inspect[bot]".into())
+}
+
 /// The API base, for messages.
 pub fn api(env: &Env) -> String {
     api_base(env)
@@ -445,4 +450,100 @@ pub fn session_url(env: &Env, origin: Option<&str>, session_id: &str) -> String 
         .or_else(|| origin.map(str::to_owned))
         .unwrap_or_default();
     format!("{}/sessions/{session_id}", base.trim_end_matches('/'))
+}
+
+/// The files of a pull request with their patches (`None`: binary, or too big for GitHub
+/// to show one), as `GET /pulls/{n}/files` pages them: 100 a page, GitHub's 3,000 at most.
+pub async fn pull_files(
+    env: &Env,
+    token: &str,
+    owner: &str,
+    repo: &str,
+    number: i64,
+) -> Result<Vec<(String, Option<String>)>, ApiError> {
+    #[derive(Deserialize)]
+    struct File {
+        filename: String,
+        #[serde(default)]
+        patch: Option<String>,
+    }
+    let mut files = Vec::new();
+    for page in 1..=30 {
+        let r: Reply<Vec<File>> = rest::get(
+            env,
+            token,
+            &format!("/repos/{owner}/{repo}/pulls/{number}/files?per_page=100&page={page}"),
+        )
+        .await?;
+        let Some(list) = r.body else {
+            return Err(unavailable(
+                "listing a pull request's files",
+                r.status,
+                r.error,
+            ));
+        };
+        let last = list.len() < 100;
+        files.extend(list.into_iter().map(|f| (f.filename, f.patch)));
+        if last {
+            break;
+        }
+    }
+    Ok(files)
+}
+
+/// A review GitHub took: its id and where people read it.
+#[derive(Debug, Clone, Deserialize)]
+pub struct SubmittedReview {
+    pub id: i64,
+    pub html_url: String,
+}
+
+/// Submits a review; `Err` carries GitHub's status and message when it refuses one (422
+/// for a comment off the diff, a verdict on one's own pull request).
+pub async fn submit_review(
+    env: &Env,
+    token: &str,
+    (owner, repo, number): (&str, &str, i64),
+    review: &crate::review::ReviewPlan,
+) -> Result<Result<SubmittedReview, (u16, String)>, ApiError> {
+    let body = serde_json::to_value(review).map_err(|e| ApiError::internal(e.to_string()))?;
+    let r: Reply<SubmittedReview> = send_json(
+        env,
+        Method::Post,
+        token,
+        &format!("/repos/{owner}/{repo}/pulls/{number}/reviews"),
+        &body,
+    )
+    .await?;
+    Ok(match r.body {
+        Some(s) => Ok(s),
+        None => Err((r.status, r.error.unwrap_or_default())),
+    })
+}
+
+/// The ids of a review's inline comments (each the top of a thread people may reply in).
+pub async fn review_comment_ids(
+    env: &Env,
+    token: &str,
+    (owner, repo, number): (&str, &str, i64),
+    review_id: i64,
+) -> Result<Vec<i64>, ApiError> {
+    #[derive(Deserialize)]
+    struct C {
+        id: i64,
+    }
+    let r: Reply<Vec<C>> = rest::get(
+        env,
+        token,
+        &format!("/repos/{owner}/{repo}/pulls/{number}/reviews/{review_id}/comments?per_page=100"),
+    )
+    .await?;
+    match r.body {
+        Some(list) => Ok(list.into_iter().map(|c| c.id).collect()),
+        None => Err(unavailable(
+            "listing a review's comments",
+            r.status,
+            r.error,
+        )),
+    }
 }

@@ -112,7 +112,7 @@ pub async fn webhook(
         });
         return answer(202, json!({"accepted": true, "event": event}));
     }
-    let bot = setting(env, "GITHUB_BOT_USERNAME").unwrap_or_else(|| "open-inspect[bot]".into());
+    let bot = api::bot_login(env);
     let trigger = match webhook::decide(&event, &body, &bot) {
         Ok(t) => t,
         Err(skip) => {
@@ -187,6 +187,24 @@ async fn act(
     origin: &str,
     t: &Trigger,
 ) -> Result<Acted, ApiError> {
+    // A reply in a thread the bot's review started continues that review's session; a
+    // reply elsewhere is for the bot only when it mentions it.
+    let thread_session = match &t.ask {
+        Ask::ReviewComment {
+            thread_id,
+            mentioned,
+            ..
+        } => {
+            let found = review_thread_session(env, t, *thread_id).await?;
+            if found.is_none() && !mentioned {
+                return Ok(Acted::Skipped(
+                    "a reply in a thread the bot did not start, without a mention".into(),
+                ));
+            }
+            found
+        }
+        _ => None,
+    };
     let settings = api::repo_settings(env, &t.owner, &t.repo).await?;
     if !settings.bot_enabled {
         return Ok(Acted::Skipped(format!(
@@ -194,7 +212,14 @@ async fn act(
             t.owner, t.repo
         )));
     }
-    if t.ask == (Ask::Review { requested: false }) && !settings.auto_review_on_open {
+    if matches!(
+        t.ask,
+        Ask::Review {
+            requested: false,
+            ..
+        }
+    ) && !settings.auto_review_on_open
+    {
         return Ok(Acted::Skipped("auto-review on open is off".into()));
     }
     let token = api::app_token(env, now_ms()).await?;
@@ -235,6 +260,43 @@ async fn act(
         email: None,
         avatar: None,
     };
+    let reviewing = matches!(t.ask, Ask::Review { .. });
+    let guide = webhook::ReviewGuide {
+        verdicts: crate::review::allowed_verdicts(
+            &settings,
+            &pull.user.login,
+            &api::bot_login(env),
+        ),
+        instructions: settings.review_instructions.clone(),
+    };
+    let mut content = webhook::prompt(t, &pull, &guide);
+    if pull.fork().is_none() && !reviewing {
+        content.push_str(&format!(
+            "\n\nTo update this pull request, run `open-inspect pr --head {} --base {} --title \"…\"` after committing.",
+            pull.head.branch, pull.base.branch
+        ));
+    }
+    let prompt = PromptRequest {
+        content,
+        callback_context: Some(CallbackContext::Github {
+            owner: t.owner.clone(),
+            repo: t.repo.clone(),
+            number: t.number,
+            review_comment_id: match &t.ask {
+                Ask::ReviewComment { thread_id, .. } => Some(*thread_id),
+                _ => None,
+            },
+            review: reviewing,
+        }),
+        ..Default::default()
+    };
+    if let Some(session_id) = thread_session {
+        plane
+            .prompt(&session_id, origin, &actor, &prompt)
+            .await
+            .map_err(|e| ApiError::internal(format!("the prompt was refused: {}", e.message)))?;
+        return Ok(Acted::Session(session_id));
+    }
     let on_branch = RepositoryRef {
         owner: t.owner.clone(),
         name: t.repo.clone(),
@@ -257,31 +319,35 @@ async fn act(
     let created = plane
         .create_session(origin, &actor, create, &[on_branch])
         .await?;
-    let mut content = webhook::prompt(t, &pull);
-    if pull.fork().is_none() {
-        content.push_str(&format!(
-            "\n\nTo update this pull request, run `open-inspect pr --head {} --base {} --title \"…\"` after committing.",
-            pull.head.branch, pull.base.branch
-        ));
-    }
-    let prompt = PromptRequest {
-        content,
-        callback_context: Some(CallbackContext::Github {
-            owner: t.owner.clone(),
-            repo: t.repo.clone(),
-            number: t.number,
-            review_comment_id: match &t.ask {
-                Ask::ReviewComment { thread_id, .. } => Some(*thread_id),
-                _ => None,
-            },
-        }),
-        ..Default::default()
-    };
     plane
         .prompt(&created.session_id, origin, &actor, &prompt)
         .await
         .map_err(|e| ApiError::internal(format!("the prompt was refused: {}", e.message)))?;
     Ok(Acted::Session(created.session_id))
+}
+
+/// The session whose review started the thread `thread_id` on the trigger's pull request.
+async fn review_thread_session(
+    env: &Env,
+    t: &Trigger,
+    thread_id: i64,
+) -> Result<Option<String>, ApiError> {
+    #[derive(serde::Deserialize)]
+    struct Row {
+        session_id: String,
+    }
+    let row: Option<Row> = db::first(
+        env,
+        "SELECT session_id FROM github_review_threads WHERE owner = ?1 AND repo = ?2 AND comment_id = ?3 AND number = ?4",
+        &[
+            t.owner.to_ascii_lowercase().as_str().into(),
+            t.repo.to_ascii_lowercase().as_str().into(),
+            num(thread_id),
+            num(t.number),
+        ],
+    )
+    .await?;
+    Ok(row.map(|r| r.session_id))
 }
 
 /// The environment a bot session uses: the repository's default, if it still exists, holds

@@ -109,20 +109,51 @@ pub async fn open_or_reuse(
     }
 }
 
-/// Reports a finished prompt on the pull request it came from: in the review thread when
-/// it came from one and GitHub takes the reply, on the pull request's conversation
-/// otherwise (the thread's comment was deleted, or it was not a thread's top comment).
+/// What a finished prompt was asked on its pull request: an answer in a review thread, a
+/// review.
+#[derive(Debug, Clone, Copy)]
+pub struct Asked {
+    pub review_comment_id: Option<i64>,
+    pub review: bool,
+}
+
+/// Reports a finished prompt on the pull request it came from. A prompt that submitted
+/// its review has said it; one asked for a review that did not submit one gives its last
+/// words as a review (a comment). Else in the review thread when it came from one and
+/// GitHub takes the reply, on the pull request's conversation otherwise (the thread's
+/// comment was deleted, or it was not a thread's top comment).
 pub async fn report(
     env: &Env,
     c: &Completion,
     (owner, repo, number): (&str, &str, i64),
-    review_comment_id: Option<i64>,
+    asked: Asked,
     session_url: &str,
     now: i64,
 ) -> Result<(), ApiError> {
+    if c.success && c.review_url.is_some() {
+        return Ok(());
+    }
     let token = api::app_token(env, now).await?;
     let body = crate::webhook::completion_comment(c, session_url);
-    if let Some(id) = review_comment_id {
+    if asked.review && c.success {
+        let plan = crate::review::plan(
+            &[],
+            Vec::new(),
+            &body,
+            inspect_protocol::scm::ReviewVerdict::Comment,
+            &[],
+        );
+        match api::submit_review(env, &token, (owner, repo, number), &plan).await? {
+            Ok(_) => return Ok(()),
+            Err((status, message)) => inspect_runtime::log::emit(
+                inspect_runtime::log::LogLine::warn("callback", "review_refused")
+                    .session(&c.session_id)
+                    .with("status", status)
+                    .detail(message),
+            ),
+        }
+    }
+    if let Some(id) = asked.review_comment_id {
         match api::reply_to_review_comment(env, &token, owner, repo, number, id, &body).await {
             Ok(()) => return Ok(()),
             Err(e) => inspect_runtime::log::emit(

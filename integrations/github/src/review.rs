@@ -3,43 +3,88 @@
 //! that may not (folded into the review's body, not lost), and the verdict the repository
 //! lets the bot give (a verdict it may not give becomes a comment, and says so).
 
-use serde::{Deserialize, Serialize};
+use inspect_protocol::scm::{
+    DiffSide as Side, ReviewComment as DraftComment, ReviewRequest, ReviewVerdict as Verdict,
+    MAX_REVIEW_COMMENTS, MAX_REVIEW_TEXT_CHARS,
+};
+use inspect_protocol::ApiError;
+use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// Which side of the diff a comment is on: the old file's lines or the new file's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "UPPERCASE")]
-pub enum Side {
-    Left,
-    Right,
-}
-
-/// A review's verdict, as GitHub's `event`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum Verdict {
-    Comment,
-    Approve,
-    RequestChanges,
-}
-
-impl Verdict {
-    fn words(self) -> &'static str {
-        match self {
-            Verdict::Comment => "comment",
-            Verdict::Approve => "approve",
-            Verdict::RequestChanges => "request changes",
-        }
+fn words(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Comment => "comment",
+        Verdict::Approve => "approve",
+        Verdict::RequestChanges => "request changes",
     }
 }
 
-/// A comment the agent wants on a line.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DraftComment {
-    pub path: String,
-    pub line: u64,
-    pub side: Side,
-    pub body: String,
+/// What the agent sent, checked before anything reaches GitHub: bounded texts, real paths
+/// and lines, a comment that says something.
+pub fn check(req: &ReviewRequest) -> Result<(), ApiError> {
+    if req.body.chars().count() > MAX_REVIEW_TEXT_CHARS {
+        return Err(ApiError::bad_request(format!(
+            "a review's body is at most {MAX_REVIEW_TEXT_CHARS} characters"
+        )));
+    }
+    if req.comments.len() > MAX_REVIEW_COMMENTS {
+        return Err(ApiError::bad_request(format!(
+            "a review has at most {MAX_REVIEW_COMMENTS} comments; put the rest in its body"
+        )));
+    }
+    for (i, c) in req.comments.iter().enumerate() {
+        let n = i + 1;
+        if c.path.trim().is_empty() || c.path.len() > 1024 || c.path.contains('\0') {
+            return Err(ApiError::bad_request(format!(
+                "comment {n}: a path in the repository is required"
+            )));
+        }
+        if c.line == 0 || c.line > 10_000_000 {
+            return Err(ApiError::bad_request(format!(
+                "comment {n}: line {} is not a line number",
+                c.line
+            )));
+        }
+        if c.body.trim().is_empty() || c.body.chars().count() > MAX_REVIEW_TEXT_CHARS {
+            return Err(ApiError::bad_request(format!(
+                "comment {n}: its text is 1 to {MAX_REVIEW_TEXT_CHARS} characters"
+            )));
+        }
+    }
+    if req.event == Verdict::RequestChanges && req.body.trim().is_empty() {
+        return Err(ApiError::bad_request(
+            "a review that requests changes says why in its body",
+        ));
+    }
+    Ok(())
+}
+
+/// The verdicts the bot may give on a pull request besides a comment: the repository's
+/// choice, none on a pull request the bot opened (GitHub refuses approving one's own).
+pub fn allowed_verdicts(
+    settings: &inspect_protocol::scm::RepoSettings,
+    pr_author: &str,
+    bot_login: &str,
+) -> Vec<Verdict> {
+    let own = pr_author.eq_ignore_ascii_case(bot_login)
+        || pr_author.eq_ignore_ascii_case(crate::webhook::bot_base_name(bot_login));
+    if own {
+        return Vec::new();
+    }
+    settings
+        .review_verdicts
+        .iter()
+        .copied()
+        .filter(|v| *v != Verdict::Comment)
+        .collect()
+}
+
+/// The session's link under the review's body.
+pub fn with_footer(body: &str, session_url: &str) -> String {
+    format!(
+        "{}\n\n---\n🔎 [View the session]({session_url})",
+        body.trim()
+    )
 }
 
 /// What is sent to `POST /repos/{owner}/{repo}/pulls/{number}/reviews`.
@@ -140,11 +185,11 @@ pub fn plan(
     if event != asked {
         text.push_str(&format!(
             "\n\n_(The agent would {}; this repository lets the bot only {}.)_",
-            asked.words(),
+            words(asked),
             allowed
                 .iter()
                 .chain(std::iter::once(&Verdict::Comment))
-                .map(|v| v.words())
+                .map(|v| words(*v))
                 .collect::<Vec<_>>()
                 .join(" or ")
         ));

@@ -54,6 +54,7 @@ pub async fn start(
     });
     let app = Router::new()
         .route("/pull-requests", post(pull_requests))
+        .route("/reviews", post(reviews))
         .route("/children", post(spawn_child))
         .route("/children/{id}", axum::routing::get(child_status))
         .route("/children/{id}/{op}", post(child_op))
@@ -79,6 +80,11 @@ fn authorized(headers: &HeaderMap, key: &str) -> bool {
 async fn pull_requests(State(f): State<Arc<Forward>>, headers: HeaderMap, body: Bytes) -> Response {
     tracing::info!("the agent asks for a pull request");
     relay(&f, &headers, reqwest::Method::POST, "pull-requests", body).await
+}
+
+async fn reviews(State(f): State<Arc<Forward>>, headers: HeaderMap, body: Bytes) -> Response {
+    tracing::info!("the agent submits a review");
+    relay(&f, &headers, reqwest::Method::POST, "reviews", body).await
 }
 
 async fn spawn_child(State(f): State<Arc<Forward>>, headers: HeaderMap, body: Bytes) -> Response {
@@ -191,6 +197,11 @@ You work on your own in a sandbox; the people who asked will read the result lat
   Options: `--base BRANCH`, `--head BRANCH`, `--repo OWNER/NAME` (in a session with
   several repositories), `--draft`, `--body-file FILE`. It pushes your work first and
   prints the pull request's URL. Open one when the work is ready for review or when asked.
+- When a prompt asks you to review a pull request, submit your review (once) with
+  `open-inspect review --event comment|approve|request-changes --body-file FILE
+  [--comment 'PATH:LINE=TEXT']…` (`PATH:LINE:left=TEXT` for a removed line;
+  `--comments-file FILE` takes a JSON list of `{path, line, side, body}`). Comments on
+  lines outside the diff are moved into the review's body. It prints the review's URL.
 - To hand a part of the work to a child session (its own sandbox and agent), run
   `open-inspect child spawn --prompt \"…\" [--title T] [--repo OWNER/NAME] [--branch B]`
   (prints the child's id), then `open-inspect child wait ID…` (waits until they finish and

@@ -61,6 +61,7 @@ struct World {
     git_requests: Vec<(String, u16)>,
     pulls: Vec<Pull>,
     comments: Vec<Comment>,
+    reviews: Vec<Review>,
     reactions: Vec<Reaction>,
     labels: Vec<(String, String, String)>,
     /// (owner, repo, login) → permission
@@ -111,6 +112,26 @@ pub struct Comment {
     pub in_reply_to: Option<i64>,
     /// A review comment (on the diff, in a thread), not one on the conversation.
     pub review: bool,
+    /// A review's inline comment: the review, the file, the line and its side.
+    pub review_id: Option<i64>,
+    pub path: Option<String>,
+    pub line: Option<u64>,
+    pub side: Option<String>,
+}
+
+/// A review submitted on a pull request (`POST /pulls/{n}/reviews`).
+#[derive(Debug, Clone)]
+pub struct Review {
+    pub id: i64,
+    pub owner: String,
+    pub repo: String,
+    pub number: i64,
+    pub author: String,
+    /// `APPROVED`, `CHANGES_REQUESTED`, `COMMENTED` or `PENDING`.
+    pub state: String,
+    pub body: String,
+    /// The ids of its inline comments (in [`FakeGitHub::comments`]).
+    pub comments: Vec<i64>,
 }
 
 #[derive(Debug, Clone)]
@@ -247,6 +268,18 @@ impl FakeGitHub {
                 post(reply_review_comment),
             )
             .route(
+                "/repos/{owner}/{repo}/pulls/{number}/files",
+                get(pull_files),
+            )
+            .route(
+                "/repos/{owner}/{repo}/pulls/{number}/reviews",
+                post(create_review),
+            )
+            .route(
+                "/repos/{owner}/{repo}/pulls/{number}/reviews/{id}/comments",
+                get(review_comments),
+            )
+            .route(
                 "/repos/{owner}/{repo}/pulls/{number}/requested_reviewers",
                 post(request_reviewers),
             )
@@ -345,6 +378,20 @@ impl FakeGitHub {
 
     pub fn comments(&self) -> Vec<Comment> {
         self.world().comments.clone()
+    }
+
+    /// A user access token for `login`, as if they had authorized an app (for calling the
+    /// fake directly).
+    pub fn user_token(&self, login: &str) -> String {
+        let mut w = self.world();
+        issue_user_token(&mut w, login.to_owned())["access_token"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    pub fn reviews(&self) -> Vec<Review> {
+        self.world().reviews.clone()
     }
 
     pub fn reactions(&self) -> Vec<Reaction> {
@@ -503,6 +550,10 @@ impl FakeGitHub {
             body: body.into(),
             in_reply_to,
             review,
+            review_id: None,
+            path: None,
+            line: None,
+            side: None,
         });
         id
     }
@@ -1394,6 +1445,10 @@ fn post_comment(
         body: text,
         review: in_reply_to.is_some(),
         in_reply_to,
+        review_id: None,
+        path: None,
+        line: None,
+        side: None,
     };
     let json = comment_json(&c, &w);
     w.comments.push(c);
@@ -1722,6 +1777,302 @@ async fn list_branches(
         .skip((page - 1) * per_page)
         .take(per_page)
         .map(|(name, sha)| json!({"name": name, "commit": {"sha": sha}, "protected": false}))
+        .collect();
+    Json(list).into_response()
+}
+
+/// One file of a pull request as `GET /pulls/{n}/files` shows it: name, status, counts, and
+/// the patch (the hunks, from the first `@@`), absent for a binary file.
+fn pr_file_list(s: &Shared, p: &Pull) -> Vec<Value> {
+    let git_dir = s.repos_root.join(&p.owner).join(format!("{}.git", p.repo));
+    let head = if p.head_owner.is_some() {
+        format!("refs/pull/{}/head", p.number)
+    } else {
+        format!("refs/heads/{}", p.head)
+    };
+    let range = format!("refs/heads/{}...{head}", p.base);
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .arg("--git-dir")
+            .arg(&git_dir)
+            .args(args)
+            .output()
+            .map(|o| o.stdout)
+            .unwrap_or_default()
+    };
+    let numstat = git(&["diff", "--numstat", "-z", "--no-renames", &range]);
+    let mut files = Vec::new();
+    // `-z` numstat: "added\tdeleted\tpath\0" per file ("-\t-\t" for binary).
+    for entry in numstat.split(|b| *b == 0).filter(|e| !e.is_empty()) {
+        let text = String::from_utf8_lossy(entry);
+        let mut parts = text.splitn(3, '\t');
+        let (Some(a), Some(d), Some(path)) = (parts.next(), parts.next(), parts.next()) else {
+            continue;
+        };
+        let binary = a == "-";
+        let (additions, deletions) = (a.parse::<u64>().unwrap_or(0), d.parse::<u64>().unwrap_or(0));
+        let diff = String::from_utf8_lossy(&git(&[
+            "diff",
+            "--no-renames",
+            "--no-color",
+            &range,
+            "--",
+            path,
+        ]))
+        .into_owned();
+        let status = if diff.contains("\nnew file mode") {
+            "added"
+        } else if diff.contains("\ndeleted file mode") {
+            "removed"
+        } else {
+            "modified"
+        };
+        let patch = (!binary)
+            .then(|| {
+                diff.find("@@")
+                    .map(|i| diff[i..].trim_end_matches('\n').to_owned())
+            })
+            .flatten();
+        files.push(json!({
+            "sha": "0000000000000000000000000000000000000000",
+            "filename": path, "status": status,
+            "additions": additions, "deletions": deletions, "changes": additions + deletions,
+            "patch": patch,
+        }));
+    }
+    files
+}
+
+#[derive(Deserialize)]
+struct Page {
+    per_page: Option<usize>,
+    page: Option<usize>,
+}
+
+async fn pull_files(
+    State(s): State<Arc<Shared>>,
+    Path((owner, repo, number)): Path<(String, String, i64)>,
+    Query(q): Query<Page>,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(r) = gate(&s, &headers, "GET", &uri, &owner, &repo) {
+        return r;
+    }
+    let pull = s
+        .world
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .pulls
+        .iter()
+        .find(|p| p.owner == owner && p.repo == repo && p.number == number)
+        .cloned();
+    let Some(pull) = pull else {
+        return error(StatusCode::NOT_FOUND, "Not Found");
+    };
+    // GitHub: 30 a page by default, 100 at most, 3,000 files in all.
+    let per_page = q.per_page.unwrap_or(30).clamp(1, 100);
+    let page = q.page.unwrap_or(1).max(1);
+    let files: Vec<Value> = pr_file_list(&s, &pull)
+        .into_iter()
+        .take(3000)
+        .skip((page - 1) * per_page)
+        .take(per_page)
+        .collect();
+    Json(files).into_response()
+}
+
+/// The lines each side of a file's patch spans, by its hunk headers (`@@ -a,b +c,d @@`):
+/// GitHub takes a review comment on a line inside a hunk of the side it names.
+type Spans = Vec<(u64, u64)>;
+
+fn hunk_ranges(patch: &str) -> (Spans, Spans) {
+    let (mut left, mut right) = (Vec::new(), Vec::new());
+    for header in patch.lines().filter_map(|l| l.strip_prefix("@@ -")) {
+        let Some((old, rest)) = header.split_once(" +") else {
+            continue;
+        };
+        let new = rest.split(' ').next().unwrap_or_default();
+        let span = |r: &str| {
+            let (start, count) = r.split_once(',').unwrap_or((r, "1"));
+            let (start, count) = (start.parse::<u64>().ok()?, count.parse::<u64>().ok()?);
+            Some((start, start + count))
+        };
+        left.extend(span(old));
+        right.extend(span(new));
+    }
+    (left, right)
+}
+
+fn unprocessable(message: &str) -> Response {
+    (
+        StatusCode::UNPROCESSABLE_ENTITY,
+        Json(json!({"message": "Unprocessable Entity", "errors": [message],
+            "documentation_url": "https://docs.github.com/rest/pulls/reviews#create-a-review-for-a-pull-request"})),
+    )
+        .into_response()
+}
+
+#[derive(Deserialize)]
+struct NewReviewComment {
+    path: Option<String>,
+    line: Option<u64>,
+    side: Option<String>,
+    position: Option<u64>,
+    body: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct NewReview {
+    body: Option<String>,
+    event: Option<String>,
+    #[serde(default)]
+    comments: Vec<NewReviewComment>,
+}
+
+/// `POST /repos/{o}/{r}/pulls/{n}/reviews`, refusing what GitHub refuses: an unknown
+/// event, approving or requesting changes on one's own pull request, a missing body where
+/// the event needs one, a comment on a file the pull request does not change or on a line
+/// outside the diff's hunks.
+async fn create_review(
+    State(s): State<Arc<Shared>>,
+    Path((owner, repo, number)): Path<(String, String, i64)>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let who = match gate(&s, &headers, "POST", &uri, &owner, &repo) {
+        Ok(w) => w,
+        Err(r) => return r,
+    };
+    let Ok(review) = serde_json::from_slice::<NewReview>(&body) else {
+        return error(StatusCode::BAD_REQUEST, "Problems parsing JSON");
+    };
+    let pull = s
+        .world
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .pulls
+        .iter()
+        .find(|p| p.owner == owner && p.repo == repo && p.number == number)
+        .cloned();
+    let Some(pull) = pull else {
+        return error(StatusCode::NOT_FOUND, "Not Found");
+    };
+    let state = match review.event.as_deref() {
+        None => "PENDING",
+        Some("APPROVE") => "APPROVED",
+        Some("REQUEST_CHANGES") => "CHANGES_REQUESTED",
+        Some("COMMENT") => "COMMENTED",
+        Some(other) => return unprocessable(&format!("Unknown event: {other}")),
+    };
+    if pull.author == who {
+        match state {
+            "APPROVED" => return unprocessable("Can not approve your own pull request"),
+            "CHANGES_REQUESTED" => {
+                return unprocessable("Can not request changes on your own pull request")
+            }
+            _ => {}
+        }
+    }
+    let text = review.body.clone().unwrap_or_default();
+    if matches!(state, "CHANGES_REQUESTED" | "COMMENTED") && text.trim().is_empty() {
+        return unprocessable("Body is required for this event");
+    }
+    let files = pr_file_list(&s, &pull);
+    for c in &review.comments {
+        let (Some(path), Some(text)) = (c.path.as_deref(), c.body.as_deref()) else {
+            return unprocessable("Review comments need a path and a body");
+        };
+        if text.trim().is_empty() {
+            return unprocessable("Review comment body can't be blank");
+        }
+        let Some(file) = files.iter().find(|f| f["filename"] == path) else {
+            return unprocessable("Path could not be resolved");
+        };
+        if c.position.is_some() {
+            continue;
+        }
+        let Some(line) = c.line else {
+            return unprocessable("Line could not be resolved");
+        };
+        let (left, right) = hunk_ranges(file["patch"].as_str().unwrap_or_default());
+        let ranges = match c.side.as_deref().unwrap_or("RIGHT") {
+            "RIGHT" => right,
+            "LEFT" => left,
+            _ => return unprocessable("Side must be LEFT or RIGHT"),
+        };
+        if !ranges.iter().any(|(a, b)| (*a..*b).contains(&line)) {
+            return unprocessable("Pull request review thread line must be part of the diff");
+        }
+    }
+    let mut w = s.world.lock().unwrap_or_else(|e| e.into_inner());
+    w.next_id += 1;
+    let id = 7000 + w.next_id;
+    let mut ids = Vec::new();
+    for c in review.comments {
+        w.next_id += 1;
+        let cid = 9000 + w.next_id;
+        ids.push(cid);
+        w.comments.push(Comment {
+            id: cid,
+            owner: owner.clone(),
+            repo: repo.clone(),
+            number,
+            author: who.clone(),
+            body: c.body.unwrap_or_default(),
+            in_reply_to: None,
+            review: true,
+            review_id: Some(id),
+            path: c.path,
+            line: c.line,
+            side: Some(c.side.unwrap_or_else(|| "RIGHT".into())),
+        });
+    }
+    w.reviews.push(Review {
+        id,
+        owner: owner.clone(),
+        repo: repo.clone(),
+        number,
+        author: who.clone(),
+        state: state.into(),
+        body: text.clone(),
+        comments: ids,
+    });
+    let json = json!({
+        "id": id, "user": user_json(&w, &who), "body": text, "state": state,
+        "html_url": format!("{}/{owner}/{repo}/pull/{number}#pullrequestreview-{id}", s.base_url),
+        "pull_request_url": format!("{}/repos/{owner}/{repo}/pulls/{number}", s.base_url),
+        "submitted_at": "2026-01-01T00:00:00Z",
+    });
+    (StatusCode::OK, Json(json)).into_response()
+}
+
+async fn review_comments(
+    State(s): State<Arc<Shared>>,
+    Path((owner, repo, number, id)): Path<(String, String, i64, i64)>,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(r) = gate(&s, &headers, "GET", &uri, &owner, &repo) {
+        return r;
+    }
+    let w = s.world.lock().unwrap_or_else(|e| e.into_inner());
+    if !w
+        .reviews
+        .iter()
+        .any(|r| r.id == id && r.owner == owner && r.repo == repo && r.number == number)
+    {
+        return error(StatusCode::NOT_FOUND, "Not Found");
+    }
+    let list: Vec<Value> = w
+        .comments
+        .iter()
+        .filter(|c| c.review_id == Some(id))
+        .map(|c| {
+            json!({"id": c.id, "pull_request_review_id": id, "path": c.path, "line": c.line,
+                   "side": c.side, "body": c.body, "user": user_json(&w, &c.author)})
+        })
         .collect();
     Json(list).into_response()
 }

@@ -63,7 +63,9 @@ function ArtifactsPanel({ state }: { state: LiveState }) {
               ? `Pull request ${meta.repoOwner ? `${String(meta.repoOwner)}/${String(meta.repoName)}` : ""}${meta.number ? `#${String(meta.number)}` : ""}`
               : a.type === "branch"
                 ? `Branch ${String(meta.branch ?? meta.head ?? "")}`
-                : a.type;
+                : a.type === "review"
+                  ? `Review of ${String(meta.repoOwner ?? "")}/${String(meta.repoName ?? "")}#${String(meta.number ?? "")}`
+                  : a.type;
           return (
             <li key={a.id}>
               {a.url ? (
@@ -92,6 +94,13 @@ function ArtifactsPanel({ state }: { state: LiveState }) {
                 </span>
               )}
               {a.type === "pr" && meta.authoredAs === "app" && <span class="muted small"> by the App</span>}
+              {a.type === "review" && typeof meta.event === "string" && (
+                <span class="muted small" data-testid="review-event">
+                  {" "}
+                  · {meta.event === "REQUEST_CHANGES" ? "changes requested" : meta.event === "APPROVE" ? "approved" : "commented"}
+                  {typeof meta.inline === "number" ? `, ${meta.inline} inline` : ""}
+                </span>
+              )}
             </li>
           );
         })}

@@ -654,6 +654,7 @@ function RepositorySettings({ repos }: { repos: Repository[] }) {
     if (!body.prLabel) delete body.prLabel;
     if (!body.defaultModel) delete body.defaultModel;
     if (!body.defaultEnvironmentId) delete body.defaultEnvironmentId;
+    if (!body.reviewInstructions?.trim()) delete body.reviewInstructions;
     try {
       setSettings(await put<RepoSettings>(`/repos/${repo}/settings`, body));
       setNote("Saved.");
@@ -703,6 +704,31 @@ function RepositorySettings({ repos }: { repos: Repository[] }) {
             value={settings.defaultModel ?? ""}
             placeholder="provider/model"
             onInput={(e) => setSettings({ ...settings, defaultModel: e.currentTarget.value })}
+          />
+        </label>
+        <fieldset class="stack">
+          <legend>What the bot's review may be besides a comment</legend>
+          {(["APPROVE", "REQUEST_CHANGES"] as const).map((v) => (
+            <label class="check">
+              <input
+                type="checkbox"
+                checked={(settings.reviewVerdicts ?? []).includes(v)}
+                onChange={(e) => {
+                  const rest = (settings.reviewVerdicts ?? []).filter((x) => x !== v);
+                  setSettings({ ...settings, reviewVerdicts: e.currentTarget.checked ? [...rest, v] : rest });
+                }}
+              />{" "}
+              {v === "APPROVE" ? "Approve" : "Request changes"}
+            </label>
+          ))}
+        </fieldset>
+        <label class="wide">
+          Review instructions (Markdown; the base branch's <code>.openinspect/review.md</code> is read too)
+          <textarea
+            rows={4}
+            maxLength={8000}
+            value={settings.reviewInstructions ?? ""}
+            onInput={(e) => setSettings({ ...settings, reviewInstructions: e.currentTarget.value })}
           />
         </label>
         <label class="wide">
