@@ -383,6 +383,58 @@ mod tests {
         assert_eq!(c.additions, 20_000 + 40 * 100);
     }
 
+    /// The worst case with the real limits: 5,000 changed files, a 50 MB generated
+    /// file, a binary one, names with spaces and a newline. What is kept stays within the
+    /// protocol's bounds, and a report of it fits what the Worker takes.
+    #[tokio::test]
+    async fn five_thousand_files_and_a_fifty_megabyte_one_stay_within_the_real_limits() {
+        use inspect_protocol::changes::{ChangesReport, MAX_REPORT_BYTES};
+        let (dir, base) = repo();
+        let p = dir.path();
+        let line = "generated line, long enough to make fifty megabytes quickly\n";
+        let big = line.repeat(50 * 1024 * 1024 / line.len());
+        std::fs::write(p.join("aa generated.txt"), big).unwrap();
+        std::fs::write(p.join("ab logo.png"), [0u8, 159, 146, 150, 0, 1, 2]).unwrap();
+        std::fs::write(p.join("ac new\nline.txt"), "x\n").unwrap();
+        std::fs::create_dir(p.join("many")).unwrap();
+        for i in 0..5_000 {
+            std::fs::write(
+                p.join("many").join(format!("file {i:04}.txt")),
+                format!("{}\n", "y".repeat(2_000)),
+            )
+            .unwrap();
+        }
+        let started = std::time::Instant::now();
+        let c = capture(p, "acme/web", &base, Limits::default())
+            .await
+            .unwrap();
+        eprintln!("5,003 files and 50 MB captured in {:?}", started.elapsed());
+        assert_eq!(c.files.len(), MAX_FILES_LISTED);
+        assert_eq!(c.more_files, 5_003 - MAX_FILES_LISTED as u64);
+        let generated = c
+            .files
+            .iter()
+            .find(|f| f.path == "aa generated.txt")
+            .unwrap();
+        assert_eq!(generated.omitted, Some(PatchOmitted::TooLarge));
+        let binary = c.files.iter().find(|f| f.path == "ab logo.png").unwrap();
+        assert_eq!(binary.omitted, Some(PatchOmitted::Binary));
+        assert!(c.files.iter().any(|f| f.path == "ac new\nline.txt"));
+        let kept: usize = c
+            .files
+            .iter()
+            .filter_map(|f| f.patch.as_ref())
+            .map(String::len)
+            .sum();
+        assert!(kept <= MAX_PATCH_BYTES_TOTAL, "{kept}");
+        assert!(c
+            .files
+            .iter()
+            .any(|f| f.omitted == Some(PatchOmitted::OverTotal)));
+        let report = serde_json::to_vec(&ChangesReport { repos: vec![c] }).unwrap();
+        assert!(report.len() <= MAX_REPORT_BYTES, "{}", report.len());
+    }
+
     #[tokio::test]
     async fn a_file_name_that_is_not_utf8_is_listed_readably() {
         use std::os::unix::ffi::OsStrExt;

@@ -1243,6 +1243,45 @@ async fn a_review_request_gets_one_review_and_a_reply_in_its_thread_continues_th
         (inline.path.as_deref(), inline.line, inline.body.as_str()),
         (Some("login.txt"), Some(1), "Say what the page is for")
     );
+    // Only the session's own sandbox submits; a body is bounded and typed.
+    let c = reqwest::Client::new();
+    let forged = c
+        .post(stack.url(&format!("/sessions/{id}/reviews")))
+        .header("Authorization", "Bearer not-this-sandbox")
+        .header("X-Sandbox-ID", "sb_other")
+        .json(&json!({"event": "APPROVE", "body": "lgtm"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), StatusCode::UNAUTHORIZED);
+    let person = send(
+        Method::POST,
+        &stack.url(&format!("/sessions/{id}/reviews")),
+        Some(json!({"event": "APPROVE", "body": "lgtm"})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(person.status, 401, "{}", person.body);
+    let huge = c
+        .post(stack.url(&format!("/sessions/{id}/reviews")))
+        .header("Authorization", "Bearer not-this-sandbox")
+        .header("X-Sandbox-ID", "sb_other")
+        .header("content-type", "application/json")
+        .body(format!("{{\"body\": \"{}\"}}", "x".repeat(2 << 20)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(huge.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    let unknown = c
+        .post(stack.url(&format!("/sessions/{id}/reviews")))
+        .header("Authorization", "Bearer not-this-sandbox")
+        .header("X-Sandbox-ID", "sb_other")
+        .json(&json!({"event": "APPROVE", "commitId": "abc"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unknown.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(gh.reviews().len(), 1);
     // The prompt carried the repository's instructions and the way to submit.
     let asked = model.requests().first().cloned().unwrap().to_string();
     assert!(asked.contains("Look hard at the login copy."), "{asked}");
