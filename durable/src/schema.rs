@@ -237,6 +237,19 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX change_files_by_path ON change_files (repo, path);
     "#,
+    // 20: terminals people opened in the sandbox (their bytes are never stored).
+    r#"
+    CREATE TABLE terminals (
+        id TEXT PRIMARY KEY,
+        opened_by TEXT NOT NULL,
+        opened_by_name TEXT NOT NULL,
+        opened_at INTEGER NOT NULL,
+        cols INTEGER NOT NULL,
+        rows INTEGER NOT NULL,
+        closed_at INTEGER,
+        exit_code INTEGER
+    );
+    "#,
 ];
 
 /// The schema every migration above makes, written as it ends up: what a new session's
@@ -412,6 +425,16 @@ pub(crate) const FRESH: &str = r#"
         PRIMARY KEY (repo, idx)
     );
     CREATE INDEX change_files_by_path ON change_files (repo, path);
+    CREATE TABLE terminals (
+        id TEXT PRIMARY KEY,
+        opened_by TEXT NOT NULL,
+        opened_by_name TEXT NOT NULL,
+        opened_at INTEGER NOT NULL,
+        cols INTEGER NOT NULL,
+        rows INTEGER NOT NULL,
+        closed_at INTEGER,
+        exit_code INTEGER
+    );
 "#;
 
 pub fn current_version() -> i64 {

@@ -50,6 +50,20 @@ pub enum ClientMessage {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         limit: Option<usize>,
     },
+    /// Keys typed (or pasted) into an open terminal.
+    TerminalInput {
+        terminal_id: String,
+        data: String,
+    },
+    TerminalResize {
+        terminal_id: String,
+        cols: u16,
+        rows: u16,
+    },
+    /// Send me what the terminal shows (its scroll-back): a browser that (re)opened it.
+    TerminalAttach {
+        terminal_id: String,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -172,6 +186,22 @@ pub enum ServerMessage {
     },
     SnapshotSaved {
         snapshot_id: String,
+    },
+    TerminalOpened {
+        terminal: crate::terminal::TerminalInfo,
+    },
+    /// A terminal's bytes (base64); `replay` when they are its scroll-back, sent to the one
+    /// client that attached.
+    TerminalOutput {
+        terminal_id: String,
+        data: String,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        replay: bool,
+    },
+    TerminalClosed {
+        terminal_id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exit_code: Option<i32>,
     },
     SandboxRestored {
         sandbox_id: String,

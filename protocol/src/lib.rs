@@ -21,6 +21,7 @@ pub mod sandbox;
 pub mod scm;
 pub mod session;
 pub mod slack;
+pub mod terminal;
 pub mod vendor;
 
 pub use error::{ApiError, ErrorBody, ErrorCode};

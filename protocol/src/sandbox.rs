@@ -217,6 +217,21 @@ pub enum SandboxEvent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         snapshot_id: Option<String>,
     },
+    /// A terminal's output (base64), never stored; `client` when it is a replay for one.
+    TerminalOutput {
+        terminal_id: String,
+        data: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        client: Option<String>,
+    },
+    /// A terminal's shell ended (or could not start: `error`).
+    TerminalExit {
+        terminal_id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exit_code: Option<i32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
 }
 
 impl SandboxEvent {
@@ -240,6 +255,8 @@ impl SandboxEvent {
             SandboxEvent::Warning { .. } => "warning",
             SandboxEvent::SessionTitle { .. } => "session_title",
             SandboxEvent::SnapshotReady { .. } => "snapshot_ready",
+            SandboxEvent::TerminalOutput { .. } => "terminal_output",
+            SandboxEvent::TerminalExit { .. } => "terminal_exit",
         }
     }
 
@@ -376,6 +393,29 @@ pub enum SandboxCommand {
     Error {
         code: String,
         message: String,
+    },
+    /// A person opened a terminal: start a shell on a PTY of this size.
+    TerminalOpen {
+        terminal_id: String,
+        cols: u16,
+        rows: u16,
+    },
+    TerminalInput {
+        terminal_id: String,
+        data: String,
+    },
+    TerminalResize {
+        terminal_id: String,
+        cols: u16,
+        rows: u16,
+    },
+    /// Send the terminal's scroll-back, for the client socket `client`.
+    TerminalReplay {
+        terminal_id: String,
+        client: String,
+    },
+    TerminalClose {
+        terminal_id: String,
     },
 }
 

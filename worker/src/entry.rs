@@ -373,6 +373,10 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
                 )
             }
         }
+        Route::CloseTerminal { id, terminal } => {
+            let path = format!("/terminals/{terminal}");
+            crate::objects::forward_at(env, &id, &path, req, Some(actor), Vec::new(), false).await
+        }
         Route::Session { id, action } => {
             let vouched = matches!(caller.via, caller::Via::Service { .. });
             let body = typed_session_body(action, &body, vouched)?;

@@ -159,6 +159,10 @@ pub(crate) fn typed_session_body(
             let title: inspect_protocol::session::TitleRequest = body_as(body)?;
             write(serde_json::to_vec(&title))
         }
+        SessionAction::OpenTerminal => {
+            let open: inspect_protocol::terminal::OpenTerminalRequest = body_as(body)?;
+            write(serde_json::to_vec(&open))
+        }
         _ => Ok(Vec::new()),
     }
 }
@@ -290,6 +294,26 @@ pub(crate) async fn forward(
             .await
             .map_err(|e| ApiError::new(ErrorCode::Unavailable, e.to_string()));
     }
+    forward_at(env, id, action.object_path(), req, actor, body, vouched).await
+}
+
+/// [`forward`] to a path of the object that names something (`/terminals/<id>`).
+pub(crate) async fn forward_at(
+    env: &Env,
+    id: &str,
+    path: &str,
+    req: Request,
+    actor: Option<&Actor>,
+    body: Vec<u8>,
+    vouched: bool,
+) -> ApiResult<Response> {
+    let stub = session_stub(env, id)?;
+    let origin = origin_of(&req);
+    let query = req
+        .url()
+        .ok()
+        .and_then(|u| u.query().map(|q| format!("?{q}")))
+        .unwrap_or_default();
     let method = req.method();
     let headers = Headers::new();
     headers
@@ -309,7 +333,7 @@ pub(crate) async fn forward(
     if matches!(method, Method::Post | Method::Patch | Method::Put) {
         init.with_body(Some(js_sys_bytes(&body)));
     }
-    let url = format!("https://session{}{}", action.object_path(), query);
+    let url = format!("https://session{path}{query}");
     let inner = Request::new_with_init(&url, &init).map_err(internal)?;
     stub.fetch_with_request(inner)
         .await

@@ -68,6 +68,11 @@ pub enum Route {
     AttachmentUpload {
         id: String,
     },
+    /// `DELETE /sessions/:id/terminals/:terminal`: a person closes a terminal.
+    CloseTerminal {
+        id: String,
+        terminal: String,
+    },
     /// `GET /sessions/:id/attachments/:attachment`: the session's sandbox fetches one.
     AttachmentDownload {
         id: String,
@@ -132,6 +137,7 @@ impl Route {
         match self {
             Route::AttachmentUpload { id }
             | Route::AttachmentDownload { id, .. }
+            | Route::CloseTerminal { id, .. }
             | Route::Children { id, .. }
             | Route::Session { id, .. } => Some(id),
             _ => None,
@@ -274,6 +280,9 @@ pub enum SessionAction {
     PullRequests,
     /// The agent's review of the pull request its prompt came from.
     Reviews,
+    /// A session's terminals: listed (`GET`), one opened (`POST`).
+    Terminals,
+    OpenTerminal,
     /// The workspace's change: read by people (`GET`), reported by the sandbox (`PUT`).
     Changes,
     ReportChanges,
@@ -299,6 +308,7 @@ impl SessionAction {
             SessionAction::ScmCredentials => "/scm-credentials",
             SessionAction::PullRequests => "/pull-requests",
             SessionAction::Reviews => "/reviews",
+            SessionAction::Terminals | SessionAction::OpenTerminal => "/terminals",
             SessionAction::Changes | SessionAction::ReportChanges => "/changes",
             SessionAction::Socket => "/ws",
         }
@@ -510,6 +520,19 @@ pub fn match_route(method: &str, path: &str) -> Option<Result<Route, ApiError>> 
                 (["changes"], "GET") => Ok(SessionAction::Changes),
                 (["changes"], "PUT") => Ok(SessionAction::ReportChanges),
                 (["changes"], _) => Err(not_allowed(method, &["GET", "PUT"])),
+                (["terminals"], "GET") => Ok(SessionAction::Terminals),
+                (["terminals"], "POST") => Ok(SessionAction::OpenTerminal),
+                (["terminals"], _) => Err(not_allowed(method, &["GET", "POST"])),
+                (["terminals", terminal], "DELETE") => {
+                    if !valid_session_id(terminal) {
+                        return Some(Err(ApiError::not_found("no such terminal")));
+                    }
+                    return Some(Ok(Route::CloseTerminal {
+                        id: (*id).to_owned(),
+                        terminal: (*terminal).to_owned(),
+                    }));
+                }
+                (["terminals", _], _) => Err(not_allowed(method, &["DELETE"])),
                 (["title"], "PATCH") => Ok(SessionAction::Title),
                 (["title"], _) => Err(not_allowed(method, &["PATCH"])),
                 (["events"], "GET") => Ok(SessionAction::Events),

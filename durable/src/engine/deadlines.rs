@@ -289,6 +289,7 @@ impl<S: Store> Session<'_, S> {
                 &[],
             )
             .map_err(internal)?;
+        self.terminals_gone(now).map_err(internal)?;
         let mut fx = Effects::none();
         fx.to_sandbox.push(SandboxCommand::Shutdown);
         fx.merge(self.status_effects("stopped", None, now)?);
@@ -458,6 +459,7 @@ impl<S: Store> Session<'_, S> {
                 &[],
             )
             .map_err(internal)?;
+        self.terminals_gone(now).map_err(internal)?;
         if let Some(m) = self.processing()? {
             fx.merge(self.complete(&m.id, false, Some(reason.into()), now)?);
         }

@@ -86,7 +86,14 @@ impl<S: Store> Session<'_, S> {
                 );
                 continue;
             }
-            if !active && !matches!(frame.event, SandboxEvent::Heartbeat) {
+            // A terminal's output is not the sandbox at work (typing into one is, counted
+            // when it is typed); writing for each would hold every echo for a write.
+            if !active
+                && !matches!(
+                    frame.event,
+                    SandboxEvent::Heartbeat | SandboxEvent::TerminalOutput { .. }
+                )
+            {
                 active = true;
                 if let Err(e) = self.sandbox_active(now) {
                     refuse(&mut fx, e.code.as_str(), e.message);
@@ -163,6 +170,33 @@ impl<S: Store> Session<'_, S> {
             }
         }
         let event = &frame.event;
+        match event {
+            // A terminal's bytes pass through; they are not the timeline's.
+            SandboxEvent::TerminalOutput {
+                terminal_id,
+                data,
+                client,
+            } => return self.terminal_output(terminal_id, data, client.as_deref()),
+            SandboxEvent::TerminalExit {
+                terminal_id,
+                exit_code,
+                error,
+            } => {
+                if let Some(e) = error {
+                    let mut warn = Effects::none();
+                    warn.merge(self.close_terminal(terminal_id, None, *exit_code, now)?);
+                    let mut data = serde_json::Map::new();
+                    data.insert("scope".into(), "terminal".into());
+                    data.insert("message".into(), e.as_str().into());
+                    let ev = timeline::append(self.store, "warning", None, data, now)
+                        .map_err(internal)?;
+                    warn.broadcast(ServerMessage::SandboxEvent { event: ev });
+                    return Ok(warn);
+                }
+                return self.close_terminal(terminal_id, None, *exit_code, now);
+            }
+            _ => {}
+        }
         if let Some(part) = streamed_part(frame) {
             let ev = timeline::upsert(
                 self.store,

@@ -19,6 +19,7 @@ pub mod sandbox;
 pub mod sockets;
 pub mod staged;
 pub mod state;
+pub mod terminals;
 pub mod timeline;
 
 pub use effects::{Effects, Outbound, Target};

@@ -167,6 +167,9 @@ impl<S: Store> Session<'_, S> {
                 now.into(),
             ],
         )?;
+        if !LIVE_STATES.contains(&status) {
+            self.terminals_gone(now)?;
+        }
         self.store.execute(
             "UPDATE session SET sandbox_status = ? WHERE id = 1",
             &[status.into()],

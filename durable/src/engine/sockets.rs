@@ -277,6 +277,19 @@ impl<S: Store> Session<'_, S> {
                     participants: vec![presence],
                 });
             }
+            ClientMessage::TerminalInput { terminal_id, data } => {
+                fx.merge(self.terminal_input(&terminal_id, data, now)?);
+            }
+            ClientMessage::TerminalResize {
+                terminal_id,
+                cols,
+                rows,
+            } => {
+                fx.merge(self.terminal_resize(&terminal_id, cols, rows)?);
+            }
+            ClientMessage::TerminalAttach { terminal_id } => {
+                fx.merge(self.terminal_attach(ws_id, &terminal_id)?);
+            }
             ClientMessage::FetchHistory { cursor, limit } => {
                 let sid = self.session_id()?;
                 let codec = timeline::CursorCodec { session_id: &sid };

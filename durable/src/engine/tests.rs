@@ -2023,3 +2023,150 @@ fn a_capture_of_the_workspace_replaces_the_last_and_is_read_file_by_file() {
     assert_eq!(s.captured_paths().unwrap().unwrap(), vec!["c.rs"]);
     assert_eq!(s.changed_file("acme/api", "main.go").unwrap(), None);
 }
+
+mod terminals {
+    use super::*;
+    use inspect_protocol::sandbox::SandboxCommand;
+    use inspect_protocol::terminal::OpenTerminalRequest;
+    use inspect_protocol::ErrorCode;
+    use serde_json::json;
+
+    fn frame(sandbox: &str, v: serde_json::Value) -> String {
+        let mut v = v;
+        v["sandboxId"] = json!(sandbox);
+        v["timestamp"] = json!(1);
+        v.to_string()
+    }
+
+    fn sent(fx: &Effects) -> Vec<String> {
+        fx.to_sandbox
+            .iter()
+            .map(|c| {
+                serde_json::to_value(c).unwrap()["type"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_terminal_opens_in_a_running_sandbox_and_its_bytes_pass_through() {
+        let st = store();
+        let s = created(&st);
+        let ann = s.participant_by_user("u-ann").unwrap().unwrap();
+        let size = OpenTerminalRequest { cols: 80, rows: 24 };
+        assert_eq!(
+            s.open_terminal(&ann, &size, 5).unwrap_err().code,
+            ErrorCode::Conflict,
+            "no sandbox yet"
+        );
+        s.enqueue(&ann, &prompt("work", None), 10).unwrap();
+        let (t, _) = s.begin_spawn(10).unwrap().unwrap();
+        s.spawn_accepted(&t.sandbox_id, 10).unwrap();
+        s.sandbox_opened("sbws", 10).unwrap();
+        s.on_sandbox_frame(&frame(&t.sandbox_id, json!({"type": "ready"})), 11);
+        join(&s, "ann", "ws1", 12);
+        for bad in [(0, 24), (80, 0), (100_00, 24), (80, 1_000)] {
+            let req = OpenTerminalRequest {
+                cols: bad.0,
+                rows: bad.1,
+            };
+            assert_eq!(
+                s.open_terminal(&ann, &req, 12).unwrap_err().code,
+                ErrorCode::BadRequest
+            );
+        }
+        let (info, fx) = s.open_terminal(&ann, &size, 13).unwrap();
+        assert_eq!(sent(&fx), vec!["terminal_open"]);
+        assert_eq!(info.opened_by, "ann");
+        assert_eq!(s.terminals().unwrap().len(), 1);
+        // Keys from a subscribed client go to the sandbox; a closed or unknown terminal,
+        // a bad size or too much at once are errors to the sender only.
+        let input = |id: &str, data: &str| {
+            frame_of(&ClientMessage::TerminalInput {
+                terminal_id: id.into(),
+                data: data.into(),
+            })
+        };
+        let fx = s.on_client_frame("ws1", &input(&info.id, "echo $((6*7))\r"), 14);
+        assert_eq!(sent(&fx), vec!["terminal_input"]);
+        let fx = s.on_client_frame("ws1", &input("term_nope", "x"), 14);
+        assert_eq!(only_error(&fx).0, "not_found");
+        let fx = s.on_client_frame("ws1", &input(&info.id, &"x".repeat(70_000)), 14);
+        assert_eq!(only_error(&fx).0, "payload_too_large");
+        let resize = frame_of(&ClientMessage::TerminalResize {
+            terminal_id: info.id.clone(),
+            cols: 0,
+            rows: 0,
+        });
+        assert_eq!(
+            only_error(&s.on_client_frame("ws1", &resize, 14)).0,
+            "bad_request"
+        );
+        let resize = frame_of(&ClientMessage::TerminalResize {
+            terminal_id: info.id.clone(),
+            cols: 120,
+            rows: 40,
+        });
+        assert_eq!(
+            sent(&s.on_client_frame("ws1", &resize, 14)),
+            vec!["terminal_resize"]
+        );
+        assert_eq!(s.terminals().unwrap()[0].cols, 120);
+        // An unsubscribed socket types nothing.
+        s.socket_opened("ws2", sockets::KIND_CLIENT, 14).unwrap();
+        assert_eq!(
+            only_error(&s.on_client_frame("ws2", &input(&info.id, "x"), 14)).0,
+            "unauthorized"
+        );
+        // Output goes to every client; a replay to the one that attached.
+        let out = json!({"type": "terminal_output", "terminalId": info.id, "data": "NDIK"});
+        let fx = s.on_sandbox_frame(&frame(&t.sandbox_id, out), 15);
+        assert!(matches!(fx.outbound[0].target, Target::AllClients));
+        let attach = frame_of(&ClientMessage::TerminalAttach {
+            terminal_id: info.id.clone(),
+        });
+        let fx = s.on_client_frame("ws1", &attach, 15);
+        assert!(
+            matches!(&fx.to_sandbox[0], SandboxCommand::TerminalReplay { client, .. } if client == "ws1")
+        );
+        let replay = json!({"type": "terminal_output", "terminalId": info.id, "data": "NDIK", "client": "ws1"});
+        let fx = s.on_sandbox_frame(&frame(&t.sandbox_id, replay), 15);
+        assert!(matches!(&fx.outbound[0].target, Target::Socket(ws) if ws == "ws1"));
+        // The shell exits: the terminal is closed, with its code, and said on the timeline.
+        let exit = json!({"type": "terminal_exit", "terminalId": info.id, "exitCode": 0});
+        let fx = s.on_sandbox_frame(&frame(&t.sandbox_id, exit), 16);
+        assert!(fx.outbound.iter().any(|o| matches!(
+            o.message,
+            ServerMessage::TerminalClosed {
+                exit_code: Some(0),
+                ..
+            }
+        )));
+        assert_eq!(s.terminals().unwrap()[0].closed_at, Some(16));
+        let late = json!({"type": "terminal_output", "terminalId": info.id, "data": "NDIK"});
+        assert!(s
+            .on_sandbox_frame(&frame(&t.sandbox_id, late), 17)
+            .outbound
+            .is_empty());
+        // Another one, closed by the sandbox's stop.
+        let (second, _) = s.open_terminal(&ann, &size, 18).unwrap();
+        s.set_sandbox_status("stopped", None, 19).unwrap();
+        let listed = s.terminals().unwrap();
+        assert_eq!(
+            listed.iter().find(|t| t.id == second.id).unwrap().closed_at,
+            Some(19)
+        );
+        assert_eq!(
+            s.close_terminal(&second.id, Some(&ann), None, 20)
+                .unwrap_err()
+                .code,
+            ErrorCode::NotFound
+        );
+    }
+
+    fn frame_of(msg: &ClientMessage) -> String {
+        serde_json::to_string(msg).unwrap()
+    }
+}

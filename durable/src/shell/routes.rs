@@ -379,6 +379,42 @@ impl SessionDO {
                     Err(e) => json_error(&e),
                 }
             }
+            (Method::Post, "terminals") => {
+                let result = async {
+                    let actor = actor_of(&req)?;
+                    let body: inspect_protocol::terminal::OpenTerminalRequest =
+                        body_json(&mut req).await?;
+                    let me = self.author(&actor, now)?;
+                    engine.open_terminal(&me, &body, now)
+                }
+                .await;
+                match result {
+                    Ok((info, fx)) => {
+                        self.apply(fx);
+                        json_ok(&info)
+                    }
+                    Err(e) => json_error(&e),
+                }
+            }
+            (Method::Get, "terminals") => reply(
+                engine
+                    .terminals()
+                    .map(|terminals| inspect_protocol::terminal::TerminalList { terminals }),
+            ),
+            (Method::Delete, t) if t.starts_with("terminals/") => {
+                let id = &t["terminals/".len()..];
+                let result = actor_of(&req).and_then(|actor| {
+                    let me = self.author(&actor, now)?;
+                    engine.close_terminal(id, Some(&me), None, now)
+                });
+                match result {
+                    Ok(fx) => {
+                        self.apply(fx);
+                        json_ok(&serde_json::json!({ "closed": true }))
+                    }
+                    Err(e) => json_error(&e),
+                }
+            }
             (Method::Post, "stop") => {
                 let result = actor_of(&req).and_then(|actor| {
                     let me = self.author(&actor, now)?;

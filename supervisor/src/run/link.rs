@@ -8,7 +8,7 @@
 use futures::{SinkExt, StreamExt};
 use inspect_protocol::sandbox::{
     SandboxCommand, SandboxEvent, SandboxFrame, FINAL_CONNECT_STATUSES, HEARTBEAT_INTERVAL_SECS,
-    MAX_BATCH_EVENTS, MAX_UNACKED_EVENTS, RECONNECT_BACKOFF_CAP_SECS,
+    MAX_BATCH_EVENTS, MAX_SANDBOX_FRAME_BYTES, MAX_UNACKED_EVENTS, RECONNECT_BACKOFF_CAP_SECS,
 };
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -163,17 +163,33 @@ impl Outbox {
         }
     }
 
-    /// The next frame to send: one event, or a batch of those waiting.
+    /// The next frame to send: one event, or a batch of those waiting, at most
+    /// [`MAX_BATCH_EVENTS`] and half the session's frame limit (a terminal's output can
+    /// make many big events at once).
     fn next_frame(&mut self) -> Option<String> {
-        match self.pending.len() {
-            0 => None,
-            1 => self.pending.pop_front().map(|v| v.to_string()),
-            n => {
-                let take = n.min(MAX_BATCH_EVENTS);
-                let events: Vec<_> = self.pending.drain(..take).collect();
-                Some(serde_json::json!({ "type": "batch", "events": events }).to_string())
-            }
+        let first = self.pending.pop_front()?.to_string();
+        if self.pending.is_empty() {
+            return Some(first);
         }
+        let budget = MAX_SANDBOX_FRAME_BYTES / 2;
+        let mut batch = String::with_capacity(first.len() * 2);
+        batch.push_str(r#"{"type":"batch","events":["#);
+        batch.push_str(&first);
+        let mut count = 1;
+        while count < MAX_BATCH_EVENTS {
+            let Some(next) = self.pending.front().map(|v| v.to_string()) else {
+                break;
+            };
+            if batch.len() + next.len() + 3 > budget {
+                break;
+            }
+            self.pending.pop_front();
+            batch.push(',');
+            batch.push_str(&next);
+            count += 1;
+        }
+        batch.push_str("]}");
+        Some(batch)
     }
 }
 
@@ -383,6 +399,32 @@ mod tests {
         o.ack_many(&[call_ack]);
         o.requeue_unacked();
         assert!(o.next_frame().is_none());
+    }
+
+    #[test]
+    fn batches_stay_under_the_frame_limit() {
+        let cfg = config();
+        let mut outbox = Outbox::default();
+        for i in 0..40 {
+            outbox.push(
+                &cfg,
+                SandboxEvent::TerminalOutput {
+                    terminal_id: format!("t{i}"),
+                    data: "x".repeat(60 * 1024),
+                    client: None,
+                },
+            );
+        }
+        let mut frames = 0;
+        let mut events = 0;
+        while let Some(f) = outbox.next_frame() {
+            assert!(f.len() <= MAX_SANDBOX_FRAME_BYTES / 2, "{}", f.len());
+            let v: serde_json::Value = serde_json::from_str(&f).unwrap();
+            events += v["events"].as_array().map_or(1, Vec::len);
+            frames += 1;
+        }
+        assert_eq!(events, 40);
+        assert!(frames >= 5, "{frames}");
     }
 
     #[test]

@@ -11,6 +11,7 @@ pub mod changes;
 pub mod link;
 pub mod mapping;
 pub mod restore;
+pub mod terminals;
 
 use anyhow::{Context, Result};
 use boot::Step;
@@ -292,6 +293,11 @@ pub async fn run() -> Result<()> {
         opencode_session_id: Some(agent.session_id.clone()),
     });
 
+    let terminals = terminals::Terminals::new(
+        events.clone(),
+        directory.clone(),
+        Some(cfg.root.join("bin")),
+    );
     let mut turn: Option<Turn> = None;
     // Every agent message a turn has seen: the next turn ignores what still comes of them.
     let mut known_messages: std::collections::HashSet<String> = Default::default();
@@ -355,6 +361,11 @@ pub async fn run() -> Result<()> {
                     tracing::info!("shutdown requested");
                     return Ok(());
                 }
+                Some(SandboxCommand::TerminalOpen { terminal_id, cols, rows }) => terminals.open(&terminal_id, cols, rows),
+                Some(SandboxCommand::TerminalInput { terminal_id, data }) => terminals.input(&terminal_id, data),
+                Some(SandboxCommand::TerminalResize { terminal_id, cols, rows }) => terminals.resize(&terminal_id, cols, rows),
+                Some(SandboxCommand::TerminalReplay { terminal_id, client }) => terminals.replay(&terminal_id, &client),
+                Some(SandboxCommand::TerminalClose { terminal_id }) => terminals.close(&terminal_id),
                 Some(other) => {
                     events.send(SandboxEvent::Warning { scope: "sandbox".into(), message: format!("command not supported here: {}", serde_json::to_value(&other).ok().and_then(|v| v["type"].as_str().map(str::to_owned)).unwrap_or_default()) });
                 }
