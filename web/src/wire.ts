@@ -169,9 +169,9 @@ repository: string,
  */
 slackThread?: SlackThread | null, };
 
-export type ClientMessage = { "type": "ping" } | { "type": "subscribe", token: string, clientId: string, } | { "type": "prompt", content: string, model?: string | null, reasoningEffort?: string | null, attachments?: Array<Attachment> | null, clientRequestId?: string | null, } | { "type": "cancel_prompt", messageId: string, clientRequestId?: string | null, } | { "type": "stop" } | { "type": "typing" } | { "type": "presence", status: PresenceStatus, cursor?: JsonValue | null, } | { "type": "fetch_history", cursor?: string | null, limit?: number | null, };
+export type ClientMessage = { "type": "ping" } | { "type": "subscribe", token: string, clientId: string, } | { "type": "prompt", content: string, model?: string | null, reasoningEffort?: string | null, attachments?: Array<Attachment> | null, clientRequestId?: string | null, } | { "type": "cancel_prompt", messageId: string, clientRequestId?: string | null, } | { "type": "stop" } | { "type": "typing" } | { "type": "presence", status: PresenceStatus, cursor?: JsonValue | null, } | { "type": "fetch_history", cursor?: string | null, limit?: number | null, } | { "type": "terminal_input", terminalId: string, data: string, } | { "type": "terminal_resize", terminalId: string, cols: number, rows: number, } | { "type": "terminal_attach", terminalId: string, };
 
-export type ServerMessage = { "type": "pong", timestamp?: number | null, } | { "type": "subscribed", session: SessionState, artifacts: Array<Artifact>, timeline: EventWindow, promptQueue: Array<QueuedPrompt>, participantId: string, participant: Participant, } | { "type": "prompt_queued", messageId: string, position: number, clientRequestId?: string | null, } | { "type": "prompt_cancelled", messageId: string, clientRequestId?: string | null, } | { "type": "prompt_queue_updated", promptQueue: Array<QueuedPrompt>, } | { "type": "sandbox_event", event: TimelineEvent, } | { "type": "sandbox_events", events: Array<TimelineEvent>, } | { "type": "presence_sync", participants: Array<Presence>, } | { "type": "presence_update", participants: Array<Presence>, } | { "type": "presence_leave", participantId: string, userId: string, } | { "type": "sandbox_warming" } | { "type": "sandbox_spawning", sandboxId: string, } | { "type": "sandbox_status", status: string, error?: string | null, } | { "type": "sandbox_ready", sandboxId: string, } | { "type": "sandbox_error", error: string, } | { "type": "artifact_created", artifact: Artifact, } | { "type": "artifact_updated", artifact: Artifact, } | { "type": "diff_updated", capturedAt: number, files: number, additions: number, deletions: number, } | { "type": "snapshot_saved", snapshotId: string, } | { "type": "sandbox_restored", sandboxId: string, snapshotId: string, } | { "type": "tunnel_urls", tunnelUrls: { [key in string]: string }, } | { "type": "processing_status", isProcessing: boolean, messageId?: string | null, } | { "type": "history_page", events: Array<TimelineEvent>, cursor: string | null, hasMore: boolean, } | { "type": "session_status", status: SessionStatus, } | { "type": "session_title", title: string | null, } | { "type": "error", code: string, message: string, clientRequestId?: string | null, };
+export type ServerMessage = { "type": "pong", timestamp?: number | null, } | { "type": "subscribed", session: SessionState, artifacts: Array<Artifact>, timeline: EventWindow, promptQueue: Array<QueuedPrompt>, participantId: string, participant: Participant, } | { "type": "prompt_queued", messageId: string, position: number, clientRequestId?: string | null, } | { "type": "prompt_cancelled", messageId: string, clientRequestId?: string | null, } | { "type": "prompt_queue_updated", promptQueue: Array<QueuedPrompt>, } | { "type": "sandbox_event", event: TimelineEvent, } | { "type": "sandbox_events", events: Array<TimelineEvent>, } | { "type": "presence_sync", participants: Array<Presence>, } | { "type": "presence_update", participants: Array<Presence>, } | { "type": "presence_leave", participantId: string, userId: string, } | { "type": "sandbox_warming" } | { "type": "sandbox_spawning", sandboxId: string, } | { "type": "sandbox_status", status: string, error?: string | null, } | { "type": "sandbox_ready", sandboxId: string, } | { "type": "sandbox_error", error: string, } | { "type": "artifact_created", artifact: Artifact, } | { "type": "artifact_updated", artifact: Artifact, } | { "type": "diff_updated", capturedAt: number, files: number, additions: number, deletions: number, } | { "type": "snapshot_saved", snapshotId: string, } | { "type": "terminal_opened", terminal: TerminalInfo, } | { "type": "terminal_output", terminalId: string, data: string, replay?: boolean, } | { "type": "terminal_closed", terminalId: string, exitCode?: number | null, } | { "type": "sandbox_restored", sandboxId: string, snapshotId: string, } | { "type": "tunnel_urls", tunnelUrls: { [key in string]: string }, } | { "type": "processing_status", isProcessing: boolean, messageId?: string | null, } | { "type": "history_page", events: Array<TimelineEvent>, cursor: string | null, hasMore: boolean, } | { "type": "session_status", status: SessionStatus, } | { "type": "session_title", title: string | null, } | { "type": "error", code: string, message: string, clientRequestId?: string | null, };
 
 export type PresenceStatus = "active" | "idle";
 
@@ -436,7 +436,7 @@ requestId?: string | null, sha?: string | null,
 /**
  * Whether the pushed head differs from the base branch.
  */
-changed?: boolean | null, } | { "type": "push_error", error: string, repo?: string | null, requestId?: string | null, } | { "type": "warning", scope: string, message: string, } | { "type": "session_title", title: string, } | { "type": "snapshot_ready", snapshotId?: string | null, });
+changed?: boolean | null, } | { "type": "push_error", error: string, repo?: string | null, requestId?: string | null, } | { "type": "warning", scope: string, message: string, } | { "type": "session_title", title: string, } | { "type": "snapshot_ready", snapshotId?: string | null, } | { "type": "terminal_output", terminalId: string, data: string, client?: string | null, } | { "type": "terminal_exit", terminalId: string, exitCode?: number | null, error?: string | null, });
 
 export type SandboxEvent = { "type": "ready", opencodeSessionId?: string | null, } | { "type": "heartbeat" } | { "type": "boot_step", step: string, status: StepStatus, durationMs?: number | null, detail?: string | null, output?: string | null, } | { "type": "token", messageId: string, partId?: string | null, content: string, } | { "type": "tool_call", messageId: string, tool: string, callId: string, status: string, args: JsonValue, output?: string | null, 
 /**
@@ -450,14 +450,14 @@ requestId?: string | null, sha?: string | null,
 /**
  * Whether the pushed head differs from the base branch.
  */
-changed?: boolean | null, } | { "type": "push_error", error: string, repo?: string | null, requestId?: string | null, } | { "type": "warning", scope: string, message: string, } | { "type": "session_title", title: string, } | { "type": "snapshot_ready", snapshotId?: string | null, };
+changed?: boolean | null, } | { "type": "push_error", error: string, repo?: string | null, requestId?: string | null, } | { "type": "warning", scope: string, message: string, } | { "type": "session_title", title: string, } | { "type": "snapshot_ready", snapshotId?: string | null, } | { "type": "terminal_output", terminalId: string, data: string, client?: string | null, } | { "type": "terminal_exit", terminalId: string, exitCode?: number | null, error?: string | null, };
 
 export type SandboxCommand = { "type": "prompt", messageId: string, content: string, model?: string | null, reasoningEffort?: string | null, author: PromptAuthor, 
 /**
  * Files sent with the prompt; kept ones (`attachmentId`) are fetched from
  * `GET /sessions/:id/attachments/:attachmentId` with the sandbox's token.
  */
-attachments?: Array<Attachment>, } | { "type": "stop", messageId?: string | null, } | { "type": "snapshot" } | { "type": "shutdown" } | { "type": "push", pushSpec: PushSpec, } | { "type": "ack", ackId: string, } | { "type": "acks", ackIds: Array<string>, } | { "type": "error", code: string, message: string, };
+attachments?: Array<Attachment>, } | { "type": "stop", messageId?: string | null, } | { "type": "snapshot" } | { "type": "shutdown" } | { "type": "push", pushSpec: PushSpec, } | { "type": "ack", ackId: string, } | { "type": "acks", ackIds: Array<string>, } | { "type": "error", code: string, message: string, } | { "type": "terminal_open", terminalId: string, cols: number, rows: number, } | { "type": "terminal_input", terminalId: string, data: string, } | { "type": "terminal_resize", terminalId: string, cols: number, rows: number, } | { "type": "terminal_replay", terminalId: string, client: string, } | { "type": "terminal_close", terminalId: string, };
 
 export type StepStatus = "started" | "succeeded" | "failed" | "skipped";
 
@@ -583,6 +583,16 @@ event: ReviewVerdict,
  * Comments on lines of the diff, and those folded into the body because they were not.
  */
 inline: number, folded: number, };
+
+export type OpenTerminalRequest = { cols: number, rows: number, };
+
+export type TerminalInfo = { id: string, 
+/**
+ * Who opened it (their name) and when.
+ */
+openedBy: string, openedAt: number, cols: number, rows: number, closedAt?: number | null, exitCode?: number | null, };
+
+export type TerminalList = { terminals: Array<TerminalInfo>, };
 
 export type SessionStatus = "created" | "active" | "archived";
 

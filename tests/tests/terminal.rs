@@ -1,0 +1,231 @@
+//! Terminals end to end: the Worker on `wrangler dev`, the session's object, the local
+//! sandbox host and the real supervisor with a real shell on a PTY. A person opens one on a
+//! running session and types; the output comes back over the session's socket; a second
+//! participant sees it listed and redraws it from the scroll-back; resizes reach the PTY;
+//! pasted input in pieces arrives whole; bad sizes, oversized input and closed terminals
+//! get clear errors; a shell's exit and a person's close end it.
+
+#![allow(clippy::unwrap_used)] // a test fails loudly by design
+
+use base64::Engine;
+use inspect_tests::agent::AgentStack;
+use inspect_tests::client::{create_session, send, send_as, WsClient};
+use inspect_tests::fakes::model::Reply;
+use inspect_tests::repo::source_repo;
+use reqwest::Method;
+use serde_json::{json, Value};
+
+fn decode(m: &Value) -> Vec<u8> {
+    base64::engine::general_purpose::STANDARD
+        .decode(m["data"].as_str().unwrap_or_default())
+        .unwrap()
+}
+
+/// Reads the terminal's output until it holds `needle`; what came.
+async fn output_until(ws: &mut WsClient, terminal: &str, needle: &str) -> String {
+    let mut seen = Vec::new();
+    loop {
+        let m = ws.recv_within(30).await.unwrap_or_else(|e| {
+            panic!("{e}: no {needle:?} in {:?}", String::from_utf8_lossy(&seen))
+        });
+        if m["type"] == "terminal_output" && m["terminalId"] == terminal {
+            seen.extend(decode(&m));
+            let text = String::from_utf8_lossy(&seen).into_owned();
+            if text.contains(needle) {
+                return text;
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_person_opens_a_terminal_types_and_everyone_in_the_session_can_see_it() {
+    let agent = AgentStack::start(vec![Reply::text("Ready.")], vec![])
+        .await
+        .unwrap();
+    let demo = source_repo();
+    agent.register_repo("demo", demo.path()).await.unwrap();
+    let base = &agent.stack.base_url;
+    let ws_base = agent.stack.ws_url("");
+    let id = create_session(
+        base,
+        "ann",
+        json!({"repositories": [{"owner": "local", "name": "demo"}]}),
+    )
+    .await
+    .unwrap();
+    let url = |path: &str| agent.stack.url(&format!("/sessions/{id}/terminals{path}"));
+    // No sandbox yet: nothing to open a terminal in.
+    let early = send_as(
+        "ann",
+        Method::POST,
+        &url(""),
+        Some(json!({"cols": 80, "rows": 24})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(early.status, 409, "{}", early.body);
+
+    let (mut ann, _) = WsClient::join(base, &ws_base, &id, "ann").await.unwrap();
+    ann.send(json!({"type": "prompt", "content": "get ready"}))
+        .await
+        .unwrap();
+    loop {
+        let m = ann.recv_within(120).await.unwrap();
+        if m["type"] == "sandbox_event" && m["event"]["type"] == "execution_complete" {
+            break;
+        }
+    }
+    for bad in [
+        json!({"cols": 0, "rows": 0}),
+        json!({"cols": 100000, "rows": 24}),
+        json!({"cols": 80}),
+        json!({"cols": 80, "rows": 24, "shell": "/bin/evil"}),
+    ] {
+        let r = send_as("ann", Method::POST, &url(""), Some(bad.clone()))
+            .await
+            .unwrap();
+        assert_eq!(r.status, 400, "{bad}: {}", r.body);
+    }
+    let opened = send_as(
+        "ann",
+        Method::POST,
+        &url(""),
+        Some(json!({"cols": 80, "rows": 24})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(opened.status, 200, "{}", opened.body);
+    let term = opened.body["id"].as_str().unwrap().to_owned();
+    assert_eq!(opened.body["openedBy"], "ann");
+    let announced = ann.recv_type("terminal_opened").await.unwrap();
+    assert_eq!(announced["terminal"]["id"], term.as_str());
+
+    // Typed, run, answered.
+    ann.send(json!({"type": "terminal_input", "terminalId": term, "data": "echo $((6*7))\r"}))
+        .await
+        .unwrap();
+    output_until(&mut ann, &term, "42").await;
+    // Resized: the shell sees the new size.
+    ann.send(json!({"type": "terminal_resize", "terminalId": term, "cols": 120, "rows": 40}))
+        .await
+        .unwrap();
+    ann.send(json!({"type": "terminal_input", "terminalId": term, "data": "stty size\r"}))
+        .await
+        .unwrap();
+    output_until(&mut ann, &term, "40 120").await;
+    // Bytes that are not text come through as they are.
+    ann.send(json!({"type": "terminal_input", "terminalId": term, "data": "printf 'bin:\\377\\376:end\\n'\r"}))
+        .await
+        .unwrap();
+    let mut raw = Vec::new();
+    while !raw.windows(3).any(|w| w == [0xff, 0xfe, b':']) {
+        let m = ann.recv_within(30).await.unwrap();
+        if m["type"] == "terminal_output" {
+            raw.extend(decode(&m));
+        }
+    }
+    // A paste of 1 MiB goes in pieces and arrives whole; one piece too big is refused.
+    ann.send(json!({"type": "terminal_input", "terminalId": term, "data": "stty -echo; cat > pasted.txt\r"}))
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let line = format!("{}\n", "a".repeat(1023));
+    let piece = line.repeat(64);
+    for _ in 0..16 {
+        ann.send(json!({"type": "terminal_input", "terminalId": term, "data": piece}))
+            .await
+            .unwrap();
+    }
+    ann.send(json!({"type": "terminal_input", "terminalId": term, "data": "\u{4}"}))
+        .await
+        .unwrap();
+    ann.send(json!({"type": "terminal_input", "terminalId": term, "data": "stty echo; wc -c < pasted.txt\r"}))
+        .await
+        .unwrap();
+    output_until(&mut ann, &term, "1048576").await;
+    ann.send(json!({"type": "terminal_input", "terminalId": term, "data": "x".repeat(70 * 1024)}))
+        .await
+        .unwrap();
+    let refused = ann.recv_type("error").await.unwrap();
+    assert_eq!(refused["code"], "payload_too_large", "{refused}");
+
+    // Bob joins: he sees the terminal listed (who opened it) and redraws it.
+    let (mut bob, _) = WsClient::join(base, &ws_base, &id, "bob").await.unwrap();
+    let listed = send_as("bob", Method::GET, &url(""), None).await.unwrap();
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    assert_eq!(listed.body["terminals"][0]["id"], term.as_str());
+    assert_eq!(listed.body["terminals"][0]["openedBy"], "ann");
+    assert_eq!(listed.body["terminals"][0]["cols"], 120);
+    bob.send(json!({"type": "terminal_attach", "terminalId": term}))
+        .await
+        .unwrap();
+    loop {
+        let m = bob.recv_within(30).await.unwrap();
+        if m["type"] == "terminal_output" && m["replay"] == true {
+            assert!(String::from_utf8_lossy(&decode(&m)).contains("42"));
+            break;
+        }
+    }
+    // Who opened it and when is on the timeline.
+    let events = send(
+        Method::GET,
+        &agent
+            .stack
+            .url(&format!("/sessions/{id}/events?type=terminal")),
+        None,
+    )
+    .await
+    .unwrap();
+    let said: Vec<&Value> = events.body["events"].as_array().unwrap().iter().collect();
+    assert!(
+        said.iter()
+            .any(|e| e["action"] == "opened" && e["by"] == "ann"),
+        "{}",
+        events.body
+    );
+
+    // A shell that exits ends its terminal, with its code.
+    let second = send_as(
+        "bob",
+        Method::POST,
+        &url(""),
+        Some(json!({"cols": 80, "rows": 24})),
+    )
+    .await
+    .unwrap();
+    let second = second.body["id"].as_str().unwrap().to_owned();
+    bob.send(json!({"type": "terminal_input", "terminalId": second, "data": "exit 7\r"}))
+        .await
+        .unwrap();
+    loop {
+        let m = bob.recv_within(30).await.unwrap();
+        if m["type"] == "terminal_closed" && m["terminalId"] == second.as_str() {
+            assert_eq!(m["exitCode"], 7);
+            break;
+        }
+    }
+    // Closed by a person: no more input.
+    let closed = send_as("ann", Method::DELETE, &url(&format!("/{term}")), None)
+        .await
+        .unwrap();
+    assert_eq!(closed.status, 200, "{}", closed.body);
+    let again = send_as("ann", Method::DELETE, &url(&format!("/{term}")), None)
+        .await
+        .unwrap();
+    assert_eq!(again.status, 404, "{}", again.body);
+    ann.send(json!({"type": "terminal_input", "terminalId": term, "data": "ls\r"}))
+        .await
+        .unwrap();
+    let refused = ann.recv_type("error").await.unwrap();
+    assert_eq!(refused["code"], "not_found", "{refused}");
+    // A session nobody made has no terminals.
+    let stranger = send(
+        Method::GET,
+        &agent.stack.url("/sessions/made-up-id/terminals"),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(stranger.status, 404, "{}", stranger.body);
+}
