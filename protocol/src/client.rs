@@ -198,6 +198,12 @@ pub enum ServerMessage {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         replay: bool,
     },
+    /// A terminal's PTY took a new size (views that only watch follow it).
+    TerminalResized {
+        terminal_id: String,
+        cols: u16,
+        rows: u16,
+    },
     TerminalClosed {
         terminal_id: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -219,6 +219,16 @@ async fn a_person_opens_a_terminal_types_and_everyone_in_the_session_can_see_it(
         .unwrap();
     let refused = ann.recv_type("error").await.unwrap();
     assert_eq!(refused["code"], "not_found", "{refused}");
+    // In a browser: open, type, resize, reload, a second participant.
+    let out = inspect_tests::browser::artifacts("terminal");
+    let (b, o, i) = (base.clone(), out.clone(), id.clone());
+    let browser = tokio::task::spawn_blocking(move || {
+        inspect_tests::browser::run_script("terminal.mjs", &b, &o, &[("SESSION_ID", i)])
+    })
+    .await;
+    if let Err(e) = browser {
+        panic!("{e}\n{}", agent.host.sandbox_logs());
+    }
     // A session nobody made has no terminals.
     let stranger = send(
         Method::GET,

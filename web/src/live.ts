@@ -2,9 +2,10 @@
 // a state the views read, and reconnects by itself (backoff 0.5 s → 10 s), catching up
 // with nothing missing or doubled.
 
-import { post } from "./api";
 import { addEvents, applyOlderPage, applyWindow, emptyTimeline, type Timeline } from "./timeline";
+import { get, post } from "./api";
 import type { Artifact, Participant, Presence, QueuedPrompt, ServerMessage, SessionState } from "./types";
+import type { TerminalInfo, TerminalList } from "./wire";
 
 /** The session's client WebSocket URL on this origin. */
 export function socketUrl(sessionId: string): URL {
@@ -26,6 +27,10 @@ export interface LiveState {
   tunnelUrls: Record<string, string>;
   /** When the workspace's change was last captured (0: not since the page opened). */
   changesAt: number;
+  /** The session's terminals, newest first; `live` counts subscriptions (a terminal
+   * view redraws itself from the scroll-back after each). */
+  terminals: TerminalInfo[];
+  live: number;
   sandbox: { status: string; error?: string };
   processing: boolean;
   loadingOlder: boolean;
@@ -44,6 +49,8 @@ export function initialLiveState(): LiveState {
     artifacts: [],
     tunnelUrls: {},
     changesAt: 0,
+    terminals: [],
+    live: 0,
     sandbox: { status: "none" },
     processing: false,
     loadingOlder: false,
@@ -60,6 +67,8 @@ export class LiveSession {
   private timer: ReturnType<typeof setTimeout> | null = null;
   private pinger: ReturnType<typeof setInterval> | null = null;
   private readonly clientId = `web-${Math.random().toString(36).slice(2, 10)}`;
+  /** Who draws each terminal's bytes (a terminal view), by terminal id. */
+  private readonly terminalSinks = new Map<string, (bytes: Uint8Array, replay: boolean) => void>();
 
   constructor(
     private readonly sessionId: string,
@@ -131,6 +140,23 @@ export class LiveSession {
     return true;
   }
 
+  /** Routes a terminal's output to `sink` until the returned function is called. */
+  onTerminal(id: string, sink: (bytes: Uint8Array, replay: boolean) => void): () => void {
+    this.terminalSinks.set(id, sink);
+    return () => {
+      if (this.terminalSinks.get(id) === sink) this.terminalSinks.delete(id);
+    };
+  }
+
+  private async loadTerminals() {
+    try {
+      this.state.terminals = (await get<TerminalList>(`/sessions/${this.sessionId}/terminals`)).terminals;
+      this.changed();
+    } catch {
+      // The list comes again with the next subscription.
+    }
+  }
+
   /** Asks for the page before the oldest event held (scrolling back). */
   loadOlder() {
     const t = this.state.timeline;
@@ -164,6 +190,8 @@ export class LiveSession {
         if (s.timeline.backfillCursor) this.send({ type: "fetch_history", cursor: s.timeline.backfillCursor, limit: 500 });
         if (this.pinger) clearInterval(this.pinger);
         this.pinger = setInterval(() => this.send({ type: "ping" }), 25_000);
+        s.live++;
+        void this.loadTerminals();
         break;
       case "sandbox_event":
         addEvents(s.timeline, [m.event]);
@@ -196,6 +224,10 @@ export class LiveSession {
         break;
       case "sandbox_status":
         s.sandbox = { status: m.status, error: m.error ?? undefined };
+        // A sandbox that stopped took its terminals with it.
+        if (["stopped", "failed", "stale"].includes(m.status)) {
+          s.terminals = s.terminals.map((t) => (t.closedAt ? t : { ...t, closedAt: Date.now() }));
+        }
         break;
       case "sandbox_ready":
         s.sandbox = { status: "ready" };
@@ -209,6 +241,28 @@ export class LiveSession {
         s.artifacts = s.artifacts.some((a) => a.id === m.artifact.id)
           ? s.artifacts.map((a) => (a.id === m.artifact.id ? m.artifact : a))
           : [...s.artifacts, m.artifact];
+        break;
+      case "terminal_output": {
+        // Bytes for a view, not state: nothing re-renders for them.
+        const sink = this.terminalSinks.get(m.terminalId);
+        if (sink) {
+          const raw = atob(m.data);
+          const bytes = new Uint8Array(raw.length);
+          for (let i = 0; i < raw.length; i++) bytes[i] = raw.charCodeAt(i);
+          sink(bytes, m.replay === true);
+        }
+        return;
+      }
+      case "terminal_opened":
+        s.terminals = [m.terminal, ...s.terminals.filter((t) => t.id !== m.terminal.id)];
+        break;
+      case "terminal_resized":
+        s.terminals = s.terminals.map((t) => (t.id === m.terminalId ? { ...t, cols: m.cols, rows: m.rows } : t));
+        break;
+      case "terminal_closed":
+        s.terminals = s.terminals.map((t) =>
+          t.id === m.terminalId ? { ...t, closedAt: t.closedAt ?? Date.now(), exitCode: m.exitCode ?? null } : t,
+        );
         break;
       case "diff_updated":
         s.changesAt = m.capturedAt;

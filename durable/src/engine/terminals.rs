@@ -247,6 +247,11 @@ impl<S: Store> Session<'_, S> {
             cols,
             rows,
         });
+        fx.broadcast(ServerMessage::TerminalResized {
+            terminal_id: id.to_owned(),
+            cols,
+            rows,
+        });
         Ok(fx)
     }
 

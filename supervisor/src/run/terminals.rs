@@ -223,7 +223,8 @@ impl Terminals {
         }
     }
 
-    /// The scroll-back, for one client, in pieces the session takes.
+    /// The scroll-back, for one client, in pieces the session takes; at least one (empty
+    /// when nothing was printed yet), so the client knows where the replay begins.
     pub fn replay(&self, id: &str, client: &str) {
         let bytes = match self.lock().get(id) {
             Some(s) => s
@@ -233,7 +234,12 @@ impl Terminals {
                 .bytes(),
             None => return,
         };
-        for piece in bytes.chunks(MAX_OUTPUT_CHUNK_BYTES) {
+        let pieces: Vec<&[u8]> = if bytes.is_empty() {
+            vec![&[]]
+        } else {
+            bytes.chunks(MAX_OUTPUT_CHUNK_BYTES).collect()
+        };
+        for piece in pieces {
             self.events.send(SandboxEvent::TerminalOutput {
                 terminal_id: id.to_owned(),
                 data: encode(piece),

@@ -5,6 +5,7 @@ import { bootSteps, ordered } from "../timeline";
 import type { ChildSummary, Me, QueuedPrompt } from "../types";
 import { Avatar, ErrorNote, ago, duration, repoLabel } from "./bits";
 import { ChangesPanel } from "./Changes";
+import { TerminalsPanel } from "./Terminals";
 import { ModelPicker } from "./ModelPicker";
 import { Timeline } from "./Timeline";
 
@@ -331,6 +332,7 @@ export function SessionPage({ id, me }: { id: string; me: Me }) {
           <Queue queue={state.queue} live={live} me={me} />
           <PromptBox state={state} live={live} />
           <ChangesPanel sessionId={id} capturedAt={state.changesAt} />
+          {live && <TerminalsPanel sessionId={id} live={live} state={state} />}
         </div>
         <aside class="session-side">
           <PresencePanel state={state} />

@@ -167,6 +167,16 @@ const Row = memo(({ e }: { e: TimelineEvent }) => {
       return <div class="row-note muted small">Stop requested.</div>;
     case "session_title":
       return <div class="row-note muted small">Title: {str(e.title)}</div>;
+    case "terminal":
+      return (
+        <div class="row-note muted small" data-testid="terminal-note">
+          {e.action === "opened"
+            ? `${str(e.by)} opened a terminal`
+            : e.action === "closed"
+              ? `${str(e.by)} closed a terminal`
+              : `A terminal ended${typeof e.exitCode === "number" ? ` (exit ${e.exitCode})` : ""}`}
+        </div>
+      );
     default:
       return <div class="row-note muted small">{e.type}</div>;
   }
