@@ -19,6 +19,8 @@ cargo run --release --quiet -p inspect-tests --bin scale-bench
 INSPECT_BENCH_RUNS=3 cargo run --release --quiet -p inspect-tests --bin automations-bench
 # The changes panel's capture: 20,000 files with 200 changed, median of 9.
 cargo run --release --quiet -p inspect-tests --bin changes-bench
+# A terminal's keystroke → echo through the Worker, the object, the supervisor and a PTY.
+cargo run --release --quiet -p inspect-tests --bin terminal-bench
 
 # The browser: the first page's JavaScript and render time, and a 5,000-event timeline
 # (render, long tasks while scrolling to the top), three runs.
