@@ -662,3 +662,17 @@ pub struct ChildSummary {
 pub struct ChildList {
     pub children: Vec<ChildSummary>,
 }
+
+/// `POST /sessions/:id/ports/:port/link`: where a person opens a tunnelled port. On the
+/// local host the URL carries a token the port's gate swaps for a cookie (`gated`); it
+/// may be opened until `expiresAt` (unix seconds).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct PortLink {
+    pub port: u16,
+    pub url: String,
+    pub gated: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<i64>,
+}

@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used)] // a test fails loudly by design
 
 use inspect_tests::agent::AgentStack;
-use inspect_tests::client::{create_session, send, WsClient};
+use inspect_tests::client::{create_session, send, send_as, WsClient};
 use inspect_tests::fakes::model::{FakeModel, Reply};
 use inspect_tests::host::{sandbox_groups_of, SandboxHost};
 use inspect_tests::repo::{commit_all, git, source_repo};
@@ -389,10 +389,59 @@ async fn tunnel_ports_reach_the_sandbox_and_the_clients() {
         output.contains(&format!("serving on {port}")) && output.contains(&url),
         "{output}"
     );
-    // Through the tunnel to the server in the sandbox.
+    // The port is for the session's people: without a link from the control plane, 401.
+    let plain = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let bare = plain.get(&url).send().await.unwrap();
+    assert_eq!(bare.status(), 401);
+    let forged = plain
+        .get(format!(
+            "{url}/?inspect_port_token=9999999999.{}",
+            "ab".repeat(32)
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), 401);
+    let no_such = send_as(
+        "ann",
+        Method::POST,
+        &w.stack.url(&format!("/sessions/{id}/ports/1/link")),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(no_such.status, 404, "{}", no_such.body);
+    // A person's link: swapped for a cookie, then through the tunnel to the server.
+    let link = send_as(
+        "ann",
+        Method::POST,
+        &w.stack.url(&format!("/sessions/{id}/ports/{port}/link")),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(link.status, 200, "{}", link.body);
+    assert_eq!(link.body["gated"], true);
+    let swapped = plain
+        .get(link.body["url"].as_str().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(swapped.status(), 302);
+    let cookie = swapped.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    assert_eq!(swapped.headers()["location"], "/");
     let mut body = String::new();
     for _ in 0..50 {
-        if let Ok(r) = reqwest::get(&url).await {
+        if let Ok(r) = plain.get(&url).header("Cookie", &cookie).send().await {
             body = r.text().await.unwrap_or_default();
             if body.contains("README.md") {
                 break;
@@ -401,6 +450,21 @@ async fn tunnel_ports_reach_the_sandbox_and_the_clients() {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     assert!(body.contains("README.md"), "{body}");
+    // The link's token is not a cookie.
+    let token = link.body["url"]
+        .as_str()
+        .unwrap()
+        .split('=')
+        .nth(1)
+        .unwrap();
+    let name = cookie.split('=').next().unwrap();
+    let misused = plain
+        .get(&url)
+        .header("Cookie", format!("{name}={token}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(misused.status(), 401);
     let r = inspect_tests::client::get(&w.stack.url(&format!("/sessions/{id}/tunnel-urls")))
         .await
         .unwrap();

@@ -594,6 +594,8 @@ openedBy: string, openedAt: number, cols: number, rows: number, closedAt?: numbe
 
 export type TerminalList = { terminals: Array<TerminalInfo>, };
 
+export type PortLink = { port: number, url: string, gated: boolean, expiresAt?: number | null, };
+
 export type SessionStatus = "created" | "active" | "archived";
 
 export type RepositoryRef = { owner: string, name: string, 

@@ -373,6 +373,10 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
                 )
             }
         }
+        Route::PortLink { id, port } => {
+            let path = format!("/ports/{port}/link");
+            crate::objects::forward_at(env, &id, &path, req, Some(actor), Vec::new(), false).await
+        }
         Route::CloseTerminal { id, terminal } => {
             let path = format!("/terminals/{terminal}");
             crate::objects::forward_at(env, &id, &path, req, Some(actor), Vec::new(), false).await

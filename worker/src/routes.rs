@@ -68,6 +68,11 @@ pub enum Route {
     AttachmentUpload {
         id: String,
     },
+    /// `POST /sessions/:id/ports/:port/link`: where a person opens a tunnelled port.
+    PortLink {
+        id: String,
+        port: u16,
+    },
     /// `DELETE /sessions/:id/terminals/:terminal`: a person closes a terminal.
     CloseTerminal {
         id: String,
@@ -138,6 +143,7 @@ impl Route {
             Route::AttachmentUpload { id }
             | Route::AttachmentDownload { id, .. }
             | Route::CloseTerminal { id, .. }
+            | Route::PortLink { id, .. }
             | Route::Children { id, .. }
             | Route::Session { id, .. } => Some(id),
             _ => None,
@@ -533,6 +539,16 @@ pub fn match_route(method: &str, path: &str) -> Option<Result<Route, ApiError>> 
                     }));
                 }
                 (["terminals", _], _) => Err(not_allowed(method, &["DELETE"])),
+                (["ports", port, "link"], "POST") => {
+                    return Some(match port.parse::<u16>() {
+                        Ok(port) if port > 0 => Ok(Route::PortLink {
+                            id: (*id).to_owned(),
+                            port,
+                        }),
+                        _ => Err(ApiError::bad_request(format!("{port:?} is not a port"))),
+                    });
+                }
+                (["ports", _, "link"], _) => Err(not_allowed(method, &["POST"])),
                 (["title"], "PATCH") => Ok(SessionAction::Title),
                 (["title"], _) => Err(not_allowed(method, &["PATCH"])),
                 (["events"], "GET") => Ok(SessionAction::Events),

@@ -2067,7 +2067,7 @@ mod terminals {
         s.sandbox_opened("sbws", 10).unwrap();
         s.on_sandbox_frame(&frame(&t.sandbox_id, json!({"type": "ready"})), 11);
         join(&s, "ann", "ws1", 12);
-        for bad in [(0, 24), (80, 0), (100_00, 24), (80, 1_000)] {
+        for bad in [(0, 24), (80, 0), (10_000, 24), (80, 1_000)] {
             let req = OpenTerminalRequest {
                 cols: bad.0,
                 rows: bad.1,

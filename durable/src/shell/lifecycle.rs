@@ -496,6 +496,61 @@ impl SessionDO {
         crate::sealed::open_secrets(&self.env, state.environment_id.as_deref(), &repositories).await
     }
 
+    /// Where a person opens one of the sandbox's tunnelled ports: on the local host, behind
+    /// its gate, with a short-lived token signed with the host's secret for this sandbox and
+    /// port; elsewhere the vendor's URL as it is.
+    pub(super) fn port_link(
+        &self,
+        port: &str,
+        now_ms: i64,
+    ) -> std::result::Result<inspect_protocol::session::PortLink, ApiError> {
+        let port: u16 = port
+            .parse()
+            .map_err(|_| ApiError::bad_request(format!("{port:?} is not a port")))?;
+        let engine = self.engine();
+        let live = engine
+            .sandbox_row()?
+            .filter(|r| crate::engine::sandbox::LIVE_STATES.contains(&r.status.as_str()));
+        let Some(sandbox) = live else {
+            return Err(ApiError::conflict("the session's sandbox is not running"));
+        };
+        let Some(url) = engine.tunnel_urls()?.remove(&port.to_string()) else {
+            return Err(ApiError::not_found(format!(
+                "port {port} is not tunnelled in this session"
+            )));
+        };
+        let local = matches!(self.provider(), Some(AnyProvider::Local(_)));
+        let secret = inspect_runtime::setting(&self.env, "SANDBOX_HOST_SECRET");
+        Ok(match (local, secret) {
+            (true, Some(secret)) => {
+                let expires = (now_ms / 1000) as u64 + inspect_ports::LINK_TTL_SECS;
+                let token = inspect_ports::sign(
+                    secret.as_bytes(),
+                    inspect_ports::Kind::Link,
+                    &sandbox.sandbox_id,
+                    port,
+                    expires,
+                );
+                inspect_protocol::session::PortLink {
+                    port,
+                    url: format!(
+                        "{}/?{}={token}",
+                        url.trim_end_matches('/'),
+                        inspect_ports::LINK_PARAM
+                    ),
+                    gated: true,
+                    expires_at: Some(expires as i64),
+                }
+            }
+            _ => inspect_protocol::session::PortLink {
+                port,
+                url,
+                gated: false,
+                expires_at: None,
+            },
+        })
+    }
+
     pub(super) fn provider(&self) -> Option<AnyProvider> {
         AnyProvider::from_env(&self.env).ok()
     }

@@ -379,6 +379,14 @@ impl SessionDO {
                     Err(e) => json_error(&e),
                 }
             }
+            (Method::Post, p) if p.starts_with("ports/") && p.ends_with("/link") => {
+                let port = &p["ports/".len()..p.len() - "/link".len()];
+                let result = actor_of(&req).and_then(|actor| {
+                    self.author(&actor, now)?;
+                    self.port_link(port, now)
+                });
+                reply(result)
+            }
             (Method::Post, "terminals") => {
                 let result = async {
                     let actor = actor_of(&req)?;

@@ -28,6 +28,7 @@ use subtle::ConstantTimeEq;
 use tokio::process::{Child, Command};
 use tokio::sync::Mutex;
 
+pub mod gate;
 pub mod images;
 pub mod server;
 
@@ -382,7 +383,8 @@ async fn spawn(state: &HostState, req: &SpawnRequest) -> anyhow::Result<Spawned>
         Some(snapshot_id) => Some(restorable(&state.data_dir, snapshot_id)?),
         None => None,
     };
-    let (tunnel_urls, forwarders) = expose_ports(&req.tunnel_ports).await?;
+    let (tunnel_urls, forwarders) =
+        expose_ports(&req.tunnel_ports, &req.sandbox_id, state.secret.as_bytes()).await?;
     write_tunnels_file(&workspace, &req.sandbox_id, &tunnel_urls)?;
     let mut cmd = sandbox_command(state, &root, req, "run")?;
     if let Some(restore) = &restore {
@@ -621,26 +623,27 @@ fn confinement(root: &std::path::Path, req: &SpawnRequest) -> Vec<std::ffi::OsSt
 /// Exposes each requested port on a loopback port of its own, forwarded to the port the
 /// sandbox listens on. (Local sandboxes share the host's network: two of them listening on
 /// the same port clash; each still gets its own public port.)
+/// Each tunnelled port behind its gate on a loopback port of its own: only requests with a
+/// link or cookie signed with the host's secret for this sandbox and port reach the server.
 async fn expose_ports(
     ports: &[u16],
+    sandbox_id: &str,
+    key: &[u8],
 ) -> anyhow::Result<(BTreeMap<String, String>, Vec<tokio::task::JoinHandle<()>>)> {
     let mut urls = BTreeMap::new();
     let mut tasks = Vec::new();
+    let key = std::sync::Arc::new(key.to_vec());
     for &port in ports {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let public = listener.local_addr()?.port();
         urls.insert(port.to_string(), format!("http://127.0.0.1:{public}"));
-        tasks.push(tokio::spawn(async move {
-            while let Ok((mut inbound, _)) = listener.accept().await {
-                tokio::spawn(async move {
-                    if let Ok(mut outbound) =
-                        tokio::net::TcpStream::connect(("127.0.0.1", port)).await
-                    {
-                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
-                    }
-                });
-            }
-        }));
+        let gate = gate::Gate {
+            key: std::sync::Arc::clone(&key),
+            sandbox_id: sandbox_id.to_owned(),
+            port,
+            public_port: public,
+        };
+        tasks.push(tokio::spawn(gate.serve(listener)));
     }
     Ok((urls, tasks))
 }

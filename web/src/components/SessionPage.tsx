@@ -3,6 +3,7 @@ import { errorText, get, post } from "../api";
 import { LiveSession, initialLiveState, type LiveState } from "../live";
 import { bootSteps, ordered } from "../timeline";
 import type { ChildSummary, Me, QueuedPrompt } from "../types";
+import type { PortLink } from "../wire";
 import { Avatar, ErrorNote, ago, duration, repoLabel } from "./bits";
 import { ChangesPanel } from "./Changes";
 import { TerminalsPanel } from "./Terminals";
@@ -50,7 +51,23 @@ function BootPanel({ state }: { state: LiveState }) {
   );
 }
 
-function ArtifactsPanel({ state }: { state: LiveState }) {
+/** Opens a tunnelled port through a link the control plane signs for the person (the
+ * port's gate swaps it for a cookie); the window opens at once so no blocker stops it. */
+function openPort(e: Event, sessionId: string, port: string) {
+  e.preventDefault();
+  const w = window.open("", "_blank");
+  post<PortLink>(`/sessions/${sessionId}/ports/${port}/link`)
+    .then((link) => {
+      if (w) w.location.href = link.url;
+      else location.href = link.url;
+    })
+    .catch((err) => {
+      w?.close();
+      alert(errorText(err));
+    });
+}
+
+function ArtifactsPanel({ state, sessionId }: { state: LiveState; sessionId: string }) {
   const tunnels = Object.entries(state.tunnelUrls);
   if (state.artifacts.length === 0 && tunnels.length === 0) return null;
   return (
@@ -108,7 +125,7 @@ function ArtifactsPanel({ state }: { state: LiveState }) {
         {tunnels.map(([port, url]) => (
           <li key={port}>
             Port {port}:{" "}
-            <a href={url} target="_blank" rel="noreferrer">
+            <a href={url} target="_blank" rel="noreferrer" data-testid="port-link" onClick={(e) => openPort(e, sessionId, port)}>
               {url}
             </a>
           </li>
@@ -337,7 +354,7 @@ export function SessionPage({ id, me }: { id: string; me: Me }) {
         <aside class="session-side">
           <PresencePanel state={state} />
           <BootPanel state={state} />
-          <ArtifactsPanel state={state} />
+          <ArtifactsPanel state={state} sessionId={id} />
           <ChildrenPanel id={id} />
         </aside>
       </div>
