@@ -40,9 +40,12 @@ async fn output_until(ws: &mut WsClient, terminal: &str, needle: &str) -> String
 
 #[tokio::test]
 async fn a_person_opens_a_terminal_types_and_everyone_in_the_session_can_see_it() {
-    let agent = AgentStack::start(vec![Reply::text("Ready.")], vec![])
-        .await
-        .unwrap();
+    let agent = AgentStack::start(
+        vec![Reply::text("Ready."), Reply::text("A single pixel.")],
+        vec![],
+    )
+    .await
+    .unwrap();
     let demo = source_repo();
     agent.register_repo("demo", demo.path()).await.unwrap();
     let base = &agent.stack.base_url;
@@ -228,6 +231,21 @@ async fn a_person_opens_a_terminal_types_and_everyone_in_the_session_can_see_it(
     .await;
     if let Err(e) = browser {
         panic!("{e}\n{}", agent.host.sandbox_logs());
+    }
+    // The picture pasted in the browser went with the prompt: the agent was given its path.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !agent
+        .model
+        .requests()
+        .iter()
+        .any(|r| r.to_string().contains("pasted.png"))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the model never saw the picture's path: {:?}",
+            agent.model.requests().last()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
     }
     // A session nobody made has no terminals.
     let stranger = send(

@@ -37,6 +37,21 @@ export const post = <T>(path: string, body?: unknown) => api<T>("POST", path, bo
 export const put = <T>(path: string, body: unknown) => api<T>("PUT", path, body);
 export const del = <T>(path: string) => api<T>("DELETE", path);
 
+/** Sends a file as it is (its own type), to a route that keeps files. */
+export async function upload<T>(path: string, file: Blob): Promise<T> {
+  const resp = await fetch(path, {
+    method: "POST",
+    credentials: "same-origin",
+    headers: { "Content-Type": file.type || "application/octet-stream" },
+    body: file,
+  });
+  const data = (await resp.json().catch(() => null)) as { error?: { code?: string; message?: string } } | null;
+  if (!resp.ok) {
+    throw new ApiError(resp.status, data?.error?.code ?? "error", data?.error?.message ?? `${resp.status} ${resp.statusText}`);
+  }
+  return data as T;
+}
+
 export function errorText(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
 }

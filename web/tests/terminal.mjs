@@ -63,6 +63,22 @@ try {
   await waitForText(page, /^42done\s*$/m, "the redrawn screen");
   await shot(page, "terminal-reloaded");
 
+  step("paste a picture into the prompt box and send it");
+  const box = page.getByRole("textbox", { name: "Prompt" });
+  await box.click();
+  await box.evaluate((el) => {
+    // A 1×1 PNG, as a screenshot tool would put on the clipboard.
+    const png = Uint8Array.from(atob("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="), (c) => c.charCodeAt(0));
+    const data = new DataTransfer();
+    data.items.add(new File([png], "pasted.png", { type: "image/png" }));
+    el.dispatchEvent(new ClipboardEvent("paste", { clipboardData: data, bubbles: true, cancelable: true }));
+  });
+  await expectVisible(page, page.getByTestId("attached-file").filter({ hasText: "pasted.png" }), "the attached picture");
+  await box.fill("What is in this picture?");
+  await box.press("Enter");
+  await expectVisible(page, page.getByTestId("prompt-attachments").filter({ hasText: "pasted.png" }), "the picture on the timeline");
+  await shot(page, "prompt-picture");
+
   step("a second participant sees it");
   const bob = await (await browser.newContext({ extraHTTPHeaders: { "X-OpenInspect-Actor": "bob" }, viewport: { width: 1400, height: 1100 } })).newPage();
   await bob.goto(`${BASE}/sessions/${session}`);

@@ -1,9 +1,9 @@
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
-import { errorText, get, post } from "../api";
+import { errorText, get, post, upload } from "../api";
 import { LiveSession, initialLiveState, type LiveState } from "../live";
 import { bootSteps, ordered } from "../timeline";
 import type { ChildSummary, Me, QueuedPrompt } from "../types";
-import type { PortLink } from "../wire";
+import type { Attachment, PortLink } from "../wire";
 import { Avatar, ErrorNote, ago, duration, repoLabel } from "./bits";
 import { ChangesPanel } from "./Changes";
 import { TerminalsPanel } from "./Terminals";
@@ -169,21 +169,49 @@ function Queue({ queue, live, me }: { queue: QueuedPrompt[]; live: LiveSession |
   );
 }
 
-function PromptBox({ state, live }: { state: LiveState; live: LiveSession | null }) {
+/** A file pasted or dropped into the prompt box is kept at most this big (the session's own
+ * limit is 10 MiB). */
+const MAX_ATTACHMENT_BYTES = 10 * 1024 * 1024;
+
+function PromptBox({ state, live, sessionId }: { state: LiveState; live: LiveSession | null; sessionId: string }) {
   const [text, setText] = useState("");
   const [model, setModel] = useState("");
+  const [files, setFiles] = useState<Attachment[]>([]);
+  const [uploading, setUploading] = useState(0);
+  const [error, setError] = useState("");
   const lastTyping = useRef(0);
   const input = useRef<HTMLTextAreaElement>(null);
   const send = () => {
     const content = text.trim();
-    if (!content || !live) return;
+    if (!content || !live || uploading > 0) return;
     const ok = live.send({
       type: "prompt",
       content,
       ...(model ? { model } : {}),
+      ...(files.length ? { attachments: files } : {}),
       clientRequestId: `web-${Date.now()}-${Math.random().toString(36).slice(2, 8)}`,
     });
-    if (ok) setText("");
+    if (ok) {
+      setText("");
+      setFiles([]);
+    }
+  };
+  /** Keeps pasted or dropped files with the session; they go with the next prompt. */
+  const attach = (list: FileList | null | undefined) => {
+    for (const file of Array.from(list ?? [])) {
+      if (file.size > MAX_ATTACHMENT_BYTES) {
+        setError(`${file.name} is bigger than 10 MiB`);
+        continue;
+      }
+      setUploading((n) => n + 1);
+      upload<Attachment>(`/sessions/${sessionId}/attachments?name=${encodeURIComponent(file.name || "pasted.png")}`, file)
+        .then((a) => {
+          setFiles((f) => [...f, a]);
+          setError("");
+        })
+        .catch((e) => setError(errorText(e)))
+        .finally(() => setUploading((n) => n - 1));
+    }
   };
   const archived = state.session?.status === "archived";
   return (
@@ -199,6 +227,19 @@ function PromptBox({ state, live }: { state: LiveState; live: LiveSession | null
         rows={3}
         value={text}
         aria-label="Prompt"
+        onPaste={(e) => {
+          if (e.clipboardData?.files.length) {
+            e.preventDefault();
+            attach(e.clipboardData.files);
+          }
+        }}
+        onDragOver={(e) => e.preventDefault()}
+        onDrop={(e) => {
+          if (e.dataTransfer?.files.length) {
+            e.preventDefault();
+            attach(e.dataTransfer.files);
+          }
+        }}
         disabled={archived}
         placeholder={archived ? "This session is archived." : "Ask the agent… (Enter sends, Shift+Enter adds a line)"}
         onInput={(e) => {
@@ -218,6 +259,20 @@ function PromptBox({ state, live }: { state: LiveState; live: LiveSession | null
           }
         }}
       />
+      {(files.length > 0 || uploading > 0) && (
+        <ul class="plain attachments" aria-label="Attached files">
+          {files.map((f) => (
+            <li key={f.attachmentId ?? f.name} data-testid="attached-file">
+              📎 {f.name}{" "}
+              <button type="button" class="link small" aria-label={`Remove ${f.name}`} onClick={() => setFiles((all) => all.filter((x) => x !== f))}>
+                ×
+              </button>
+            </li>
+          ))}
+          {uploading > 0 && <li class="muted small">uploading…</li>}
+        </ul>
+      )}
+      <ErrorNote text={error} />
       <div class="row spread">
         <ModelPicker value={model} onChange={setModel} id="prompt-model" />
         <span class="row">
@@ -226,7 +281,7 @@ function PromptBox({ state, live }: { state: LiveState; live: LiveSession | null
               Stop
             </button>
           )}
-          <button type="submit" class="primary" disabled={!text.trim() || state.connection !== "live"}>
+          <button type="submit" class="primary" disabled={!text.trim() || uploading > 0 || state.connection !== "live"}>
             Send
           </button>
         </span>
@@ -347,7 +402,7 @@ export function SessionPage({ id, me }: { id: string; me: Me }) {
             onLoadOlder={() => live?.loadOlder()}
           />
           <Queue queue={state.queue} live={live} me={me} />
-          <PromptBox state={state} live={live} />
+          <PromptBox state={state} live={live} sessionId={id} />
           <ChangesPanel sessionId={id} capturedAt={state.changesAt} />
           {live && <TerminalsPanel sessionId={id} live={live} state={state} />}
         </div>

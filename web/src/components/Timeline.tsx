@@ -108,6 +108,11 @@ const Row = memo(({ e }: { e: TimelineEvent }) => {
             {typeof e.model === "string" && <span class="muted small">{e.model}</span>}
           </div>
           <div class="prompt-text">{str(e.content)}</div>
+          {Array.isArray(e.attachments) && e.attachments.length > 0 && (
+            <div class="muted small" data-testid="prompt-attachments">
+              📎 {(e.attachments as { name?: string }[]).map((a) => a.name ?? "file").join(", ")}
+            </div>
+          )}
         </div>
       );
     }
