@@ -16,6 +16,7 @@ pub mod images;
 pub mod json;
 pub mod limits;
 pub mod log;
+pub mod media;
 pub mod provider;
 pub mod sandbox;
 pub mod scm;

@@ -122,6 +122,7 @@ fn wire_ts_is_generated_from_the_protocol() {
         decl::<inspect_protocol::terminal::TerminalInfo>(&cfg),
         decl::<inspect_protocol::terminal::TerminalList>(&cfg),
         decl::<inspect_protocol::session::PortLink>(&cfg),
+        decl::<inspect_protocol::media::ScreenshotRequest>(&cfg),
         decl::<inspect_protocol::session::SessionStatus>(&cfg),
         decl::<inspect_protocol::session::RepositoryRef>(&cfg),
         decl::<inspect_protocol::session::CreateSessionRequest>(&cfg),

@@ -61,6 +61,19 @@ enum ToolCommand {
         #[command(subcommand)]
         command: ChildCommand,
     },
+    /// Photograph a web page with the sandbox's browser; the picture is shown to the session.
+    Screenshot {
+        url: String,
+        #[arg(long)]
+        caption: Option<String>,
+        #[arg(long)]
+        width: Option<u32>,
+        #[arg(long)]
+        height: Option<u32>,
+        /// Seconds the page has to load.
+        #[arg(long)]
+        timeout: Option<u64>,
+    },
     /// Submit the review of the pull request this prompt came from (once).
     Review {
         /// comment, approve or request-changes.
@@ -103,6 +116,33 @@ pub async fn run(args: Vec<String>) -> Result<()> {
     let tool = AgentTool::parse_from(std::iter::once("open-inspect".to_owned()).chain(args));
     let command = match tool.command {
         ToolCommand::Child { command } => return child(command).await,
+        ToolCommand::Screenshot {
+            url,
+            caption,
+            width,
+            height,
+            timeout,
+        } => {
+            let req = inspect_protocol::media::ScreenshotRequest {
+                url,
+                width,
+                height,
+                caption,
+                timeout_secs: timeout,
+            };
+            let answer = call(
+                reqwest::Method::POST,
+                "/screenshot",
+                Some(serde_json::to_value(&req)?),
+            )
+            .await
+            .context("no screenshot")?;
+            println!(
+                "took the screenshot; the session's people see it ({})",
+                answer["url"].as_str().unwrap_or("kept")
+            );
+            return Ok(());
+        }
         ToolCommand::Review {
             event,
             body,

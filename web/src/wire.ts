@@ -596,6 +596,12 @@ export type TerminalList = { terminals: Array<TerminalInfo>, };
 
 export type PortLink = { port: number, url: string, gated: boolean, expiresAt?: number | null, };
 
+export type ScreenshotRequest = { url: string, width?: number | null, height?: number | null, caption?: string | null, 
+/**
+ * How long the page has to load, in seconds (default 30, at most 120).
+ */
+timeoutSecs?: number | null, };
+
 export type SessionStatus = "created" | "active" | "archived";
 
 export type RepositoryRef = { owner: string, name: string, 

@@ -178,6 +178,7 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
         Route::AttachmentDownload { id, attachment } => {
             return attachment_for_sandbox(env, id, attachment, &req).await
         }
+        Route::ReportMedia { id } => return crate::objects::report_media(env, id, req).await,
         Route::SlackEvents => {
             return inspect_slack::bot::events(req, env, ctx, Plane::new(env)).await
         }
@@ -373,6 +374,10 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
                 )
             }
         }
+        Route::Media { id, attachment } => {
+            let path = format!("/media/{attachment}");
+            crate::objects::forward_at(env, &id, &path, req, Some(actor), Vec::new(), false).await
+        }
         Route::PortLink { id, port } => {
             let path = format!("/ports/{port}/link");
             crate::objects::forward_at(env, &id, &path, req, Some(actor), Vec::new(), false).await
@@ -396,6 +401,7 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
         | Route::GitHubWebhook
         | Route::ImageBuildReport { .. }
         | Route::AttachmentDownload { .. }
+        | Route::ReportMedia { .. }
         | Route::SlackEvents
         | Route::AutomationWebhook { .. }
         | Route::SentryWebhook { .. }

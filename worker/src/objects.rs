@@ -35,12 +35,24 @@ pub(crate) async fn forward_as_sandbox(
     req: &Request,
     body: Option<&[u8]>,
 ) -> ApiResult<Response> {
+    forward_as_sandbox_typed(env, id, path, req, body, "application/json").await
+}
+
+/// [`forward_as_sandbox`] with a body of another type (a picture).
+pub(crate) async fn forward_as_sandbox_typed(
+    env: &Env,
+    id: &str,
+    path: &str,
+    req: &Request,
+    body: Option<&[u8]>,
+    content_type: &str,
+) -> ApiResult<Response> {
     let headers = sandbox_credentials(req)?;
     let mut init = RequestInit::new();
     init.with_method(Method::Post);
     if let Some(body) = body {
         headers
-            .set("Content-Type", "application/json")
+            .set("Content-Type", content_type)
             .map_err(internal)?;
         init.with_body(Some(js_sys_bytes(body)));
     }
@@ -132,6 +144,37 @@ pub(crate) async fn reviews(env: &Env, id: &str, mut req: Request) -> ApiResult<
         SessionAction::Reviews.object_path(),
         &req,
         Some(&body),
+    )
+    .await
+}
+
+/// `POST /sessions/:id/media?type=…&caption=…`: a picture from the session's sandbox (the
+/// agent's screenshot), at most 5 MiB of one of the kept types, checked here and in the
+/// object, which checks the sandbox's token and id.
+pub(crate) async fn report_media(env: &Env, id: &str, mut req: Request) -> ApiResult<Response> {
+    use inspect_protocol::media::{check, MAX_MEDIA_BYTES};
+    let pairs = crate::http::query_pairs(&req)?;
+    let param = |name: &str| {
+        pairs
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default()
+    };
+    let (mime, caption) = (param("type"), param("caption"));
+    let body = crate::http::read_body_up_to(&mut req, MAX_MEDIA_BYTES).await?;
+    check(&mime, &caption, body.len()).map_err(ApiError::bad_request)?;
+    let query: String = worker::url::form_urlencoded::Serializer::new(String::new())
+        .append_pair("type", &mime)
+        .append_pair("caption", &caption)
+        .finish();
+    forward_as_sandbox_typed(
+        env,
+        id,
+        &format!("/media?{query}"),
+        &req,
+        Some(&body),
+        &mime,
     )
     .await
 }

@@ -68,6 +68,15 @@ pub enum Route {
     AttachmentUpload {
         id: String,
     },
+    /// `POST /sessions/:id/media`: a picture from the session's sandbox.
+    ReportMedia {
+        id: String,
+    },
+    /// `GET /sessions/:id/media/:attachment`: a person sees a picture the agent took.
+    Media {
+        id: String,
+        attachment: String,
+    },
     /// `POST /sessions/:id/ports/:port/link`: where a person opens a tunnelled port.
     PortLink {
         id: String,
@@ -131,7 +140,7 @@ impl Route {
                         | SessionAction::ReportChanges
                 ) || (*action == SessionAction::TunnelUrls && names_a_sandbox)
             }
-            Route::AttachmentDownload { .. } => true,
+            Route::AttachmentDownload { .. } | Route::ReportMedia { .. } => true,
             Route::Children { op, .. } => !matches!(op, ChildOp::List),
             _ => false,
         }
@@ -144,6 +153,8 @@ impl Route {
             | Route::AttachmentDownload { id, .. }
             | Route::CloseTerminal { id, .. }
             | Route::PortLink { id, .. }
+            | Route::ReportMedia { id }
+            | Route::Media { id, .. }
             | Route::Children { id, .. }
             | Route::Session { id, .. } => Some(id),
             _ => None,
@@ -549,6 +560,22 @@ pub fn match_route(method: &str, path: &str) -> Option<Result<Route, ApiError>> 
                     });
                 }
                 (["ports", _, "link"], _) => Err(not_allowed(method, &["POST"])),
+                (["media"], "POST") => {
+                    return Some(Ok(Route::ReportMedia {
+                        id: (*id).to_owned(),
+                    }))
+                }
+                (["media"], _) => Err(not_allowed(method, &["POST"])),
+                (["media", attachment], "GET") => {
+                    if !valid_session_id(attachment) {
+                        return Some(Err(ApiError::not_found("no such picture")));
+                    }
+                    return Some(Ok(Route::Media {
+                        id: (*id).to_owned(),
+                        attachment: (*attachment).to_owned(),
+                    }));
+                }
+                (["media", _], _) => Err(not_allowed(method, &["GET"])),
                 (["title"], "PATCH") => Ok(SessionAction::Title),
                 (["title"], _) => Err(not_allowed(method, &["PATCH"])),
                 (["events"], "GET") => Ok(SessionAction::Events),

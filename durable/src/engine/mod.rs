@@ -10,6 +10,7 @@ pub mod deadlines;
 pub mod effects;
 pub mod ids;
 pub mod ingest;
+pub mod media;
 pub mod people;
 pub mod plan;
 pub mod pulls;

@@ -244,6 +244,46 @@ impl SessionDO {
                     Err(e) => json_error(&e),
                 }
             }
+            // The sandbox sends a picture the agent took.
+            (Method::Post, "media") => {
+                if let Some(refusal) = self.refuse_sandbox(&req) {
+                    return refusal;
+                }
+                let result = async {
+                    let mime = query_param(&req, "type").unwrap_or_default();
+                    let caption = query_param(&req, "caption").unwrap_or_default();
+                    let bytes = req
+                        .bytes()
+                        .await
+                        .map_err(|e| ApiError::bad_request(format!("unreadable body: {e}")))?;
+                    engine.record_media(&mime, &caption, &bytes, now)
+                }
+                .await;
+                match result {
+                    Ok((artifact, fx)) => {
+                        self.apply(fx);
+                        json_ok(&artifact).map(|r| r.with_status(201))
+                    }
+                    Err(e) => json_error(&e),
+                }
+            }
+            // The session's people see a picture the agent took.
+            (Method::Get, m) if m.starts_with("media/") => {
+                let id = &m["media/".len()..];
+                match engine.media(id) {
+                    Ok(Some((mime, bytes))) => {
+                        let resp = Response::from_bytes(bytes)?;
+                        let h = resp.headers();
+                        let _ = h.set("Content-Type", &mime);
+                        let _ = h.set("X-Content-Type-Options", "nosniff");
+                        let _ = h.set("Content-Security-Policy", "default-src 'none'; sandbox");
+                        let _ = h.set("Cache-Control", "private, max-age=3600");
+                        Ok(resp)
+                    }
+                    Ok(None) => json_error(&ApiError::not_found(format!("no picture {id}"))),
+                    Err(e) => json_error(&e),
+                }
+            }
             // The sandbox fetches a prompt's file.
             (Method::Get, a) if a.starts_with("attachments/") => {
                 if let Some(refusal) = self.refuse_sandbox(&req) {

@@ -47,6 +47,7 @@ const PASSED_THROUGH: &[&str] = &[
     "INSPECT_MODEL_API_KEY",
     "INSPECT_MODEL",
     "INSPECT_OPENCODE_BIN",
+    "INSPECT_CHROMIUM",
     "PATH",
     "LANG",
 ];

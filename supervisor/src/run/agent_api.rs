@@ -24,6 +24,8 @@ struct Forward {
     sandbox_id: String,
     token: String,
     http: reqwest::Client,
+    /// Where a screenshot's browser keeps its files (writable in the sandbox).
+    scratch: std::path::PathBuf,
 }
 
 pub struct AgentApi {
@@ -37,6 +39,7 @@ pub async fn start(
     session_id: &str,
     sandbox_id: &str,
     token: &str,
+    scratch: &std::path::Path,
 ) -> Result<AgentApi> {
     let mut key = [0u8; 24];
     getrandom::fill(&mut key).map_err(|e| anyhow::anyhow!("randomness: {e}"))?;
@@ -51,10 +54,12 @@ pub async fn start(
         http: reqwest::Client::builder()
             .timeout(std::time::Duration::from_secs(180))
             .build()?,
+        scratch: scratch.to_owned(),
     });
     let app = Router::new()
         .route("/pull-requests", post(pull_requests))
         .route("/reviews", post(reviews))
+        .route("/screenshot", post(screenshot))
         .route("/children", post(spawn_child))
         .route("/children/{id}", axum::routing::get(child_status))
         .route("/children/{id}/{op}", post(child_op))
@@ -85,6 +90,70 @@ async fn pull_requests(State(f): State<Arc<Forward>>, headers: HeaderMap, body: 
 async fn reviews(State(f): State<Arc<Forward>>, headers: HeaderMap, body: Bytes) -> Response {
     tracing::info!("the agent submits a review");
     relay(&f, &headers, reqwest::Method::POST, "reviews", body).await
+}
+
+/// Takes the picture here (the browser is the sandbox's) and sends it to the session with
+/// the sandbox's own credentials; the session's answer (the artifact) goes back.
+async fn screenshot(State(f): State<Arc<Forward>>, headers: HeaderMap, body: Bytes) -> Response {
+    if !authorized(&headers, &f.key) {
+        return (StatusCode::UNAUTHORIZED, "bad agent key").into_response();
+    }
+    let refused = |status: StatusCode, message: String| {
+        let body = serde_json::json!({"error": {"code": "bad_request", "message": message}});
+        (
+            status,
+            [("content-type", "application/json")],
+            body.to_string(),
+        )
+            .into_response()
+    };
+    let req: inspect_protocol::media::ScreenshotRequest = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => return refused(StatusCode::BAD_REQUEST, format!("malformed request: {e}")),
+    };
+    tracing::info!(url = %req.url, "the agent takes a screenshot");
+    let _ = std::fs::create_dir_all(&f.scratch);
+    let png = match super::screenshot::take(&req, &f.scratch).await {
+        Ok(png) => png,
+        Err(e) => return refused(StatusCode::UNPROCESSABLE_ENTITY, format!("{e:#}")),
+    };
+    let caption = req.caption.clone().unwrap_or_else(|| req.url.clone());
+    let mut url = match reqwest::Url::parse(&format!(
+        "{}/sessions/{}/media",
+        f.control_plane_url, f.session_id
+    )) {
+        Ok(u) => u,
+        Err(e) => {
+            return refused(
+                StatusCode::BAD_GATEWAY,
+                format!("bad control plane URL: {e}"),
+            )
+        }
+    };
+    url.query_pairs_mut()
+        .append_pair("type", "image/png")
+        .append_pair("caption", &caption);
+    let sent = f
+        .http
+        .post(url)
+        .bearer_auth(&f.token)
+        .header(inspect_protocol::auth::SANDBOX_ID_HEADER, &f.sandbox_id)
+        .header("content-type", "image/png")
+        .body(png)
+        .send()
+        .await;
+    match sent {
+        Ok(resp) => {
+            let status =
+                StatusCode::from_u16(resp.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
+            let text = resp.text().await.unwrap_or_default();
+            (status, [("content-type", "application/json")], text).into_response()
+        }
+        Err(e) => refused(
+            StatusCode::BAD_GATEWAY,
+            format!("the control plane could not be reached: {e}"),
+        ),
+    }
 }
 
 async fn spawn_child(State(f): State<Arc<Forward>>, headers: HeaderMap, body: Bytes) -> Response {
@@ -202,6 +271,9 @@ You work on your own in a sandbox; the people who asked will read the result lat
   [--comment 'PATH:LINE=TEXT']…` (`PATH:LINE:left=TEXT` for a removed line;
   `--comments-file FILE` takes a JSON list of `{path, line, side, body}`). Comments on
   lines outside the diff are moved into the review's body. It prints the review's URL.
+- To see a page the way a person would (the app you started, after a change), run
+  `open-inspect screenshot URL [--caption TEXT] [--width W --height H] [--timeout S]`:
+  the sandbox's browser photographs it and the picture is shown to the session's people.
 - To hand a part of the work to a child session (its own sandbox and agent), run
   `open-inspect child spawn --prompt \"…\" [--title T] [--repo OWNER/NAME] [--branch B]`
   (prints the child's id), then `open-inspect child wait ID…` (waits until they finish and

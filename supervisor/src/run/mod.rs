@@ -11,6 +11,7 @@ pub mod changes;
 pub mod link;
 pub mod mapping;
 pub mod restore;
+pub mod screenshot;
 pub mod terminals;
 
 use anyhow::{Context, Result};
@@ -187,6 +188,7 @@ pub async fn run() -> Result<()> {
         &link_cfg.session_id,
         &link_cfg.sandbox_id,
         &link_cfg.token,
+        &cfg.root.join("tmp"),
     )
     .await
     .context("starting the agent API")?;

@@ -8,7 +8,7 @@ import { Avatar, ErrorNote, ago, duration, repoLabel } from "./bits";
 import { ChangesPanel } from "./Changes";
 import { TerminalsPanel } from "./Terminals";
 import { ModelPicker } from "./ModelPicker";
-import { Timeline } from "./Timeline";
+import { MediaFigure, Timeline } from "./Timeline";
 
 const TYPING_EVERY_MS = 3000;
 
@@ -81,7 +81,9 @@ function ArtifactsPanel({ state, sessionId }: { state: LiveState; sessionId: str
               ? `Pull request ${meta.repoOwner ? `${String(meta.repoOwner)}/${String(meta.repoName)}` : ""}${meta.number ? `#${String(meta.number)}` : ""}`
               : a.type === "branch"
                 ? `Branch ${String(meta.branch ?? meta.head ?? "")}`
-                : a.type === "review"
+                : a.type === "media"
+                  ? "Picture"
+                  : a.type === "review"
                   ? `Review of ${String(meta.repoOwner ?? "")}/${String(meta.repoName ?? "")}#${String(meta.number ?? "")}`
                   : a.type;
           return (
@@ -112,6 +114,7 @@ function ArtifactsPanel({ state, sessionId }: { state: LiveState; sessionId: str
                 </span>
               )}
               {a.type === "pr" && meta.authoredAs === "app" && <span class="muted small"> by the App</span>}
+              {a.type === "media" && a.url && <MediaFigure url={a.url} caption={String(meta.caption ?? "")} />}
               {a.type === "review" && typeof meta.event === "string" && (
                 <span class="muted small" data-testid="review-event">
                   {" "}

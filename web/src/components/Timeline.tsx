@@ -96,6 +96,24 @@ function ToolRow({ e }: { e: TimelineEvent }) {
   );
 }
 
+/** A picture the agent took: a thumbnail that opens full size in a lightbox. */
+export function MediaFigure({ url, caption }: { url: string; caption: string }) {
+  const [open, setOpen] = useState(false);
+  return (
+    <figure class="media" data-testid="media">
+      <button type="button" class="media-thumb" onClick={() => setOpen(true)} aria-label={`Open the picture: ${caption}`}>
+        <img src={url} alt={caption} loading="lazy" />
+      </button>
+      {caption && <figcaption class="muted small">{caption}</figcaption>}
+      {open && (
+        <div class="lightbox" role="dialog" aria-label={caption || "Picture"} onClick={() => setOpen(false)}>
+          <img src={url} alt={caption} />
+        </div>
+      )}
+    </figure>
+  );
+}
+
 const Row = memo(({ e }: { e: TimelineEvent }) => {
   switch (e.type) {
     case "user_message": {
@@ -172,6 +190,8 @@ const Row = memo(({ e }: { e: TimelineEvent }) => {
       return <div class="row-note muted small">Stop requested.</div>;
     case "session_title":
       return <div class="row-note muted small">Title: {str(e.title)}</div>;
+    case "media":
+      return <MediaFigure url={str(e.url)} caption={str(e.caption)} />;
     case "terminal":
       return (
         <div class="row-note muted small" data-testid="terminal-note">
