@@ -902,3 +902,71 @@ async fn a_watched_channel_starts_an_automation_and_its_thread_continues() {
         assert!(!slack.reactions().iter().any(|r| r.1 == *ts));
     }
 }
+
+/// A picture the agent takes during a prompt from a Slack thread goes to that thread too,
+/// as Slack takes files (an upload URL, the bytes, the upload completed into the thread).
+#[tokio::test]
+async fn the_agents_screenshot_is_shared_in_the_thread() {
+    let port = inspect_tests::stack::free_port().unwrap();
+    let serve = format!(
+        "printf '<h1>Storefront</h1>' > shop.html && (nohup python3 -m http.server {port} --bind 127.0.0.1 >/dev/null 2>&1 &) && sleep 1 && open-inspect screenshot http://127.0.0.1:{port}/shop.html --caption 'The storefront after the fix'"
+    );
+    let model = FakeModel::start(vec![
+        Reply::tool(
+            "classify_target",
+            json!({"targetId": "local/demo", "confidence": "high", "reasoning": "it names the storefront", "alternatives": []}),
+        ),
+        Reply::tool("bash", json!({"command": serve, "description": "look at the page"})),
+        Reply::text("Here is the storefront."),
+    ])
+    .await
+    .unwrap();
+    let host = SandboxHost::start(&model.base_url, "inspect/fake-model")
+        .await
+        .unwrap();
+    let (slack, mut options) = slack_team(host.worker_vars()).await;
+    options.vars.extend([
+        (
+            "SLACK_CLASSIFIER_BASE_URL".to_string(),
+            model.base_url.clone(),
+        ),
+        (
+            "SLACK_CLASSIFIER_MODEL".to_string(),
+            "fake-model".to_string(),
+        ),
+    ]);
+    let stack = Stack::start_with(options).await.unwrap();
+    let demo = source_repo();
+    let r = send(
+        Method::POST,
+        &stack.url("/repos"),
+        Some(json!({"name": "demo", "path": demo.path().to_string_lossy()})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 201, "{}", r.body);
+    let thread = mention(
+        &stack,
+        &slack,
+        "Ev-shot",
+        "U1",
+        "show me the storefront",
+        None,
+    )
+    .await;
+    let shared = eventually(180, "the picture in the thread", || {
+        slack
+            .bot_messages(CHANNEL, &thread)
+            .into_iter()
+            .find(|m| m.files.is_array())
+    })
+    .await;
+    assert_eq!(shared.text, "The storefront after the fix");
+    assert_eq!(
+        shared.files[0]["name"], "screenshot.png",
+        "{:?}",
+        shared.files
+    );
+    assert!(shared.files[0]["size"].as_u64().unwrap() > 1000);
+    eventually(120, "the answer", || final_text(&slack, &thread)).await;
+}

@@ -8,6 +8,7 @@ use crate::engine::Effects;
 use crate::store::Store;
 use inspect_protocol::client::ServerMessage;
 use inspect_protocol::media::{self, MAX_SESSION_MEDIA, MEDIA_ARTIFACT};
+use inspect_protocol::scm::CallbackContext;
 use inspect_protocol::session::Artifact;
 use inspect_protocol::{ApiError, ErrorCode};
 use serde_json::{json, Map, Value};
@@ -90,6 +91,22 @@ impl<S: Store> Session<'_, S> {
             artifact: artifact.clone(),
         });
         Ok((artifact, fx))
+    }
+
+    /// Where the running prompt's outcome is reported, when a prompt runs and says.
+    pub fn running_callback(&self) -> EngineResult<Option<CallbackContext>> {
+        let Some(running) = self.processing()? else {
+            return Ok(None);
+        };
+        Ok(self
+            .store
+            .scalar(
+                "SELECT callback FROM messages WHERE id = ?",
+                &[running.id.as_str().into()],
+            )
+            .map_err(internal)?
+            .and_then(|v| v.into_string())
+            .and_then(|c| serde_json::from_str::<CallbackContext>(&c).ok()))
     }
 
     /// A picture's type and bytes, when a media artifact names it.

@@ -36,15 +36,7 @@ impl<S: Store> Session<'_, S> {
                 "no prompt is running: a review belongs to the prompt that asked for it",
             ));
         };
-        let context = self
-            .store
-            .scalar(
-                "SELECT callback FROM messages WHERE id = ?",
-                &[running.id.as_str().into()],
-            )
-            .map_err(internal)?
-            .and_then(|v| v.into_string())
-            .and_then(|c| serde_json::from_str::<CallbackContext>(&c).ok());
+        let context = self.running_callback()?;
         let Some(CallbackContext::Github {
             owner,
             repo,

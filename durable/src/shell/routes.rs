@@ -262,6 +262,7 @@ impl SessionDO {
                 match result {
                     Ok((artifact, fx)) => {
                         self.apply(fx);
+                        self.share_media(&artifact);
                         json_ok(&artifact).map(|r| r.with_status(201))
                     }
                     Err(e) => json_error(&e),

@@ -106,3 +106,44 @@ impl SessionDO {
             .and_then(|c| serde_json::from_str(&c).ok())
     }
 }
+
+impl SessionDO {
+    /// A picture the agent took during a prompt from a Slack thread goes to that thread
+    /// too (with `waitUntil`; a failure is logged, the picture stays in the session).
+    pub(super) fn share_media(&self, artifact: &inspect_protocol::session::Artifact) {
+        let Ok(Some(CallbackContext::Slack(thread))) = self.engine().running_callback() else {
+            return;
+        };
+        let meta = artifact.metadata.clone().unwrap_or_default();
+        let Some(attachment) = meta["attachmentId"].as_str().map(str::to_owned) else {
+            return;
+        };
+        let Ok(Some((mime, bytes))) = self.engine().media(&attachment) else {
+            return;
+        };
+        let caption = meta["caption"]
+            .as_str()
+            .unwrap_or("A screenshot")
+            .to_owned();
+        let name = format!("screenshot.{}", mime.rsplit('/').next().unwrap_or("png"));
+        let env = self.env.clone();
+        let session = self.engine().session_id().unwrap_or_default();
+        self.state.wait_until(async move {
+            let shared = inspect_slack::api::upload_to_thread(
+                &env,
+                (&thread.channel, &thread.thread_ts),
+                &name,
+                &bytes,
+                &caption,
+            )
+            .await;
+            if let Err(e) = shared {
+                inspect_runtime::log::emit(
+                    LogLine::warn("slack", "media_not_shared")
+                        .session(&session)
+                        .detail(e.message),
+                );
+            }
+        });
+    }
+}

@@ -149,3 +149,47 @@ pub async fn download(env: &Env, url: &str, limit: u64) -> Result<Vec<u8>, ApiEr
     }
     Ok(bytes)
 }
+
+/// Shares a file in a thread as Slack takes files: an upload URL for its name and size, the
+/// bytes posted there, then the upload completed into the channel's thread with a comment.
+pub async fn upload_to_thread(
+    env: &Env,
+    (channel, thread_ts): (&str, &str),
+    filename: &str,
+    bytes: &[u8],
+    comment: &str,
+) -> Result<(), ApiError> {
+    let length = bytes.len().to_string();
+    let got = get(
+        env,
+        "files.getUploadURLExternal",
+        &[("filename", filename), ("length", &length)],
+    )
+    .await?;
+    let (Some(url), Some(id)) = (got["upload_url"].as_str(), got["file_id"].as_str()) else {
+        return Err(unavailable("files.getUploadURLExternal gave no upload URL"));
+    };
+    let mut init = RequestInit::new();
+    init.with_method(Method::Post)
+        .with_body(Some(worker::js_sys::Uint8Array::from(bytes).into()));
+    let req = Request::new_with_init(url, &init).map_err(unavailable)?;
+    let resp = Fetch::Request(req).send().await.map_err(unavailable)?;
+    if resp.status_code() != 200 {
+        return Err(unavailable(format!(
+            "the file upload answered {}",
+            resp.status_code()
+        )));
+    }
+    post(
+        env,
+        "files.completeUploadExternal",
+        &serde_json::json!({
+            "files": [{"id": id, "title": comment.chars().take(250).collect::<String>()}],
+            "channel_id": channel,
+            "thread_ts": thread_ts,
+            "initial_comment": comment,
+        }),
+    )
+    .await?;
+    Ok(())
+}

@@ -3,7 +3,8 @@
 //! `reactions.add`/`remove` (`already_reacted`, `no_reaction`), `conversations.replies`
 //! (`oldest` exclusive unless `inclusive`), `conversations.history`, `conversations.info`, `users.info`, `views.publish`; every method
 //! wants the bot token (`not_authed`, `invalid_auth`); one method can be made to answer
-//! `ratelimited` with `Retry-After`. Private files are served with bearer auth. The test
+//! `ratelimited` with `Retry-After`. Private files are served with bearer auth; files go out
+//! through `files.getUploadURLExternal`, the upload URL and `files.completeUploadExternal`. The test
 //! side signs and sends deliveries exactly as Slack does.
 
 use axum::body::Bytes;
@@ -52,6 +53,11 @@ struct World {
     hold_updates: Option<(String, u64)>,
     calls: Vec<String>,
     clock: u64,
+    /// Where the fake serves (upload URLs point back at it).
+    base_url: String,
+    /// Uploads begun with `files.getUploadURLExternal`: id → (name, declared length,
+    /// the bytes once sent to the upload URL).
+    uploads: HashMap<String, (String, usize, Option<Vec<u8>>)>,
 }
 
 pub struct FakeSlack {
@@ -68,9 +74,11 @@ impl FakeSlack {
         let app = Router::new()
             .route("/api/{method}", get(method).post(method))
             .route("/files/{name}", get(file))
+            .route("/upload/{id}", axum::routing::post(upload))
             .with_state(world.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
+        world.lock().unwrap_or_else(|e| e.into_inner()).base_url = format!("http://{addr}");
         let task = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
@@ -309,6 +317,58 @@ async fn method(
             });
             ok(json!({"channel": s("channel"), "ts": ts}))
         }
+        // Outbound files, as Slack takes them: an upload URL for a named, sized file; the
+        // bytes posted there; then the upload completed into a channel (or a thread).
+        "files.getUploadURLExternal" => {
+            let length = args["length"]
+                .as_u64()
+                .or_else(|| s("length").parse().ok())
+                .unwrap_or(0);
+            if s("filename").is_empty() || length == 0 {
+                return fail("invalid_arguments");
+            }
+            w.clock += 1;
+            let id = format!("F{:08}", w.clock);
+            let url = format!("{}/upload/{id}", w.base_url);
+            w.uploads
+                .insert(id.clone(), (s("filename"), length as usize, None));
+            ok(json!({"upload_url": url, "file_id": id}))
+        }
+        "files.completeUploadExternal" => {
+            let files: Vec<Value> = match &args["files"] {
+                Value::Array(a) => a.clone(),
+                Value::String(t) => serde_json::from_str(t).unwrap_or_default(),
+                _ => Vec::new(),
+            };
+            if files.is_empty() {
+                return fail("invalid_arguments");
+            }
+            let mut shared = Vec::new();
+            for f in &files {
+                let id = f["id"].as_str().unwrap_or_default();
+                match w.uploads.get(id) {
+                    Some((name, length, Some(bytes))) if bytes.len() == *length => {
+                        shared.push(json!({"id": id, "name": name, "title": f["title"].as_str().unwrap_or(name), "size": length}))
+                    }
+                    _ => return fail("file_not_found"),
+                }
+            }
+            if !s("channel_id").is_empty() {
+                let ts = next_ts(&mut w);
+                let thread = s("thread_ts");
+                w.messages.push(Posted {
+                    channel: s("channel_id"),
+                    ts,
+                    thread_ts: (!thread.is_empty()).then_some(thread),
+                    user: BOT_USER.into(),
+                    text: s("initial_comment"),
+                    blocks: Value::Null,
+                    updates: Vec::new(),
+                    files: Value::Array(shared.clone()),
+                });
+            }
+            ok(json!({"files": shared}))
+        }
         "chat.update" => {
             let (channel, ts) = (s("channel"), s("ts"));
             if !blocks_valid(&args["blocks"]) {
@@ -529,6 +589,18 @@ async fn file(
     let w = world.lock().unwrap_or_else(|e| e.into_inner());
     match w.files.get(&name) {
         Some(b) => ([("Content-Type", "image/png")], b.clone()).into_response(),
+        None => StatusCode::NOT_FOUND.into_response(),
+    }
+}
+
+/// The upload URL `files.getUploadURLExternal` gave: the file's bytes, raw.
+async fn upload(State(world): State<Shared>, Path(id): Path<String>, body: Bytes) -> Response {
+    let mut w = world.lock().unwrap_or_else(|e| e.into_inner());
+    match w.uploads.get_mut(&id) {
+        Some(entry) => {
+            entry.2 = Some(body.to_vec());
+            (StatusCode::OK, format!("OK - {}", body.len())).into_response()
+        }
         None => StatusCode::NOT_FOUND.into_response(),
     }
 }
