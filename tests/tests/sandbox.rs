@@ -755,3 +755,39 @@ async fn the_supervisor_ends_cleanly_on_sigterm() {
     assert!(out.status.success(), "{:?}: {said}", out.status);
     assert!(said.contains("terminated: shutting down"), "{said}");
 }
+
+/// The reasoning effort a person picks for a prompt reaches the model: OpenCode sends it as
+/// `reasoning_effort` (the model's variant of that name); a prompt without one sends none.
+#[tokio::test]
+async fn the_reasoning_effort_picked_reaches_the_model() {
+    let w = world(vec![
+        Reply::text("Thought hard."),
+        Reply::text("Thought less."),
+    ])
+    .await;
+    let (_, mut ws) = demo_session(&w).await;
+    ws.send(json!({"type": "prompt", "content": "think hard", "reasoningEffort": "high"}))
+        .await
+        .unwrap();
+    until_complete(&mut ws, 1, &w).await;
+    ws.send(json!({"type": "prompt", "content": "think less"}))
+        .await
+        .unwrap();
+    until_complete(&mut ws, 1, &w).await;
+    let asked: Vec<Value> = w
+        .model
+        .requests()
+        .into_iter()
+        .filter(|r| r.to_string().contains("think "))
+        .collect();
+    let hard = asked
+        .iter()
+        .find(|r| r.to_string().contains("think hard") && !r.to_string().contains("think less"))
+        .unwrap();
+    assert_eq!(hard["reasoning_effort"], "high", "{}", hard);
+    let less = asked
+        .iter()
+        .find(|r| r.to_string().contains("think less"))
+        .unwrap();
+    assert!(less.get("reasoning_effort").is_none(), "{less}");
+}

@@ -76,7 +76,18 @@ pub fn opencode_config(cfg: &AgentConfig) -> Value {
             provider: {
                 "npm": "@ai-sdk/openai-compatible",
                 "options": {"baseURL": url, "apiKey": cfg.api_key.clone().unwrap_or_else(|| "none".into())},
-                "models": {model: {"tool_call": true, "limit": {"context": 128000, "output": 4096}}},
+                // The reasoning efforts a person may pick, as OpenCode's variants of the
+                // model: each sends `reasoning_effort` to the server.
+                "models": {model: {
+                    "tool_call": true,
+                    "reasoning": true,
+                    "limit": {"context": 128000, "output": 4096},
+                    "variants": {
+                        "low": {"reasoningEffort": "low"},
+                        "medium": {"reasoningEffort": "medium"},
+                        "high": {"reasoningEffort": "high"},
+                    },
+                }},
             }
         });
     }
@@ -250,8 +261,18 @@ impl Agent {
     }
 
     /// Sends a prompt; results arrive on the event stream.
-    pub async fn prompt(&self, text: &str, model: Option<&str>) -> Result<()> {
+    /// Sends a prompt; `effort` (the reasoning effort a person picked) goes as the model's
+    /// variant of that name.
+    pub async fn prompt(
+        &self,
+        text: &str,
+        model: Option<&str>,
+        effort: Option<&str>,
+    ) -> Result<()> {
         let mut body = json!({"parts": [{"type": "text", "text": text}]});
+        if let Some(effort) = effort.filter(|e| !e.is_empty()) {
+            body["variant"] = json!(effort);
+        }
         if let Some((provider, model)) = model
             .or(self.default_model.as_deref())
             .and_then(|m| m.split_once('/'))

@@ -318,7 +318,7 @@ pub async fn run() -> Result<()> {
             }
             cmd = commands.recv() => match cmd {
                 None => return Ok(()),
-                Some(SandboxCommand::Prompt { message_id, content, model, author, attachments, .. }) => {
+                Some(SandboxCommand::Prompt { message_id, content, model, reasoning_effort, author, attachments }) => {
                     // The session sends the running prompt again after a reconnect: a copy
                     // of one this sandbox already took changes nothing.
                     if taken.contains(&message_id) {
@@ -342,7 +342,7 @@ pub async fn run() -> Result<()> {
                         }
                     };
                     let content = attachments::with_paths(&content, &saved);
-                    match agent.prompt(&content, model.as_deref()).await {
+                    match agent.prompt(&content, model.as_deref(), reasoning_effort.as_deref()).await {
                         Ok(()) => turn = Some(Turn::new(&message_id, &agent.session_id, author, &content, known_messages.clone())),
                         Err(e) => events.send(SandboxEvent::ExecutionComplete { message_id, success: false, error: Some(format!("the agent refused the prompt: {e:#}")) }),
                     }
