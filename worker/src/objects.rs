@@ -113,39 +113,33 @@ pub(crate) async fn pull_requests(env: &Env, id: &str, mut req: Request) -> ApiR
     .await
 }
 
-/// `PUT /sessions/:id/changes`: the sandbox's capture of the workspace, parsed here once
-/// (at most 12 MiB) and sent on typed; the object checks the sandbox's token and id.
-pub(crate) async fn report_changes(env: &Env, id: &str, mut req: Request) -> ApiResult<Response> {
-    use inspect_protocol::changes::{ChangesReport, MAX_REPORT_BYTES};
-    let body = crate::http::read_body_up_to(&mut req, MAX_REPORT_BYTES).await?;
-    let report: ChangesReport = body_as(&body)?;
-    let body = serde_json::to_vec(&report).map_err(|e| ApiError::internal(e.to_string()))?;
-    forward_as_sandbox(
-        env,
-        id,
-        SessionAction::ReportChanges.object_path(),
-        &req,
-        Some(&body),
-    )
-    .await
+/// A sandbox's body for `action`, parsed here once as `T` (at most `limit` bytes) and sent
+/// on written anew from its type; the object checks the sandbox's token and id.
+async fn forward_typed<T: serde::de::DeserializeOwned + serde::Serialize>(
+    env: &Env,
+    id: &str,
+    action: SessionAction,
+    mut req: Request,
+    limit: usize,
+) -> ApiResult<Response> {
+    let body = crate::http::read_body_up_to(&mut req, limit).await?;
+    let typed: T = body_as(&body)?;
+    let body = serde_json::to_vec(&typed).map_err(|e| ApiError::internal(e.to_string()))?;
+    forward_as_sandbox(env, id, action.object_path(), &req, Some(&body)).await
 }
 
-/// `POST /sessions/:id/reviews`: the agent's review from the session's sandbox, parsed
-/// here once (at most 1 MiB) and sent on typed; the object checks the sandbox's token and
-/// id, and which pull request the running prompt may review.
-pub(crate) async fn reviews(env: &Env, id: &str, mut req: Request) -> ApiResult<Response> {
+/// `PUT /sessions/:id/changes`: the sandbox's capture of the workspace (at most 12 MiB).
+pub(crate) async fn report_changes(env: &Env, id: &str, req: Request) -> ApiResult<Response> {
+    use inspect_protocol::changes::{ChangesReport, MAX_REPORT_BYTES};
+    forward_typed::<ChangesReport>(env, id, SessionAction::ReportChanges, req, MAX_REPORT_BYTES)
+        .await
+}
+
+/// `POST /sessions/:id/reviews`: the agent's review from the session's sandbox (at most
+/// 1 MiB); the object also checks which pull request the running prompt may review.
+pub(crate) async fn reviews(env: &Env, id: &str, req: Request) -> ApiResult<Response> {
     use inspect_protocol::scm::ReviewRequest;
-    let body = crate::http::read_body_up_to(&mut req, 1 << 20).await?;
-    let review: ReviewRequest = body_as(&body)?;
-    let body = serde_json::to_vec(&review).map_err(|e| ApiError::internal(e.to_string()))?;
-    forward_as_sandbox(
-        env,
-        id,
-        SessionAction::Reviews.object_path(),
-        &req,
-        Some(&body),
-    )
-    .await
+    forward_typed::<ReviewRequest>(env, id, SessionAction::Reviews, req, 1 << 20).await
 }
 
 /// `POST /sessions/:id/media?type=…&caption=…`: a picture from the session's sandbox (the
