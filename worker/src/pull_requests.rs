@@ -91,10 +91,7 @@ pub async fn refresh(env: &Env, now: i64) -> ApiResult<usize> {
     for r in rows {
         let pull = inspect_github::api::get_pull(env, &token, &r.owner, &r.repo, r.number).await?;
         let state = match &pull {
-            Some(p) if p.merged => "merged",
-            Some(p) if p.state == "closed" => "closed",
-            Some(p) if p.draft => "draft",
-            Some(_) => "open",
+            Some(p) => p.display_state(),
             // Gone (the repository deleted, or no longer the App's to see): asked no more.
             None => "closed",
         };

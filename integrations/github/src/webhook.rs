@@ -289,13 +289,15 @@ pub fn pr_change(event: &str, body: &[u8], now_ms: i64) -> Option<PullRequestCha
         at: now_ms,
     };
     match (event, d.action.as_deref()?) {
-        ("pull_request", "closed") => {
-            change.state = Some(if pr.merged { "merged" } else { "closed" }.into())
+        // What the delivery's pull request says, read as everywhere else (`pulls::state_of`);
+        // the action is the word on whether it closed.
+        (
+            "pull_request",
+            action @ ("closed" | "reopened" | "ready_for_review" | "converted_to_draft"),
+        ) => {
+            let state = if action == "closed" { "closed" } else { "open" };
+            change.state = Some(crate::pulls::state_of(state, pr.merged, pr.draft).into())
         }
-        ("pull_request", "reopened" | "ready_for_review") => {
-            change.state = Some(if pr.draft { "draft" } else { "open" }.into())
-        }
-        ("pull_request", "converted_to_draft") => change.state = Some("draft".into()),
         ("pull_request_review", "submitted") => {
             let review = d.review?;
             let verdict = review.state.to_ascii_lowercase();

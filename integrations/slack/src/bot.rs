@@ -195,12 +195,7 @@ async fn take_channel_message(
     let now = now_ms();
     let pending = Pending::from_request(&r);
     if r.thread_ts.is_some() {
-        let thread: Option<ThreadRow> = db::first(
-            env,
-            "SELECT session_id, target, target_label, last_prompt_ts, automation_id FROM slack_threads WHERE channel = ?1 AND thread_ts = ?2 AND expires_at > ?3 AND kind = 'automation'",
-            &[pending.channel.as_str().into(), pending.thread_ts.as_str().into(), num(now)],
-        )
-        .await?;
+        let thread = thread_row(env, &pending.channel, &pending.thread_ts, now, true).await?;
         let Some(t) = thread else {
             return Ok("a thread reply without a mention".into());
         };
@@ -375,12 +370,7 @@ async fn take_request(
     }
     let pending = Pending::from_request(&request);
     let now = now_ms();
-    let thread: Option<ThreadRow> = db::first(
-        env,
-        "SELECT session_id, target, target_label, last_prompt_ts, automation_id FROM slack_threads WHERE channel = ?1 AND thread_ts = ?2 AND expires_at > ?3",
-        &[pending.channel.as_str().into(), pending.thread_ts.as_str().into(), num(now)],
-    )
-    .await?;
+    let thread = thread_row(env, &pending.channel, &pending.thread_ts, now, false).await?;
     if let Some(t) = thread {
         if !admitted(plane, &t, &pending.user).await? {
             return Ok("a mention the thread's channel trigger does not admit".into());
@@ -1290,6 +1280,22 @@ async fn pick(
 
 /// The cron trigger's part: threads past their 7 days, picks past their hour, and event ids
 /// older than a day (Slack retries for minutes) are forgotten. How many rows went.
+/// The session a thread continues, unexpired (`automation_only`: only a channel trigger's).
+async fn thread_row(
+    env: &Env,
+    channel: &str,
+    thread_ts: &str,
+    now: i64,
+    automation_only: bool,
+) -> Result<Option<ThreadRow>, ApiError> {
+    let sql = if automation_only {
+        "SELECT session_id, target, target_label, last_prompt_ts, automation_id FROM slack_threads WHERE channel = ?1 AND thread_ts = ?2 AND expires_at > ?3 AND kind = 'automation'"
+    } else {
+        "SELECT session_id, target, target_label, last_prompt_ts, automation_id FROM slack_threads WHERE channel = ?1 AND thread_ts = ?2 AND expires_at > ?3"
+    };
+    db::first(env, sql, &[channel.into(), thread_ts.into(), num(now)]).await
+}
+
 pub async fn prune(env: &Env, now: i64) -> Result<usize, ApiError> {
     let mut gone = 0;
     for (sql, at) in [
