@@ -139,6 +139,9 @@ pub struct RepoSettings {
     /// Markdown the bot's review prompt carries: what this repository wants looked at.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub review_instructions: Option<String>,
+    /// Ports a session on this repository exposes when it names none itself.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tunnel_ports: Vec<u16>,
 }
 
 /// At most this many characters of review instructions in a repository's settings.

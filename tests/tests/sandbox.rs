@@ -791,3 +791,49 @@ async fn the_reasoning_effort_picked_reaches_the_model() {
         .unwrap();
     assert!(less.get("reasoning_effort").is_none(), "{less}");
 }
+
+/// A repository's default ports: a session on it that names none exposes them (behind the
+/// gate, as any tunnelled port); bad ports are refused in the settings.
+#[tokio::test]
+async fn a_repositorys_default_ports_are_tunnelled() {
+    let w = world(vec![Reply::text("Up.")]).await;
+    let port = inspect_tests::stack::free_port().unwrap();
+    let settings = w.stack.url("/repos/local/demo/settings");
+    for bad in [json!({"tunnelPorts": [0]}), json!({"tunnelPorts": [70000]})] {
+        let r = send(Method::PUT, &settings, Some(bad.clone()))
+            .await
+            .unwrap();
+        assert_eq!(r.status, 400, "{bad}: {}", r.body);
+    }
+    let r = send(Method::PUT, &settings, Some(json!({"tunnelPorts": [port]})))
+        .await
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let (id, mut ws) = demo_session(&w).await;
+    ws.send(json!({"type": "prompt", "content": "up"}))
+        .await
+        .unwrap();
+    let urls = ws
+        .recv_type("tunnel_urls")
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", w.host.sandbox_logs()));
+    let url = urls["tunnelUrls"][port.to_string()]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    until_complete(&mut ws, 1, &w).await;
+    assert_eq!(
+        reqwest::get(&url).await.unwrap().status(),
+        401,
+        "behind the gate"
+    );
+    let link = send_as(
+        "ann",
+        Method::POST,
+        &w.stack.url(&format!("/sessions/{id}/ports/{port}/link")),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(link.status, 200, "{}", link.body);
+}

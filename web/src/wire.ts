@@ -546,7 +546,11 @@ reviewVerdicts?: Array<ReviewVerdict>,
 /**
  * Markdown the bot's review prompt carries: what this repository wants looked at.
  */
-reviewInstructions?: string | null, };
+reviewInstructions?: string | null, 
+/**
+ * Ports a session on this repository exposes when it names none itself.
+ */
+tunnelPorts?: Array<number>, };
 
 export type Completion = { sessionId: string, messageId: string, success: boolean, error?: string | null, 
 /**

@@ -433,12 +433,24 @@ pub(crate) async fn create_session_with(
         None => inspect_durable::engine::state::repositories_of(&create)?,
     };
     repos::resolve(env, &mut repositories).await?;
-    // A session that names no model gets its primary repository's default, if it has one.
-    if create.model.is_none() {
+    // A session that names no model, or no ports, gets its primary repository's defaults.
+    let asks_ports = create
+        .sandbox
+        .as_ref()
+        .is_some_and(|s| !s.tunnel_ports.is_empty());
+    if create.model.is_none() || !asks_ports {
         if let Some(primary) = repositories.first() {
-            create.model = inspect_github::api::repo_settings(env, &primary.owner, &primary.name)
-                .await?
-                .default_model;
+            let settings =
+                inspect_github::api::repo_settings(env, &primary.owner, &primary.name).await?;
+            if create.model.is_none() {
+                create.model = settings.default_model;
+            }
+            if !asks_ports && !settings.tunnel_ports.is_empty() {
+                create
+                    .sandbox
+                    .get_or_insert_with(Default::default)
+                    .tunnel_ports = settings.tunnel_ports;
+            }
         }
     }
     create.repositories = Some(repositories);

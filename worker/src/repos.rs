@@ -234,6 +234,7 @@ const SETTINGS_FIELDS: &[&str] = &[
     "defaultEnvironmentId",
     "reviewVerdicts",
     "reviewInstructions",
+    "tunnelPorts",
 ];
 
 /// `PUT /repos/:owner/:name/settings`: changes the fields the body names and keeps the
@@ -304,6 +305,14 @@ pub async fn put_settings(
         return Err(ApiError::bad_request(format!(
             "reviewInstructions is at most {} characters",
             inspect_protocol::scm::MAX_REVIEW_INSTRUCTIONS_CHARS
+        )));
+    }
+    if settings.tunnel_ports.len() > inspect_protocol::limits::MAX_TUNNEL_PORTS
+        || settings.tunnel_ports.contains(&0)
+    {
+        return Err(ApiError::bad_request(format!(
+            "tunnelPorts holds up to {} ports (1 to 65535)",
+            inspect_protocol::limits::MAX_TUNNEL_PORTS
         )));
     }
     let json = serde_json::to_string(&settings).map_err(|e| ApiError::internal(e.to_string()))?;

@@ -624,6 +624,7 @@ function RepositorySettings({ repos }: { repos: Repository[] }) {
   const [repo, setRepo] = useState("");
   const [settings, setSettings] = useState<RepoSettings>(NO_SETTINGS);
   const [users, setUsers] = useState("");
+  const [ports, setPorts] = useState("");
   const [note, setNote] = useState("");
   const [error, setError] = useState("");
   useEffect(() => {
@@ -635,6 +636,7 @@ function RepositorySettings({ repos }: { repos: Repository[] }) {
       .then((r) => {
         setSettings(r);
         setUsers((r.allowedTriggerUsers ?? []).join(", "));
+        setPorts((r.tunnelPorts ?? []).join(", "));
         setError("");
         setNote("");
       })
@@ -650,6 +652,11 @@ function RepositorySettings({ repos }: { repos: Repository[] }) {
         .split(",")
         .map((u) => u.trim())
         .filter(Boolean),
+      tunnelPorts: ports
+        .split(",")
+        .map((p) => p.trim())
+        .filter(Boolean)
+        .map(Number),
     };
     if (!body.prLabel) delete body.prLabel;
     if (!body.defaultModel) delete body.defaultModel;
@@ -730,6 +737,10 @@ function RepositorySettings({ repos }: { repos: Repository[] }) {
             value={settings.reviewInstructions ?? ""}
             onInput={(e) => setSettings({ ...settings, reviewInstructions: e.currentTarget.value })}
           />
+        </label>
+        <label class="wide">
+          Ports a session exposes (comma-separated; each behind a login)
+          <input value={ports} placeholder="3000, 5173" onInput={(e) => setPorts(e.currentTarget.value)} />
         </label>
         <label class="wide">
           Who may trigger the bot (GitHub logins, comma-separated; empty: anyone with write access)
