@@ -48,10 +48,36 @@ async fn relayed_requests_never_act_as_the_local_user() {
             .unwrap();
         assert_eq!(create.status(), 401, "{name}: {value}");
     }
+    // Nor can one reach into a session's sandbox: its terminals, its ports, its pictures.
+    let id = create_session(&stack.base_url, "ann", json!({"title": "mine"}))
+        .await
+        .unwrap();
+    for (method, path) in [
+        (reqwest::Method::POST, format!("/sessions/{id}/terminals")),
+        (reqwest::Method::GET, format!("/sessions/{id}/terminals")),
+        (
+            reqwest::Method::DELETE,
+            format!("/sessions/{id}/terminals/term_1"),
+        ),
+        (
+            reqwest::Method::POST,
+            format!("/sessions/{id}/ports/3000/link"),
+        ),
+        (reqwest::Method::GET, format!("/sessions/{id}/media/att_1")),
+    ] {
+        let r = client
+            .request(method.clone(), stack.url(&path))
+            .header("X-Forwarded-For", "203.0.113.9")
+            .json(&json!({"cols": 80, "rows": 24}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 401, "{method} {path}");
+    }
     // The local user at the laptop itself still is.
     assert_eq!(get(&stack.url("/sessions")).await.unwrap().status, 200);
     let listed = get(&stack.url("/sessions")).await.unwrap();
-    assert_eq!(listed.body["sessions"].as_array().unwrap().len(), 0);
+    assert_eq!(listed.body["sessions"].as_array().unwrap().len(), 1);
 }
 
 #[tokio::test]
@@ -113,7 +139,7 @@ async fn other_sites_pages_cannot_change_anything() {
     }
     // Nothing was made.
     let listed = get(&stack.url("/sessions")).await.unwrap();
-    assert_eq!(listed.body["sessions"].as_array().unwrap().len(), 0);
+    assert_eq!(listed.body["sessions"].as_array().unwrap().len(), 1);
     let automations = get(&stack.url("/automations")).await.unwrap();
     assert_eq!(automations.body["automations"].as_array().unwrap().len(), 0);
     assert_eq!(
