@@ -262,6 +262,9 @@ pub struct Completion {
     /// The review the prompt submitted on its pull request (`open-inspect review`), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub review_url: Option<String>,
+    /// The captions of the pictures the agent took during the prompt (seen in the session).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pictures: Vec<String>,
     pub context: CallbackContext,
 }
 

@@ -568,7 +568,11 @@ changedFiles: Array<string>,
 /**
  * The review the prompt submitted on its pull request (`open-inspect review`), if any.
  */
-reviewUrl?: string | null, context: CallbackContext, };
+reviewUrl?: string | null, 
+/**
+ * The captions of the pictures the agent took during the prompt (seen in the session).
+ */
+pictures?: Array<string>, context: CallbackContext, };
 
 export type ReviewVerdict = "COMMENT" | "APPROVE" | "REQUEST_CHANGES";
 

@@ -48,12 +48,16 @@ impl<S: Store> Session<'_, S> {
         let session = self.session_id()?;
         let url = format!("/sessions/{session}/media/{attachment_id}");
         let id = super::ids::new_id("art");
-        let metadata = json!({
+        let mut metadata = json!({
             "attachmentId": attachment_id,
             "caption": caption,
             "mimeType": mime,
             "bytes": bytes.len(),
         });
+        // The prompt it was taken in, so that prompt's report can name it.
+        if let Some(running) = self.processing()? {
+            metadata["messageId"] = Value::String(running.id);
+        }
         let event = self
             .store
             .atomically(|| {
@@ -91,6 +95,24 @@ impl<S: Store> Session<'_, S> {
             artifact: artifact.clone(),
         });
         Ok((artifact, fx))
+    }
+
+    /// The captions of the pictures taken during a prompt, in the order taken.
+    pub fn media_of(&self, message_id: &str) -> EngineResult<Vec<String>> {
+        let rows = self
+            .store
+            .query(
+                "SELECT metadata FROM artifacts WHERE kind = ? ORDER BY created_at, id",
+                &[MEDIA_ARTIFACT.into()],
+            )
+            .map_err(internal)?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|r| r.into_iter().next().and_then(|v| v.into_string()))
+            .filter_map(|m| serde_json::from_str::<Value>(&m).ok())
+            .filter(|m| m["messageId"] == message_id)
+            .map(|m| m["caption"].as_str().unwrap_or_default().to_owned())
+            .collect())
     }
 
     /// Where the running prompt's outcome is reported, when a prompt runs and says.

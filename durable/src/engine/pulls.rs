@@ -338,6 +338,7 @@ impl<S: Store> Session<'_, S> {
                 None => self.changed_files(message_id)?,
             },
             review_url: self.review_of(message_id)?,
+            pictures: self.media_of(message_id)?,
             context,
         }))
     }

@@ -2170,3 +2170,40 @@ mod terminals {
         serde_json::to_string(msg).unwrap()
     }
 }
+
+#[test]
+fn pictures_taken_during_a_prompt_are_named_in_its_report_and_read_back_only_as_pictures() {
+    let st = store();
+    let s = created(&st);
+    let ann = s.participant_by_user("u-ann").unwrap().unwrap();
+    let png = b"\x89PNG\r\n\x1a\n-not-really".to_vec();
+    assert_eq!(
+        s.record_media("text/html", "x", b"<script>", 1)
+            .unwrap_err()
+            .code,
+        inspect_protocol::ErrorCode::BadRequest
+    );
+    let mut with = prompt("show me", None);
+    with.callback_context = Some(github_callback());
+    let (bot, _) = s.enqueue(&ann, &with, 10).unwrap();
+    s.start_next(11).unwrap();
+    let (art, fx) = s
+        .record_media("image/png", "The login page", &png, 12)
+        .unwrap();
+    assert_eq!(fx.outbound.len(), 2, "the timeline event and the artifact");
+    let id = art.metadata.unwrap()["attachmentId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(s.media(&id).unwrap().unwrap(), ("image/png".into(), png));
+    // A person's file is not a picture to serve.
+    let file = s
+        .store_attachment("notes.txt", "text/plain", b"hi", 13)
+        .unwrap();
+    assert!(s.media(&file.attachment_id.unwrap()).unwrap().is_none());
+    let fx = s.complete(&bot.message_id, true, None, 20).unwrap();
+    assert_eq!(
+        fx.completions[0].pictures,
+        vec!["The login page".to_owned()]
+    );
+}

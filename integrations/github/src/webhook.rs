@@ -599,6 +599,25 @@ pub fn completion_comment(c: &inspect_protocol::scm::Completion, session_url: &s
     for (url, state) in &c.pull_requests {
         out.push_str(&format!("\n\nPull request ({state}): {url}"));
     }
+    if !c.pictures.is_empty() {
+        out.push_str(&format!(
+            "\n\n📷 {} in the session: {}",
+            if c.pictures.len() == 1 {
+                "A picture".to_owned()
+            } else {
+                format!("{} pictures", c.pictures.len())
+            },
+            c.pictures
+                .iter()
+                .map(|p| if p.is_empty() {
+                    "(no caption)".to_owned()
+                } else {
+                    format!("“{p}”")
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
     out.push_str(&format!(
         "\n\n---\n{} [View the session]({session_url})",
         if c.success { "✅" } else { "⚠️" }
@@ -946,6 +965,7 @@ mod completion_tests {
             pull_requests: vec![("http://gh/acme/web/pull/2".into(), "open".into())],
             changed_files: vec![],
             review_url: None,
+            pictures: vec!["The login page".into()],
             context: CallbackContext::Github {
                 owner: "acme".into(),
                 repo: "web".into(),
@@ -958,6 +978,10 @@ mod completion_tests {
         assert!(body.starts_with("Fixed it."));
         assert!(body.contains("Pull request (open): http://gh/acme/web/pull/2"));
         assert!(body.contains("[View the session](http://cp/sessions/s1)"));
+        assert!(
+            body.contains("📷 A picture in the session: “The login page”"),
+            "{body}"
+        );
         c.success = false;
         c.error = Some("the sandbox died".into());
         let body = completion_comment(&c, "u");
