@@ -91,6 +91,15 @@ pub fn validate(
     }
     req.model = short("model", &req.model)?;
     req.reasoning_effort = short("reasoningEffort", &req.reasoning_effort)?;
+    if let Some(effort) = &req.reasoning_effort {
+        use inspect_protocol::limits::REASONING_EFFORTS;
+        if !REASONING_EFFORTS.contains(&effort.as_str()) {
+            return Err(bad(format!(
+                "reasoningEffort is one of {}, not {effort:?}",
+                REASONING_EFFORTS.join(", ")
+            )));
+        }
+    }
     crate::conditions::validate(&req.conditions)?;
     let parsed = match (req.trigger_type, &req.schedule) {
         (TriggerType::Schedule, Some(s)) => Some(schedule::parse(s, now_ms)?),

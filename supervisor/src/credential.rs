@@ -120,16 +120,32 @@ pub async fn ask_control_plane(
     let ask = ScmCredentialsRequest {
         refused: refused.map(str::to_owned),
     };
-    let resp = reqwest::Client::builder()
+    let client = reqwest::Client::builder()
         .timeout(std::time::Duration::from_secs(20))
-        .build()?
-        .post(url)
-        .bearer_auth(sandbox_token)
-        .header(inspect_protocol::auth::SANDBOX_ID_HEADER, sandbox_id)
-        .json(&ask)
-        .send()
-        .await
-        .context("asking the control plane for git credentials")?;
+        .build()?;
+    // A request that never got an answer (a busy control plane, a dropped connection) is
+    // asked again, twice at most; an answer, even a refusal, is final.
+    let mut attempt = 0;
+    let resp = loop {
+        let sent = client
+            .post(url)
+            .bearer_auth(sandbox_token)
+            .header(inspect_protocol::auth::SANDBOX_ID_HEADER, sandbox_id)
+            .json(&ask)
+            .send()
+            .await;
+        match sent {
+            Ok(resp) => break resp,
+            Err(e) if attempt < 2 && (e.is_timeout() || e.is_connect() || e.is_request()) => {
+                attempt += 1;
+                tracing::warn!("asking for git credentials again ({e})");
+                tokio::time::sleep(std::time::Duration::from_secs(attempt)).await;
+            }
+            Err(e) => {
+                return Err(e).context("asking the control plane for git credentials");
+            }
+        }
+    };
     let status = resp.status();
     if !status.is_success() {
         let body = resp.text().await.unwrap_or_default();

@@ -247,6 +247,14 @@ async fn a_person_opens_a_terminal_types_and_everyone_in_the_session_can_see_it(
         );
         tokio::time::sleep(std::time::Duration::from_millis(250)).await;
     }
+    // ... with the reasoning effort picked beside the prompt box.
+    let asked = agent
+        .model
+        .requests()
+        .into_iter()
+        .find(|r| r.to_string().contains("pasted.png"))
+        .unwrap();
+    assert_eq!(asked["reasoning_effort"], "high", "{asked}");
     // A session nobody made has no terminals.
     let stranger = send(
         Method::GET,

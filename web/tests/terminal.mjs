@@ -75,6 +75,7 @@ try {
   });
   await expectVisible(page, page.getByTestId("attached-file").filter({ hasText: "pasted.png" }), "the attached picture");
   await box.fill("What is in this picture?");
+  await page.getByLabel("Reasoning effort").selectOption("high");
   await box.press("Enter");
   await expectVisible(page, page.getByTestId("prompt-attachments").filter({ hasText: "pasted.png" }), "the picture on the timeline");
   await shot(page, "prompt-picture");

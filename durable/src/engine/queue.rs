@@ -62,6 +62,15 @@ pub fn validate_prompt(req: &PromptRequest) -> EngineResult<()> {
             }
         }
     }
+    if let Some(effort) = &req.reasoning_effort {
+        use inspect_protocol::limits::REASONING_EFFORTS;
+        if !REASONING_EFFORTS.contains(&effort.as_str()) {
+            return Err(ApiError::bad_request(format!(
+                "reasoningEffort is one of {}, not {effort:?}",
+                REASONING_EFFORTS.join(", ")
+            )));
+        }
+    }
     if let Some(id) = &req.client_request_id {
         if id.is_empty() || id.len() > MAX_CLIENT_REQUEST_ID {
             return Err(ApiError::bad_request(format!(

@@ -2207,3 +2207,17 @@ fn pictures_taken_during_a_prompt_are_named_in_its_report_and_read_back_only_as_
         vec!["The login page".to_owned()]
     );
 }
+
+#[test]
+fn a_reasoning_effort_is_one_the_agent_takes() {
+    let st = store();
+    let s = created(&st);
+    let ann = s.participant_by_user("u-ann").unwrap().unwrap();
+    let mut p = prompt("think", None);
+    p.reasoning_effort = Some("extreme".into());
+    let e = s.enqueue(&ann, &p, 10).unwrap_err();
+    assert_eq!(e.code, inspect_protocol::ErrorCode::BadRequest);
+    assert!(e.message.contains("low, medium, high"), "{}", e.message);
+    p.reasoning_effort = Some("high".into());
+    assert!(s.enqueue(&ann, &p, 11).is_ok());
+}

@@ -243,7 +243,7 @@ pub struct Preferences {
     pub branch: Option<String>,
 }
 
-pub const EFFORTS: &[&str] = &["low", "medium", "high"];
+pub use inspect_protocol::limits::REASONING_EFFORTS as EFFORTS;
 
 /// The App Home: the person's model, reasoning effort and branch.
 pub fn home(prefs: &Preferences, models: &[String]) -> Value {

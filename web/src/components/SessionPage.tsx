@@ -179,6 +179,7 @@ const MAX_ATTACHMENT_BYTES = 10 * 1024 * 1024;
 function PromptBox({ state, live, sessionId }: { state: LiveState; live: LiveSession | null; sessionId: string }) {
   const [text, setText] = useState("");
   const [model, setModel] = useState("");
+  const [effort, setEffort] = useState("");
   const [files, setFiles] = useState<Attachment[]>([]);
   const [uploading, setUploading] = useState(0);
   const [error, setError] = useState("");
@@ -191,6 +192,7 @@ function PromptBox({ state, live, sessionId }: { state: LiveState; live: LiveSes
       type: "prompt",
       content,
       ...(model ? { model } : {}),
+      ...(effort ? { reasoningEffort: effort } : {}),
       ...(files.length ? { attachments: files } : {}),
       clientRequestId: `web-${Date.now()}-${Math.random().toString(36).slice(2, 8)}`,
     });
@@ -277,7 +279,18 @@ function PromptBox({ state, live, sessionId }: { state: LiveState; live: LiveSes
       )}
       <ErrorNote text={error} />
       <div class="row spread">
-        <ModelPicker value={model} onChange={setModel} id="prompt-model" />
+        <span class="row">
+          <ModelPicker value={model} onChange={setModel} id="prompt-model" />
+          <label>
+            Reasoning{" "}
+            <select value={effort} onChange={(e) => setEffort(e.currentTarget.value)} aria-label="Reasoning effort">
+              <option value="">the model's default</option>
+              <option value="low">low</option>
+              <option value="medium">medium</option>
+              <option value="high">high</option>
+            </select>
+          </label>
+        </span>
         <span class="row">
           {state.processing && (
             <button type="button" class="danger" onClick={() => live?.send({ type: "stop" })}>
