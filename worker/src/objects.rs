@@ -310,14 +310,14 @@ pub(crate) async fn forward(
     body: Vec<u8>,
     vouched: bool,
 ) -> ApiResult<Response> {
-    let stub = session_stub(env, id)?;
-    let origin = origin_of(&req);
-    let query = req
-        .url()
-        .ok()
-        .and_then(|u| u.query().map(|q| format!("?{q}")))
-        .unwrap_or_default();
     if action == SessionAction::Socket {
+        let stub = session_stub(env, id)?;
+        let origin = origin_of(&req);
+        let query = req
+            .url()
+            .ok()
+            .and_then(|u| u.query().map(|q| format!("?{q}")))
+            .unwrap_or_default();
         // Upgrades go through with their own headers (a sandbox's credentials among them);
         // the runtime carries the socket across.
         let headers = req.headers().clone();
