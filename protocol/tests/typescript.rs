@@ -121,6 +121,8 @@ fn wire_ts_is_generated_from_the_protocol() {
         decl::<inspect_protocol::terminal::OpenTerminalRequest>(&cfg),
         decl::<inspect_protocol::terminal::TerminalInfo>(&cfg),
         decl::<inspect_protocol::terminal::TerminalList>(&cfg),
+        decl::<inspect_protocol::editor::EditorLink>(&cfg),
+        decl::<inspect_protocol::editor::EditorEndpoint>(&cfg),
         decl::<inspect_protocol::session::PortLink>(&cfg),
         decl::<inspect_protocol::media::ScreenshotRequest>(&cfg),
         decl::<inspect_protocol::session::SessionStatus>(&cfg),

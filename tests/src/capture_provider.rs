@@ -42,6 +42,7 @@ impl CaptureProvider {
                                 tunnel_urls: Default::default(),
                                 detail: None,
                                 vendor_id: None,
+                                editor: None,
                             };
                             held(&running).insert(info.sandbox_id.clone(), info.clone());
                             let _ = tx.send(req);

@@ -265,3 +265,155 @@ async fn a_person_opens_a_terminal_types_and_everyone_in_the_session_can_see_it(
     .unwrap();
     assert_eq!(stranger.status, 404, "{}", stranger.body);
 }
+
+/// A browser's page load of `url` as `who` (local mode names the person), not followed.
+async fn navigate_as(who: &str, url: &str) -> reqwest::Response {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+        .get(url)
+        .header("X-OpenInspect-Actor", who)
+        .header("Accept", "text/html")
+        .header("Sec-Fetch-Mode", "navigate")
+        .send()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn the_editor_opens_for_the_person_it_was_made_for_once_and_ends_with_the_sandbox() {
+    assert!(
+        std::env::var_os("INSPECT_CODE_SERVER_BIN").is_some(),
+        "code-server is needed: run the tests with scripts/test.sh, which installs it"
+    );
+    let agent = AgentStack::start(vec![Reply::text("Ready.")], vec![])
+        .await
+        .unwrap();
+    let demo = source_repo();
+    agent.register_repo("demo", demo.path()).await.unwrap();
+    let base = &agent.stack.base_url;
+    let id = create_session(
+        base,
+        "ann",
+        json!({"repositories": [{"owner": "local", "name": "demo"}]}),
+    )
+    .await
+    .unwrap();
+    let editor = agent.stack.url(&format!("/sessions/{id}/editor"));
+    let early = send_as("ann", Method::POST, &editor, None).await.unwrap();
+    assert_eq!(early.status, 409, "no sandbox yet: {}", early.body);
+
+    let (mut ann, _) = WsClient::join(base, &agent.stack.ws_url(""), &id, "ann")
+        .await
+        .unwrap();
+    ann.send(json!({"type": "prompt", "content": "get ready"}))
+        .await
+        .unwrap();
+    loop {
+        let m = ann.recv_within(120).await.unwrap();
+        if m["type"] == "sandbox_event" && m["event"]["type"] == "execution_complete" {
+            break;
+        }
+    }
+    let link = send_as("ann", Method::POST, &editor, None).await.unwrap();
+    assert_eq!(link.status, 200, "{}", link.body);
+    let url = link.body["url"].as_str().unwrap().to_owned();
+    assert!(
+        url.starts_with(&format!("{base}/sessions/{id}/editor/open?token=")),
+        "{url}"
+    );
+    assert!(link.body["expiresAt"].as_i64().unwrap() > 0);
+
+    // Someone else with the link is refused; its person is sent on to the editor's gate.
+    let bob = navigate_as("bob", &url).await;
+    assert_eq!(bob.status(), 403);
+    let ann_open = navigate_as("ann", &url).await;
+    assert_eq!(ann_open.status(), 302);
+    let gate_link = ann_open.headers()["location"].to_str().unwrap().to_owned();
+    assert!(gate_link.contains("inspect_port_token="), "{gate_link}");
+    assert_eq!(
+        navigate_as("ann", &url).await.status(),
+        404,
+        "a link opens once"
+    );
+    let forged = format!("{base}/sessions/{id}/editor/open?token=made-up");
+    assert_eq!(navigate_as("ann", &forged).await.status(), 404);
+
+    // The gate: a cookie for the link, then code-server's page (it starts on first ask).
+    let plain = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let gate = gate_link.split("/?").next().unwrap().to_owned();
+    assert_eq!(plain.get(&gate).send().await.unwrap().status(), 401);
+    let swapped = plain.get(&gate_link).send().await.unwrap();
+    assert_eq!(swapped.status(), 302);
+    let cookie = swapped.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    let first = plain
+        .get(format!("{gate}/"))
+        .header("Cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(first.status(), 302, "code-server opens the repository");
+    let folder = first.headers()["location"].to_str().unwrap().to_owned();
+    assert!(folder.contains("folder="), "{folder}");
+    let page = plain
+        .get(format!("{gate}/{}", folder.trim_start_matches("./")))
+        .header("Cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    let html = page.text().await.unwrap();
+    assert!(
+        html.contains("codeServerVersion") && html.contains("workbench"),
+        "{}",
+        &html[..html.len().min(400)]
+    );
+    let said = inspect_tests::client::events_until(base, &id, "editor", "editor", 10)
+        .await
+        .unwrap();
+    assert_eq!(said[0]["by"], "ann", "{said:?}");
+
+    // Once the sandbox stops, the editor and its links are gone.
+    let unused = send_as("ann", Method::POST, &editor, None).await.unwrap();
+    assert_eq!(unused.status, 200);
+    let archived = send_as(
+        "ann",
+        Method::POST,
+        &agent.stack.url(&format!("/sessions/{id}/archive")),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(archived.status, 200, "{}", archived.body);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let gone = plain
+            .get(format!("{gate}/"))
+            .header("Cookie", &cookie)
+            .send()
+            .await
+            .is_err();
+        if gone {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the editor outlived its sandbox"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    }
+    let after = navigate_as("ann", unused.body["url"].as_str().unwrap()).await;
+    assert_eq!(after.status(), 409);
+    let refused = send_as("ann", Method::POST, &editor, None).await.unwrap();
+    assert_eq!(refused.status, 409, "{}", refused.body);
+}

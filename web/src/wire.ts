@@ -401,7 +401,11 @@ detail?: string | null,
  * session keeps it and addresses the sandbox by it (a vendor's list may not carry our
  * ids, nor list a stopped sandbox).
  */
-vendorId?: string | null, };
+vendorId?: string | null, 
+/**
+ * Where the sandbox's editor is reached, when the provider exposes one.
+ */
+editor?: EditorEndpoint | null, };
 
 export type SandboxList = { sandboxes: Array<SandboxInfo>, };
 
@@ -457,7 +461,7 @@ export type SandboxCommand = { "type": "prompt", messageId: string, content: str
  * Files sent with the prompt; kept ones (`attachmentId`) are fetched from
  * `GET /sessions/:id/attachments/:attachmentId` with the sandbox's token.
  */
-attachments?: Array<Attachment>, } | { "type": "stop", messageId?: string | null, } | { "type": "snapshot" } | { "type": "shutdown" } | { "type": "push", pushSpec: PushSpec, } | { "type": "ack", ackId: string, } | { "type": "acks", ackIds: Array<string>, } | { "type": "error", code: string, message: string, } | { "type": "terminal_open", terminalId: string, cols: number, rows: number, } | { "type": "terminal_input", terminalId: string, data: string, } | { "type": "terminal_resize", terminalId: string, cols: number, rows: number, } | { "type": "terminal_replay", terminalId: string, client: string, } | { "type": "terminal_close", terminalId: string, };
+attachments?: Array<Attachment>, } | { "type": "stop", messageId?: string | null, } | { "type": "snapshot" } | { "type": "shutdown" } | { "type": "push", pushSpec: PushSpec, } | { "type": "ack", ackId: string, } | { "type": "acks", ackIds: Array<string>, } | { "type": "error", code: string, message: string, } | { "type": "terminal_open", terminalId: string, cols: number, rows: number, } | { "type": "terminal_input", terminalId: string, data: string, } | { "type": "terminal_resize", terminalId: string, cols: number, rows: number, } | { "type": "terminal_replay", terminalId: string, client: string, } | { "type": "terminal_close", terminalId: string, } | { "type": "editor_start" };
 
 export type StepStatus = "started" | "succeeded" | "failed" | "skipped";
 
@@ -601,6 +605,14 @@ export type TerminalInfo = { id: string,
 openedBy: string, openedAt: number, cols: number, rows: number, closedAt?: number | null, exitCode?: number | null, };
 
 export type TerminalList = { terminals: Array<TerminalInfo>, };
+
+export type EditorLink = { url: string, 
+/**
+ * Unix seconds.
+ */
+expiresAt: number, };
+
+export type EditorEndpoint = { port: number, url: string, };
 
 export type PortLink = { port: number, url: string, gated: boolean, expiresAt?: number | null, };
 

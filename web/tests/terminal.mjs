@@ -1,5 +1,6 @@
 // A terminal in the browser: opened on a running session, typed into (echo $((6*7)) → 42),
-// resized with the window, redrawn after a reload, and seen by a second participant. Run by
+// resized with the window, redrawn after a reload, and seen by a second participant; the
+// sandbox opened in VS Code (code-server's workbench in a new window). Run by
 // `tests/tests/terminal.rs` once the session's sandbox is running.
 import { BASE, expectVisible, launch, shot, step } from "./browser.mjs";
 
@@ -62,6 +63,15 @@ try {
   await expectVisible(page, panel.locator(".xterm"), "the terminal after the reload");
   await waitForText(page, /^42done\s*$/m, "the redrawn screen");
   await shot(page, "terminal-reloaded");
+
+  step("open the sandbox in VS Code");
+  const [editor] = await Promise.all([context.waitForEvent("page"), panel.getByTestId("open-editor").click()]);
+  await editor.waitForSelector(".monaco-workbench", { timeout: 60_000 });
+  // The repository's files in the explorer: the editor is on the sandbox's workspace.
+  await editor.locator(".explorer-folders-view").getByText("README.md").waitFor({ timeout: 60_000 });
+  await expectVisible(page, page.getByTestId("editor-note").filter({ hasText: "opened the editor" }), "the timeline's editor note");
+  await shot(editor, "editor");
+  await editor.close();
 
   step("paste a picture into the prompt box and send it");
   const box = page.getByRole("textbox", { name: "Prompt" });

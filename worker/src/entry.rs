@@ -98,7 +98,7 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
     let path = req.path();
     // A browser navigating to a page (`/sessions/abc`) gets the web app, even where the
     // same path is also an API route; the app then calls the API with fetch.
-    if is_page_navigation(&req) && !path.starts_with("/auth/") {
+    if is_page_navigation(&req) && !crate::routes::is_page_route(&path) {
         return serve_asset_or_404(req, &env, &method, &path).await;
     }
     let outcome = match match_route(&method, &path) {
@@ -386,6 +386,10 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
             let path = format!("/terminals/{terminal}");
             crate::objects::forward_at(env, &id, &path, req, Some(actor), Vec::new(), false).await
         }
+        Route::Session {
+            id,
+            action: SessionAction::OpenEditor,
+        } => crate::objects::open_editor(env, &id, req, actor).await,
         Route::Session { id, action } => {
             let vouched = matches!(caller.via, caller::Via::Service { .. });
             let body = typed_session_body(action, &body, vouched)?;

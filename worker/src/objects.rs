@@ -173,6 +173,40 @@ pub(crate) async fn report_media(env: &Env, id: &str, mut req: Request) -> ApiRe
     .await
 }
 
+/// `GET /sessions/:id/editor/open?token=…`: a person's browser opens their editor link; the
+/// object checks it (theirs, unused, unexpired, the sandbox running) and names the editor's
+/// gate, where the browser is sent. The object answers with the link rather than a
+/// redirect, which this fetch would follow itself.
+pub(crate) async fn open_editor(
+    env: &Env,
+    id: &str,
+    req: Request,
+    actor: &Actor,
+) -> ApiResult<Response> {
+    let resp = forward(
+        env,
+        id,
+        SessionAction::OpenEditor,
+        req,
+        Some(actor),
+        Vec::new(),
+        false,
+    )
+    .await?;
+    let text = object_answer(resp, 200).await?;
+    let link: inspect_protocol::session::PortLink = parse(&text)?;
+    let headers = Headers::new();
+    headers.set("Location", &link.url).map_err(internal)?;
+    headers.set("Cache-Control", "no-store").map_err(internal)?;
+    headers
+        .set("Referrer-Policy", "no-referrer")
+        .map_err(internal)?;
+    Ok(Response::empty()
+        .map_err(internal)?
+        .with_status(302)
+        .with_headers(headers))
+}
+
 /// The body a session's object gets for `action`: parsed here, once, with the Worker's
 /// limits, and written anew from its type, so the object never reads what the Worker did
 /// not. Where a prompt's outcome is reported (`callbackContext`) is the control plane's or

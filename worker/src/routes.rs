@@ -300,6 +300,10 @@ pub enum SessionAction {
     /// A session's terminals: listed (`GET`), one opened (`POST`).
     Terminals,
     OpenTerminal,
+    /// A person's link to the sandbox's editor (`POST`), and the link opened in their
+    /// browser (`GET …/editor/open`), which leads on to the editor.
+    Editor,
+    OpenEditor,
     /// The workspace's change: read by people (`GET`), reported by the sandbox (`PUT`).
     Changes,
     ReportChanges,
@@ -326,10 +330,22 @@ impl SessionAction {
             SessionAction::PullRequests => "/pull-requests",
             SessionAction::Reviews => "/reviews",
             SessionAction::Terminals | SessionAction::OpenTerminal => "/terminals",
+            SessionAction::Editor => "/editor",
+            SessionAction::OpenEditor => "/editor/open",
             SessionAction::Changes | SessionAction::ReportChanges => "/changes",
             SessionAction::Socket => "/ws",
         }
     }
+}
+
+/// Routes a browser opens as a page (a link followed, a redirect from a provider), which
+/// are answered by the API rather than by the web client's page.
+pub fn is_page_route(path: &str) -> bool {
+    if path.starts_with("/auth/") {
+        return true;
+    }
+    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+    matches!(parts.as_slice(), ["sessions", _, "editor", "open"])
 }
 
 /// Session ids are ours (hex), but any id arrives from outside: keep them short and plain.
@@ -537,6 +553,10 @@ pub fn match_route(method: &str, path: &str) -> Option<Result<Route, ApiError>> 
                 (["changes"], "GET") => Ok(SessionAction::Changes),
                 (["changes"], "PUT") => Ok(SessionAction::ReportChanges),
                 (["changes"], _) => Err(not_allowed(method, &["GET", "PUT"])),
+                (["editor"], "POST") => Ok(SessionAction::Editor),
+                (["editor"], _) => Err(not_allowed(method, &["POST"])),
+                (["editor", "open"], "GET") => Ok(SessionAction::OpenEditor),
+                (["editor", "open"], _) => Err(not_allowed(method, &["GET"])),
                 (["terminals"], "GET") => Ok(SessionAction::Terminals),
                 (["terminals"], "POST") => Ok(SessionAction::OpenTerminal),
                 (["terminals"], _) => Err(not_allowed(method, &["GET", "POST"])),
@@ -657,6 +677,34 @@ mod tests {
         assert!(!route("GET", "/sessions/abc/tunnel-urls").is_sandbox_call(false));
         assert!(!route("POST", "/sessions/abc/prompt").is_sandbox_call(true));
         assert!(!route("GET", "/sessions").is_sandbox_call(true));
+    }
+
+    #[test]
+    fn the_editor_link_is_a_person_s_and_opens_as_a_page() {
+        let action = |m: &str, p: &str| match match_route(m, p) {
+            Some(Ok(Route::Session { action, .. })) => Some(action),
+            _ => None,
+        };
+        assert_eq!(
+            action("POST", "/sessions/abc/editor"),
+            Some(SessionAction::Editor)
+        );
+        assert_eq!(
+            action("GET", "/sessions/abc/editor/open"),
+            Some(SessionAction::OpenEditor)
+        );
+        let err = match_route("GET", "/sessions/abc/editor")
+            .unwrap()
+            .unwrap_err();
+        assert_eq!(err.code, ErrorCode::MethodNotAllowed);
+        assert!(!match_route("POST", "/sessions/abc/editor")
+            .unwrap()
+            .unwrap()
+            .is_sandbox_call(true));
+        assert!(is_page_route("/sessions/abc/editor/open"));
+        assert!(is_page_route("/auth/github/callback"));
+        assert!(!is_page_route("/sessions/abc"));
+        assert!(!is_page_route("/sessions/abc/editor"));
     }
 
     #[test]

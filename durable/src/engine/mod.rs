@@ -7,6 +7,7 @@ pub mod attachments;
 pub mod changes;
 pub mod children;
 pub mod deadlines;
+pub mod editor;
 pub mod effects;
 pub mod ids;
 pub mod ingest;

@@ -2166,6 +2166,92 @@ mod terminals {
         );
     }
 
+    #[test]
+    fn an_editor_link_opens_once_for_its_person_while_the_sandbox_runs() {
+        use inspect_protocol::editor::EditorEndpoint;
+        let st = store();
+        let s = created(&st);
+        let ann = s.participant_by_user("u-ann").unwrap().unwrap();
+        assert_eq!(
+            s.editor_link(&ann, 5).unwrap_err().code,
+            ErrorCode::Conflict,
+            "no sandbox yet"
+        );
+        s.enqueue(&ann, &prompt("work", None), 10).unwrap();
+        let (t, _) = s.begin_spawn(10).unwrap().unwrap();
+        s.spawn_accepted(&t.sandbox_id, 10).unwrap();
+        s.sandbox_opened("sbws", 10).unwrap();
+        s.on_sandbox_frame(&frame(&t.sandbox_id, json!({"type": "ready"})), 11);
+        assert_eq!(
+            s.editor_link(&ann, 12).unwrap_err().code,
+            ErrorCode::Conflict,
+            "the provider exposes no editor"
+        );
+        let editor = EditorEndpoint {
+            port: 41_000,
+            url: "http://127.0.0.1:41001".into(),
+        };
+        s.set_editor("sb_other", Some(&editor)).unwrap();
+        assert!(s.editor_link(&ann, 12).is_err(), "another sandbox's word");
+        s.set_editor(&t.sandbox_id, Some(&editor)).unwrap();
+
+        let now = 100_000;
+        let (grant, fx) = s.editor_link(&ann, now).unwrap();
+        assert_eq!(sent(&fx), vec!["editor_start"]);
+        assert_eq!(grant.expires_at, 100 + 300);
+        let stored: String = st
+            .scalar("SELECT token_hash FROM editor_links", &[])
+            .unwrap()
+            .and_then(|v| v.into_string())
+            .unwrap();
+        assert_ne!(stored, grant.token, "kept hashed");
+        // Someone else with the link is refused, and that does not use it up.
+        assert_eq!(
+            s.open_editor_link(&grant.token, "u-bob", now)
+                .unwrap_err()
+                .code,
+            ErrorCode::Forbidden
+        );
+        assert_eq!(
+            s.open_editor_link(&grant.token, "u-ann", now).unwrap(),
+            editor
+        );
+        assert_eq!(
+            s.open_editor_link(&grant.token, "u-ann", now)
+                .unwrap_err()
+                .code,
+            ErrorCode::NotFound,
+            "a link opens once"
+        );
+        assert_eq!(
+            s.open_editor_link("made-up", "u-ann", now)
+                .unwrap_err()
+                .code,
+            ErrorCode::NotFound
+        );
+        let (late, _) = s.editor_link(&ann, now).unwrap();
+        assert_eq!(
+            s.open_editor_link(&late.token, "u-ann", now + 300_000)
+                .unwrap_err()
+                .code,
+            ErrorCode::Gone,
+            "expired"
+        );
+        let (after_stop, _) = s.editor_link(&ann, now).unwrap();
+        s.set_sandbox_status("stopped", None, now + 1).unwrap();
+        assert_eq!(
+            s.open_editor_link(&after_stop.token, "u-ann", now + 2)
+                .unwrap_err()
+                .code,
+            ErrorCode::Conflict,
+            "the sandbox stopped"
+        );
+        assert_eq!(
+            s.editor_link(&ann, now + 3).unwrap_err().code,
+            ErrorCode::Conflict
+        );
+    }
+
     fn frame_of(msg: &ClientMessage) -> String {
         serde_json::to_string(msg).unwrap()
     }

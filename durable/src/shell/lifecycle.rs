@@ -411,6 +411,7 @@ impl SessionDO {
                 .spawn_accepted(&ticket.sandbox_id, now_ms())
                 .and_then(|mut fx| {
                     fx.merge(engine.set_tunnel_urls(&ticket.sandbox_id, &info.tunnel_urls)?);
+                    engine.set_editor(&ticket.sandbox_id, info.editor.as_ref())?;
                     if let (Some(snapshot_id), None) = (&restore, &prebuilt) {
                         fx.broadcast(ServerMessage::SandboxRestored {
                             sandbox_id: ticket.sandbox_id.clone(),
@@ -519,15 +520,28 @@ impl SessionDO {
                 "port {port} is not tunnelled in this session"
             )));
         };
+        Ok(self.gated_link(&sandbox.sandbox_id, port, url, now_ms))
+    }
+
+    /// The link a person opens a sandbox's port (or its editor) with: where the provider's
+    /// gate checks a token (the local host's), one signed for this sandbox and port that
+    /// expires soon; elsewhere the provider's URL as it is.
+    pub(super) fn gated_link(
+        &self,
+        sandbox_id: &str,
+        port: u16,
+        url: String,
+        now_ms: i64,
+    ) -> inspect_protocol::session::PortLink {
         let local = matches!(self.provider(), Some(AnyProvider::Local(_)));
         let secret = inspect_runtime::setting(&self.env, "SANDBOX_HOST_SECRET");
-        Ok(match (local, secret) {
+        match (local, secret) {
             (true, Some(secret)) => {
                 let expires = (now_ms / 1000) as u64 + inspect_ports::LINK_TTL_SECS;
                 let token = inspect_ports::sign(
                     secret.as_bytes(),
                     inspect_ports::Kind::Link,
-                    &sandbox.sandbox_id,
+                    sandbox_id,
                     port,
                     expires,
                 );
@@ -548,7 +562,7 @@ impl SessionDO {
                 gated: false,
                 expires_at: None,
             },
-        })
+        }
     }
 
     pub(super) fn provider(&self) -> Option<AnyProvider> {

@@ -420,6 +420,52 @@ impl SessionDO {
                     Err(e) => json_error(&e),
                 }
             }
+            (Method::Post, "editor") => {
+                let origin = req
+                    .headers()
+                    .get(super::ORIGIN_HEADER)
+                    .ok()
+                    .flatten()
+                    .unwrap_or_default();
+                let result = actor_of(&req).and_then(|actor| {
+                    let me = self.author(&actor, now)?;
+                    let sid = engine.session_id()?;
+                    let (grant, fx) = engine.editor_link(&me, now)?;
+                    Ok((
+                        inspect_protocol::editor::EditorLink {
+                            url: format!(
+                                "{origin}/sessions/{sid}/editor/open?{}={}",
+                                inspect_protocol::editor::EDITOR_LINK_PARAM,
+                                grant.token
+                            ),
+                            expires_at: grant.expires_at,
+                        },
+                        fx,
+                    ))
+                });
+                match result {
+                    Ok((link, fx)) => {
+                        self.apply(fx);
+                        json_ok(&link)
+                    }
+                    Err(e) => json_error(&e),
+                }
+            }
+            // The person's browser opens their link: where the editor's gate is, once.
+            (Method::Get, "editor/open") => {
+                let token = query_param(&req, inspect_protocol::editor::EDITOR_LINK_PARAM)
+                    .unwrap_or_default();
+                let result = actor_of(&req).and_then(|actor| {
+                    let editor = engine.open_editor_link(&token, &actor.user_id, now)?;
+                    let sandbox = engine
+                        .sandbox_row()?
+                        .ok_or_else(|| ApiError::conflict("the session has no sandbox"))?;
+                    Ok(self.gated_link(&sandbox.sandbox_id, editor.port, editor.url, now))
+                });
+                // The Worker sends the browser on (a redirect from here would be followed
+                // by the Worker's own fetch).
+                reply(result)
+            }
             (Method::Post, p) if p.starts_with("ports/") && p.ends_with("/link") => {
                 let port = &p["ports/".len()..p.len() - "/link".len()];
                 let result = actor_of(&req).and_then(|actor| {

@@ -117,6 +117,7 @@ impl DaytonaProvider {
         urls: std::collections::BTreeMap<String, String>,
     ) -> SandboxInfo {
         SandboxInfo {
+            editor: None,
             sandbox_id: req.sandbox_id.clone(),
             session_id: req.session_id.clone(),
             status: "running".into(),
@@ -172,6 +173,7 @@ impl SandboxProvider for DaytonaProvider {
             None => ("stopped", Some("no such sandbox".to_owned())),
         };
         Ok(SandboxInfo {
+            editor: None,
             sandbox_id: sandbox_id.to_owned(),
             session_id: found
                 .as_ref()

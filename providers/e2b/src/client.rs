@@ -160,6 +160,7 @@ impl E2bProvider {
             .map(|p| (p.to_string(), self.cfg.port_url(&id, *p)))
             .collect();
         Ok(SandboxInfo {
+            editor: None,
             sandbox_id: req.sandbox_id.clone(),
             session_id: req.session_id.clone(),
             status: "running".into(),
@@ -231,6 +232,7 @@ impl SandboxProvider for E2bProvider {
             ),
         };
         Ok(SandboxInfo {
+            editor: None,
             sandbox_id: sandbox_id.to_owned(),
             session_id: found
                 .as_ref()

@@ -128,6 +128,7 @@ impl KubernetesProvider {
             return Err(e);
         }
         Ok(SandboxInfo {
+            editor: None,
             sandbox_id: req.sandbox_id.clone(),
             session_id: req.session_id.clone(),
             status: "running".into(),
@@ -217,6 +218,7 @@ impl SandboxProvider for KubernetesProvider {
             _ => return Err(failure(code, &text)),
         };
         Ok(SandboxInfo {
+            editor: None,
             sandbox_id: sandbox_id.to_owned(),
             session_id: labels[kube::LABEL_SESSION]
                 .as_str()

@@ -192,6 +192,7 @@ impl OpenComputerProvider {
             return Err(e);
         }
         Ok(SandboxInfo {
+            editor: None,
             sandbox_id: req.sandbox_id.clone(),
             session_id: req.session_id.clone(),
             status: "running".into(),
@@ -255,6 +256,7 @@ impl SandboxProvider for OpenComputerProvider {
             None => ("exited", Some("no such sandbox".to_owned())),
         };
         Ok(SandboxInfo {
+            editor: None,
             sandbox_id: sandbox.sandbox_id.clone(),
             session_id: found
                 .as_ref()

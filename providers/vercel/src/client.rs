@@ -158,6 +158,7 @@ impl SandboxProvider for VercelProvider {
             return Err(e);
         }
         Ok(SandboxInfo {
+            editor: None,
             sandbox_id: req.sandbox_id.clone(),
             session_id: req.session_id.clone(),
             status: "running".into(),
@@ -176,6 +177,7 @@ impl SandboxProvider for VercelProvider {
             None => ("exited", Some("no such sandbox".to_owned())),
         };
         Ok(SandboxInfo {
+            editor: None,
             sandbox_id: sandbox_id.to_owned(),
             session_id: found
                 .as_ref()

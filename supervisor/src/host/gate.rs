@@ -21,6 +21,9 @@ pub struct Gate {
     pub public_port: u16,
 }
 
+/// How long a request waits for the sandbox's server to listen.
+const UPSTREAM_WAIT: std::time::Duration = std::time::Duration::from_secs(20);
+
 fn now_s() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -117,6 +120,21 @@ impl Gate {
         }
     }
 
+    /// The server in the sandbox. A server that is still starting (the editor, asked for a
+    /// moment ago; the app from `start.sh`) is waited for a little while.
+    async fn upstream(&self) -> Option<TcpStream> {
+        let deadline = tokio::time::Instant::now() + UPSTREAM_WAIT;
+        loop {
+            match TcpStream::connect(("127.0.0.1", self.port)).await {
+                Ok(s) => return Some(s),
+                Err(_) if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(std::time::Duration::from_millis(200)).await
+                }
+                Err(_) => return None,
+            }
+        }
+    }
+
     async fn connection(&self, mut inbound: TcpStream) -> std::io::Result<()> {
         let mut head = Vec::with_capacity(2048);
         let mut buf = [0u8; 4096];
@@ -135,7 +153,15 @@ impl Gate {
         }
         match self.judge(&head, now_s()) {
             Verdict::Pass => {
-                let mut outbound = TcpStream::connect(("127.0.0.1", self.port)).await?;
+                let Some(mut outbound) = self.upstream().await else {
+                    return answer(
+                        &mut inbound,
+                        "502 Bad Gateway",
+                        &[],
+                        "Nothing in the sandbox answers on this port (yet).\n",
+                    )
+                    .await;
+                };
                 outbound.write_all(&head).await?;
                 tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await?;
                 Ok(())

@@ -14,6 +14,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
+use inspect_protocol::editor::EditorEndpoint;
 use inspect_protocol::health::{DiskUse, HostHealth};
 use inspect_protocol::provider::{
     RepositoryCheck, RepositoryChecked, SandboxInfo, SandboxList, SessionRemoved, SnapshotInfo,
@@ -48,6 +49,7 @@ const PASSED_THROUGH: &[&str] = &[
     "INSPECT_MODEL",
     "INSPECT_OPENCODE_BIN",
     "INSPECT_CHROMIUM",
+    "INSPECT_CODE_SERVER_BIN",
     "PATH",
     "LANG",
 ];
@@ -56,6 +58,7 @@ struct Sandbox {
     session_id: String,
     child: Child,
     tunnel_urls: BTreeMap<String, String>,
+    editor: Option<EditorEndpoint>,
     /// One task per exposed port; aborted when the sandbox goes.
     forwarders: Vec<tokio::task::JoinHandle<()>>,
 }
@@ -284,6 +287,7 @@ fn info(id: &str, sandbox: &mut Sandbox) -> SandboxInfo {
         tunnel_urls: sandbox.tunnel_urls.clone(),
         detail: None,
         vendor_id: None,
+        editor: sandbox.editor.clone(),
     }
 }
 
@@ -384,10 +388,25 @@ async fn spawn(state: &HostState, req: &SpawnRequest) -> anyhow::Result<Spawned>
         Some(snapshot_id) => Some(restorable(&state.data_dir, snapshot_id)?),
         None => None,
     };
-    let (tunnel_urls, forwarders) =
+    let (tunnel_urls, mut forwarders) =
         expose_ports(&req.tunnel_ports, &req.sandbox_id, state.secret.as_bytes()).await?;
     write_tunnels_file(&workspace, &req.sandbox_id, &tunnel_urls)?;
     let mut cmd = sandbox_command(state, &root, req, "run")?;
+    // The editor, where this host has code-server: a port of its own (sandboxes here share
+    // the network), behind a gate like any tunnelled port's. code-server starts when a
+    // person first asks for it.
+    let editor = match std::env::var_os("INSPECT_CODE_SERVER_BIN") {
+        Some(_) => {
+            let port = free_port().await?;
+            let (mut urls, tasks) =
+                expose_ports(&[port], &req.sandbox_id, state.secret.as_bytes()).await?;
+            forwarders.extend(tasks);
+            cmd.env("INSPECT_EDITOR_PORT", port.to_string());
+            urls.remove(&port.to_string())
+                .map(|url| EditorEndpoint { port, url })
+        }
+        None => None,
+    };
     if let Some(restore) = &restore {
         cmd.envs(restore.env());
     }
@@ -399,6 +418,7 @@ async fn spawn(state: &HostState, req: &SpawnRequest) -> anyhow::Result<Spawned>
         session_id: req.session_id.clone(),
         child,
         tunnel_urls,
+        editor,
         forwarders,
     };
     let out = info(&req.sandbox_id, &mut sandbox);
@@ -647,6 +667,12 @@ async fn expose_ports(
         tasks.push(tokio::spawn(gate.serve(listener)));
     }
     Ok((urls, tasks))
+}
+
+/// A loopback port nothing listens on now.
+async fn free_port() -> anyhow::Result<u16> {
+    let probe = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    Ok(probe.local_addr()?.port())
 }
 
 /// `.tunnels.env`: `TUNNEL_SANDBOX_ID` first, then `TUNNEL_<port>=<url>` for each port.

@@ -8,6 +8,7 @@ pub mod attachments;
 pub mod boot;
 pub mod build;
 pub mod changes;
+pub mod editor;
 pub mod link;
 pub mod mapping;
 pub mod restore;
@@ -300,6 +301,8 @@ pub async fn run() -> Result<()> {
         directory.clone(),
         Some(cfg.root.join("bin")),
     );
+    let mut editor =
+        editor::Editor::from_env(directory.clone(), &cfg.root, Some(cfg.root.join("bin")));
     let mut turn: Option<Turn> = None;
     // Every agent message a turn has seen: the next turn ignores what still comes of them.
     let mut known_messages: std::collections::HashSet<String> = Default::default();
@@ -368,6 +371,11 @@ pub async fn run() -> Result<()> {
                 Some(SandboxCommand::TerminalResize { terminal_id, cols, rows }) => terminals.resize(&terminal_id, cols, rows),
                 Some(SandboxCommand::TerminalReplay { terminal_id, client }) => terminals.replay(&terminal_id, &client),
                 Some(SandboxCommand::TerminalClose { terminal_id }) => terminals.close(&terminal_id),
+                Some(SandboxCommand::EditorStart) => {
+                    if let Err(message) = editor.start() {
+                        events.send(SandboxEvent::Warning { scope: "editor".into(), message });
+                    }
+                }
                 Some(other) => {
                     events.send(SandboxEvent::Warning { scope: "sandbox".into(), message: format!("command not supported here: {}", serde_json::to_value(&other).ok().and_then(|v| v["type"].as_str().map(str::to_owned)).unwrap_or_default()) });
                 }

@@ -6,7 +6,7 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import { del, errorText, post } from "../api";
 import type { LiveSession, LiveState } from "../live";
-import type { TerminalInfo } from "../wire";
+import type { EditorLink, TerminalInfo } from "../wire";
 import { ErrorNote } from "./bits";
 
 /** Bytes per input message (the session takes at most 64 KiB). */
@@ -163,6 +163,21 @@ export function TerminalsPanel({ sessionId, live, state }: { sessionId: string; 
       setError(errorText(e));
     }
   };
+  // The editor's link is the person's own and opens once: asked for on each click, in a
+  // window opened at once so no pop-up blocker stops it.
+  const editor = () => {
+    const w = window.open("", "_blank");
+    post<EditorLink>(`/sessions/${sessionId}/editor`)
+      .then((link) => {
+        if (w) w.location.href = link.url;
+        else location.href = link.url;
+        setError("");
+      })
+      .catch((e) => {
+        w?.close();
+        setError(errorText(e));
+      });
+  };
   const close = async (id: string) => {
     try {
       await del(`/sessions/${sessionId}/terminals/${id}`);
@@ -177,6 +192,9 @@ export function TerminalsPanel({ sessionId, live, state }: { sessionId: string; 
       <div class="terminal-bar">
         <button type="button" onClick={() => void start()} disabled={!running} data-testid="open-terminal">
           Open a terminal
+        </button>{" "}
+        <button type="button" onClick={editor} disabled={!running} data-testid="open-editor">
+          Open in VS Code
         </button>
         {!running && <span class="muted small"> (when the sandbox is running)</span>}
         <ul class="plain terminal-list" aria-label="Open terminals">

@@ -202,6 +202,12 @@ const Row = memo(({ e }: { e: TimelineEvent }) => {
               : `A terminal ended${typeof e.exitCode === "number" ? ` (exit ${e.exitCode})` : ""}`}
         </div>
       );
+    case "editor":
+      return (
+        <div class="row-note muted small" data-testid="editor-note">
+          {str(e.by)} opened the editor
+        </div>
+      );
     default:
       return <div class="row-note muted small">{e.type}</div>;
   }
