@@ -36,6 +36,9 @@ log "deploy configuration (scripts/deploy.sh --dry-run)"
 log "building the supervisor"
 cargo build --quiet -p inspect-supervisor
 export INSPECT_SUPERVISOR_BIN="$CARGO_TARGET_DIR/debug/inspect-supervisor"
+log "the sandbox image (scripts/build-image.sh; cached): the terminal suite runs its sandboxes in it"
+INSPECT_TEST_SANDBOX_IMAGE="$("$ROOT/scripts/build-image.sh" | tail -1)"
+export INSPECT_TEST_SANDBOX_IMAGE
 
 log "tests"
 cargo test --workspace --quiet -- --test-threads "${INSPECT_TEST_THREADS:-4}"

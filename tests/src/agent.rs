@@ -29,6 +29,31 @@ impl AgentStack {
         AgentStack::launch(parts).await
     }
 
+    /// [`AgentStack::start`] with the host running its sandboxes in the sandbox image
+    /// (`INSPECT_TEST_SANDBOX_IMAGE`, which the test command builds with
+    /// `scripts/build-image.sh`); on the host's own filesystem when no image was built.
+    pub async fn start_in_image(script: Vec<Reply>) -> Result<AgentStack> {
+        let Some(image) = crate::host::test_image() else {
+            eprintln!("no INSPECT_TEST_SANDBOX_IMAGE: the sandboxes run on the host's filesystem");
+            return AgentStack::start(script, Vec::new()).await;
+        };
+        let model = FakeModel::start(script).await?;
+        let host = SandboxHost::start_with(
+            &model.base_url,
+            "inspect/fake-model",
+            &[("INSPECT_SANDBOX_IMAGE", &image)],
+        )
+        .await?;
+        let mut options = StackOptions::local();
+        options.vars = host.worker_vars();
+        AgentStack::launch(AgentParts {
+            model,
+            host,
+            options,
+        })
+        .await
+    }
+
     /// The model and the host, and the Worker's settings that point at them.
     pub async fn prepare(script: Vec<Reply>) -> Result<AgentParts> {
         let model = FakeModel::start(script).await?;

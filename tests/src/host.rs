@@ -39,6 +39,13 @@ pub fn supervisor_bin() -> Result<PathBuf> {
     .map_err(anyhow::Error::msg)
 }
 
+/// The sandbox image's root the test command built (`INSPECT_TEST_SANDBOX_IMAGE`), if any.
+pub fn test_image() -> Option<String> {
+    std::env::var("INSPECT_TEST_SANDBOX_IMAGE")
+        .ok()
+        .filter(|v| !v.is_empty())
+}
+
 /// The OpenCode binary installed by the project's npm packages.
 pub fn opencode_bin() -> PathBuf {
     crate::root().join("node_modules/opencode-linux-x64/bin/opencode")

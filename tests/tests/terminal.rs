@@ -40,12 +40,10 @@ async fn output_until(ws: &mut WsClient, terminal: &str, needle: &str) -> String
 
 #[tokio::test]
 async fn a_person_opens_a_terminal_types_and_everyone_in_the_session_can_see_it() {
-    let agent = AgentStack::start(
-        vec![Reply::text("Ready."), Reply::text("A single pixel.")],
-        vec![],
-    )
-    .await
-    .unwrap();
+    let agent =
+        AgentStack::start_in_image(vec![Reply::text("Ready."), Reply::text("A single pixel.")])
+            .await
+            .unwrap();
     let demo = source_repo();
     agent.register_repo("demo", demo.path()).await.unwrap();
     let base = &agent.stack.base_url;
@@ -109,6 +107,20 @@ async fn a_person_opens_a_terminal_types_and_everyone_in_the_session_can_see_it(
         .await
         .unwrap();
     output_until(&mut ann, &term, "42").await;
+    // The shell (and the agent, and the whole sandbox) runs in the sandbox image when the
+    // test command built one: its marker file is there, and its own git and node.
+    if inspect_tests::host::test_image().is_some() {
+        ann.send(json!({"type": "terminal_input", "terminalId": term, "data": "cat /etc/inspect-sandbox-image; command -v git node opencode code-server\r"}))
+            .await
+            .unwrap();
+        let seen = output_until(&mut ann, &term, "/usr/local/bin/code-server").await;
+        assert!(
+            seen.contains("inspect-sandbox debian-")
+                && seen.contains("/usr/bin/git")
+                && seen.contains("/usr/local/bin/node"),
+            "{seen}"
+        );
+    }
     // Resized: the shell sees the new size.
     ann.send(json!({"type": "terminal_resize", "terminalId": term, "cols": 120, "rows": 40}))
         .await
@@ -287,7 +299,7 @@ async fn the_editor_opens_for_the_person_it_was_made_for_once_and_ends_with_the_
         std::env::var_os("INSPECT_CODE_SERVER_BIN").is_some(),
         "code-server is needed: run the tests with scripts/test.sh, which installs it"
     );
-    let agent = AgentStack::start(vec![Reply::text("Ready.")], vec![])
+    let agent = AgentStack::start_in_image(vec![Reply::text("Ready.")])
         .await
         .unwrap();
     let demo = source_repo();

@@ -80,7 +80,31 @@ pub(crate) struct HostState {
     max_sandboxes: Option<usize>,
     /// bubblewrap, when installed (and not turned off with `INSPECT_SANDBOX_CONFINE=0`).
     bwrap: Option<PathBuf>,
+    /// The sandbox image's root that sandboxes run in (`INSPECT_SANDBOX_IMAGE`), if any.
+    image: Option<PathBuf>,
     sandboxes: Mutex<HashMap<String, Sandbox>>,
+}
+
+/// Where the image keeps the supervisor, its tools and its PATH (as the Dockerfile does).
+const IMAGE_SUPERVISOR: &str = "/usr/local/bin/inspect-supervisor";
+const IMAGE_ENV: &[(&str, &str)] = &[
+    (
+        "PATH",
+        "/usr/local/bin:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin",
+    ),
+    ("INSPECT_OPENCODE_BIN", "/usr/local/bin/opencode"),
+    ("INSPECT_CODE_SERVER_BIN", "/usr/local/bin/code-server"),
+    ("INSPECT_CHROMIUM", "/usr/bin/chromium"),
+];
+
+impl HostState {
+    /// Whether this host's sandboxes can run the editor.
+    fn has_editor(&self) -> bool {
+        match &self.image {
+            Some(image) => image.join("usr/local/bin/code-server").exists(),
+            None => std::env::var_os("INSPECT_CODE_SERVER_BIN").is_some(),
+        }
+    }
 }
 
 async fn health(State(state): State<Arc<HostState>>) -> Json<HostHealth> {
@@ -395,8 +419,8 @@ async fn spawn(state: &HostState, req: &SpawnRequest) -> anyhow::Result<Spawned>
     // The editor, where this host has code-server: a port of its own (sandboxes here share
     // the network), behind a gate like any tunnelled port's. code-server starts when a
     // person first asks for it.
-    let editor = match std::env::var_os("INSPECT_CODE_SERVER_BIN") {
-        Some(_) => {
+    let editor = match state.has_editor() {
+        true => {
             let port = free_port().await?;
             let (mut urls, tasks) =
                 expose_ports(&[port], &req.sandbox_id, state.secret.as_bytes()).await?;
@@ -405,7 +429,7 @@ async fn spawn(state: &HostState, req: &SpawnRequest) -> anyhow::Result<Spawned>
             urls.remove(&port.to_string())
                 .map(|url| EditorEndpoint { port, url })
         }
-        None => None,
+        false => None,
     };
     if let Some(restore) = &restore {
         cmd.envs(restore.env());
@@ -449,7 +473,10 @@ pub(crate) fn sandbox_command(
     let mut cmd = match &state.bwrap {
         Some(bwrap) => {
             let mut c = Command::new(bwrap);
-            c.args(confinement(root, req)).arg("--").arg(&exe);
+            c.args(image_root(state.image.as_deref(), &exe)?)
+                .args(confinement(root, req))
+                .arg("--")
+                .arg(&exe);
             c
         }
         None => Command::new(&exe),
@@ -475,6 +502,7 @@ pub(crate) fn sandbox_command(
             "RUST_LOG",
             std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),
         )
+        .envs(state.image.iter().flat_map(|_| IMAGE_ENV.iter().copied()))
         .stdin(std::process::Stdio::null())
         .process_group(0)
         .kill_on_drop(true);
@@ -609,12 +637,57 @@ fn find_bwrap() -> Option<PathBuf> {
 
 /// bubblewrap's arguments: everything read-only but the sandbox's own directory and the
 /// local repositories it pushes to; its own PID and IPC namespaces; it dies with the host.
-fn confinement(root: &std::path::Path, req: &SpawnRequest) -> Vec<std::ffi::OsString> {
-    let mut args: Vec<std::ffi::OsString> =
-        ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+/// The new root's first mounts. Without an image, the host's whole filesystem, read-only.
+/// With one, the image's top-level folders read-only (and its links as they are) on a
+/// root of bubblewrap's own, where the mounts that follow can make their mount points;
+/// fresh /tmp and /run; and this supervisor where it is on the host, so the sandbox runs
+/// the one that was built (the image's own is the clouds').
+fn image_root(
+    image: Option<&std::path::Path>,
+    exe: &std::path::Path,
+) -> anyhow::Result<Vec<std::ffi::OsString>> {
+    let Some(image) = image else {
+        return Ok(vec!["--ro-bind".into(), "/".into(), "/".into()]);
+    };
+    let mut args: Vec<std::ffi::OsString> = Vec::new();
+    let mut entries: Vec<_> = std::fs::read_dir(image)
+        .with_context(|| format!("reading the image {}", image.display()))?
+        .flatten()
+        .collect();
+    entries.sort_by_key(|e| e.file_name());
+    for entry in entries {
+        let name = entry.file_name();
+        if ["dev", "proc", "sys", "tmp", "run"]
             .iter()
-            .map(Into::into)
-            .collect();
+            .any(|n| name == *n)
+        {
+            continue;
+        }
+        let inside = PathBuf::from("/").join(&name);
+        let kind = entry.file_type()?;
+        if kind.is_symlink() {
+            args.push("--symlink".into());
+            args.push(std::fs::read_link(entry.path())?.into());
+            args.push(inside.into());
+        } else if kind.is_dir() {
+            args.push("--ro-bind".into());
+            args.push(entry.path().into());
+            args.push(inside.into());
+        }
+    }
+    for a in ["--tmpfs", "/tmp", "--tmpfs", "/run", "--ro-bind"] {
+        args.push(a.into());
+    }
+    args.push(exe.into());
+    args.push(exe.into());
+    Ok(args)
+}
+
+fn confinement(root: &std::path::Path, req: &SpawnRequest) -> Vec<std::ffi::OsString> {
+    let mut args: Vec<std::ffi::OsString> = ["--dev", "/dev", "--proc", "/proc"]
+        .iter()
+        .map(Into::into)
+        .collect();
     let mut writable = vec![root.to_path_buf()];
     writable.extend(
         req.repositories

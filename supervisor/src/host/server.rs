@@ -23,6 +23,27 @@ pub async fn serve(config: HostConfig) -> anyhow::Result<()> {
         Some(b) => tracing::info!(bwrap = %b.display(), "sandboxes are confined with bubblewrap"),
         None => tracing::warn!("bubblewrap not found: sandboxes run unconfined as this user"),
     }
+    // The sandbox image's root, when sandboxes are to run in it (bubblewrap makes it their
+    // `/`): the files the clouds run, here.
+    let image = match std::env::var_os("INSPECT_SANDBOX_IMAGE").filter(|v| !v.is_empty()) {
+        Some(dir) => {
+            let dir = std::fs::canonicalize(&dir).with_context(|| {
+                format!("INSPECT_SANDBOX_IMAGE {}", PathBuf::from(&dir).display())
+            })?;
+            anyhow::ensure!(
+                dir.join(IMAGE_SUPERVISOR.trim_start_matches('/')).exists(),
+                "INSPECT_SANDBOX_IMAGE {} is not a sandbox image's root (scripts/build-image.sh makes one)",
+                dir.display()
+            );
+            anyhow::ensure!(
+                bwrap.is_some(),
+                "INSPECT_SANDBOX_IMAGE needs bubblewrap to run sandboxes in the image"
+            );
+            tracing::info!(image = %dir.display(), "sandboxes run in the sandbox image");
+            Some(dir)
+        }
+        None => None,
+    };
     let state = Arc::new(HostState {
         secret: config.secret,
         data_dir,
@@ -35,6 +56,7 @@ pub async fn serve(config: HostConfig) -> anyhow::Result<()> {
             .and_then(|v| v.parse().ok())
             .filter(|n| *n > 0),
         bwrap,
+        image,
         sandboxes: Mutex::new(HashMap::new()),
     });
     let app = router(state.clone());
