@@ -666,6 +666,15 @@ pub struct ChildList {
 /// `POST /sessions/:id/ports/:port/link`: where a person opens a tunnelled port. On the
 /// local host the URL carries a token the port's gate swaps for a cookie (`gated`); it
 /// may be opened until `expiresAt` (unix seconds).
+/// `POST /sessions/:id/ports`: a person asks for one more port of the running sandbox to
+/// be reachable (the local host's `POST /sandboxes/:id/ports` takes the same body).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OpenPortRequest {
+    pub port: u16,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]

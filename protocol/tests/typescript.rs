@@ -124,6 +124,7 @@ fn wire_ts_is_generated_from_the_protocol() {
         decl::<inspect_protocol::editor::EditorLink>(&cfg),
         decl::<inspect_protocol::editor::EditorEndpoint>(&cfg),
         decl::<inspect_protocol::session::PortLink>(&cfg),
+        decl::<inspect_protocol::session::OpenPortRequest>(&cfg),
         decl::<inspect_protocol::media::ScreenshotRequest>(&cfg),
         decl::<inspect_protocol::session::SessionStatus>(&cfg),
         decl::<inspect_protocol::session::RepositoryRef>(&cfg),

@@ -294,7 +294,7 @@ async fn navigate_as(who: &str, url: &str) -> reqwest::Response {
 }
 
 #[tokio::test]
-async fn the_editor_opens_for_the_person_it_was_made_for_once_and_ends_with_the_sandbox() {
+async fn the_editor_and_ports_open_for_the_session_s_people_and_end_with_the_sandbox() {
     assert!(
         std::env::var_os("INSPECT_CODE_SERVER_BIN").is_some(),
         "code-server is needed: run the tests with scripts/test.sh, which installs it"
@@ -395,6 +395,85 @@ async fn the_editor_opens_for_the_person_it_was_made_for_once_and_ends_with_the_
         .unwrap();
     assert_eq!(said[0]["by"], "ann", "{said:?}");
 
+    // A port asked for from the session page: an app started in a terminal, then exposed
+    // behind a gate of its own and opened through the person's link.
+    let app_port = {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        probe.local_addr().unwrap().port()
+    };
+    let term = send_as(
+        "ann",
+        Method::POST,
+        &agent.stack.url(&format!("/sessions/{id}/terminals")),
+        Some(json!({"cols": 80, "rows": 24})),
+    )
+    .await
+    .unwrap();
+    let term = term.body["id"].as_str().unwrap().to_owned();
+    ann.send(json!({"type": "terminal_input", "terminalId": term, "data": format!("python3 -m http.server {app_port} --bind 127.0.0.1\r")}))
+        .await
+        .unwrap();
+    let ports = agent.stack.url(&format!("/sessions/{id}/ports"));
+    for bad in [
+        json!({"port": 0}),
+        json!({"port": 3000, "host": "evil"}),
+        json!({"port": 70000}),
+        json!({}),
+    ] {
+        let r = send_as("ann", Method::POST, &ports, Some(bad.clone()))
+            .await
+            .unwrap();
+        assert_eq!(r.status, 400, "{bad}: {}", r.body);
+    }
+    let opened = send_as("ann", Method::POST, &ports, Some(json!({"port": app_port})))
+        .await
+        .unwrap();
+    assert_eq!(opened.status, 200, "{}", opened.body);
+    assert_eq!(opened.body["gated"], true);
+    let again = send_as("bob", Method::POST, &ports, Some(json!({"port": app_port})))
+        .await
+        .unwrap();
+    assert_eq!(
+        again.status, 200,
+        "a port already open is linked again: {}",
+        again.body
+    );
+    let app_link = opened.body["url"].as_str().unwrap().to_owned();
+    let app = app_link.split("/?").next().unwrap().to_owned();
+    assert_eq!(plain.get(&app).send().await.unwrap().status(), 401);
+    let swapped = plain.get(&app_link).send().await.unwrap();
+    assert_eq!(swapped.status(), 302);
+    let app_cookie = swapped.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    let listing = plain
+        .get(format!("{app}/"))
+        .header("Cookie", &app_cookie)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(listing.contains("README.md"), "{listing}");
+    let urls = inspect_tests::client::get(&agent.stack.url(&format!("/sessions/{id}/tunnel-urls")))
+        .await
+        .unwrap();
+    assert_eq!(
+        urls.body["tunnelUrls"][app_port.to_string()],
+        app.as_str(),
+        "{}",
+        urls.body
+    );
+    let said = inspect_tests::client::events_until(base, &id, "port", "port", 10)
+        .await
+        .unwrap();
+    assert_eq!(said[0]["port"], app_port, "{said:?}");
+
     // Once the sandbox stops, the editor and its links are gone.
     let unused = send_as("ann", Method::POST, &editor, None).await.unwrap();
     assert_eq!(unused.status, 200);
@@ -428,4 +507,8 @@ async fn the_editor_opens_for_the_person_it_was_made_for_once_and_ends_with_the_
     assert_eq!(after.status(), 409);
     let refused = send_as("ann", Method::POST, &editor, None).await.unwrap();
     assert_eq!(refused.status, 409, "{}", refused.body);
+    let no_port = send_as("ann", Method::POST, &ports, Some(json!({"port": app_port})))
+        .await
+        .unwrap();
+    assert_eq!(no_port.status, 409, "{}", no_port.body);
 }

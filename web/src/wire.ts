@@ -616,6 +616,8 @@ export type EditorEndpoint = { port: number, url: string, };
 
 export type PortLink = { port: number, url: string, gated: boolean, expiresAt?: number | null, };
 
+export type OpenPortRequest = { port: number, };
+
 export type ScreenshotRequest = { url: string, width?: number | null, height?: number | null, caption?: string | null, 
 /**
  * How long the page has to load, in seconds (default 30, at most 120).

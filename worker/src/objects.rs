@@ -234,6 +234,10 @@ pub(crate) fn typed_session_body(
             let open: inspect_protocol::terminal::OpenTerminalRequest = body_as(body)?;
             write(serde_json::to_vec(&open))
         }
+        SessionAction::OpenPort => {
+            let open: inspect_protocol::session::OpenPortRequest = body_as(body)?;
+            write(serde_json::to_vec(&open))
+        }
         _ => Ok(Vec::new()),
     }
 }

@@ -304,6 +304,8 @@ pub enum SessionAction {
     /// browser (`GET …/editor/open`), which leads on to the editor.
     Editor,
     OpenEditor,
+    /// A person asks for one more port of the running sandbox.
+    OpenPort,
     /// The workspace's change: read by people (`GET`), reported by the sandbox (`PUT`).
     Changes,
     ReportChanges,
@@ -332,6 +334,7 @@ impl SessionAction {
             SessionAction::Terminals | SessionAction::OpenTerminal => "/terminals",
             SessionAction::Editor => "/editor",
             SessionAction::OpenEditor => "/editor/open",
+            SessionAction::OpenPort => "/ports",
             SessionAction::Changes | SessionAction::ReportChanges => "/changes",
             SessionAction::Socket => "/ws",
         }
@@ -553,6 +556,8 @@ pub fn match_route(method: &str, path: &str) -> Option<Result<Route, ApiError>> 
                 (["changes"], "GET") => Ok(SessionAction::Changes),
                 (["changes"], "PUT") => Ok(SessionAction::ReportChanges),
                 (["changes"], _) => Err(not_allowed(method, &["GET", "PUT"])),
+                (["ports"], "POST") => Ok(SessionAction::OpenPort),
+                (["ports"], _) => Err(not_allowed(method, &["POST"])),
                 (["editor"], "POST") => Ok(SessionAction::Editor),
                 (["editor"], _) => Err(not_allowed(method, &["POST"])),
                 (["editor", "open"], "GET") => Ok(SessionAction::OpenEditor),
@@ -705,6 +710,10 @@ mod tests {
         assert!(is_page_route("/auth/github/callback"));
         assert!(!is_page_route("/sessions/abc"));
         assert!(!is_page_route("/sessions/abc/editor"));
+        assert_eq!(
+            action("POST", "/sessions/abc/ports"),
+            Some(SessionAction::OpenPort)
+        );
     }
 
     #[test]

@@ -489,6 +489,64 @@ impl<S: Store> Session<'_, S> {
         Ok(fx)
     }
 
+    /// Whether a person may ask for `port` of the running sandbox now (a port, and room for
+    /// one more): the sandbox's id, and whether the port is exposed already.
+    pub fn check_new_port(&self, port: u16) -> EngineResult<(String, bool)> {
+        use inspect_protocol::limits::MAX_TUNNEL_PORTS;
+        if port == 0 {
+            return Err(inspect_protocol::ApiError::bad_request("0 is not a port"));
+        }
+        let live = self
+            .sandbox_row()?
+            .filter(|r| LIVE_STATES.contains(&r.status.as_str()));
+        let Some(sandbox) = live else {
+            return Err(inspect_protocol::ApiError::conflict(
+                "the session's sandbox is not running; send a prompt to start it, then open a port",
+            ));
+        };
+        let urls = self.tunnel_urls()?;
+        if urls.contains_key(&port.to_string()) {
+            return Ok((sandbox.sandbox_id, true));
+        }
+        if urls.len() >= MAX_TUNNEL_PORTS {
+            return Err(inspect_protocol::ApiError::conflict(format!(
+                "the sandbox already exposes {MAX_TUNNEL_PORTS} ports"
+            )));
+        }
+        Ok((sandbox.sandbox_id, false))
+    }
+
+    /// The provider exposed one more port of the running sandbox for `by`: kept with the
+    /// others, told to the clients, and on the timeline.
+    pub fn add_tunnel_url(
+        &self,
+        sandbox_id: &str,
+        port: u16,
+        url: &str,
+        by: &inspect_protocol::session::Participant,
+        now: i64,
+    ) -> EngineResult<Effects> {
+        if self
+            .sandbox_row()?
+            .is_none_or(|r| r.sandbox_id != sandbox_id)
+        {
+            return Err(inspect_protocol::ApiError::conflict(
+                "the sandbox stopped while its port was opened",
+            ));
+        }
+        let mut urls = self.tunnel_urls()?;
+        urls.insert(port.to_string(), url.to_owned());
+        let mut fx = self.set_tunnel_urls(sandbox_id, &urls)?;
+        let mut data = serde_json::Map::new();
+        data.insert("action".into(), "opened".into());
+        data.insert("port".into(), port.into());
+        data.insert("by".into(), by.name.clone().into());
+        let event =
+            super::timeline::append(self.store, "port", None, data, now).map_err(internal)?;
+        fx.broadcast(ServerMessage::SandboxEvent { event });
+        Ok(fx)
+    }
+
     /// The current sandbox's tunnel URLs, port → URL.
     pub fn tunnel_urls(&self) -> EngineResult<std::collections::BTreeMap<String, String>> {
         Ok(self

@@ -466,6 +466,43 @@ impl SessionDO {
                 // by the Worker's own fetch).
                 reply(result)
             }
+            // A person asks for one more port of the running sandbox.
+            (Method::Post, "ports") => {
+                let result = async {
+                    let actor = actor_of(&req)?;
+                    let ask: inspect_protocol::session::OpenPortRequest =
+                        body_json(&mut req).await?;
+                    let me = self.author(&actor, now)?;
+                    let (sandbox_id, exposed) = engine.check_new_port(ask.port)?;
+                    if !exposed {
+                        let provider = self.provider().ok_or_else(|| {
+                            ApiError::new(
+                                inspect_protocol::ErrorCode::Unavailable,
+                                "no sandbox provider is configured",
+                            )
+                        })?;
+                        let url = provider
+                            .expose_port(&self.sandbox_at(&sandbox_id), ask.port)
+                            .await
+                            .map_err(|e| match e {
+                                inspect_provider::ProviderError::Permanent(m) => {
+                                    ApiError::conflict(m)
+                                }
+                                other => ApiError::new(
+                                    inspect_protocol::ErrorCode::Unavailable,
+                                    other.to_string(),
+                                ),
+                            })?;
+                        let fx =
+                            self.engine()
+                                .add_tunnel_url(&sandbox_id, ask.port, &url, &me, now)?;
+                        self.apply(fx);
+                    }
+                    self.port_link(&ask.port.to_string(), now)
+                }
+                .await;
+                reply(result)
+            }
             (Method::Post, p) if p.starts_with("ports/") && p.ends_with("/link") => {
                 let port = &p["ports/".len()..p.len() - "/link".len()];
                 let result = actor_of(&req).and_then(|actor| {

@@ -284,4 +284,18 @@ impl SandboxProvider for DaytonaProvider {
     async fn delete_image(&self, _image_id: &str) -> Result<(), ProviderError> {
         Ok(())
     }
+
+    /// Daytona signs a preview URL for any port of a sandbox.
+    async fn expose_port(&self, sandbox: &SandboxRef, port: u16) -> Result<String, ProviderError> {
+        let found = self.find(sandbox).await?;
+        let Some(id) = found.as_ref().and_then(|s| s["id"].as_str()) else {
+            return Err(ProviderError::Permanent("daytona: no such sandbox".into()));
+        };
+        self.preview_urls(id, &[port])
+            .await?
+            .remove(&port.to_string())
+            .ok_or_else(|| {
+                ProviderError::Permanent(format!("daytona gave no preview URL for port {port}"))
+            })
+    }
 }

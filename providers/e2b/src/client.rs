@@ -342,4 +342,13 @@ impl SandboxProvider for E2bProvider {
     async fn delete_image(&self, _image_id: &str) -> Result<(), ProviderError> {
         Ok(())
     }
+
+    /// E2B serves every port of a running sandbox at its own host name.
+    async fn expose_port(&self, sandbox: &SandboxRef, port: u16) -> Result<String, ProviderError> {
+        let found = self.find(&sandbox.sandbox_id).await?;
+        let Some(id) = found.as_ref().and_then(|s| s["sandboxID"].as_str()) else {
+            return Err(ProviderError::Permanent("e2b: no such sandbox".into()));
+        };
+        Ok(self.cfg.port_url(id, port))
+    }
 }

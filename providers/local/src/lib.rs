@@ -206,6 +206,26 @@ impl SandboxProvider for LocalProvider {
             Err(ProviderError::from_status(status, &text))
         }
     }
+
+    async fn expose_port(&self, sandbox: &SandboxRef, port: u16) -> Result<String, ProviderError> {
+        let body = serde_json::json!({ "port": port }).to_string();
+        let (status, text) = self
+            .call(
+                Method::Post,
+                &format!("/sandboxes/{}/ports", sandbox.sandbox_id),
+                Some(body),
+            )
+            .await?;
+        if !(200..300).contains(&status) {
+            return Err(ProviderError::from_status(status, &text));
+        }
+        let info: SandboxInfo = serde_json::from_str(&text)
+            .map_err(|e| ProviderError::Permanent(format!("unreadable answer: {e}")))?;
+        info.tunnel_urls
+            .get(&port.to_string())
+            .cloned()
+            .ok_or_else(|| ProviderError::Permanent(format!("the host did not expose port {port}")))
+    }
 }
 
 impl LocalProvider {

@@ -115,6 +115,15 @@ pub trait SandboxProvider {
     async fn build_image(&self, req: &BuildImageRequest) -> Result<BuildStarted, ProviderError>;
     /// Deletes an image (a newer one replaced it). An unknown image is not an error.
     async fn delete_image(&self, image_id: &str) -> Result<(), ProviderError>;
+    /// Exposes one more port of a running sandbox (a person asked from the session page):
+    /// its URL. Vendors that expose ports only when a sandbox is made refuse.
+    async fn expose_port(&self, sandbox: &SandboxRef, port: u16) -> Result<String, ProviderError> {
+        let _ = (sandbox, port);
+        Err(ProviderError::Permanent(format!(
+            "{} exposes a sandbox's ports only when it starts: add the port to the repository's tunnel ports",
+            self.name()
+        )))
+    }
 }
 
 #[cfg(test)]

@@ -742,6 +742,60 @@ async fn expose_ports(
     Ok((urls, tasks))
 }
 
+/// `POST /sandboxes/{id}/ports {"port": N}`: one more port of a running sandbox, behind a
+/// gate like the others (a port already exposed keeps its URL); `.tunnels.env` is written
+/// again with it.
+async fn expose_port(
+    State(state): State<Arc<HostState>>,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> Response {
+    use inspect_protocol::limits::MAX_TUNNEL_PORTS;
+    let ask: inspect_protocol::session::OpenPortRequest = match serde_json::from_slice(&body) {
+        Ok(a) => a,
+        Err(e) => {
+            return error(ApiError::bad_request(format!(
+                "the body must be {{\"port\": N}}: {e}"
+            )))
+        }
+    };
+    if ask.port == 0 {
+        return error(ApiError::bad_request("0 is not a port"));
+    }
+    let mut map = state.sandboxes.lock().await;
+    let Some(sandbox) = map.get_mut(&id) else {
+        return error(ApiError::not_found(format!("no sandbox {id}")));
+    };
+    if !matches!(sandbox.child.try_wait(), Ok(None)) {
+        return error(ApiError::conflict(format!("sandbox {id} is not running")));
+    }
+    if !sandbox.tunnel_urls.contains_key(&ask.port.to_string()) {
+        if sandbox.tunnel_urls.len() >= MAX_TUNNEL_PORTS {
+            return error(ApiError::conflict(format!(
+                "sandbox {id} already exposes {MAX_TUNNEL_PORTS} ports"
+            )));
+        }
+        match expose_ports(&[ask.port], &id, state.secret.as_bytes()).await {
+            Ok((urls, tasks)) => {
+                sandbox.tunnel_urls.extend(urls);
+                sandbox.forwarders.extend(tasks);
+            }
+            Err(e) => {
+                return error(ApiError::internal(format!(
+                    "exposing port {}: {e:#}",
+                    ask.port
+                )))
+            }
+        }
+        let workspace = state.data_dir.join(&id).join("workspace");
+        if let Err(e) = write_tunnels_file(&workspace, &id, &sandbox.tunnel_urls) {
+            tracing::warn!(sandbox = %id, "rewriting .tunnels.env: {e:#}");
+        }
+        tracing::info!(sandbox = %id, port = ask.port, "port exposed");
+    }
+    Json(info(&id, sandbox)).into_response()
+}
+
 /// A loopback port nothing listens on now.
 async fn free_port() -> anyhow::Result<u16> {
     let probe = tokio::net::TcpListener::bind("127.0.0.1:0").await?;

@@ -85,6 +85,7 @@ fn router(state: Arc<HostState>) -> Router {
             "/sandboxes/{id}/snapshot",
             axum::routing::post(snapshot_sandbox),
         )
+        .route("/sandboxes/{id}/ports", axum::routing::post(expose_port))
         .route("/repositories/check", axum::routing::post(check_repository))
         .route("/sessions/{id}", axum::routing::delete(delete_session))
         .route("/images", axum::routing::post(images::start_build))

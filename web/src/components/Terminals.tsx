@@ -6,7 +6,7 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import { del, errorText, post } from "../api";
 import type { LiveSession, LiveState } from "../live";
-import type { EditorLink, TerminalInfo } from "../wire";
+import type { EditorLink, PortLink, TerminalInfo } from "../wire";
 import { ErrorNote } from "./bits";
 
 /** Bytes per input message (the session takes at most 64 KiB). */
@@ -178,6 +178,28 @@ export function TerminalsPanel({ sessionId, live, state }: { sessionId: string; 
         setError(errorText(e));
       });
   };
+  // A port of the running sandbox, asked for here: exposed (behind the gate on the local
+  // host), then opened through the person's link.
+  const [port, setPort] = useState("");
+  const openPort = (e: Event) => {
+    e.preventDefault();
+    const n = Number(port);
+    if (!Number.isInteger(n) || n < 1 || n > 65535) {
+      setError(`${port || "nothing"} is not a port (1 to 65535)`);
+      return;
+    }
+    const w = window.open("", "_blank");
+    post<PortLink>(`/sessions/${sessionId}/ports`, { port: n })
+      .then((link) => {
+        if (w) w.location.href = link.url;
+        else location.href = link.url;
+        setError("");
+      })
+      .catch((err) => {
+        w?.close();
+        setError(errorText(err));
+      });
+  };
   const close = async (id: string) => {
     try {
       await del(`/sessions/${sessionId}/terminals/${id}`);
@@ -196,6 +218,24 @@ export function TerminalsPanel({ sessionId, live, state }: { sessionId: string; 
         <button type="button" onClick={editor} disabled={!running} data-testid="open-editor">
           Open in VS Code
         </button>
+        <form class="port-form" onSubmit={openPort}>
+          <label>
+            Port{" "}
+            <input
+              type="number"
+              min={1}
+              max={65535}
+              size={6}
+              value={port}
+              onInput={(e) => setPort((e.target as HTMLInputElement).value)}
+              disabled={!running}
+              data-testid="port-input"
+            />
+          </label>{" "}
+          <button type="submit" disabled={!running} data-testid="open-port">
+            Open
+          </button>
+        </form>
         {!running && <span class="muted small"> (when the sandbox is running)</span>}
         <ul class="plain terminal-list" aria-label="Open terminals">
           {open.map((t) => (

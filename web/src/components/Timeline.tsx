@@ -202,6 +202,12 @@ const Row = memo(({ e }: { e: TimelineEvent }) => {
               : `A terminal ended${typeof e.exitCode === "number" ? ` (exit ${e.exitCode})` : ""}`}
         </div>
       );
+    case "port":
+      return (
+        <div class="row-note muted small" data-testid="port-note">
+          {str(e.by)} opened port {String(e.port)}
+        </div>
+      );
     case "editor":
       return (
         <div class="row-note muted small" data-testid="editor-note">
