@@ -11,7 +11,9 @@ pub const MAX_SESSION_MEDIA: usize = 50;
 /// A caption's characters at most.
 pub const MAX_CAPTION_CHARS: usize = 500;
 /// The kinds of picture kept (served as they are, so nothing a browser would run).
-pub const MEDIA_TYPES: &[&str] = &["image/png", "image/jpeg", "image/webp"];
+pub const MEDIA_TYPES: &[&str] = &["image/png", "image/jpeg", "image/webp", "image/gif"];
+/// A recording's seconds at most (`open-inspect record`).
+pub const MAX_RECORDING_SECS: u32 = 15;
 
 /// The artifact type.
 pub const MEDIA_ARTIFACT: &str = "media";
@@ -31,6 +33,10 @@ pub struct ScreenshotRequest {
     /// How long the page has to load, in seconds (default 30, at most 120).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_secs: Option<u64>,
+    /// Record the page for this many seconds (an animated GIF) instead of photographing
+    /// it (1 to [`MAX_RECORDING_SECS`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seconds: Option<u32>,
 }
 
 /// Whether a caption and media type may be kept; the problem in words otherwise.

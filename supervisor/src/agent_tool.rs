@@ -74,6 +74,23 @@ enum ToolCommand {
         #[arg(long)]
         timeout: Option<u64>,
     },
+    /// Record a web page for a few seconds (an animated GIF) with the sandbox's browser; the
+    /// recording is shown to the session.
+    Record {
+        url: String,
+        /// How long to record (1 to 15 seconds).
+        #[arg(long, default_value_t = 5)]
+        seconds: u32,
+        #[arg(long)]
+        caption: Option<String>,
+        #[arg(long)]
+        width: Option<u32>,
+        #[arg(long)]
+        height: Option<u32>,
+        /// Seconds the page has to load.
+        #[arg(long)]
+        timeout: Option<u64>,
+    },
     /// Submit the review of the pull request this prompt came from (once).
     Review {
         /// comment, approve or request-changes.
@@ -112,6 +129,22 @@ enum ToolCommand {
     },
 }
 
+/// A screenshot or a recording, taken by the supervisor and sent to the session.
+async fn picture(req: &inspect_protocol::media::ScreenshotRequest, what: &str) -> Result<()> {
+    let answer = call(
+        reqwest::Method::POST,
+        "/screenshot",
+        Some(serde_json::to_value(req)?),
+    )
+    .await
+    .with_context(|| format!("no {what}"))?;
+    println!(
+        "took the {what}; the session's people see it ({})",
+        answer["url"].as_str().unwrap_or("kept")
+    );
+    Ok(())
+}
+
 pub async fn run(args: Vec<String>) -> Result<()> {
     let tool = AgentTool::parse_from(std::iter::once("open-inspect".to_owned()).chain(args));
     let command = match tool.command {
@@ -129,19 +162,27 @@ pub async fn run(args: Vec<String>) -> Result<()> {
                 height,
                 caption,
                 timeout_secs: timeout,
+                seconds: None,
             };
-            let answer = call(
-                reqwest::Method::POST,
-                "/screenshot",
-                Some(serde_json::to_value(&req)?),
-            )
-            .await
-            .context("no screenshot")?;
-            println!(
-                "took the screenshot; the session's people see it ({})",
-                answer["url"].as_str().unwrap_or("kept")
-            );
-            return Ok(());
+            return picture(&req, "screenshot").await;
+        }
+        ToolCommand::Record {
+            url,
+            seconds,
+            caption,
+            width,
+            height,
+            timeout,
+        } => {
+            let req = inspect_protocol::media::ScreenshotRequest {
+                url,
+                width,
+                height,
+                caption,
+                timeout_secs: timeout,
+                seconds: Some(seconds),
+            };
+            return picture(&req, "recording").await;
         }
         ToolCommand::Review {
             event,

@@ -181,3 +181,101 @@ async fn the_agent_photographs_the_page_it_serves_and_the_people_see_it() {
     .unwrap();
     assert_eq!(not_media.status, 404, "{}", not_media.body);
 }
+
+#[tokio::test]
+async fn the_agent_records_a_moving_page_and_the_people_see_it_move() {
+    let port = inspect_tests::stack::free_port().unwrap();
+    // A page that changes five times a second.
+    let page = "<h1 id=n style=\"font-size:120px\">0</h1><script>let i=0;setInterval(()=>{n.textContent=++i;document.body.style.background=i%2?\"#fc0\":\"#0cf\"},200)</script>";
+    let serve = format!(
+        "printf '%s' '{page}' > anim.html && (nohup python3 -m http.server {port} --bind 127.0.0.1 >/dev/null 2>&1 &) && sleep 1 && open-inspect record http://127.0.0.1:{port}/anim.html --seconds 2 --caption 'The counter' --width 640 --height 400 && open-inspect record http://127.0.0.1:{port}/anim.html --seconds 99 || echo TOO-LONG-REFUSED"
+    );
+    let agent = AgentStack::start(
+        vec![
+            Reply::tool(
+                "bash",
+                json!({"command": serve, "description": "serve and record"}),
+            ),
+            Reply::text("Recorded it."),
+        ],
+        vec![],
+    )
+    .await
+    .unwrap();
+    let demo = source_repo();
+    agent.register_repo("demo", demo.path()).await.unwrap();
+    let base = &agent.stack.base_url;
+    let id = create_session(
+        base,
+        "ann",
+        json!({"repositories": [{"owner": "local", "name": "demo"}]}),
+    )
+    .await
+    .unwrap();
+    let (mut ws, _) = WsClient::join(base, &agent.stack.ws_url(""), &id, "ann")
+        .await
+        .unwrap();
+    ws.send(json!({"type": "prompt", "content": "record the page"}))
+        .await
+        .unwrap();
+    let mut artifact = None;
+    loop {
+        let m = ws
+            .recv_within(180)
+            .await
+            .unwrap_or_else(|e| panic!("{e}\n{}", agent.host.sandbox_logs()));
+        if m["type"] == "artifact_created" && m["artifact"]["type"] == "media" {
+            artifact = Some(m["artifact"].clone());
+        }
+        if m["type"] == "sandbox_event" && m["event"]["type"] == "execution_complete" {
+            break;
+        }
+    }
+    let requests: Vec<String> = agent
+        .model
+        .requests()
+        .iter()
+        .map(Value::to_string)
+        .collect();
+    let artifact = artifact.unwrap_or_else(|| {
+        panic!(
+            "no recording: {:?}\n{}",
+            requests.last(),
+            agent.host.sandbox_logs()
+        )
+    });
+    assert_eq!(artifact["metadata"]["caption"], "The counter");
+    let r = reqwest::get(agent.stack.url(artifact["url"].as_str().unwrap()))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["content-type"], "image/gif");
+    let gif = r.bytes().await.unwrap();
+    use image::AnimationDecoder;
+    let frames: Vec<image::Frame> =
+        image::codecs::gif::GifDecoder::new(std::io::Cursor::new(gif.as_ref()))
+            .unwrap()
+            .into_frames()
+            .collect::<Result<_, _>>()
+            .unwrap();
+    assert!(frames.len() >= 4, "the page moved: {} frames", frames.len());
+    assert_eq!(frames[0].buffer().width(), 640);
+    let total_ms: u32 = frames
+        .iter()
+        .map(|f| {
+            let (n, d) = f.delay().numer_denom_ms();
+            n / d.max(1)
+        })
+        .sum();
+    assert!(
+        (1_500..=3_000).contains(&total_ms),
+        "about the 2 seconds recorded: {total_ms} ms"
+    );
+    assert!(
+        requests
+            .iter()
+            .any(|r| r.contains("TOO-LONG-REFUSED") && r.contains("a recording is 1 to 15 seconds")),
+        "{:?}",
+        requests.last()
+    );
+}

@@ -111,10 +111,17 @@ async fn screenshot(State(f): State<Arc<Forward>>, headers: HeaderMap, body: Byt
         Ok(r) => r,
         Err(e) => return refused(StatusCode::BAD_REQUEST, format!("malformed request: {e}")),
     };
-    tracing::info!(url = %req.url, "the agent takes a screenshot");
+    tracing::info!(url = %req.url, seconds = ?req.seconds, "the agent takes a picture");
     let _ = std::fs::create_dir_all(&f.scratch);
-    let png = match super::screenshot::take(&req, &f.scratch).await {
-        Ok(png) => png,
+    let (taken, mime) = match req.seconds {
+        Some(_) => (
+            super::recording::record(&req, &f.scratch).await,
+            "image/gif",
+        ),
+        None => (super::screenshot::take(&req, &f.scratch).await, "image/png"),
+    };
+    let png = match taken {
+        Ok(bytes) => bytes,
         Err(e) => return refused(StatusCode::UNPROCESSABLE_ENTITY, format!("{e:#}")),
     };
     let caption = req.caption.clone().unwrap_or_else(|| req.url.clone());
@@ -131,14 +138,14 @@ async fn screenshot(State(f): State<Arc<Forward>>, headers: HeaderMap, body: Byt
         }
     };
     url.query_pairs_mut()
-        .append_pair("type", "image/png")
+        .append_pair("type", mime)
         .append_pair("caption", &caption);
     let sent = f
         .http
         .post(url)
         .bearer_auth(&f.token)
         .header(inspect_protocol::auth::SANDBOX_ID_HEADER, &f.sandbox_id)
-        .header("content-type", "image/png")
+        .header("content-type", mime)
         .body(png)
         .send()
         .await;
@@ -274,6 +281,8 @@ You work on your own in a sandbox; the people who asked will read the result lat
 - To see a page the way a person would (the app you started, after a change), run
   `open-inspect screenshot URL [--caption TEXT] [--width W --height H] [--timeout S]`:
   the sandbox's browser photographs it and the picture is shown to the session's people.
+  To show something that moves (an animation, a flow after a click), record it instead:
+  `open-inspect record URL --seconds N` (1 to 15; the same options): an animated GIF.
 - To hand a part of the work to a child session (its own sandbox and agent), run
   `open-inspect child spawn --prompt \"…\" [--title T] [--repo OWNER/NAME] [--branch B]`
   (prints the child's id), then `open-inspect child wait ID…` (waits until they finish and

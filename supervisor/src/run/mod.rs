@@ -11,6 +11,7 @@ pub mod changes;
 pub mod editor;
 pub mod link;
 pub mod mapping;
+pub mod recording;
 pub mod restore;
 pub mod screenshot;
 pub mod terminals;

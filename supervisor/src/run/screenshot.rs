@@ -42,34 +42,46 @@ pub fn checked(req: &ScreenshotRequest) -> Result<(u32, u32, u64)> {
     if !(1..=120).contains(&timeout) {
         bail!("the timeout is 1 to 120 seconds");
     }
+    let most = inspect_protocol::media::MAX_RECORDING_SECS;
+    if req.seconds.is_some_and(|s| !(1..=most).contains(&s)) {
+        bail!("a recording is 1 to {most} seconds");
+    }
     Ok((w, h, timeout))
 }
 
-/// Photographs the page into a PNG; its bytes.
-pub async fn take(req: &ScreenshotRequest, scratch: &Path) -> Result<Vec<u8>> {
-    let (w, h, timeout) = checked(req)?;
+/// The browser and a fresh folder for its files. Chromium puts a socket under its
+/// temporary folder, and a socket's path is at most 108 bytes: the shortest writable place
+/// goes first (a sandbox's own folder can be deep).
+pub fn browser_and_folder(scratch: &Path) -> Result<(PathBuf, tempfile::TempDir)> {
     let browser = chromium()
         .context("no Chromium in this sandbox (set INSPECT_CHROMIUM or install chromium)")?;
-    // Chromium puts a socket under its temporary folder, and a socket's path is at most
-    // 108 bytes: the shortest writable place goes first (a sandbox's own folder can be
-    // deep).
     let dir = ["/dev/shm".into(), std::env::temp_dir(), scratch.to_owned()]
         .iter()
         .find_map(|d: &PathBuf| tempfile::Builder::new().prefix("s").tempdir_in(d).ok())
         .context("no writable folder for the browser")?;
+    Ok((browser, dir))
+}
+
+/// Chromium's switches for a quiet headless run in a sandbox.
+pub const QUIET: &[&str] = &[
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--hide-scrollbars",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+];
+
+/// Photographs the page into a PNG; its bytes.
+pub async fn take(req: &ScreenshotRequest, scratch: &Path) -> Result<Vec<u8>> {
+    let (w, h, timeout) = checked(req)?;
+    let (browser, dir) = browser_and_folder(scratch)?;
     let out = dir.path().join("shot.png");
     let mut child = tokio::process::Command::new(browser)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-dev-shm-usage",
-            "--hide-scrollbars",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-        ])
+        .args(QUIET)
         .arg(format!(
             "--user-data-dir={}",
             dir.path().join("profile").display()
@@ -134,6 +146,16 @@ mod tests {
             ScreenshotRequest {
                 url: "http://x/".into(),
                 timeout_secs: Some(0),
+                ..Default::default()
+            },
+            ScreenshotRequest {
+                url: "http://x/".into(),
+                seconds: Some(0),
+                ..Default::default()
+            },
+            ScreenshotRequest {
+                url: "http://x/".into(),
+                seconds: Some(60),
                 ..Default::default()
             },
         ] {

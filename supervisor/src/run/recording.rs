@@ -1,0 +1,283 @@
+//! `open-inspect record URL --seconds N`: the sandbox's headless Chromium opens a page and
+//! records it for a few seconds through the DevTools protocol's screencast (a frame each
+//! time the page is drawn anew), and the frames become an animated GIF for the session's
+//! people. A page that stays still is one long frame; a page that never loads is given up
+//! on after its timeout, with the browser killed.
+
+use super::screenshot::{browser_and_folder, checked, QUIET};
+use anyhow::{anyhow, bail, Context, Result};
+use base64::Engine;
+use futures::{SinkExt, StreamExt};
+use image::codecs::gif::{GifEncoder, Repeat};
+use image::{Delay, Frame};
+use inspect_protocol::media::{ScreenshotRequest, MAX_MEDIA_BYTES};
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+use tokio_tungstenite::tungstenite::Message;
+
+/// Frames kept each second at most, and the width they are drawn at most (a GIF's size
+/// grows with both).
+const MAX_FPS: f64 = 8.0;
+const MAX_GIF_WIDTH: u32 = 800;
+
+/// One frame as the screencast sent it: a JPEG and when it was drawn (seconds).
+struct Shot {
+    jpeg: Vec<u8>,
+    at: f64,
+}
+
+/// Records the page; the GIF's bytes.
+pub async fn record(req: &ScreenshotRequest, scratch: &std::path::Path) -> Result<Vec<u8>> {
+    let (w, h, timeout) = checked(req)?;
+    let seconds = req.seconds.context("a recording needs its seconds")?;
+    let (browser, dir) = browser_and_folder(scratch)?;
+    let profile = dir.path().join("profile");
+    let mut child = tokio::process::Command::new(browser)
+        .args(QUIET)
+        .arg("--remote-debugging-port=0")
+        .arg("--remote-allow-origins=*")
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(format!("--window-size={w},{h}"))
+        .arg("about:blank")
+        .env("HOME", dir.path())
+        .env("TMPDIR", dir.path())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .context("starting Chromium")?;
+    let shots = tokio::time::timeout(
+        Duration::from_secs(timeout + u64::from(seconds) + 10),
+        screencast(&profile, req.url.trim(), w, h, timeout, seconds),
+    )
+    .await
+    .map_err(|_| anyhow!("{} did not load within {timeout} s", req.url.trim()))
+    .and_then(|r| r);
+    let _ = child.kill().await;
+    let (shots, end) = shots?;
+    let gif = tokio::task::spawn_blocking(move || encode(&shots, end))
+        .await
+        .context("encoding the recording")??;
+    if gif.len() > MAX_MEDIA_BYTES {
+        bail!(
+            "the recording is {} MiB, more than the {} MiB a picture may be: record fewer seconds or a smaller window",
+            gif.len() / 1024 / 1024,
+            MAX_MEDIA_BYTES / 1024 / 1024
+        );
+    }
+    Ok(gif)
+}
+
+/// Drives the page: loads `url`, then keeps the screencast's frames for `seconds`. The
+/// frames and the moment the recording ended.
+async fn screencast(
+    profile: &std::path::Path,
+    url: &str,
+    w: u32,
+    h: u32,
+    timeout: u64,
+    seconds: u32,
+) -> Result<(Vec<Shot>, f64)> {
+    // Chromium writes the port it chose (and the browser's socket path) into the profile.
+    let port_file = profile.join("DevToolsActivePort");
+    let port = loop {
+        if let Some(port) = std::fs::read_to_string(&port_file)
+            .ok()
+            .and_then(|t| t.lines().next().and_then(|l| l.trim().parse::<u16>().ok()))
+        {
+            break port;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let targets: Value = reqwest::get(format!("http://127.0.0.1:{port}/json/list"))
+        .await?
+        .json()
+        .await?;
+    let socket = targets
+        .as_array()
+        .and_then(|list| list.iter().find(|t| t["type"] == "page"))
+        .and_then(|t| t["webSocketDebuggerUrl"].as_str())
+        .context("Chromium has no page to record")?
+        .to_owned();
+    let (mut ws, _) = tokio_tungstenite::connect_async(&socket).await?;
+    let mut id = 0u64;
+    ws.send(cdp(&mut id, "Page.enable", json!({}))).await?;
+    ws.send(cdp(
+        &mut id,
+        "Emulation.setDeviceMetricsOverride",
+        json!({"width": w, "height": h, "deviceScaleFactor": 1, "mobile": false}),
+    ))
+    .await?;
+    ws.send(cdp(&mut id, "Page.navigate", json!({"url": url})))
+        .await?;
+    let load_by = Instant::now() + Duration::from_secs(timeout);
+    loop {
+        let left = load_by.saturating_duration_since(Instant::now());
+        let msg = tokio::time::timeout(left, ws.next())
+            .await
+            .map_err(|_| anyhow!("{url} did not load within {timeout} s"))?
+            .context("Chromium closed the page")??;
+        let Ok(text) = msg.into_text() else { continue };
+        let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        if v["method"] == "Page.loadEventFired" {
+            break;
+        }
+        if let Some(err) = v["result"]["errorText"].as_str().filter(|e| !e.is_empty()) {
+            bail!("{url} did not load: {err}");
+        }
+    }
+    ws.send(cdp(
+        &mut id,
+        "Page.startScreencast",
+        json!({"format": "jpeg", "quality": 80, "maxWidth": w, "maxHeight": h, "everyNthFrame": 1}),
+    ))
+    .await?;
+    let started = Instant::now();
+    let until = started + Duration::from_secs(u64::from(seconds));
+    let mut shots: Vec<Shot> = Vec::new();
+    let mut first_at: Option<f64> = None;
+    let max = (MAX_FPS * f64::from(seconds)).ceil() as usize + 1;
+    while let Ok(Some(msg)) =
+        tokio::time::timeout(until.saturating_duration_since(Instant::now()), ws.next()).await
+    {
+        let Ok(text) = msg?.into_text() else { continue };
+        let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        if v["method"] != "Page.screencastFrame" {
+            continue;
+        }
+        let p = &v["params"];
+        // Every frame is answered, or the screencast stops sending.
+        ws.send(cdp(
+            &mut id,
+            "Page.screencastFrameAck",
+            json!({"sessionId": p["sessionId"]}),
+        ))
+        .await?;
+        let now = started.elapsed().as_secs_f64();
+        let at = p["metadata"]["timestamp"]
+            .as_f64()
+            .map(|t| t - *first_at.get_or_insert(t - now))
+            .unwrap_or(now);
+        let too_soon = shots.last().is_some_and(|s| at - s.at < 1.0 / MAX_FPS);
+        if too_soon || shots.len() >= max {
+            continue;
+        }
+        let jpeg = base64::engine::general_purpose::STANDARD
+            .decode(p["data"].as_str().unwrap_or_default())
+            .context("a frame that is not base64")?;
+        shots.push(Shot { jpeg, at });
+    }
+    let end = started.elapsed().as_secs_f64();
+    if shots.is_empty() {
+        // Nothing was drawn while recording: the page as it stands, for the whole time.
+        ws.send(cdp(
+            &mut id,
+            "Page.captureScreenshot",
+            json!({"format": "jpeg", "quality": 80}),
+        ))
+        .await?;
+        let want = id;
+        while let Some(msg) = ws.next().await {
+            let Ok(text) = msg?.into_text() else { continue };
+            let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+            if v["id"] == want {
+                let jpeg = base64::engine::general_purpose::STANDARD
+                    .decode(v["result"]["data"].as_str().unwrap_or_default())
+                    .context("a picture that is not base64")?;
+                shots.push(Shot { jpeg, at: 0.0 });
+                break;
+            }
+        }
+    }
+    let _ = ws.close(None).await;
+    Ok((shots, end))
+}
+
+/// A DevTools command with the next id.
+fn cdp(id: &mut u64, method: &str, params: Value) -> Message {
+    *id += 1;
+    Message::Text(
+        json!({"id": *id, "method": method, "params": params})
+            .to_string()
+            .into(),
+    )
+}
+
+/// The frames as an animated GIF that loops, each shown until the next was drawn (the last
+/// until the recording ended), at most [`MAX_GIF_WIDTH`] wide.
+fn encode(shots: &[Shot], end: f64) -> Result<Vec<u8>> {
+    if shots.is_empty() {
+        bail!("Chromium drew nothing to record");
+    }
+    let mut out = Vec::new();
+    {
+        let mut gif = GifEncoder::new_with_speed(&mut out, 10);
+        gif.set_repeat(Repeat::Infinite)?;
+        for (i, shot) in shots.iter().enumerate() {
+            let mut rgba =
+                image::load_from_memory_with_format(&shot.jpeg, image::ImageFormat::Jpeg)
+                    .context("a frame that is not a JPEG")?
+                    .to_rgba8();
+            if rgba.width() > MAX_GIF_WIDTH {
+                let h = rgba.height() * MAX_GIF_WIDTH / rgba.width();
+                rgba = image::imageops::resize(
+                    &rgba,
+                    MAX_GIF_WIDTH,
+                    h.max(1),
+                    image::imageops::FilterType::Triangle,
+                );
+            }
+            let next = shots.get(i + 1).map_or(end, |n| n.at);
+            let ms = ((next - shot.at) * 1000.0).clamp(20.0, 60_000.0) as u32;
+            gif.encode_frame(Frame::from_parts(
+                rgba,
+                0,
+                0,
+                Delay::from_numer_denom_ms(ms, 1),
+            ))?;
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn jpeg(shade: u8) -> Vec<u8> {
+        let img = image::RgbImage::from_pixel(1000, 500, image::Rgb([shade, 0, 0]));
+        let mut out = std::io::Cursor::new(Vec::new());
+        img.write_to(&mut out, image::ImageFormat::Jpeg).unwrap();
+        out.into_inner()
+    }
+
+    #[test]
+    fn frames_become_a_looping_gif_that_keeps_their_timing() {
+        let shots = vec![
+            Shot {
+                jpeg: jpeg(10),
+                at: 0.0,
+            },
+            Shot {
+                jpeg: jpeg(200),
+                at: 0.5,
+            },
+        ];
+        let gif = encode(&shots, 2.0).unwrap();
+        assert!(gif.starts_with(b"GIF89a"));
+        let decoder =
+            image::codecs::gif::GifDecoder::new(std::io::Cursor::new(gif.as_slice())).unwrap();
+        use image::AnimationDecoder;
+        let frames: Vec<_> = decoder.into_frames().collect::<Result<_, _>>().unwrap();
+        assert_eq!(frames.len(), 2);
+        assert_eq!(frames[0].buffer().width(), MAX_GIF_WIDTH, "scaled down");
+        let ms = |f: &Frame| {
+            let (n, d) = f.delay().numer_denom_ms();
+            n / d
+        };
+        assert_eq!((ms(&frames[0]), ms(&frames[1])), (500, 1500));
+        assert!(encode(&[], 1.0).is_err());
+    }
+}
