@@ -905,11 +905,13 @@ async fn a_watched_channel_starts_an_automation_and_its_thread_continues() {
 
 /// A picture the agent takes during a prompt from a Slack thread goes to that thread too,
 /// as Slack takes files (an upload URL, the bytes, the upload completed into the thread).
+/// The page is the app the repository's start hook runs.
 #[tokio::test]
 async fn the_agents_screenshot_is_shared_in_the_thread() {
     let port = inspect_tests::stack::free_port().unwrap();
+    // The app is the one the repository's start hook runs; the agent photographs it.
     let serve = format!(
-        "printf '<h1>Storefront</h1>' > shop.html && (nohup python3 -m http.server {port} --bind 127.0.0.1 >/dev/null 2>&1 &) && sleep 1 && open-inspect screenshot http://127.0.0.1:{port}/shop.html --caption 'The storefront after the fix'"
+        "open-inspect screenshot http://127.0.0.1:{port}/shop.html --caption 'The storefront after the fix'"
     );
     let model = FakeModel::start(vec![
         Reply::tool(
@@ -937,6 +939,15 @@ async fn the_agents_screenshot_is_shared_in_the_thread() {
     ]);
     let stack = Stack::start_with(options).await.unwrap();
     let demo = source_repo();
+    let hooks = demo.path().join(".openinspect");
+    std::fs::create_dir_all(&hooks).unwrap();
+    std::fs::write(demo.path().join("shop.html"), "<h1>Storefront</h1>").unwrap();
+    std::fs::write(
+        hooks.join("start.sh"),
+        format!("cd \"$(dirname \"$0\")/..\"\nnohup python3 -m http.server {port} --bind 127.0.0.1 >/dev/null 2>&1 &\nfor i in $(seq 50); do curl -fs http://127.0.0.1:{port}/shop.html >/dev/null && break; sleep 0.1; done\n"),
+    )
+    .unwrap();
+    inspect_tests::repo::commit_all(demo.path(), "the storefront and its start hook");
     let r = send(
         Method::POST,
         &stack.url("/repos"),
