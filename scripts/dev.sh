@@ -71,6 +71,10 @@ fi
 for name in $(documented_vars); do
   set_worker_var "$name" "${!name:-}" "environment"
 done
+# A local OpenAI-compatible server's model is in the catalog the sessions pick from.
+if [[ "${INSPECT_MODEL:-}" == inspect/* ]] && [ -z "${WORKER_VARS[COMPATIBLE_MODELS]:-}" ]; then
+  set_worker_var COMPATIBLE_MODELS "$INSPECT_MODEL" "run command"
+fi
 # The run command starts the sandbox host itself, so it says where the host listens; a
 # secret the user chose is given to the host as well.
 if [ -n "${WORKER_VARS[SANDBOX_HOST_URL]:-}" ] && [ "${VAR_SOURCE[SANDBOX_HOST_URL]}" != "run command" ]; then

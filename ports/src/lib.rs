@@ -69,6 +69,17 @@ pub fn check(key: &[u8], kind: Kind, sandbox: &str, port: u16, token: &str, now:
         .is_ok()
 }
 
+/// The key a cloud sandbox's own gates check tokens with: derived from the deployment's
+/// secret for that one sandbox, so a sandbox that learns its key opens nothing of another.
+pub fn sandbox_key(secret: &[u8], sandbox: &str) -> String {
+    let mut m = match Hmac::<Sha256>::new_from_slice(secret) {
+        Ok(m) => m,
+        Err(_) => unreachable!("HMAC accepts every key length"),
+    };
+    m.update(format!("inspect-gate-key|{sandbox}").as_bytes());
+    hex::encode(m.finalize().into_bytes())
+}
+
 /// The cookie a port's gate sets, named for the address it serves (cookies do not keep
 /// ports apart).
 pub fn cookie_name(public_port: u16) -> String {
@@ -107,6 +118,10 @@ mod tests {
             !check(key, Kind::Link, "sb_1", 3000, &later, 999),
             "a moved expiry"
         );
+        let (a, b) = (sandbox_key(b"s", "sb_1"), sandbox_key(b"s", "sb_2"));
+        assert_ne!(a, b, "each sandbox its own key");
+        assert_eq!(a, sandbox_key(b"s", "sb_1"));
+        assert_ne!(a, sandbox_key(b"t", "sb_1"));
         for junk in [
             "",
             ".",

@@ -18,6 +18,7 @@ pub mod json;
 pub mod limits;
 pub mod log;
 pub mod media;
+pub mod models;
 pub mod provider;
 pub mod sandbox;
 pub mod scm;

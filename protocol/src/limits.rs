@@ -28,9 +28,10 @@ pub const CLOSE_ALREADY_SUBSCRIBED: u16 = 4003;
 pub const CLOSE_SUBSCRIBE_TIMEOUT: u16 = 4008;
 /// Ports one session may expose.
 pub const MAX_TUNNEL_PORTS: usize = 10;
-/// The reasoning efforts a prompt may ask for (the agent gets it as the model's variant of
-/// that name).
-pub const REASONING_EFFORTS: &[&str] = &["low", "medium", "high"];
+/// Every reasoning effort a model of the catalog may accept (the agent gets it as the
+/// model's variant of that name); each model accepts some of them (`inspect-models`).
+pub const REASONING_EFFORTS: &[&str] =
+    &["none", "minimal", "low", "medium", "high", "xhigh", "max"];
 /// A file kept for prompts (`POST /sessions/:id/attachments`, a Slack image) is at most this.
 pub const MAX_ATTACHMENT_FILE_BYTES: usize = 10 * 1024 * 1024;
 /// Files one session keeps for its prompts.

@@ -61,6 +61,10 @@ pub struct SpawnRequest {
     /// The model the agent uses unless a prompt says otherwise (`provider/model`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_model: Option<String>,
+    /// The deployment's OpenAI-compatible server's enabled models (`inspect/<model>`, each
+    /// with the efforts it accepts): the agent knows each, so a prompt may switch to any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub models: Vec<crate::models::ModelInfo>,
     /// Start from this snapshot (with `bootMode: snapshot_restore`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restore_from: Option<String>,
@@ -106,7 +110,88 @@ pub const SUPERVISOR_LOCK_FILE: &str = ".supervisor.lock";
 /// of its log is printed and the check fails. For providers whose start is a command.
 pub const SUPERVISOR_UP_CHECK: &str = "cd \"$INSPECT_SANDBOX_ROOT\" || exit 3; i=0; while [ $i -lt 80 ]; do flock -n -E 75 .supervisor.lock true 2>/dev/null; [ $? = 75 ] && exit 0; i=$((i+1)); sleep 0.25; done; echo 'the supervisor is not running; the end of its log:'; tail -c 1500 supervisor.log 2>/dev/null; exit 1";
 
+/// A cloud vendor's sandbox keeps its ports behind gates the supervisor runs: the key the
+/// gates check links and cookies with (derived for the one sandbox by the control plane)
+/// travels in the sandbox's environment under this name. A sandbox with it is "gated".
+pub const GATE_KEY_VAR: &str = "INSPECT_GATE_KEY";
+/// Where a gated sandbox's gates listen: the vendor exposes, for the `i`-th tunnelled port,
+/// the gate on `base + i` (never the app's own port), and the editor's gate on `base + 11`.
+/// The block of 12 ports is chosen by the sandbox's id, so sandboxes that share a network
+/// (as the test fakes' do) seldom meet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GatePorts {
+    base: u16,
+}
+
+impl GatePorts {
+    pub fn of(sandbox_id: &str) -> GatePorts {
+        // FNV-1a: small, stable across builds and machines.
+        let hash = sandbox_id.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+        });
+        GatePorts {
+            base: 40_000 + (hash % 2_000) as u16 * 12,
+        }
+    }
+
+    /// The gate in front of the `i`-th tunnelled (or later asked-for) port.
+    pub fn app(self, i: usize) -> Option<u16> {
+        (i < crate::limits::MAX_TUNNEL_PORTS).then(|| self.base + i as u16)
+    }
+
+    /// The editor's gate.
+    pub fn editor(self) -> u16 {
+        self.base + 11
+    }
+}
+
+/// A vendor's URLs for a gated sandbox's exposed ports, as the session keeps them: keyed by
+/// the app's port (`ports`, in the order their gates were numbered), and the editor's.
+pub fn ungated(
+    sandbox_id: &str,
+    ports: &[u16],
+    urls: &BTreeMap<String, String>,
+) -> (
+    BTreeMap<String, String>,
+    Option<crate::editor::EditorEndpoint>,
+) {
+    let gates = GatePorts::of(sandbox_id);
+    let apps = ports
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| {
+            let gate = gates.app(i)?;
+            Some((p.to_string(), urls.get(&gate.to_string())?.clone()))
+        })
+        .collect();
+    let editor = urls
+        .get(&gates.editor().to_string())
+        .map(|url| crate::editor::EditorEndpoint {
+            port: crate::editor::EDITOR_PORT,
+            url: url.clone(),
+        });
+    (apps, editor)
+}
+
 impl SpawnRequest {
+    /// Whether the sandbox keeps its ports behind gates (it carries a gate key).
+    pub fn gated(&self) -> bool {
+        self.env.contains_key(GATE_KEY_VAR)
+    }
+
+    /// The ports the vendor exposes: a gated sandbox's gates (one per tunnelled port, and
+    /// the editor's), else the tunnelled ports themselves.
+    pub fn vendor_ports(&self) -> Vec<u16> {
+        if !self.gated() {
+            return self.tunnel_ports.clone();
+        }
+        let gates = GatePorts::of(&self.sandbox_id);
+        (0..self.tunnel_ports.len())
+            .filter_map(|i| gates.app(i))
+            .chain([gates.editor()])
+            .collect()
+    }
+
     /// The supervisor's environment on a machine whose sandbox root is `root`: the
     /// session's secrets and settings, then the system variables, which no secret replaces.
     pub fn supervisor_env(&self, root: &str) -> BTreeMap<String, String> {
@@ -256,4 +341,40 @@ pub struct RepositoryChecked {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub branch: Option<String>,
     pub head: String,
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_gated_sandbox_shows_its_gates_and_the_session_keys_them_by_the_apps() {
+        let mut req: SpawnRequest = serde_json::from_value(serde_json::json!({
+            "sessionId": "s", "sandboxId": "sb", "sandboxToken": "t", "controlPlaneUrl": "http://x",
+            "repositories": [], "workBranch": "w", "tunnelPorts": [3000, 8080]
+        }))
+        .unwrap();
+        assert_eq!(req.vendor_ports(), vec![3000, 8080]);
+        req.env.insert(GATE_KEY_VAR.into(), "k".into());
+        let gates = GatePorts::of("sb");
+        let (a, b, e) = (gates.app(0).unwrap(), gates.app(1).unwrap(), gates.editor());
+        assert!((40_000..=63_999).contains(&a) && b == a + 1 && e == a + 11);
+        assert_eq!(gates.app(10), None, "at most 10 ports");
+        assert_ne!(GatePorts::of("sb_2"), gates);
+        assert_eq!(req.vendor_ports(), vec![a, b, e]);
+        assert!(
+            !req.description().contains("\"k\""),
+            "the key is not described"
+        );
+        let urls: BTreeMap<String, String> = [(a, "https://a"), (b, "https://b"), (e, "https://e")]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let (apps, editor) = ungated("sb", &[3000, 8080], &urls);
+        assert_eq!(apps["3000"], "https://a");
+        assert_eq!(apps["8080"], "https://b");
+        assert_eq!(apps.len(), 2);
+        assert_eq!(editor.unwrap().url, "https://e");
+    }
 }

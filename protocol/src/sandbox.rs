@@ -419,6 +419,12 @@ pub enum SandboxCommand {
     },
     /// A person asked for the editor: start code-server if it is not running.
     EditorStart,
+    /// A person asked for one more port of a gated sandbox: put a gate on `gate_port` (which
+    /// the vendor exposes) in front of `port`.
+    OpenGate {
+        port: u16,
+        gate_port: u16,
+    },
 }
 
 #[cfg(test)]

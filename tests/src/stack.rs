@@ -160,6 +160,13 @@ impl Stack {
         if self.options.local_mode {
             vars.push(("LOCAL_MODE".into(), "true".into()));
         }
+        // The scripted model server is the deployment's OpenAI-compatible server.
+        if !vars.iter().any(|(k, _)| k == "COMPATIBLE_MODELS") {
+            vars.push((
+                "COMPATIBLE_MODELS".into(),
+                "inspect/fake-model,inspect/fake-model-2".into(),
+            ));
+        }
         if !self.options.without_secrets_key
             && !vars.iter().any(|(k, _)| k == "REPO_SECRETS_ENCRYPTION_KEY")
         {

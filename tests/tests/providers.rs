@@ -49,7 +49,7 @@ impl World {
         let mut parts = AgentStack::prepare(script).await.unwrap();
         let (model, options) = (&parts.model, &mut parts.options);
         // What the sandbox image holds (PATH, OpenCode) and the model's keys.
-        let image_env: Vec<(String, String)> = ["PATH", "LANG"]
+        let image_env: Vec<(String, String)> = ["PATH", "LANG", "INSPECT_CODE_SERVER_BIN"]
             .iter()
             .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v)))
             .chain([
@@ -943,8 +943,11 @@ async fn kubernetes_ports_get_an_ingress_and_their_urls_reach_the_sandbox() {
         .find(|m| m["type"] == "tunnel_urls")
         .unwrap_or_else(|| panic!("no tunnel_urls: {seen:#?}"));
     let url = urls["tunnelUrls"]["3000"].as_str().unwrap();
+    // The Ingress exposes the gate in front of port 3000, not the port itself.
+    let gate = gate_port_of(url.trim_start_matches("https://"));
     assert!(
-        url.starts_with("https://3000-inspect-sb-") && url.ends_with(".sandboxes.example.test"),
+        url.starts_with(&format!("https://{gate}-inspect-sb-"))
+            && url.ends_with(".sandboxes.example.test"),
         "{url}"
     );
     // The supervisor asked the control plane (there is no provider-written file here) and
@@ -974,7 +977,12 @@ async fn kubernetes_ports_get_an_ingress_and_their_urls_reach_the_sandbox() {
         url.trim_start_matches("https://")
     );
     let service = &c.objects("services")[0];
-    assert_eq!(service["spec"]["ports"][0]["port"], 3000);
+    assert_eq!(service["spec"]["ports"][0]["port"], gate);
+    assert_eq!(
+        service["spec"]["ports"].as_array().unwrap().len(),
+        2,
+        "the port's gate and the editor's"
+    );
     // Without the sandbox's credentials nobody else reads them that way.
     let forged = reqwest::Client::new()
         .get(w.agent.stack.url(&format!("/sessions/{id}/tunnel-urls")))
@@ -1222,11 +1230,9 @@ async fn e2b_quota_envd_failures_ports_and_deletion() {
     let made = e.sandboxes()[0].clone();
     let e2b_id = made["sandboxID"].as_str().unwrap();
     let urls = seen.iter().find(|m| m["type"] == "tunnel_urls").unwrap();
-    assert_eq!(
-        urls["tunnelUrls"]["3000"],
-        format!("https://3000-{e2b_id}.e2b.fake"),
-        "{urls}"
-    );
+    let url = urls["tunnelUrls"]["3000"].as_str().unwrap();
+    let gate = gate_port_of(url.trim_start_matches("https://"));
+    assert_eq!(url, format!("https://{gate}-{e2b_id}.e2b.fake"), "{urls}");
     assert_eq!(events(&seen, "execution_complete")[0]["success"], true);
     assert_eq!(made["secure"], true);
     assert_eq!(made["autoPause"], true);
@@ -1312,9 +1318,15 @@ async fn vercel_routes_refusals_snapshots_and_deletion() {
     );
     let urls = seen.iter().find(|m| m["type"] == "tunnel_urls").unwrap();
     let url = urls["tunnelUrls"]["3000"].as_str().unwrap();
+    let gate: u16 = url
+        .trim_end_matches(".vercel.run")
+        .rsplit('-')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0);
     assert!(
-        url.starts_with("https://sb_") && url.ends_with("-3000.vercel.run"),
-        "{url}"
+        url.starts_with("https://sb_") && (40_000..64_000).contains(&gate),
+        "the gate in front of 3000: {url}"
     );
     // No snapshot after the turn: it would have ended the sandbox.
     assert!(v.snapshots().is_empty(), "{:?}", v.calls());
@@ -1658,4 +1670,160 @@ async fn daytona_a_prompt_during_a_slow_stop_resumes_the_stopped_sandbox() {
     );
     assert_eq!(d.sandboxes().len(), 1, "{:?}", d.calls());
     assert_eq!(d.boots().values().copied().collect::<Vec<_>>(), vec![2]);
+}
+
+/// The port a vendor's URL names first (`<port>-…`): in a gated sandbox, a gate's (in
+/// 40000–63999), never the app's.
+fn gate_port_of(host: &str) -> u16 {
+    let port: u16 = host
+        .split('-')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0);
+    assert!(
+        (40_000..64_000).contains(&port),
+        "not a gate's port: {host}"
+    );
+    port
+}
+
+/// A cloud vendor's tunnel URL reaches only the session's people: the vendor exposes the
+/// gate the supervisor runs in front of the port (never the port itself), the gate lets
+/// through a link the control plane signed with the key derived for that sandbox, and the
+/// editor is reached the same way. (The fake Modal's tunnels really forward here.)
+#[tokio::test]
+async fn a_cloud_sandbox_s_ports_and_editor_are_behind_its_own_gates() {
+    let w = World::start(Provider::Modal, vec![Reply::text("Serving.")], &[]).await;
+    let port = inspect_tests::stack::free_port().unwrap();
+    let hooks = w.repo.path().join(".openinspect");
+    std::fs::create_dir_all(&hooks).unwrap();
+    std::fs::write(
+        hooks.join("start.sh"),
+        format!("cd \"$(dirname \"$0\")/..\"\nnohup python3 -m http.server {port} --bind 127.0.0.1 >/dev/null 2>&1 &\n"),
+    )
+    .unwrap();
+    commit_all(w.repo.path(), "start hook");
+    let base = w.agent.stack.base_url.clone();
+    let id = create_session(
+        &base,
+        "ann",
+        json!({"repoOwner": "local", "repoName": "demo", "sandbox": {"tunnelPorts": [port]}}),
+    )
+    .await
+    .unwrap();
+    let (mut ws, _) = WsClient::join(&base, &w.agent.stack.ws_url(""), &id, "ann")
+        .await
+        .unwrap();
+    ws.send(json!({"type": "prompt", "content": "serve"}))
+        .await
+        .unwrap();
+    let seen = w.until_complete(&mut ws, 1).await;
+    let urls = seen
+        .iter()
+        .find(|m| m["type"] == "tunnel_urls")
+        .unwrap_or_else(|| panic!("no tunnel_urls: {seen:#?}"));
+    let url = urls["tunnelUrls"][port.to_string()]
+        .as_str()
+        .unwrap_or_else(|| panic!("{urls}"))
+        .to_owned();
+    assert_eq!(
+        urls["tunnelUrls"].as_object().unwrap().len(),
+        1,
+        "only the app's port, not the editor's gate: {urls}"
+    );
+    let plain = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    // The vendor's URL without a link: the gate answers, the app is never reached.
+    let bare = plain.get(&url).send().await.unwrap();
+    assert_eq!(bare.status(), 401, "{}", w.logs());
+    let link = inspect_tests::client::send_as(
+        "ann",
+        reqwest::Method::POST,
+        &w.agent
+            .stack
+            .url(&format!("/sessions/{id}/ports/{port}/link")),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(link.status, 200, "{}", link.body);
+    assert_eq!(link.body["gated"], true);
+    let swapped = plain
+        .get(link.body["url"].as_str().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(swapped.status(), 302);
+    let cookie = swapped.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    let listing = plain
+        .get(format!("{url}/"))
+        .header("Cookie", &cookie)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(listing.contains("README.md"), "{listing}");
+    // A link signed for another sandbox (or with the local host's secret) opens nothing.
+    let forged = format!(
+        "{url}/?inspect_port_token={}",
+        inspect_ports::sign(
+            b"test-host-secret-0123456789",
+            inspect_ports::Kind::Link,
+            "sb_other",
+            port,
+            9_999_999_999
+        )
+    );
+    assert_eq!(plain.get(&forged).send().await.unwrap().status(), 401);
+
+    // The editor, through its own gate.
+    if std::env::var_os("INSPECT_CODE_SERVER_BIN").is_some() {
+        let editor = inspect_tests::client::send_as(
+            "ann",
+            reqwest::Method::POST,
+            &w.agent.stack.url(&format!("/sessions/{id}/editor")),
+            None,
+        )
+        .await
+        .unwrap();
+        assert_eq!(editor.status, 200, "{}", editor.body);
+        let open = plain
+            .get(editor.body["url"].as_str().unwrap())
+            .header("X-OpenInspect-Actor", "ann")
+            .header("Sec-Fetch-Mode", "navigate")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(open.status(), 302);
+        let gate_link = open.headers()["location"].to_str().unwrap().to_owned();
+        let gate = gate_link.split("/?").next().unwrap().to_owned();
+        assert_ne!(gate, url, "the editor has a gate of its own");
+        assert_eq!(plain.get(&gate).send().await.unwrap().status(), 401);
+        let swapped = plain.get(&gate_link).send().await.unwrap();
+        assert_eq!(swapped.status(), 302);
+        let cookie = swapped.headers()["set-cookie"]
+            .to_str()
+            .unwrap()
+            .split(';')
+            .next()
+            .unwrap()
+            .to_owned();
+        let first = plain
+            .get(format!("{gate}/"))
+            .header("Cookie", &cookie)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(first.status(), 302, "code-server: {}", w.logs());
+    }
 }

@@ -792,6 +792,173 @@ async fn the_reasoning_effort_picked_reaches_the_model() {
     assert!(less.get("reasoning_effort").is_none(), "{less}");
 }
 
+/// The catalog is honoured: `GET /models` lists what the deployment offers (an opt-in
+/// provider once its key is a secret); Settings › Models chooses what is enabled and the
+/// default; a disabled model or an effort the model does not accept is a 400 (or a socket
+/// error) naming the choices, never a failed turn; a prompt's model and effort reach the
+/// model server, which sees both.
+#[tokio::test]
+async fn the_model_catalog_is_honoured_and_a_prompts_choice_reaches_the_model() {
+    let w = world(vec![
+        Reply::text("As the second model."),
+        Reply::text("Default."),
+    ])
+    .await;
+    let url = |p: &str| w.stack.url(p);
+    let catalog = send(Method::GET, &url("/models"), None).await.unwrap();
+    assert_eq!(catalog.status, 200, "{}", catalog.body);
+    let ids = |c: &Value| -> Vec<(String, bool)> {
+        c["models"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| (m["id"].as_str().unwrap().to_owned(), m["enabled"] == true))
+            .collect()
+    };
+    let listed = ids(&catalog.body);
+    assert!(
+        listed.contains(&("inspect/fake-model-2".into(), true)),
+        "{listed:?}"
+    );
+    assert!(listed.contains(&("anthropic/claude-sonnet-4-5".into(), true)));
+    assert!(!listed.iter().any(|(m, _)| m.starts_with("xai/")), "opt-in");
+    let sonnet = catalog.body["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["id"] == "anthropic/claude-sonnet-4-5")
+        .unwrap();
+    assert_eq!(sonnet["efforts"], json!(["high", "max"]));
+    assert_eq!(sonnet["context"], 200_000);
+    // An opt-in provider's models appear once its key is a global secret, not enabled.
+    let r = send(
+        Method::PUT,
+        &url("/secrets"),
+        Some(json!({"secrets": {"XAI_API_KEY": "xai-test-key"}})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let catalog = send(Method::GET, &url("/models"), None).await.unwrap();
+    assert!(ids(&catalog.body).contains(&("xai/grok-4.6".into(), false)));
+    assert!(!catalog.body.to_string().contains("xai-test-key"));
+
+    // Settings: unknown models and a default outside the enabled are refused in words.
+    for (bad, says) in [
+        (json!({"enabled": ["nobody/nothing"]}), "nobody/nothing"),
+        (
+            json!({"enabled": ["inspect/fake-model"], "defaultModel": "inspect/fake-model-2"}),
+            "default model",
+        ),
+        (json!({"enabled": [], "extra": 1}), "unknown field"),
+    ] {
+        let r = send(Method::PUT, &url("/settings/models"), Some(bad))
+            .await
+            .unwrap();
+        assert_eq!(r.status, 400, "{}", r.body);
+        assert!(r.body.to_string().contains(says), "{}", r.body);
+    }
+    let r = send(
+        Method::PUT,
+        &url("/settings/models"),
+        Some(json!({"enabled": ["inspect/fake-model", "anthropic/claude-sonnet-4-5"], "defaultModel": "inspect/fake-model"})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["defaultModel"], "inspect/fake-model");
+    // A session asking for a disabled model, or an effort its model does not take: 400.
+    let base = &w.stack.base_url;
+    for (body, says) in [
+        (
+            json!({"repoOwner": "local", "repoName": "demo", "model": "inspect/fake-model-2"}),
+            "disabled",
+        ),
+        (
+            json!({"repoOwner": "local", "repoName": "demo", "model": "made/up"}),
+            "unknown model",
+        ),
+        (
+            json!({"repoOwner": "local", "repoName": "demo", "model": "anthropic/claude-sonnet-4-5", "reasoningEffort": "low"}),
+            "high, max",
+        ),
+    ] {
+        let r = send_as("ann", Method::POST, &format!("{base}/sessions"), Some(body))
+            .await
+            .unwrap();
+        assert_eq!(r.status, 400, "{}", r.body);
+        let message = r.body["error"]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{message}");
+    }
+    // A session naming none runs with the deployment's default; a prompt naming a disabled
+    // model is refused on the socket, naming the enabled ones.
+    let (id, mut ws) = demo_session(&w).await;
+    let state = send(Method::GET, &url(&format!("/sessions/{id}")), None)
+        .await
+        .unwrap();
+    assert_eq!(state.body["model"], "inspect/fake-model", "{}", state.body);
+    ws.send(json!({"type": "prompt", "content": "x", "model": "inspect/fake-model-2", "clientRequestId": "r1"}))
+        .await
+        .unwrap();
+    let refused = ws.recv_type("error").await.unwrap();
+    assert_eq!(refused["code"], "bad_request", "{refused}");
+    assert_eq!(refused["clientRequestId"], "r1");
+    let message = refused["message"].as_str().unwrap();
+    assert!(
+        message.contains("disabled")
+            && message.contains("anthropic/claude-sonnet-4-5, inspect/fake-model"),
+        "{message}"
+    );
+    let r = send_as(
+        "ann",
+        Method::POST,
+        &url(&format!("/sessions/{id}/prompt")),
+        Some(json!({"content": "x", "reasoningEffort": "max"})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(
+        r.body.to_string().contains("low, medium, high"),
+        "{}",
+        r.body
+    );
+
+    // Enabled again, the second model: a new session's prompt switches to it, with an effort.
+    let r = send(
+        Method::PUT,
+        &url("/settings/models"),
+        Some(json!({"enabled": ["inspect/fake-model", "inspect/fake-model-2"]})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let (_, mut ws) = demo_session(&w).await;
+    ws.send(json!({"type": "prompt", "content": "use the second", "model": "inspect/fake-model-2", "reasoningEffort": "low"}))
+        .await
+        .unwrap();
+    until_complete(&mut ws, 1, &w).await;
+    ws.send(json!({"type": "prompt", "content": "back to the default"}))
+        .await
+        .unwrap();
+    until_complete(&mut ws, 1, &w).await;
+    let asked = w.model.requests();
+    let second = asked
+        .iter()
+        .find(|r| {
+            r.to_string().contains("use the second")
+                && !r.to_string().contains("back to the default")
+        })
+        .unwrap();
+    assert_eq!(second["model"], "fake-model-2", "{second}");
+    assert_eq!(second["reasoning_effort"], "low", "{second}");
+    let default = asked
+        .iter()
+        .find(|r| r.to_string().contains("back to the default"))
+        .unwrap();
+    assert_eq!(default["model"], "fake-model", "{default}");
+}
+
 /// A repository's default ports: a session on it that names none exposes them (behind the
 /// gate, as any tunnelled port); bad ports are refused in the settings.
 #[tokio::test]

@@ -43,6 +43,52 @@ export type TextMatch = "contains" | "exact" | "regex";
 
 export type ChangeKind = "added" | "modified" | "deleted" | "renamed" | "copied" | "type_changed";
 
+export type ModelInfo = { id: string, provider: string, label: string, 
+/**
+ * The context window, in tokens.
+ */
+context: number, 
+/**
+ * Whether the model reasons (it then accepts `efforts`).
+ */
+reasoning: boolean, 
+/**
+ * The reasoning efforts a prompt may ask of it (the agent's variants of the model).
+ */
+efforts: Array<string>, 
+/**
+ * The effort it runs at when a prompt names none, where the vendor has one.
+ */
+defaultEffort: string | null, 
+/**
+ * Whether sessions may use it.
+ */
+enabled: boolean, };
+
+export type ModelProvider = { id: string, label: string, 
+/**
+ * The secret that holds its key (`ANTHROPIC_API_KEY`…); none for the deployment's
+ * OpenAI-compatible server, which its sandboxes are told about.
+ */
+keySecret: string | null, 
+/**
+ * An opt-in provider's models are listed only once its key is a global secret.
+ */
+optIn: boolean, 
+/**
+ * Whether its key is set as a global secret (always true for the compatible server).
+ */
+configured: boolean, };
+
+export type ModelCatalog = { providers: Array<ModelProvider>, models: Array<ModelInfo>, 
+/**
+ * The deployment's default: what a session that names no model (and whose repository
+ * names none) runs with.
+ */
+defaultModel: string | null, };
+
+export type ModelSettings = { enabled: Array<string>, defaultModel: string | null, };
+
 export type PatchOmitted = "binary" | "too_large" | "over_total";
 
 export type ChangedFile = { 
@@ -366,6 +412,11 @@ tunnelPorts: Array<number>,
  */
 defaultModel?: string | null, 
 /**
+ * The deployment's OpenAI-compatible server's enabled models (`inspect/<model>`, each
+ * with the efforts it accepts): the agent knows each, so a prompt may switch to any.
+ */
+models?: Array<ModelInfo>, 
+/**
  * Start from this snapshot (with `bootMode: snapshot_restore`).
  */
 restoreFrom?: string | null, };
@@ -461,7 +512,7 @@ export type SandboxCommand = { "type": "prompt", messageId: string, content: str
  * Files sent with the prompt; kept ones (`attachmentId`) are fetched from
  * `GET /sessions/:id/attachments/:attachmentId` with the sandbox's token.
  */
-attachments?: Array<Attachment>, } | { "type": "stop", messageId?: string | null, } | { "type": "snapshot" } | { "type": "shutdown" } | { "type": "push", pushSpec: PushSpec, } | { "type": "ack", ackId: string, } | { "type": "acks", ackIds: Array<string>, } | { "type": "error", code: string, message: string, } | { "type": "terminal_open", terminalId: string, cols: number, rows: number, } | { "type": "terminal_input", terminalId: string, data: string, } | { "type": "terminal_resize", terminalId: string, cols: number, rows: number, } | { "type": "terminal_replay", terminalId: string, client: string, } | { "type": "terminal_close", terminalId: string, } | { "type": "editor_start" };
+attachments?: Array<Attachment>, } | { "type": "stop", messageId?: string | null, } | { "type": "snapshot" } | { "type": "shutdown" } | { "type": "push", pushSpec: PushSpec, } | { "type": "ack", ackId: string, } | { "type": "acks", ackIds: Array<string>, } | { "type": "error", code: string, message: string, } | { "type": "terminal_open", terminalId: string, cols: number, rows: number, } | { "type": "terminal_input", terminalId: string, data: string, } | { "type": "terminal_resize", terminalId: string, cols: number, rows: number, } | { "type": "terminal_replay", terminalId: string, client: string, } | { "type": "terminal_close", terminalId: string, } | { "type": "editor_start" } | { "type": "open_gate", port: number, gatePort: number, };
 
 export type StepStatus = "started" | "succeeded" | "failed" | "skipped";
 
@@ -622,7 +673,12 @@ export type ScreenshotRequest = { url: string, width?: number | null, height?: n
 /**
  * How long the page has to load, in seconds (default 30, at most 120).
  */
-timeoutSecs?: number | null, };
+timeoutSecs?: number | null, 
+/**
+ * Record the page for this many seconds (an animated GIF) instead of photographing
+ * it (1 to [`MAX_RECORDING_SECS`]).
+ */
+seconds?: number | null, };
 
 export type SessionStatus = "created" | "active" | "archived";
 

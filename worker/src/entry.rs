@@ -319,6 +319,14 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
                 json(&serde_json::json!({ "status": "deleted", "key": key }), 200)
             }
         },
+        Route::Models => json(&inspect_models::store::catalog(env).await?, 200),
+        Route::SaveModelSettings => {
+            let settings: inspect_protocol::models::ModelSettings = body_as(&body)?;
+            json(
+                &inspect_models::store::save(env, &settings, &actor.user_id, now).await?,
+                200,
+            )
+        }
         Route::Children { id, .. } => crate::children::list(env, &id).await,
         Route::Automations { op } => automation_route(env, op, &req, actor, &body, now).await,
         Route::AttachmentUpload { id } => {

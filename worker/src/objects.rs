@@ -491,6 +491,18 @@ pub(crate) async fn create_session_with(
             }
         }
     }
+    // The model and effort must be ones the deployment offers; none named: its default.
+    let models = inspect_models::store::catalog(env).await?;
+    match &create.model {
+        Some(model) => {
+            inspect_models::check_model(&models, model).map_err(ApiError::bad_request)?
+        }
+        None => create.model = models.default_model.clone(),
+    }
+    if let Some(effort) = &create.reasoning_effort {
+        inspect_models::check_effort(&models, create.model.as_deref(), effort)
+            .map_err(ApiError::bad_request)?;
+    }
     create.repositories = Some(repositories);
     create.repo_owner = None;
     create.repo_name = None;

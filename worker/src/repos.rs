@@ -286,6 +286,9 @@ pub async fn put_settings(
         if model.is_empty() || model.len() > 100 || model.chars().any(char::is_control) {
             return Err(ApiError::bad_request("invalid defaultModel"));
         }
+        let models = inspect_models::store::catalog(env).await?;
+        inspect_models::check_model(&models, model)
+            .map_err(|e| ApiError::bad_request(format!("defaultModel: {e}")))?;
     }
     if settings.allowed_trigger_users.len() > 100
         || settings

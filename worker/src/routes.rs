@@ -96,6 +96,10 @@ pub enum Route {
     SlackEvents,
     /// `POST /webhooks/slack/interactions` (and the options-load URL).
     SlackInteractions,
+    /// `GET /models`: the deployment's catalog of models.
+    Models,
+    /// `PUT /settings/models`: which models are enabled, and the default.
+    SaveModelSettings,
     /// `GET|PUT /integrations/slack/settings`.
     SlackSettings {
         write: bool,
@@ -392,6 +396,8 @@ pub fn match_route(method: &str, path: &str) -> Option<Result<Route, ApiError>> 
             },
         ),
         ["automations", rest @ ..] => return Some(automations(method, rest)),
+        ["models"] => only(method, &["GET"], Route::Models),
+        ["settings", "models"] => only(method, &["PUT"], Route::SaveModelSettings),
         ["images"] => only(method, &["GET"], Route::ListImages),
         ["images", "builds"] => only(method, &["POST"], Route::BuildImage),
         ["images", "schedule"] => only(method, &["PUT"], Route::ImageSchedule),
@@ -800,6 +806,12 @@ mod tests {
             }))
         );
         assert!(match_route("POST", "/secrets").unwrap().is_err());
+        assert_eq!(match_route("GET", "/models"), Some(Ok(Route::Models)));
+        assert_eq!(
+            match_route("PUT", "/settings/models"),
+            Some(Ok(Route::SaveModelSettings))
+        );
+        assert!(match_route("POST", "/models").unwrap().is_err());
         assert_eq!(match_route("GET", "/secrets/a/b"), None);
         assert_eq!(match_route("GET", "/auth/github"), Some(Ok(Route::SignIn)));
         assert_eq!(

@@ -32,11 +32,22 @@ use inspect_protocol::ApiError;
 /// One session's engine over its storage.
 pub struct Session<'a, S: Store> {
     pub store: &'a S,
+    /// The deployment's models, when the shell has them: a prompt's model and effort are
+    /// then checked against them.
+    pub models: Option<&'a inspect_protocol::models::ModelCatalog>,
 }
 
 impl<'a, S: Store> Session<'a, S> {
     pub fn new(store: &'a S) -> Self {
-        Session { store }
+        Session {
+            store,
+            models: None,
+        }
+    }
+
+    /// The same session, checking prompts against the deployment's models.
+    pub fn with_models(self, models: Option<&'a inspect_protocol::models::ModelCatalog>) -> Self {
+        Session { models, ..self }
     }
 }
 

@@ -101,6 +101,26 @@ pub fn validate_prompt(req: &PromptRequest) -> EngineResult<()> {
 }
 
 impl<S: Store> Session<'_, S> {
+    /// A prompt's model must be one the deployment enables, and its effort one that model
+    /// (or the session's) accepts; the error names the choices.
+    fn check_model_choice(&self, req: &PromptRequest) -> EngineResult<()> {
+        let Some(models) = self.models else {
+            return Ok(());
+        };
+        if let Some(model) = &req.model {
+            inspect_models::check_model(models, model).map_err(ApiError::bad_request)?;
+        }
+        if let Some(effort) = &req.reasoning_effort {
+            let model = match &req.model {
+                Some(m) => Some(m.clone()),
+                None => self.state()?.model,
+            };
+            inspect_models::check_effort(models, model.as_deref(), effort)
+                .map_err(ApiError::bad_request)?;
+        }
+        Ok(())
+    }
+
     /// Stores a prompt, puts it on the timeline as a `user_message` and queues it.
     /// Returns what the sender is told and what everyone else sees.
     pub fn enqueue(
@@ -110,6 +130,7 @@ impl<S: Store> Session<'_, S> {
         now: i64,
     ) -> EngineResult<(PromptAccepted, Effects)> {
         validate_prompt(req)?;
+        self.check_model_choice(req)?;
         let (status, unfinished) = self.status_and_unfinished()?;
         if status == SessionStatus::Archived {
             return Err(ApiError::conflict(

@@ -280,9 +280,19 @@ impl SessionDO {
             });
             self.apply(fx);
         }
+        let models = self.models().await;
         let request = match self.spawn_request(&ticket, restore.clone(), boot_mode) {
             Ok(mut req) => self.sandbox_secrets().await.map(|env| {
                 req.env = env;
+                req.models = models
+                    .as_ref()
+                    .map(inspect_models::compatible_models)
+                    .unwrap_or_default();
+                // A cloud vendor's sandbox keeps its ports behind its own gates.
+                if let Some(key) = self.sandbox_gate_key(&ticket.sandbox_id) {
+                    req.env
+                        .insert(inspect_protocol::provider::GATE_KEY_VAR.into(), key);
+                }
                 req
             }),
             Err(e) => Err(e),
@@ -410,8 +420,17 @@ impl SessionDO {
             Ok(info) => engine
                 .spawn_accepted(&ticket.sandbox_id, now_ms())
                 .and_then(|mut fx| {
-                    fx.merge(engine.set_tunnel_urls(&ticket.sandbox_id, &info.tunnel_urls)?);
-                    engine.set_editor(&ticket.sandbox_id, info.editor.as_ref())?;
+                    // A gated sandbox's URLs are its gates': kept under the ports behind them.
+                    let (urls, editor) = match self.sandbox_gate_key(&ticket.sandbox_id) {
+                        Some(_) => inspect_protocol::provider::ungated(
+                            &ticket.sandbox_id,
+                            &engine.sandbox_settings()?.tunnel_ports,
+                            &info.tunnel_urls,
+                        ),
+                        None => (info.tunnel_urls.clone(), info.editor.clone()),
+                    };
+                    fx.merge(engine.set_tunnel_urls(&ticket.sandbox_id, &urls)?);
+                    engine.set_editor(&ticket.sandbox_id, editor.as_ref())?;
                     if let (Some(snapshot_id), None) = (&restore, &prebuilt) {
                         fx.broadcast(ServerMessage::SandboxRestored {
                             sandbox_id: ticket.sandbox_id.clone(),
@@ -534,9 +553,12 @@ impl SessionDO {
         now_ms: i64,
     ) -> inspect_protocol::session::PortLink {
         let local = matches!(self.provider(), Some(AnyProvider::Local(_)));
-        let secret = inspect_runtime::setting(&self.env, "SANDBOX_HOST_SECRET");
-        match (local, secret) {
-            (true, Some(secret)) => {
+        let secret = match local {
+            true => inspect_runtime::setting(&self.env, "SANDBOX_HOST_SECRET"),
+            false => self.sandbox_gate_key(sandbox_id),
+        };
+        match secret {
+            Some(secret) => {
                 let expires = (now_ms / 1000) as u64 + inspect_ports::LINK_TTL_SECS;
                 let token = inspect_ports::sign(
                     secret.as_bytes(),
@@ -556,13 +578,24 @@ impl SessionDO {
                     expires_at: Some(expires as i64),
                 }
             }
-            _ => inspect_protocol::session::PortLink {
+            None => inspect_protocol::session::PortLink {
                 port,
                 url,
                 gated: false,
                 expires_at: None,
             },
         }
+    }
+
+    /// The key a cloud vendor's sandbox's gates check with (derived from the deployment's
+    /// secrets key for that sandbox); none on the local host, whose own gates use its
+    /// secret, nor without a secrets key.
+    pub(super) fn sandbox_gate_key(&self, sandbox_id: &str) -> Option<String> {
+        if matches!(self.provider(), None | Some(AnyProvider::Local(_))) {
+            return None;
+        }
+        let secret = inspect_runtime::setting(&self.env, inspect_secrets::KEY_VAR)?;
+        Some(inspect_ports::sandbox_key(secret.as_bytes(), sandbox_id))
     }
 
     pub(super) fn provider(&self) -> Option<AnyProvider> {
@@ -619,6 +652,7 @@ impl SessionDO {
             env: Default::default(),
             tunnel_ports: self.engine().sandbox_settings()?.tunnel_ports,
             default_model,
+            models: Vec::new(),
         })
     }
 

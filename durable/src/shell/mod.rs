@@ -102,7 +102,13 @@ pub struct SessionDO {
     /// The database holds the schema: `/init` made a session here. Until then every route
     /// but `/init` answers 404 and writes nothing.
     schema_ready: std::cell::Cell<bool>,
+    /// The deployment's models as last read from D1 (when, in ms): prompts are checked
+    /// against them; read again after [`MODELS_TTL_MS`].
+    models: RefCell<Option<(i64, inspect_protocol::models::ModelCatalog)>>,
 }
+
+/// A change to the deployment's models reaches a running session's prompts within this.
+const MODELS_TTL_MS: i64 = 30_000;
 
 fn now_ms() -> i64 {
     worker::Date::now().as_millis() as i64
@@ -113,6 +119,27 @@ pub use inspect_runtime::answer::{json_error, json_ok, json_text};
 impl SessionDO {
     fn engine(&self) -> Session<'_, DoStore> {
         Session::new(&self.store)
+    }
+
+    /// The deployment's models (read from D1 at most every 30 s). When D1 cannot answer,
+    /// none: prompts are then checked against the efforts any model accepts only.
+    async fn models(&self) -> Option<inspect_protocol::models::ModelCatalog> {
+        let now = now_ms();
+        if let Some((at, catalog)) = self.models.borrow().as_ref() {
+            if now - at < MODELS_TTL_MS {
+                return Some(catalog.clone());
+            }
+        }
+        match inspect_models::store::catalog(&self.env).await {
+            Ok(catalog) => {
+                *self.models.borrow_mut() = Some((now, catalog.clone()));
+                Some(catalog)
+            }
+            Err(e) => {
+                self.log(LogLine::warn("session", "models_unreadable").detail(&e.message));
+                None
+            }
+        }
     }
 
     /// Writes a log line about this session (its id added).
@@ -239,6 +266,7 @@ impl DurableObject for SessionDO {
             slack_updates: Rc::default(),
             staging,
             schema_ready: std::cell::Cell::new(schema_ready),
+            models: RefCell::new(None),
         };
         if !schema_ready {
             return this;
@@ -344,7 +372,12 @@ impl DurableObject for SessionDO {
             return Ok(());
         }
         let fx = match text {
-            Some(text) => self.engine().on_client_frame_staged(&id, &text, now_ms()),
+            Some(text) => {
+                let models = self.models().await;
+                self.engine()
+                    .with_models(models.as_ref())
+                    .on_client_frame_staged(&id, &text, now_ms())
+            }
             None => {
                 let mut fx = Effects::none();
                 fx.to(

@@ -409,7 +409,10 @@ impl SessionDO {
                         body.callback_context = None;
                     }
                     let author = self.author(&actor, now)?;
-                    engine.enqueue(&author, &body, now)
+                    let models = self.models().await;
+                    self.engine()
+                        .with_models(models.as_ref())
+                        .enqueue(&author, &body, now)
                 }
                 .await;
                 match result {
@@ -481,8 +484,21 @@ impl SessionDO {
                                 "no sandbox provider is configured",
                             )
                         })?;
+                        // A gated sandbox (a cloud vendor's) gets one more gate in front of
+                        // the port, and the vendor exposes the gate's.
+                        let gate_port = match self.sandbox_gate_key(&sandbox_id) {
+                            Some(_) => {
+                                let spawned = engine.sandbox_settings()?.tunnel_ports.len();
+                                let next = engine.tunnel_urls()?.len().max(spawned);
+                                inspect_protocol::provider::GatePorts::of(&sandbox_id).app(next)
+                            }
+                            None => None,
+                        };
                         let url = provider
-                            .expose_port(&self.sandbox_at(&sandbox_id), ask.port)
+                            .expose_port(
+                                &self.sandbox_at(&sandbox_id),
+                                gate_port.unwrap_or(ask.port),
+                            )
                             .await
                             .map_err(|e| match e {
                                 inspect_provider::ProviderError::Permanent(m) => {
@@ -493,9 +509,17 @@ impl SessionDO {
                                     other.to_string(),
                                 ),
                             })?;
-                        let fx =
+                        let mut fx =
                             self.engine()
                                 .add_tunnel_url(&sandbox_id, ask.port, &url, &me, now)?;
+                        if let Some(gate_port) = gate_port {
+                            fx.to_sandbox.push(
+                                inspect_protocol::sandbox::SandboxCommand::OpenGate {
+                                    port: ask.port,
+                                    gate_port,
+                                },
+                            );
+                        }
                         self.apply(fx);
                     }
                     self.port_link(&ask.port.to_string(), now)

@@ -158,7 +158,7 @@ impl SandboxProvider for DaytonaProvider {
                 ProviderError::Permanent("daytona: the sandbox API is missing".into())
             })?;
         let id = made["id"].as_str().unwrap_or_default().to_owned();
-        let urls = self.preview_urls(&id, &req.tunnel_ports).await?;
+        let urls = self.preview_urls(&id, &req.vendor_ports()).await?;
         Ok(self.info(req, &id, urls))
     }
 
@@ -234,7 +234,7 @@ impl SandboxProvider for DaytonaProvider {
                 return Ok(Resumed::Gone);
             }
         }
-        let urls = self.preview_urls(&id, &req.tunnel_ports).await?;
+        let urls = self.preview_urls(&id, &req.vendor_ports()).await?;
         Ok(Resumed::Started(self.info(req, &id, urls)))
     }
 

@@ -155,7 +155,7 @@ impl E2bProvider {
             )));
         }
         let tunnel_urls: BTreeMap<String, String> = req
-            .tunnel_ports
+            .vendor_ports()
             .iter()
             .map(|p| (p.to_string(), self.cfg.port_url(&id, *p)))
             .collect();

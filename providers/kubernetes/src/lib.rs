@@ -326,7 +326,7 @@ pub fn pod(cfg: &KubeConfig, req: &SpawnRequest, claim: &str) -> Value {
         resources.insert("limits".into(), Value::Object(amounts));
     }
     let ports: Vec<Value> = req
-        .tunnel_ports
+        .vendor_ports()
         .iter()
         .map(|p| json!({"name": format!("p{p}"), "containerPort": p}))
         .collect();
@@ -382,7 +382,7 @@ pub fn pod(cfg: &KubeConfig, req: &SpawnRequest, claim: &str) -> Value {
 /// ingress domain is configured.
 pub fn exposure(cfg: &KubeConfig, req: &SpawnRequest) -> Option<(Value, Value)> {
     let domain = cfg.ingress_domain.as_ref()?;
-    if req.tunnel_ports.is_empty() {
+    if req.vendor_ports().is_empty() {
         return None;
     }
     let n = names(&req.sandbox_id);
@@ -393,11 +393,11 @@ pub fn exposure(cfg: &KubeConfig, req: &SpawnRequest) -> Option<(Value, Value)> 
         "spec": {
             "type": "ClusterIP",
             "selector": {LABEL_SANDBOX: label_value(&req.sandbox_id)},
-            "ports": req.tunnel_ports.iter().map(|p| json!({"name": format!("p{p}"), "port": p, "targetPort": p})).collect::<Vec<_>>(),
+            "ports": req.vendor_ports().iter().map(|p| json!({"name": format!("p{p}"), "port": p, "targetPort": p})).collect::<Vec<_>>(),
         },
     });
     let rules: Vec<Value> = req
-        .tunnel_ports
+        .vendor_ports()
         .iter()
         .map(|p| {
             json!({
@@ -413,7 +413,7 @@ pub fn exposure(cfg: &KubeConfig, req: &SpawnRequest) -> Option<(Value, Value)> 
     // The URLs are `https://`: the hosts get TLS from the controller (its default
     // certificate, a wildcard for the domain).
     let hosts: Vec<String> = req
-        .tunnel_ports
+        .vendor_ports()
         .iter()
         .map(|p| format!("{p}-{}.{domain}", n.pod))
         .collect();
@@ -436,7 +436,7 @@ pub fn tunnel_urls(cfg: &KubeConfig, req: &SpawnRequest) -> BTreeMap<String, Str
         return BTreeMap::new();
     };
     let pod = names(&req.sandbox_id).pod;
-    req.tunnel_ports
+    req.vendor_ports()
         .iter()
         .map(|p| (p.to_string(), format!("https://{p}-{pod}.{domain}")))
         .collect()

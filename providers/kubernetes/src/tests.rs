@@ -43,6 +43,7 @@ fn request() -> SpawnRequest {
         .into(),
         tunnel_ports: vec![3000],
         default_model: None,
+        models: Vec::new(),
         restore_from: None,
     }
 }

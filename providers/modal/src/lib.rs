@@ -137,7 +137,7 @@ pub fn create_body(cfg: &ModalConfig, req: &SpawnRequest) -> Value {
         "spawn": spawn,
         "user_env_vars": req.env,
         "timeout_seconds": cfg.timeout_seconds,
-        "tunnel_ports": req.tunnel_ports,
+        "tunnel_ports": req.vendor_ports(),
     });
     if let Some(image) = &req.restore_from {
         body["snapshot_image_id"] = json!(image);
@@ -159,6 +159,7 @@ pub fn build_body(req: &inspect_protocol::images::BuildImageRequest) -> Value {
         env: Default::default(),
         tunnel_ports: Vec::new(),
         default_model: None,
+        models: Vec::new(),
         restore_from: None,
     };
     json!({

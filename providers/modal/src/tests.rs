@@ -73,6 +73,7 @@ fn request(restore: Option<&str>) -> SpawnRequest {
         env: [("NPM_TOKEN".to_owned(), "npm".to_owned())].into(),
         tunnel_ports: vec![3000],
         default_model: None,
+        models: Vec::new(),
         restore_from: restore.map(str::to_owned),
     }
 }

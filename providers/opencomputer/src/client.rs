@@ -197,7 +197,7 @@ impl OpenComputerProvider {
             session_id: req.session_id.clone(),
             status: "running".into(),
             runtime_version: self.cfg.template.clone(),
-            tunnel_urls: self.urls(sandbox, &req.tunnel_ports).await?,
+            tunnel_urls: self.urls(sandbox, &req.vendor_ports()).await?,
             detail: None,
             vendor_id: Some(id),
         })

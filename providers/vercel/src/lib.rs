@@ -152,7 +152,7 @@ pub fn create_body(cfg: &VercelConfig, req: &SpawnRequest) -> Value {
         "name": req.sandbox_id,
         "runtime": "node24",
         "timeout": cfg.timeout_minutes * 60 * 1000,
-        "ports": req.tunnel_ports,
+        "ports": req.vendor_ports(),
         "env": req.supervisor_env(ROOT),
         "tags": {
             TAG_FRAMEWORK: "open-inspect",

@@ -88,6 +88,7 @@ async fn build(state: &HostState, req: &BuildImageRequest, root: &FsPath) -> Bui
             env: req.env.clone(),
             tunnel_ports: Vec::new(),
             default_model: None,
+            models: Vec::new(),
             restore_from: None,
         };
         let log = std::fs::File::create(root.join("supervisor.log"))?;

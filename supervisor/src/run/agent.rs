@@ -27,6 +27,8 @@ pub struct AgentConfig {
     pub bin_dir: Option<PathBuf>,
     /// Instructions the agent reads with every prompt.
     pub instructions: Option<PathBuf>,
+    /// The compatible server's other models a prompt may switch to (each with its efforts).
+    pub models: Vec<inspect_protocol::models::ModelInfo>,
 }
 
 pub struct Agent {
@@ -76,22 +78,45 @@ pub fn opencode_config(cfg: &AgentConfig) -> Value {
             provider: {
                 "npm": "@ai-sdk/openai-compatible",
                 "options": {"baseURL": url, "apiKey": cfg.api_key.clone().unwrap_or_else(|| "none".into())},
-                // The reasoning efforts a person may pick, as OpenCode's variants of the
-                // model: each sends `reasoning_effort` to the server.
-                "models": {model: {
-                    "tool_call": true,
-                    "reasoning": true,
-                    "limit": {"context": 128000, "output": 4096},
-                    "variants": {
-                        "low": {"reasoningEffort": "low"},
-                        "medium": {"reasoningEffort": "medium"},
-                        "high": {"reasoningEffort": "high"},
-                    },
-                }},
+                "models": served_models(provider, model, &cfg.models),
             }
         });
     }
     config
+}
+
+/// The models the compatible server serves, as OpenCode's provider configuration: the
+/// default one and the catalog's others of the same provider. The reasoning efforts a person
+/// may pick are OpenCode's variants of each: each sends `reasoning_effort` to the server.
+fn served_models(
+    provider: &str,
+    default: &str,
+    catalog: &[inspect_protocol::models::ModelInfo],
+) -> Value {
+    let entry = |context: u32, efforts: &[String]| {
+        let variants: serde_json::Map<String, Value> = efforts
+            .iter()
+            .map(|e| (e.clone(), json!({"reasoningEffort": e})))
+            .collect();
+        json!({
+            "tool_call": true,
+            "reasoning": !efforts.is_empty(),
+            "limit": {"context": context, "output": 4096},
+            "variants": variants,
+        })
+    };
+    let mut models = serde_json::Map::new();
+    let usual: Vec<String> = ["low", "medium", "high"].map(String::from).to_vec();
+    models.insert(default.to_owned(), entry(128_000, &usual));
+    for m in catalog {
+        if let Some(name) =
+            m.id.strip_prefix(provider)
+                .and_then(|r| r.strip_prefix('/'))
+        {
+            models.insert(name.to_owned(), entry(m.context, &m.efforts));
+        }
+    }
+    Value::Object(models)
 }
 
 impl Agent {

@@ -19,12 +19,20 @@ pub struct Editor {
 impl Editor {
     /// The editor as this sandbox's environment describes it (`INSPECT_CODE_SERVER_BIN`,
     /// `INSPECT_EDITOR_PORT`).
-    pub fn from_env(folder: PathBuf, root: &Path, path_prefix: Option<PathBuf>) -> Editor {
+    /// In a gated sandbox (a cloud vendor's) code-server takes the editor's usual port,
+    /// behind its gate.
+    pub fn from_env(
+        folder: PathBuf,
+        root: &Path,
+        path_prefix: Option<PathBuf>,
+        gated: bool,
+    ) -> Editor {
         Editor {
             bin: std::env::var_os("INSPECT_CODE_SERVER_BIN").map(PathBuf::from),
             port: std::env::var("INSPECT_EDITOR_PORT")
                 .ok()
-                .and_then(|p| p.parse().ok()),
+                .and_then(|p| p.parse().ok())
+                .or(gated.then_some(inspect_protocol::editor::EDITOR_PORT)),
             folder,
             state: root.join("editor"),
             path_prefix,

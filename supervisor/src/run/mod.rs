@@ -9,6 +9,7 @@ pub mod boot;
 pub mod build;
 pub mod changes;
 pub mod editor;
+pub mod gates;
 pub mod link;
 pub mod mapping;
 pub mod recording;
@@ -50,6 +51,8 @@ fn var(name: &str) -> Result<String> {
 
 /// The sandbox's token, taken out of the environment as the process starts.
 static SANDBOX_TOKEN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+/// The key this sandbox's gates check with (a cloud vendor's sandbox), taken out likewise.
+static GATE_KEY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
 /// Moves `INSPECT_SANDBOX_TOKEN` from the environment into this process's memory, which
 /// (non-dumpable) no other process of the sandbox can read: nothing the supervisor starts
@@ -66,6 +69,10 @@ pub fn take_sandbox_token() {
         let _ = std::fs::remove_file(&file);
     }
     std::env::remove_var("INSPECT_SANDBOX_TOKEN");
+    if let Ok(key) = std::env::var(inspect_protocol::provider::GATE_KEY_VAR) {
+        let _ = GATE_KEY.set(key);
+    }
+    std::env::remove_var(inspect_protocol::provider::GATE_KEY_VAR);
 }
 
 /// Holds the sandbox root's supervisor lock for the life of the process, or `None` when
@@ -204,6 +211,14 @@ pub async fn run() -> Result<()> {
         u.agent_state_in_place().await;
     }
     agent_api::install_command(&bin_dir, &instructions).context("installing open-inspect")?;
+    // A cloud vendor's sandbox: its ports' gates open first, so a link works as soon as the
+    // app behind it answers.
+    let gates = GATE_KEY
+        .get()
+        .map(|key| gates::Gates::new(key, &cfg.spawn.sandbox_id));
+    if let Some(gates) = &gates {
+        gates.open_all(&cfg.spawn.tunnel_ports).await;
+    }
     let booted = Instant::now();
     // The agent starts while the workspace is prepared: it takes about 2 s to answer, the
     // clone and the hooks take what they take; the sandbox is ready when both are.
@@ -226,6 +241,7 @@ pub async fn run() -> Result<()> {
         ],
         bin_dir: Some(bin_dir),
         instructions: Some(instructions),
+        models: cfg.spawn.models.clone(),
     };
     std::fs::create_dir_all(&cfg.workspace)?;
     let step = Step::begin(&events, "agent");
@@ -302,8 +318,12 @@ pub async fn run() -> Result<()> {
         directory.clone(),
         Some(cfg.root.join("bin")),
     );
-    let mut editor =
-        editor::Editor::from_env(directory.clone(), &cfg.root, Some(cfg.root.join("bin")));
+    let mut editor = editor::Editor::from_env(
+        directory.clone(),
+        &cfg.root,
+        Some(cfg.root.join("bin")),
+        gates.is_some(),
+    );
     let mut turn: Option<Turn> = None;
     // Every agent message a turn has seen: the next turn ignores what still comes of them.
     let mut known_messages: std::collections::HashSet<String> = Default::default();
@@ -372,6 +392,10 @@ pub async fn run() -> Result<()> {
                 Some(SandboxCommand::TerminalResize { terminal_id, cols, rows }) => terminals.resize(&terminal_id, cols, rows),
                 Some(SandboxCommand::TerminalReplay { terminal_id, client }) => terminals.replay(&terminal_id, &client),
                 Some(SandboxCommand::TerminalClose { terminal_id }) => terminals.close(&terminal_id),
+                Some(SandboxCommand::OpenGate { port, gate_port }) => match &gates {
+                    Some(gates) => gates.open(port, gate_port).await,
+                    None => events.send(SandboxEvent::Warning { scope: "tunnel".into(), message: "this sandbox has no gates to open".into() }),
+                },
                 Some(SandboxCommand::EditorStart) => {
                     if let Err(message) = editor.start() {
                         events.send(SandboxEvent::Warning { scope: "editor".into(), message });

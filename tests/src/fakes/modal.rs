@@ -364,7 +364,12 @@ fn start(app: &Arc<App>, body: &Value, image: Option<&str>) -> Response {
     if !ports.is_empty() {
         let mut file = format!("TUNNEL_SANDBOX_ID={sandbox_id}\n");
         for p in &ports {
-            let url = format!("https://{object_id}-{p}.modal.fake");
+            // A Modal tunnel reaches the container's port from outside; here the sandbox is
+            // on this machine, and the tunnel is a forwarder on a loopback port of its own.
+            let url = match tunnel(*p as u16) {
+                Ok(url) => url,
+                Err(e) => return failed(&format!("SandboxError: no tunnel: {e}")),
+            };
             file.push_str(&format!("TUNNEL_{p}={url}\n"));
             urls.insert(p.to_string(), json!(url));
         }
@@ -422,6 +427,26 @@ fn start(app: &Arc<App>, body: &Value, image: Option<&str>) -> Response {
         "runtime_version": RUNTIME,
         "tunnel_urls": urls,
     }))
+}
+
+/// A forwarder from a fresh loopback port to `port` (a tunnel's far end), for the life of
+/// the test; its URL.
+fn tunnel(port: u16) -> std::io::Result<String> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    listener.set_nonblocking(true)?;
+    let public = listener.local_addr()?.port();
+    let listener = tokio::net::TcpListener::from_std(listener)?;
+    tokio::spawn(async move {
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                if let Ok(mut outbound) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await
+                {
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                }
+            });
+        }
+    });
+    Ok(format!("http://127.0.0.1:{public}"))
 }
 
 fn snapshot(app: &Arc<App>, body: &Value) -> Response {

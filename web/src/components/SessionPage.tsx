@@ -7,7 +7,7 @@ import type { Attachment, PortLink } from "../wire";
 import { Avatar, ErrorNote, ago, duration, repoLabel } from "./bits";
 import { ChangesPanel } from "./Changes";
 import { TerminalsPanel } from "./Terminals";
-import { ModelPicker } from "./ModelPicker";
+import { EffortPicker, ModelPicker } from "./ModelPicker";
 import { MediaFigure, Timeline } from "./Timeline";
 
 const TYPING_EVERY_MS = 3000;
@@ -281,15 +281,7 @@ function PromptBox({ state, live, sessionId }: { state: LiveState; live: LiveSes
       <div class="row spread">
         <span class="row">
           <ModelPicker value={model} onChange={setModel} id="prompt-model" />
-          <label>
-            Reasoning{" "}
-            <select value={effort} onChange={(e) => setEffort(e.currentTarget.value)} aria-label="Reasoning effort">
-              <option value="">the model's default</option>
-              <option value="low">low</option>
-              <option value="medium">medium</option>
-              <option value="high">high</option>
-            </select>
-          </label>
+          <EffortPicker model={model || state.session?.model || ""} value={effort} onChange={setEffort} />
         </span>
         <span class="row">
           {state.processing && (

@@ -7,6 +7,8 @@ import type {
   ImageList,
   ImageScope,
   Me,
+  ModelCatalog,
+  ModelSettings,
   RepoSettings,
   Repository,
   RepositoryRef,
@@ -14,6 +16,7 @@ import type {
   SlackSettings,
 } from "../types";
 import { ErrorNote, ago } from "./bits";
+import { ModelPicker, useModels } from "./ModelPicker";
 
 function Secrets({ repos, environments }: { repos: Repository[]; environments: Environment[] }) {
   const [scope, setScope] = useState("");
@@ -705,14 +708,10 @@ function RepositorySettings({ repos }: { repos: Repository[] }) {
           Pull request label
           <input value={settings.prLabel ?? ""} onInput={(e) => setSettings({ ...settings, prLabel: e.currentTarget.value })} />
         </label>
-        <label>
-          Default model
-          <input
-            value={settings.defaultModel ?? ""}
-            placeholder="provider/model"
-            onInput={(e) => setSettings({ ...settings, defaultModel: e.currentTarget.value })}
-          />
-        </label>
+        <span>
+          Default
+          <ModelPicker value={settings.defaultModel ?? ""} onChange={(v) => setSettings({ ...settings, defaultModel: v })} id="repo-model" />
+        </span>
         <fieldset class="stack">
           <legend>What the bot's review may be besides a comment</legend>
           {(["APPROVE", "REQUEST_CHANGES"] as const).map((v) => (
@@ -753,6 +752,83 @@ function RepositorySettings({ repos }: { repos: Repository[] }) {
   );
 }
 
+/** Settings › Models: which of the catalog's models sessions may use, and the default. An
+ * opt-in provider's models are listed once its key is a global secret. */
+function Models() {
+  const [reload, setReload] = useState(0);
+  const models = useModels(reload);
+  const [enabled, setEnabled] = useState<string[]>([]);
+  const [fallback, setFallback] = useState("");
+  const [note, setNote] = useState("");
+  const [error, setError] = useState("");
+  useEffect(() => {
+    if (!models) return;
+    setEnabled(models.models.filter((m) => m.enabled).map((m) => m.id));
+    setFallback(models.defaultModel ?? "");
+  }, [models]);
+  if (!models) return null;
+  const save = async (e: Event) => {
+    e.preventDefault();
+    const body: ModelSettings = { enabled, defaultModel: fallback && enabled.includes(fallback) ? fallback : null };
+    try {
+      await put<ModelCatalog>("/settings/models", body);
+      setReload((n) => n + 1);
+      setNote("Saved.");
+      setError("");
+    } catch (err) {
+      setError(errorText(err));
+    }
+  };
+  return (
+    <section class="panel" aria-labelledby="models-h">
+      <h2 id="models-h">Models</h2>
+      <form onSubmit={save}>
+        {models.providers.map((p) => {
+          const mine = models.models.filter((m) => m.provider === p.id);
+          return (
+            <fieldset class="stack" key={p.id}>
+              <legend>
+                {p.label}{" "}
+                <span class="muted small">
+                  {p.keySecret ? (p.configured ? `${p.keySecret} is set` : `set ${p.keySecret} as a global secret`) : "the deployment's server"}
+                  {p.optIn && !p.configured ? " to list its models" : ""}
+                </span>
+              </legend>
+              {mine.map((m) => (
+                <label class="check" key={m.id}>
+                  <input
+                    type="checkbox"
+                    aria-label={`Enable ${m.id}`}
+                    checked={enabled.includes(m.id)}
+                    onChange={(e) =>
+                      setEnabled(e.currentTarget.checked ? [...enabled, m.id] : enabled.filter((x) => x !== m.id))
+                    }
+                  />{" "}
+                  {m.label} <code class="small">{m.id}</code>{" "}
+                  <span class="muted small">
+                    {Math.round(m.context / 1000)}k{m.efforts.length ? ` · ${m.efforts.join(", ")}` : ""}
+                  </span>
+                </label>
+              ))}
+            </fieldset>
+          );
+        })}
+        <label>
+          Default model{" "}
+          <select value={fallback} onChange={(e) => setFallback(e.currentTarget.value)} aria-label="Default model">
+            <option value="">DEFAULT_MODEL (the deployment's setting)</option>
+            {enabled.map((id) => (
+              <option value={id}>{id}</option>
+            ))}
+          </select>
+        </label>
+        <button type="submit">Save models</button> {note && <span class="muted">{note}</span>}
+      </form>
+      <ErrorNote text={error} />
+    </section>
+  );
+}
+
 export function Settings({ me }: { me: Me }) {
   const [repos, setRepos] = useState<Repository[]>([]);
   const [environments, setEnvironments] = useState<Environment[]>([]);
@@ -774,6 +850,7 @@ export function Settings({ me }: { me: Me }) {
       <h1>Settings</h1>
       <Environments repos={repos} environments={environments} reload={() => void reloadEnvironments()} />
       <Secrets repos={repos} environments={environments} />
+      <Models />
       <RepositorySettings repos={repos} />
       <Images repos={repos} environments={environments} />
       <Slack repos={repos} environments={environments} />
