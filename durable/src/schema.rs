@@ -260,6 +260,10 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         expires_at INTEGER NOT NULL
     );
     "#,
+    // 22: the managed skill revisions the session pinned (JSON).
+    r#"
+    ALTER TABLE session ADD COLUMN skills TEXT;
+    "#,
 ];
 
 /// The schema every migration above makes, written as it ends up: what a new session's
@@ -294,7 +298,8 @@ pub(crate) const FRESH: &str = r#"
         parent_session_id TEXT,
         depth INTEGER NOT NULL DEFAULT 0,
         ready_timeout_ms INTEGER,
-        automation TEXT
+        automation TEXT,
+        skills TEXT
     );
     CREATE TABLE participants (
         id TEXT PRIMARY KEY,

@@ -23,6 +23,7 @@ pub mod provider;
 pub mod sandbox;
 pub mod scm;
 pub mod session;
+pub mod skills;
 pub mod slack;
 pub mod terminal;
 pub mod vendor;

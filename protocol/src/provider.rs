@@ -65,6 +65,10 @@ pub struct SpawnRequest {
     /// with the efforts it accepts): the agent knows each, so a prompt may switch to any.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub models: Vec<crate::models::ModelInfo>,
+    /// The managed skill revisions to install before the agent starts (fetched with the
+    /// sandbox's credentials from `GET /sessions/:id/skills`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skills: Vec<crate::skills::PinnedSkill>,
     /// Start from this snapshot (with `bootMode: snapshot_restore`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restore_from: Option<String>,

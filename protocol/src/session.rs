@@ -75,6 +75,13 @@ pub struct CreateSessionRequest {
     pub model: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_effort: Option<String>,
+    /// Which managed skills the session takes: every applicable one (the default) or none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skills: Option<crate::skills::SkillChoice>,
+    /// The skill revisions the control plane pinned for the session (never a client's to
+    /// say: the Worker sets it from `skills` on every creation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pinned_skills: Option<Vec<crate::skills::PinnedSkill>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<SandboxSettings>,
     /// Target an environment (its repositories, and its secrets over theirs) instead of
@@ -170,6 +177,9 @@ pub struct SessionState {
     /// The automation and run that started this session, when one did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub automation: Option<crate::automations::AutomationOrigin>,
+    /// The managed skill revisions the session's agent has (pinned when it was made).
+    #[serde(default)]
+    pub skills: Vec<crate::skills::PinnedSkill>,
 }
 
 /// One row of `GET /sessions` (from the D1 index).

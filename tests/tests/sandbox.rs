@@ -959,6 +959,211 @@ async fn the_model_catalog_is_honoured_and_a_prompts_choice_reaches_the_model() 
     assert_eq!(default["model"], "fake-model", "{default}");
 }
 
+/// Managed skills: a skill assigned to the repository is installed before the agent starts
+/// (the boot step names its revision) and is in the agent's context (the model sees its
+/// description); an edit is a new revision that new sessions take while the running one
+/// keeps its own; one assigned elsewhere, a disabled one, or a session choosing none gets
+/// nothing; bad skills are refused in words.
+#[tokio::test]
+async fn managed_skills_reach_the_agent_at_the_revision_the_session_pinned() {
+    let w = world(vec![
+        Reply::text("First."),
+        Reply::text("Second."),
+        Reply::text("Third."),
+    ])
+    .await;
+    let url = |p: &str| w.stack.url(p);
+    let skill = |name: &str, description: &str, assignments: Value| {
+        json!({"name": name, "description": description, "instructions": "1. Run the checks.\n2. Report.",
+               "files": [{"path": "scripts/check.sh", "content": "echo checked", "executable": true}],
+               "assignments": assignments})
+    };
+    let r = send(
+        Method::POST,
+        &url("/skills"),
+        Some(skill(
+            "deploy-notes",
+            "Use when deploying the storefront: the ZEBRA-7 checklist",
+            json!([{"kind": "repository", "owner": "local", "name": "demo"}]),
+        )),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(r.body["revision"], 1);
+    assert_eq!(r.body["digest"].as_str().unwrap().len(), 64, "{}", r.body);
+    for (body, status, says) in [
+        (skill("Bad_Name", "x", json!(null)), 400, "lowercase"),
+        (skill("deploy-notes", "again", json!(null)), 409, "exists"),
+        (
+            json!({"name": "escape", "description": "x", "files": [{"path": "../../etc/x", "content": ""}]}),
+            400,
+            "relative",
+        ),
+        (
+            json!({"name": "nothing", "description": ""}),
+            400,
+            "description",
+        ),
+    ] {
+        let r = send(Method::POST, &url("/skills"), Some(body))
+            .await
+            .unwrap();
+        assert_eq!(r.status, status, "{}", r.body);
+        assert!(r.body.to_string().contains(says), "{}", r.body);
+    }
+    for (name, description, assignments, enabled) in [
+        (
+            "elsewhere",
+            "Only for acme/web: the YAK-3 rules",
+            json!([{"kind": "repository", "owner": "acme", "name": "web"}]),
+            true,
+        ),
+        (
+            "switched-off",
+            "Disabled: the EMU-5 rules",
+            json!(null),
+            false,
+        ),
+    ] {
+        let mut body = skill(name, description, assignments);
+        body["enabled"] = json!(enabled);
+        let r = send(Method::POST, &url("/skills"), Some(body))
+            .await
+            .unwrap();
+        assert_eq!(r.status, 201, "{}", r.body);
+    }
+    let (id, mut ws) = demo_session(&w).await;
+    let state = send(Method::GET, &url(&format!("/sessions/{id}")), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        state.body["skills"],
+        json!([{"name": "deploy-notes", "revision": 1}]),
+        "{}",
+        state.body
+    );
+    // Only the session's sandbox reads the skills' content there.
+    let r = send(Method::GET, &url(&format!("/sessions/{id}/skills")), None)
+        .await
+        .unwrap();
+    assert_eq!(r.status, 401, "{}", r.body);
+    ws.send(json!({"type": "prompt", "content": "first prompt"}))
+        .await
+        .unwrap();
+    let seen = until_complete(&mut ws, 1, &w).await;
+    let step = seen
+        .iter()
+        .find(|m| {
+            m["event"]["type"] == "boot_step"
+                && m["event"]["step"] == "skills"
+                && m["event"]["status"] == "succeeded"
+        })
+        .unwrap_or_else(|| panic!("no skills step: {seen:#?}"));
+    assert_eq!(step["event"]["detail"], "deploy-notes@1", "{step}");
+    let installed: Vec<std::path::PathBuf> = std::fs::read_dir(w.host.data_dir().join("sandboxes"))
+        .unwrap()
+        .flatten()
+        .map(|d| d.path())
+        .collect();
+    assert!(
+        installed.iter().any(|root| root
+            .join("agent/skills/deploy-notes/scripts/check.sh")
+            .is_file()),
+        "{installed:?}"
+    );
+    let first = w
+        .model
+        .requests()
+        .into_iter()
+        .find(|r| r.to_string().contains("first prompt"))
+        .unwrap()
+        .to_string();
+    assert!(
+        first.contains("ZEBRA-7"),
+        "the skill is in the agent's context: {first}"
+    );
+    assert!(
+        !first.contains("YAK-3") && !first.contains("EMU-5"),
+        "{first}"
+    );
+
+    // An edit is a new revision: the running session keeps the one it started with.
+    let mut edited = skill(
+        "deploy-notes",
+        "Use when deploying the storefront: the OKAPI-9 checklist",
+        json!([{"kind": "repository", "owner": "local", "name": "demo"}]),
+    );
+    edited["expectedRevision"] = json!(1);
+    let r = send(
+        Method::PUT,
+        &url("/skills/deploy-notes"),
+        Some(edited.clone()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["revision"], 2);
+    let stale = send(Method::PUT, &url("/skills/deploy-notes"), Some(edited))
+        .await
+        .unwrap();
+    assert_eq!(
+        stale.status, 409,
+        "saved from an old revision: {}",
+        stale.body
+    );
+    ws.send(json!({"type": "prompt", "content": "second prompt"}))
+        .await
+        .unwrap();
+    until_complete(&mut ws, 1, &w).await;
+    let second = w
+        .model
+        .requests()
+        .into_iter()
+        .find(|r| r.to_string().contains("second prompt"))
+        .unwrap()
+        .to_string();
+    assert!(
+        second.contains("ZEBRA-7") && !second.contains("OKAPI-9"),
+        "{second}"
+    );
+    // New sessions take the new revision, unless they choose none.
+    let base = &w.stack.base_url;
+    let newer = create_session(
+        base,
+        "ann",
+        json!({"repoOwner": "local", "repoName": "demo"}),
+    )
+    .await
+    .unwrap();
+    let none = create_session(
+        base,
+        "ann",
+        json!({"repoOwner": "local", "repoName": "demo", "skills": "none"}),
+    )
+    .await
+    .unwrap();
+    for (sid, expected) in [
+        (newer, json!([{"name": "deploy-notes", "revision": 2}])),
+        (none, json!([])),
+    ] {
+        let state = send(Method::GET, &url(&format!("/sessions/{sid}")), None)
+            .await
+            .unwrap();
+        assert_eq!(state.body["skills"], expected, "{}", state.body);
+    }
+    let listed = send(Method::GET, &url("/skills"), None).await.unwrap();
+    assert_eq!(listed.body["skills"].as_array().unwrap().len(), 3);
+    let r = send(Method::DELETE, &url("/skills/deploy-notes"), None)
+        .await
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let gone = send(Method::GET, &url("/skills/deploy-notes"), None)
+        .await
+        .unwrap();
+    assert_eq!(gone.status, 404);
+}
+
 /// A repository's default ports: a session on it that names none exposes them (behind the
 /// gate, as any tunnelled port); bad ports are refused in the settings.
 #[tokio::test]

@@ -43,6 +43,40 @@ export type TextMatch = "contains" | "exact" | "regex";
 
 export type ChangeKind = "added" | "modified" | "deleted" | "renamed" | "copied" | "type_changed";
 
+export type SkillFile = { path: string, content: string, 
+/**
+ * Installed executable (only under `scripts/`).
+ */
+executable: boolean, };
+
+export type SkillAssignment = { "kind": "all" } | { "kind": "repository", owner: string, name: string, } | { "kind": "environment", id: string, };
+
+export type SkillRequest = { name: string | null, description: string, instructions: string, files: Array<SkillFile>, enabled: boolean, 
+/**
+ * None: every session.
+ */
+assignments: Array<SkillAssignment> | null, expectedRevision: number | null, };
+
+export type Skill = { name: string, revision: number, description: string, instructions: string, files: Array<SkillFile>, enabled: boolean, assignments: Array<SkillAssignment>, 
+/**
+ * SHA-256 of the generated `SKILL.md` and the files.
+ */
+digest: string, updatedBy: string, updatedAt: number, };
+
+export type SkillList = { skills: Array<Skill>, };
+
+export type SkillChoice = "all" | "none";
+
+export type PinnedSkill = { name: string, revision: number, };
+
+export type SkillBundle = { name: string, revision: number, 
+/**
+ * The whole `SKILL.md`: front matter (name, description) and the instructions.
+ */
+skillMd: string, files: Array<SkillFile>, };
+
+export type SkillBundles = { skills: Array<SkillBundle>, };
+
 export type ModelInfo = { id: string, provider: string, label: string, 
 /**
  * The context window, in tokens.
@@ -417,6 +451,11 @@ defaultModel?: string | null,
  */
 models?: Array<ModelInfo>, 
 /**
+ * The managed skill revisions to install before the agent starts (fetched with the
+ * sandbox's credentials from `GET /sessions/:id/skills`).
+ */
+skills?: Array<PinnedSkill>, 
+/**
  * Start from this snapshot (with `bootMode: snapshot_restore`).
  */
 restoreFrom?: string | null, };
@@ -693,7 +732,16 @@ branch?: string | null,
  */
 source?: string | null, };
 
-export type CreateSessionRequest = { repositories?: Array<RepositoryRef> | null, repoOwner?: string | null, repoName?: string | null, branch?: string | null, title?: string | null, model?: string | null, reasoningEffort?: string | null, sandbox?: SandboxSettings | null, 
+export type CreateSessionRequest = { repositories?: Array<RepositoryRef> | null, repoOwner?: string | null, repoName?: string | null, branch?: string | null, title?: string | null, model?: string | null, reasoningEffort?: string | null, 
+/**
+ * Which managed skills the session takes: every applicable one (the default) or none.
+ */
+skills?: SkillChoice | null, 
+/**
+ * The skill revisions the control plane pinned for the session (never a client's to
+ * say: the Worker sets it from `skills` on every creation).
+ */
+pinnedSkills?: Array<PinnedSkill> | null, sandbox?: SandboxSettings | null, 
 /**
  * Target an environment (its repositories, and its secrets over theirs) instead of
  * naming repositories.
@@ -746,7 +794,11 @@ depth: number,
 /**
  * The automation and run that started this session, when one did.
  */
-automation?: AutomationOrigin | null, };
+automation?: AutomationOrigin | null, 
+/**
+ * The managed skill revisions the session's agent has (pinned when it was made).
+ */
+skills: Array<PinnedSkill>, };
 
 export type SessionSummary = { id: string, title: string | null, status: SessionStatus, repoOwner: string | null, repoName: string | null, repositories: Array<RepositoryRef>, createdBy: string, createdByName: string, messageCount: number, createdAt: number, updatedAt: number, 
 /**

@@ -178,6 +178,14 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
         Route::AttachmentDownload { id, attachment } => {
             return attachment_for_sandbox(env, id, attachment, &req).await
         }
+        // The sandbox fetches its session's pinned skills with its own credentials.
+        Route::Session {
+            id,
+            action: SessionAction::Skills,
+        } => {
+            return forward_as_sandbox(env, id, SessionAction::Skills.object_path(), &req, None)
+                .await;
+        }
         Route::ReportMedia { id } => return crate::objects::report_media(env, id, req).await,
         Route::SlackEvents => {
             return inspect_slack::bot::events(req, env, ctx, Plane::new(env)).await
@@ -320,6 +328,29 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
             }
         },
         Route::Models => json(&inspect_models::store::catalog(env).await?, 200),
+        Route::Skills { name } => {
+            use inspect_skills::store;
+            match (req.method(), name) {
+                (Method::Get, None) => json(&store::list(env).await?, 200),
+                (Method::Post, None) => {
+                    let ask: inspect_protocol::skills::SkillRequest = body_as(&body)?;
+                    json(&store::create(env, &ask, &actor.user_id, now).await?, 201)
+                }
+                (Method::Get, Some(name)) => json(&store::get(env, &name).await?, 200),
+                (Method::Put, Some(name)) => {
+                    let ask: inspect_protocol::skills::SkillRequest = body_as(&body)?;
+                    json(
+                        &store::update(env, &name, &ask, &actor.user_id, now).await?,
+                        200,
+                    )
+                }
+                (_, Some(name)) => {
+                    store::delete(env, &name, now).await?;
+                    json(&serde_json::json!({ "deleted": true, "name": name }), 200)
+                }
+                (_, None) => Err(ApiError::bad_request("GET or POST /skills")),
+            }
+        }
         Route::SaveModelSettings => {
             let settings: inspect_protocol::models::ModelSettings = body_as(&body)?;
             json(

@@ -503,6 +503,14 @@ pub(crate) async fn create_session_with(
         inspect_models::check_effort(&models, create.model.as_deref(), effort)
             .map_err(ApiError::bad_request)?;
     }
+    // The managed skills it takes are pinned now, at their current revisions.
+    create.pinned_skills = Some(match create.skills.unwrap_or_default() {
+        inspect_protocol::skills::SkillChoice::All => {
+            inspect_skills::store::applicable(env, &repositories, create.environment_id.as_deref())
+                .await?
+        }
+        inspect_protocol::skills::SkillChoice::None => Vec::new(),
+    });
     create.repositories = Some(repositories);
     create.repo_owner = None;
     create.repo_name = None;

@@ -96,6 +96,10 @@ pub enum Route {
     SlackEvents,
     /// `POST /webhooks/slack/interactions` (and the options-load URL).
     SlackInteractions,
+    /// `GET|POST /skills`, `GET|PUT|DELETE /skills/:name`: managed skills.
+    Skills {
+        name: Option<String>,
+    },
     /// `GET /models`: the deployment's catalog of models.
     Models,
     /// `PUT /settings/models`: which models are enabled, and the default.
@@ -142,6 +146,7 @@ impl Route {
                         | SessionAction::PullRequests
                         | SessionAction::Reviews
                         | SessionAction::ReportChanges
+                        | SessionAction::Skills
                 ) || (*action == SessionAction::TunnelUrls && names_a_sandbox)
             }
             Route::AttachmentDownload { .. } | Route::ReportMedia { .. } => true,
@@ -310,6 +315,8 @@ pub enum SessionAction {
     OpenEditor,
     /// A person asks for one more port of the running sandbox.
     OpenPort,
+    /// The sandbox fetches the skill revisions its session pinned (its own credentials).
+    Skills,
     /// The workspace's change: read by people (`GET`), reported by the sandbox (`PUT`).
     Changes,
     ReportChanges,
@@ -339,6 +346,7 @@ impl SessionAction {
             SessionAction::Editor => "/editor",
             SessionAction::OpenEditor => "/editor/open",
             SessionAction::OpenPort => "/ports",
+            SessionAction::Skills => "/sandbox-skills",
             SessionAction::Changes | SessionAction::ReportChanges => "/changes",
             SessionAction::Socket => "/ws",
         }
@@ -397,6 +405,16 @@ pub fn match_route(method: &str, path: &str) -> Option<Result<Route, ApiError>> 
         ),
         ["automations", rest @ ..] => return Some(automations(method, rest)),
         ["models"] => only(method, &["GET"], Route::Models),
+        ["skills"] => match method {
+            "GET" | "POST" => Ok(Route::Skills { name: None }),
+            _ => Err(not_allowed(method, &["GET", "POST"])),
+        },
+        ["skills", name] => match method {
+            "GET" | "PUT" | "DELETE" => Ok(Route::Skills {
+                name: Some((*name).to_owned()),
+            }),
+            _ => Err(not_allowed(method, &["GET", "PUT", "DELETE"])),
+        },
         ["settings", "models"] => only(method, &["PUT"], Route::SaveModelSettings),
         ["images"] => only(method, &["GET"], Route::ListImages),
         ["images", "builds"] => only(method, &["POST"], Route::BuildImage),
@@ -614,9 +632,11 @@ pub fn match_route(method: &str, path: &str) -> Option<Result<Route, ApiError>> 
                 (["artifacts"], "GET") => Ok(SessionAction::Artifacts),
                 (["participants"], "GET") => Ok(SessionAction::Participants),
                 (["tunnel-urls"], "GET") => Ok(SessionAction::TunnelUrls),
+                (["skills"], "GET") => Ok(SessionAction::Skills),
                 (["ws"], "GET") => Ok(SessionAction::Socket),
                 (
-                    ["events" | "messages" | "artifacts" | "participants" | "tunnel-urls" | "ws"],
+                    ["events" | "messages" | "artifacts" | "participants" | "tunnel-urls" | "skills"
+                    | "ws"],
                     _,
                 ) => Err(not_allowed(method, &["GET"])),
                 _ => return None,
@@ -812,6 +832,17 @@ mod tests {
             Some(Ok(Route::SaveModelSettings))
         );
         assert!(match_route("POST", "/models").unwrap().is_err());
+        assert_eq!(
+            match_route("PUT", "/skills/deploy"),
+            Some(Ok(Route::Skills {
+                name: Some("deploy".into())
+            }))
+        );
+        assert!(match_route("PATCH", "/skills").unwrap().is_err());
+        assert!(match_route("GET", "/sessions/abc/skills")
+            .unwrap()
+            .unwrap()
+            .is_sandbox_call(false));
         assert_eq!(match_route("GET", "/secrets/a/b"), None);
         assert_eq!(match_route("GET", "/auth/github"), Some(Ok(Route::SignIn)));
         assert_eq!(

@@ -145,6 +145,7 @@ pub fn new_session(
         parent_session_id: req.parent_session_id.clone(),
         depth: req.depth.unwrap_or(0),
         automation: req.automation.clone(),
+        skills: req.pinned_skills.clone().unwrap_or_default(),
         repositories,
     };
     Ok((state, settings))
@@ -180,8 +181,8 @@ impl<S: Store> Session<'_, S> {
         self.store
             .atomically(|| {
                 self.store.execute(
-                    "INSERT INTO session (id, session_id, title, status, repositories, branch_name, model, reasoning_effort, created_by, created_at, updated_at, sandbox_settings, environment_id, environment_name, parent_session_id, depth, automation)
-                     VALUES (1, ?, ?, 'created', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO session (id, session_id, title, status, repositories, branch_name, model, reasoning_effort, created_by, created_at, updated_at, sandbox_settings, environment_id, environment_name, parent_session_id, depth, automation, skills)
+                     VALUES (1, ?, ?, 'created', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     &[
                         session_id.into(),
                         state.title.clone().into(),
@@ -201,6 +202,10 @@ impl<S: Store> Session<'_, S> {
                             .automation
                             .as_ref()
                             .and_then(|a| serde_json::to_string(a).ok())
+                            .into(),
+                        (!state.skills.is_empty())
+                            .then(|| serde_json::to_string(&state.skills).ok())
+                            .flatten()
                             .into(),
                     ],
                 )?;
@@ -248,7 +253,7 @@ impl<S: Store> Session<'_, S> {
         let row = self
             .store
             .query(
-                "SELECT session_id, title, status, repositories, branch_name, model, reasoning_effort, created_by, sandbox_status, created_at, updated_at, environment_id, environment_name, parent_session_id, depth, automation,
+                "SELECT session_id, title, status, repositories, branch_name, model, reasoning_effort, created_by, sandbox_status, created_at, updated_at, environment_id, environment_name, parent_session_id, depth, automation, skills,
                     (SELECT COUNT(*) FROM messages),
                     (SELECT COUNT(*) FROM messages WHERE status = 'processing')
                  FROM session WHERE id = 1",
@@ -277,6 +282,10 @@ impl<S: Store> Session<'_, S> {
             let parent_session_id = c.opt_string()?;
             let depth = c.i64()?;
             let automation = c.opt_string()?.and_then(|a| serde_json::from_str(&a).ok());
+            let skills = c
+                .opt_string()?
+                .and_then(|s| serde_json::from_str(&s).ok())
+                .unwrap_or_default();
             let message_count = c.i64()?;
             let is_processing = c.i64()? > 0;
             let primary = repositories.first().cloned();
@@ -301,6 +310,7 @@ impl<S: Store> Session<'_, S> {
                 parent_session_id,
                 depth,
                 automation,
+                skills,
             })
         };
         read().map_err(internal)

@@ -653,6 +653,7 @@ impl SessionDO {
             tunnel_ports: self.engine().sandbox_settings()?.tunnel_ports,
             default_model,
             models: Vec::new(),
+            skills: state.skills.clone(),
         })
     }
 

@@ -94,6 +94,19 @@ impl SessionDO {
                         .map(|tunnel_urls| inspect_protocol::session::TunnelUrls { tunnel_urls }),
                 ),
             },
+            // The sandbox fetches the skill revisions its session pinned.
+            (Method::Post, "sandbox-skills") => {
+                if let Some(refusal) = self.refuse_sandbox(&req) {
+                    return refusal;
+                }
+                let result = async {
+                    let pinned = engine.state()?.skills;
+                    let skills = inspect_skills::store::bundles(&self.env, &pinned).await?;
+                    Ok::<_, ApiError>(inspect_protocol::skills::SkillBundles { skills })
+                }
+                .await;
+                reply(result)
+            }
             // The sandbox's capture of the workspace's change, after a turn.
             (Method::Post, "changes") => {
                 if let Some(refusal) = self.refuse_sandbox(&req) {

@@ -54,6 +54,7 @@ fn the_create_body_carries_the_identity_and_labels() {
         tunnel_ports: vec![],
         default_model: None,
         models: Vec::new(),
+        skills: Vec::new(),
         restore_from: None,
     };
     let b = create_body(&config(), &req);

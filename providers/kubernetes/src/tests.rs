@@ -44,6 +44,7 @@ fn request() -> SpawnRequest {
         tunnel_ports: vec![3000],
         default_model: None,
         models: Vec::new(),
+        skills: Vec::new(),
         restore_from: None,
     }
 }

@@ -160,6 +160,7 @@ pub fn build_body(req: &inspect_protocol::images::BuildImageRequest) -> Value {
         tunnel_ports: Vec::new(),
         default_model: None,
         models: Vec::new(),
+        skills: Vec::new(),
         restore_from: None,
     };
     json!({

@@ -74,6 +74,7 @@ fn request(restore: Option<&str>) -> SpawnRequest {
         tunnel_ports: vec![3000],
         default_model: None,
         models: Vec::new(),
+        skills: Vec::new(),
         restore_from: restore.map(str::to_owned),
     }
 }

@@ -89,6 +89,7 @@ async fn build(state: &HostState, req: &BuildImageRequest, root: &FsPath) -> Bui
             tunnel_ports: Vec::new(),
             default_model: None,
             models: Vec::new(),
+            skills: Vec::new(),
             restore_from: None,
         };
         let log = std::fs::File::create(root.join("supervisor.log"))?;

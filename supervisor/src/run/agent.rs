@@ -47,6 +47,11 @@ fn free_port() -> Result<u16> {
         .port())
 }
 
+/// Where the session's managed skills are installed, in the agent's state.
+pub fn skills_dir(state_dir: &std::path::Path) -> PathBuf {
+    state_dir.join("skills")
+}
+
 /// The configuration OpenCode reads from `OPENCODE_CONFIG_CONTENT`.
 pub fn opencode_config(cfg: &AgentConfig) -> Value {
     let mut config = json!({
@@ -62,6 +67,11 @@ pub fn opencode_config(cfg: &AgentConfig) -> Value {
     });
     if let Some(path) = &cfg.instructions {
         config["instructions"] = json!([path.display().to_string()]);
+    }
+    // The session's managed skills, installed in the agent's own state.
+    let skills = skills_dir(&cfg.state_dir);
+    if skills.is_dir() {
+        config["skills"] = json!({"paths": [skills.display().to_string()]});
     }
     if let Some(model) = &cfg.default_model {
         config["model"] = json!(model);

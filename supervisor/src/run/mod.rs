@@ -15,6 +15,7 @@ pub mod mapping;
 pub mod recording;
 pub mod restore;
 pub mod screenshot;
+pub mod skills;
 pub mod terminals;
 
 use anyhow::{Context, Result};
@@ -244,6 +245,29 @@ pub async fn run() -> Result<()> {
         models: cfg.spawn.models.clone(),
     };
     std::fs::create_dir_all(&cfg.workspace)?;
+    // The session's managed skills are in place before the agent reads its skills.
+    if !cfg.spawn.skills.is_empty() {
+        let step = Step::begin(&events, "skills");
+        let dir = agent::skills_dir(&agent_cfg.state_dir);
+        let installed = match skills::fetch(&cfg.spawn).await {
+            Ok(bundles) => skills::install(&dir, &bundles).map(|_| bundles),
+            Err(e) => Err(e),
+        };
+        match installed {
+            Ok(bundles) => step.end(
+                StepStatus::Succeeded,
+                Some(skills::described(&bundles)),
+                None,
+            ),
+            Err(e) => {
+                step.end(StepStatus::Failed, Some(format!("{e:#}")), None);
+                events.send(SandboxEvent::Warning {
+                    scope: "skills".into(),
+                    message: format!("the session's skills were not installed: {e:#}"),
+                });
+            }
+        }
+    }
     let step = Step::begin(&events, "agent");
     let spawned = agent::Agent::spawn(&agent_cfg);
     let fail = |step: Step<'_>, e: anyhow::Error| {
