@@ -31,6 +31,18 @@ try {
   await expectVisible(page, secrets.getByTestId("secrets").getByText("ENV_ONLY"), "the environment's secret by name");
   await shot(page, "env-settings");
 
+  step("Settings › Skills: a skill for every session; Settings › Models lists the catalog");
+  const skills = page.getByRole("region", { name: "Skills", exact: true });
+  await skills.getByRole("button", { name: "New skill" }).click();
+  await skills.getByLabel("Name", { exact: true }).fill("house-style");
+  await skills.getByLabel("Description (when the agent should use it)").fill("Use for every change: the house style");
+  await skills.getByLabel("Instructions (Markdown)").fill("Write small commits.");
+  await skills.getByRole("button", { name: "Create skill" }).click();
+  await expectVisible(page, skills.getByRole("list", { name: "Skills" }).getByText("house-style"), "the saved skill");
+  const models = page.getByRole("region", { name: "Models", exact: true });
+  await expectVisible(page, models.getByLabel("Enable inspect/fake-model", { exact: true }), "the compatible server's model");
+  await shot(page, "skills-and-models");
+
   step("the picker lists the environment first; a session starts on it");
   await page.goto(`${BASE}/new`);
   await expectVisible(page, page.getByLabel("Environment", { exact: true }), "the environment picker");
@@ -43,6 +55,7 @@ try {
   await page.waitForURL(/\/sessions\/[0-9a-f]+$/, { timeout: 30_000 });
   const sessionUrl = page.url();
   await expectVisible(page, page.getByTestId("environment").getByText("environment staging"), "the environment's name");
+  await expectVisible(page, page.getByTestId("session-skills").getByText("house-style"), "the skill the session pinned");
   await expectVisible(page, page.getByTestId("execution-complete"), "completion", 120_000);
   await page.locator("details.tool summary", { hasText: "bash" }).first().click();
   const output = await page.locator("details.tool[open] pre").last().innerText();

@@ -25,6 +25,7 @@ export function NewSession({ me }: { me: Me }) {
   const [branch, setBranch] = useState("");
   const [several, setSeveral] = useState<string[]>([]);
   const [model, setModel] = useState("");
+  const [skills, setSkills] = useState<"all" | "none">("all");
   const [prompt, setPrompt] = useState("");
   const [error, setError] = useState("");
   const [busy, setBusy] = useState(false);
@@ -75,7 +76,7 @@ export function NewSession({ me }: { me: Me }) {
     if (mode === "several") return several.map((s) => ref(s));
     return [];
   };
-  const targetKey = () => JSON.stringify([mode, target(), environmentId, model]);
+  const targetKey = () => JSON.stringify([mode, target(), environmentId, model, skills]);
 
   const ensureSession = async (): Promise<string> => {
     const key = targetKey();
@@ -93,6 +94,7 @@ export function NewSession({ me }: { me: Me }) {
       creating.current = post<{ sessionId: string }>("/sessions", {
         ...body,
         ...(model ? { model } : {}),
+        skills,
       }).then((r) => {
         draft.current = { id: r.sessionId, target: key };
         return r.sessionId;
@@ -310,6 +312,13 @@ export function NewSession({ me }: { me: Me }) {
           )}
         </fieldset>
         <ModelPicker value={model} onChange={setModel} id="new-model" />
+        <label>
+          Skills{" "}
+          <select value={skills} onChange={(e) => setSkills(e.currentTarget.value as "all" | "none")} aria-label="Skills">
+            <option value="all">all applicable</option>
+            <option value="none">none</option>
+          </select>
+        </label>
         <label for="first-prompt">First prompt</label>
         <textarea
           id="first-prompt"

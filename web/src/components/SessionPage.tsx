@@ -417,6 +417,18 @@ export function SessionPage({ id, me }: { id: string; me: Me }) {
         <aside class="session-side">
           <PresencePanel state={state} />
           <BootPanel state={state} />
+          {(state.session?.skills?.length ?? 0) > 0 && (
+            <section class="panel" aria-label="Managed skills">
+              <h2>Managed skills</h2>
+              <ul class="plain" data-testid="session-skills">
+                {state.session?.skills.map((s) => (
+                  <li key={s.name}>
+                    <code>{s.name}</code> <span class="muted small">rev {s.revision}</span>
+                  </li>
+                ))}
+              </ul>
+            </section>
+          )}
           <ArtifactsPanel state={state} sessionId={id} />
           <ChildrenPanel id={id} />
         </aside>

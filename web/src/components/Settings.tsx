@@ -17,6 +17,7 @@ import type {
 } from "../types";
 import { ErrorNote, ago } from "./bits";
 import { ModelPicker, useModels } from "./ModelPicker";
+import { Skills } from "./Skills";
 
 function Secrets({ repos, environments }: { repos: Repository[]; environments: Environment[] }) {
   const [scope, setScope] = useState("");
@@ -851,6 +852,7 @@ export function Settings({ me }: { me: Me }) {
       <Environments repos={repos} environments={environments} reload={() => void reloadEnvironments()} />
       <Secrets repos={repos} environments={environments} />
       <Models />
+      <Skills repos={repos} environments={environments} />
       <RepositorySettings repos={repos} />
       <Images repos={repos} environments={environments} />
       <Slack repos={repos} environments={environments} />
