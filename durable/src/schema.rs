@@ -264,6 +264,10 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE session ADD COLUMN skills TEXT;
     "#,
+    // 23: the MCP servers the session's agent is given (JSON, secret references only).
+    r#"
+    ALTER TABLE session ADD COLUMN mcp TEXT;
+    "#,
 ];
 
 /// The schema every migration above makes, written as it ends up: what a new session's
@@ -299,7 +303,8 @@ pub(crate) const FRESH: &str = r#"
         depth INTEGER NOT NULL DEFAULT 0,
         ready_timeout_ms INTEGER,
         automation TEXT,
-        skills TEXT
+        skills TEXT,
+        mcp TEXT
     );
     CREATE TABLE participants (
         id TEXT PRIMARY KEY,

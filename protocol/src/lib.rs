@@ -17,6 +17,7 @@ pub mod images;
 pub mod json;
 pub mod limits;
 pub mod log;
+pub mod mcp;
 pub mod media;
 pub mod models;
 pub mod provider;

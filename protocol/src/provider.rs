@@ -69,6 +69,10 @@ pub struct SpawnRequest {
     /// sandbox's credentials from `GET /sessions/:id/skills`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skills: Vec<crate::skills::PinnedSkill>,
+    /// The MCP servers the agent is given (secret references unresolved: the supervisor
+    /// resolves them from its environment).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp_servers: Vec<crate::mcp::SessionMcpServer>,
     /// Start from this snapshot (with `bootMode: snapshot_restore`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restore_from: Option<String>,

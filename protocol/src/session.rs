@@ -82,6 +82,10 @@ pub struct CreateSessionRequest {
     /// say: the Worker sets it from `skills` on every creation).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pinned_skills: Option<Vec<crate::skills::PinnedSkill>>,
+    /// The MCP servers the control plane gave the session (never a client's to say: the
+    /// Worker sets it on every creation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp_servers: Option<Vec<crate::mcp::SessionMcpServer>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<SandboxSettings>,
     /// Target an environment (its repositories, and its secrets over theirs) instead of
@@ -180,6 +184,9 @@ pub struct SessionState {
     /// The managed skill revisions the session's agent has (pinned when it was made).
     #[serde(default)]
     pub skills: Vec<crate::skills::PinnedSkill>,
+    /// The names of the MCP servers the session's agent is given.
+    #[serde(default)]
+    pub mcp_servers: Vec<String>,
 }
 
 /// One row of `GET /sessions` (from the D1 index).

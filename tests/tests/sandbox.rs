@@ -1164,6 +1164,135 @@ async fn managed_skills_reach_the_agent_at_the_revision_the_session_pinned() {
     assert_eq!(gone.status, 404);
 }
 
+/// MCP servers: one configured for the repository reaches the agent with its secret
+/// resolved from the session's secrets (the configuration holds only the reference), its
+/// tool is listed to the model, and a dead one is named in the boot step in words; a
+/// literal credential in the configuration is refused.
+#[tokio::test]
+async fn mcp_servers_reach_the_agent_with_their_secrets_and_a_dead_one_is_named() {
+    let w = world(vec![Reply::text("Looked it up.")]).await;
+    let url = |p: &str| w.stack.url(p);
+    let orders = inspect_tests::fakes::mcp::FakeMcp::start(
+        "lookup_order",
+        "Looks up an order in the WOMBAT-2 system",
+        Some("mcp-s3cret-42"),
+    )
+    .await
+    .unwrap();
+    let r = send(
+        Method::PUT,
+        &url("/secrets"),
+        Some(json!({"secrets": {"ORDERS_TOKEN": "mcp-s3cret-42"}})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let literal = send(
+        Method::POST,
+        &url("/mcp-servers"),
+        Some(json!({"name": "orders", "server": {"type": "remote", "url": orders.url, "headers": {"Authorization": "Bearer mcp-s3cret-42"}}})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(literal.status, 400, "{}", literal.body);
+    assert!(
+        literal.body.to_string().contains("secret"),
+        "{}",
+        literal.body
+    );
+    let r = send(
+        Method::POST,
+        &url("/mcp-servers"),
+        Some(json!({"name": "orders",
+                    "server": {"type": "remote", "url": orders.url, "headers": {"Authorization": "Bearer {secret:ORDERS_TOKEN}"}},
+                    "scope": {"kind": "repository", "owner": "local", "name": "demo"}})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 201, "{}", r.body);
+    let dead = inspect_tests::stack::free_port().unwrap();
+    let r = send(
+        Method::POST,
+        &url("/mcp-servers"),
+        Some(json!({"name": "dead-end", "server": {"type": "remote", "url": format!("http://127.0.0.1:{dead}/mcp")}})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 201, "{}", r.body);
+    let listed = send(Method::GET, &url("/mcp-servers"), None).await.unwrap();
+    assert_eq!(listed.body["servers"].as_array().unwrap().len(), 2);
+    assert!(!listed.body.to_string().contains("mcp-s3cret-42"));
+
+    let (id, mut ws) = demo_session(&w).await;
+    let state = send(Method::GET, &url(&format!("/sessions/{id}")), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        state.body["mcpServers"],
+        json!(["dead-end", "orders"]),
+        "{}",
+        state.body
+    );
+    ws.send(json!({"type": "prompt", "content": "where is my order"}))
+        .await
+        .unwrap();
+    let seen = until_complete(&mut ws, 1, &w).await;
+    let step = seen
+        .iter()
+        .find(|m| {
+            m["event"]["type"] == "boot_step"
+                && m["event"]["step"] == "mcp"
+                && m["event"]["status"] != "started"
+        })
+        .unwrap_or_else(|| panic!("no mcp step: {seen:#?}"));
+    let detail = step["event"]["detail"].as_str().unwrap_or_default();
+    assert_eq!(step["event"]["status"], "failed", "{step}");
+    assert!(
+        detail.contains("orders: connected") && detail.contains("dead-end: failed"),
+        "{detail}"
+    );
+    let asked = w
+        .model
+        .requests()
+        .into_iter()
+        .find(|r| r.to_string().contains("where is my order"))
+        .unwrap()
+        .to_string();
+    assert!(
+        asked.contains("WOMBAT-2") && asked.contains("lookup_order"),
+        "the tool is listed: {asked}"
+    );
+    let methods = orders.methods();
+    assert!(
+        methods.contains(&"initialize".to_string()) && methods.contains(&"tools/list".to_string()),
+        "{methods:?}"
+    );
+    assert!(
+        orders
+            .authorizations()
+            .iter()
+            .all(|a| a == "Bearer mcp-s3cret-42"),
+        "{:?}",
+        orders.authorizations()
+    );
+    // The secret's value is in no file of the sandbox.
+    let mut stack = vec![w.host.data_dir().join("sandboxes")];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() && !p.is_symlink() {
+                stack.push(p);
+            } else if let Ok(bytes) = std::fs::read(&p) {
+                assert!(
+                    !String::from_utf8_lossy(&bytes).contains("mcp-s3cret-42"),
+                    "the secret is in {}",
+                    p.display()
+                );
+            }
+        }
+    }
+}
+
 /// A repository's default ports: a session on it that names none exposes them (behind the
 /// gate, as any tunnelled port); bad ports are refused in the settings.
 #[tokio::test]

@@ -77,6 +77,18 @@ skillMd: string, files: Array<SkillFile>, };
 
 export type SkillBundles = { skills: Array<SkillBundle>, };
 
+export type McpTransport = { "type": "remote", url: string, headers: { [key in string]: string }, } | { "type": "local", command: Array<string>, environment: { [key in string]: string }, };
+
+export type McpScope = { "kind": "all" } | { "kind": "repository", owner: string, name: string, } | { "kind": "environment", id: string, };
+
+export type McpServerRequest = { name: string | null, server: McpTransport, scope: McpScope, enabled: boolean, };
+
+export type McpServer = { name: string, server: McpTransport, scope: McpScope, enabled: boolean, updatedBy: string, updatedAt: number, };
+
+export type McpServerList = { servers: Array<McpServer>, };
+
+export type SessionMcpServer = { name: string, server: McpTransport, };
+
 export type ModelInfo = { id: string, provider: string, label: string, 
 /**
  * The context window, in tokens.
@@ -456,6 +468,11 @@ models?: Array<ModelInfo>,
  */
 skills?: Array<PinnedSkill>, 
 /**
+ * The MCP servers the agent is given (secret references unresolved: the supervisor
+ * resolves them from its environment).
+ */
+mcpServers?: Array<SessionMcpServer>, 
+/**
  * Start from this snapshot (with `bootMode: snapshot_restore`).
  */
 restoreFrom?: string | null, };
@@ -741,7 +758,12 @@ skills?: SkillChoice | null,
  * The skill revisions the control plane pinned for the session (never a client's to
  * say: the Worker sets it from `skills` on every creation).
  */
-pinnedSkills?: Array<PinnedSkill> | null, sandbox?: SandboxSettings | null, 
+pinnedSkills?: Array<PinnedSkill> | null, 
+/**
+ * The MCP servers the control plane gave the session (never a client's to say: the
+ * Worker sets it on every creation).
+ */
+mcpServers?: Array<SessionMcpServer> | null, sandbox?: SandboxSettings | null, 
 /**
  * Target an environment (its repositories, and its secrets over theirs) instead of
  * naming repositories.
@@ -798,7 +820,11 @@ automation?: AutomationOrigin | null,
 /**
  * The managed skill revisions the session's agent has (pinned when it was made).
  */
-skills: Array<PinnedSkill>, };
+skills: Array<PinnedSkill>, 
+/**
+ * The names of the MCP servers the session's agent is given.
+ */
+mcpServers: Array<string>, };
 
 export type SessionSummary = { id: string, title: string | null, status: SessionStatus, repoOwner: string | null, repoName: string | null, repositories: Array<RepositoryRef>, createdBy: string, createdByName: string, messageCount: number, createdAt: number, updatedAt: number, 
 /**

@@ -41,6 +41,11 @@ try {
   await expectVisible(page, skills.getByRole("list", { name: "Skills" }).getByText("house-style"), "the saved skill");
   const models = page.getByRole("region", { name: "Models", exact: true });
   await expectVisible(page, models.getByLabel("Enable inspect/fake-model", { exact: true }), "the compatible server's model");
+  const mcp = page.getByRole("region", { name: "MCP servers", exact: true });
+  await mcp.getByLabel("MCP server name").fill("docs-site");
+  await mcp.getByLabel("MCP server URL or command").fill("http://127.0.0.1:9/mcp");
+  await mcp.getByRole("button", { name: "Add" }).click();
+  await expectVisible(page, mcp.getByRole("list", { name: "MCP servers" }).getByText("docs-site"), "the saved MCP server");
   await shot(page, "skills-and-models");
 
   step("the picker lists the environment first; a session starts on it");
@@ -56,6 +61,7 @@ try {
   const sessionUrl = page.url();
   await expectVisible(page, page.getByTestId("environment").getByText("environment staging"), "the environment's name");
   await expectVisible(page, page.getByTestId("session-skills").getByText("house-style"), "the skill the session pinned");
+  await expectVisible(page, page.getByTestId("session-mcp").getByText("docs-site"), "the MCP server the session was given");
   await expectVisible(page, page.getByTestId("execution-complete"), "completion", 120_000);
   await page.locator("details.tool summary", { hasText: "bash" }).first().click();
   const output = await page.locator("details.tool[open] pre").last().innerText();

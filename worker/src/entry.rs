@@ -328,6 +328,24 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
             }
         },
         Route::Models => json(&inspect_models::store::catalog(env).await?, 200),
+        Route::McpServers { name } => {
+            use inspect_mcp::store;
+            match (req.method(), name.as_deref()) {
+                (Method::Get, None) => json(&store::list(env).await?, 200),
+                (Method::Get, Some(name)) => json(&store::get(env, name).await?, 200),
+                (Method::Post, None) | (Method::Put, Some(_)) => {
+                    let ask: inspect_protocol::mcp::McpServerRequest = body_as(&body)?;
+                    let saved =
+                        store::save(env, name.as_deref(), &ask, &actor.user_id, now).await?;
+                    json(&saved, if name.is_none() { 201 } else { 200 })
+                }
+                (_, Some(name)) => {
+                    store::delete(env, name).await?;
+                    json(&serde_json::json!({ "deleted": true, "name": name }), 200)
+                }
+                (_, None) => Err(ApiError::bad_request("GET or POST /mcp-servers")),
+            }
+        }
         Route::Skills { name } => {
             use inspect_skills::store;
             match (req.method(), name) {

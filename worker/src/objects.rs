@@ -511,6 +511,11 @@ pub(crate) async fn create_session_with(
         }
         inspect_protocol::skills::SkillChoice::None => Vec::new(),
     });
+    // And the MCP servers that apply to it, as configured now.
+    create.mcp_servers = Some(
+        inspect_mcp::store::for_session(env, &repositories, create.environment_id.as_deref())
+            .await?,
+    );
     create.repositories = Some(repositories);
     create.repo_owner = None;
     create.repo_name = None;

@@ -100,6 +100,10 @@ pub enum Route {
     Skills {
         name: Option<String>,
     },
+    /// `GET|POST /mcp-servers`, `GET|PUT|DELETE /mcp-servers/:name`.
+    McpServers {
+        name: Option<String>,
+    },
     /// `GET /models`: the deployment's catalog of models.
     Models,
     /// `PUT /settings/models`: which models are enabled, and the default.
@@ -405,6 +409,16 @@ pub fn match_route(method: &str, path: &str) -> Option<Result<Route, ApiError>> 
         ),
         ["automations", rest @ ..] => return Some(automations(method, rest)),
         ["models"] => only(method, &["GET"], Route::Models),
+        ["mcp-servers"] => match method {
+            "GET" | "POST" => Ok(Route::McpServers { name: None }),
+            _ => Err(not_allowed(method, &["GET", "POST"])),
+        },
+        ["mcp-servers", name] => match method {
+            "GET" | "PUT" | "DELETE" => Ok(Route::McpServers {
+                name: Some((*name).to_owned()),
+            }),
+            _ => Err(not_allowed(method, &["GET", "PUT", "DELETE"])),
+        },
         ["skills"] => match method {
             "GET" | "POST" => Ok(Route::Skills { name: None }),
             _ => Err(not_allowed(method, &["GET", "POST"])),

@@ -146,6 +146,12 @@ pub fn new_session(
         depth: req.depth.unwrap_or(0),
         automation: req.automation.clone(),
         skills: req.pinned_skills.clone().unwrap_or_default(),
+        mcp_servers: req
+            .mcp_servers
+            .iter()
+            .flatten()
+            .map(|s| s.name.clone())
+            .collect(),
         repositories,
     };
     Ok((state, settings))
@@ -181,8 +187,8 @@ impl<S: Store> Session<'_, S> {
         self.store
             .atomically(|| {
                 self.store.execute(
-                    "INSERT INTO session (id, session_id, title, status, repositories, branch_name, model, reasoning_effort, created_by, created_at, updated_at, sandbox_settings, environment_id, environment_name, parent_session_id, depth, automation, skills)
-                     VALUES (1, ?, ?, 'created', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO session (id, session_id, title, status, repositories, branch_name, model, reasoning_effort, created_by, created_at, updated_at, sandbox_settings, environment_id, environment_name, parent_session_id, depth, automation, skills, mcp)
+                     VALUES (1, ?, ?, 'created', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     &[
                         session_id.into(),
                         state.title.clone().into(),
@@ -206,6 +212,11 @@ impl<S: Store> Session<'_, S> {
                         (!state.skills.is_empty())
                             .then(|| serde_json::to_string(&state.skills).ok())
                             .flatten()
+                            .into(),
+                        req.mcp_servers
+                            .as_ref()
+                            .filter(|m| !m.is_empty())
+                            .and_then(|m| serde_json::to_string(m).ok())
                             .into(),
                     ],
                 )?;
@@ -253,7 +264,7 @@ impl<S: Store> Session<'_, S> {
         let row = self
             .store
             .query(
-                "SELECT session_id, title, status, repositories, branch_name, model, reasoning_effort, created_by, sandbox_status, created_at, updated_at, environment_id, environment_name, parent_session_id, depth, automation, skills,
+                "SELECT session_id, title, status, repositories, branch_name, model, reasoning_effort, created_by, sandbox_status, created_at, updated_at, environment_id, environment_name, parent_session_id, depth, automation, skills, mcp,
                     (SELECT COUNT(*) FROM messages),
                     (SELECT COUNT(*) FROM messages WHERE status = 'processing')
                  FROM session WHERE id = 1",
@@ -286,6 +297,15 @@ impl<S: Store> Session<'_, S> {
                 .opt_string()?
                 .and_then(|s| serde_json::from_str(&s).ok())
                 .unwrap_or_default();
+            let mcp_servers: Vec<String> = c
+                .opt_string()?
+                .and_then(|s| {
+                    serde_json::from_str::<Vec<inspect_protocol::mcp::SessionMcpServer>>(&s).ok()
+                })
+                .unwrap_or_default()
+                .into_iter()
+                .map(|s| s.name)
+                .collect();
             let message_count = c.i64()?;
             let is_processing = c.i64()? > 0;
             let primary = repositories.first().cloned();
@@ -311,9 +331,21 @@ impl<S: Store> Session<'_, S> {
                 depth,
                 automation,
                 skills,
+                mcp_servers,
             })
         };
         read().map_err(internal)
+    }
+
+    /// The MCP servers the session's agent is given, as the sandbox receives them.
+    pub fn mcp_servers(&self) -> EngineResult<Vec<inspect_protocol::mcp::SessionMcpServer>> {
+        Ok(self
+            .store
+            .scalar("SELECT mcp FROM session WHERE id = 1", &[])
+            .map_err(internal)?
+            .and_then(|v| v.into_string())
+            .and_then(|s| serde_json::from_str(&s).ok())
+            .unwrap_or_default())
     }
 
     /// What the D1 index needs to follow this session.

@@ -654,6 +654,7 @@ impl SessionDO {
             default_model,
             models: Vec::new(),
             skills: state.skills.clone(),
+            mcp_servers: self.engine().mcp_servers()?,
         })
     }
 

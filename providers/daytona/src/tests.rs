@@ -55,6 +55,7 @@ fn the_create_body_carries_the_identity_and_labels() {
         default_model: None,
         models: Vec::new(),
         skills: Vec::new(),
+        mcp_servers: Vec::new(),
         restore_from: None,
     };
     let b = create_body(&config(), &req);

@@ -45,6 +45,7 @@ fn request() -> SpawnRequest {
         default_model: None,
         models: Vec::new(),
         skills: Vec::new(),
+        mcp_servers: Vec::new(),
         restore_from: None,
     }
 }

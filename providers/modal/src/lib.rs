@@ -161,6 +161,7 @@ pub fn build_body(req: &inspect_protocol::images::BuildImageRequest) -> Value {
         default_model: None,
         models: Vec::new(),
         skills: Vec::new(),
+        mcp_servers: Vec::new(),
         restore_from: None,
     };
     json!({

@@ -75,6 +75,7 @@ fn request(restore: Option<&str>) -> SpawnRequest {
         default_model: None,
         models: Vec::new(),
         skills: Vec::new(),
+        mcp_servers: Vec::new(),
         restore_from: restore.map(str::to_owned),
     }
 }

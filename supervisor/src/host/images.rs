@@ -90,6 +90,7 @@ async fn build(state: &HostState, req: &BuildImageRequest, root: &FsPath) -> Bui
             default_model: None,
             models: Vec::new(),
             skills: Vec::new(),
+            mcp_servers: Vec::new(),
             restore_from: None,
         };
         let log = std::fs::File::create(root.join("supervisor.log"))?;

@@ -29,6 +29,8 @@ pub struct AgentConfig {
     pub instructions: Option<PathBuf>,
     /// The compatible server's other models a prompt may switch to (each with its efforts).
     pub models: Vec<inspect_protocol::models::ModelInfo>,
+    /// OpenCode's `mcp` configuration (the session's MCP servers, resolved).
+    pub mcp: serde_json::Map<String, Value>,
 }
 
 pub struct Agent {
@@ -67,6 +69,9 @@ pub fn opencode_config(cfg: &AgentConfig) -> Value {
     });
     if let Some(path) = &cfg.instructions {
         config["instructions"] = json!([path.display().to_string()]);
+    }
+    if !cfg.mcp.is_empty() {
+        config["mcp"] = Value::Object(cfg.mcp.clone());
     }
     // The session's managed skills, installed in the agent's own state.
     let skills = skills_dir(&cfg.state_dir);
@@ -329,6 +334,22 @@ impl Agent {
         self.post(&format!("/permission/{id}/reply"), json!({"reply": "once"}))
             .await?;
         Ok(())
+    }
+
+    /// How the agent's MCP servers are (`GET /mcp`: each connected, or failed and why).
+    pub async fn mcp_status(&self) -> Result<Value> {
+        let r = self
+            .http
+            .get(format!("{}/mcp", self.base))
+            .query(&[("directory", self.directory.to_string_lossy())])
+            .basic_auth("opencode", Some(&self.password))
+            .timeout(Duration::from_secs(30))
+            .send()
+            .await?;
+        if !r.status().is_success() {
+            bail!("the agent answered {}", r.status());
+        }
+        Ok(r.json().await?)
     }
 
     /// The session's messages, to recover a turn's end when the stream was lost.

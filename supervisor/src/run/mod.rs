@@ -12,6 +12,7 @@ pub mod editor;
 pub mod gates;
 pub mod link;
 pub mod mapping;
+pub mod mcp;
 pub mod recording;
 pub mod restore;
 pub mod screenshot;
@@ -229,6 +230,9 @@ pub async fn run() -> Result<()> {
         .first()
         .map(|r| cfg.workspace.join(&r.name))
         .unwrap_or_else(|| cfg.workspace.clone());
+    // The session's MCP servers, their secrets resolved from this sandbox's environment.
+    let (mcp_config, mcp_left_out) =
+        mcp::configuration(&cfg.spawn.mcp_servers, &|name| std::env::var(name).ok());
     let agent_cfg = agent::AgentConfig {
         binary: cfg.opencode.clone(),
         directory: directory.clone(),
@@ -243,6 +247,7 @@ pub async fn run() -> Result<()> {
         bin_dir: Some(bin_dir),
         instructions: Some(instructions),
         models: cfg.spawn.models.clone(),
+        mcp: mcp_config.clone(),
     };
     std::fs::create_dir_all(&cfg.workspace)?;
     // The session's managed skills are in place before the agent reads its skills.
@@ -329,6 +334,42 @@ pub async fn run() -> Result<()> {
             tokio::time::sleep(Duration::from_secs(3)).await;
             return Err(e);
         }
+    }
+    if !cfg.spawn.mcp_servers.is_empty() {
+        let step = Step::begin(&events, "mcp");
+        let mut said = mcp_left_out.clone();
+        let mut up = mcp_left_out.is_empty();
+        match agent.mcp_status().await {
+            Ok(status) => {
+                let (line, all_up) = mcp::described(&status);
+                up &= all_up;
+                if !line.is_empty() {
+                    said.insert(0, line);
+                }
+            }
+            Err(e) => {
+                up = false;
+                said.push(format!(
+                    "the agent did not say how its MCP servers are: {e:#}"
+                ));
+            }
+        }
+        let said = said.join("; ");
+        if !up {
+            events.send(SandboxEvent::Warning {
+                scope: "mcp".into(),
+                message: said.clone(),
+            });
+        }
+        step.end(
+            if up {
+                StepStatus::Succeeded
+            } else {
+                StepStatus::Failed
+            },
+            Some(said),
+            None,
+        );
     }
     tracing::info!(ms = booted.elapsed().as_millis() as u64, "sandbox ready");
     let (agent_tx, mut agent_rx) = mpsc::unbounded_channel();

@@ -1,7 +1,7 @@
 //! Fakes of the outside services the system talks to, each written from the vendor's own
 //! documentation, SDK or server code and refusing what the service refuses: GitHub (REST,
 //! OAuth, App tokens, git over smart HTTP), Slack (the Web API, signed deliveries), the
-//! model (the OpenAI-compatible chat API), and the cloud sandbox vendors (Daytona, E2B,
+//! model (the OpenAI-compatible chat API), an MCP server (Streamable HTTP), and the cloud sandbox vendors (Daytona, E2B,
 //! Modal, Vercel, OpenComputer, Kubernetes). `machine` and `cloud` are what the vendor
 //! fakes share: a sandbox machine on this host, and the common HTTP plumbing.
 
@@ -11,6 +11,7 @@ pub mod e2b;
 pub mod github;
 pub mod kubernetes;
 pub mod machine;
+pub mod mcp;
 pub mod modal;
 pub mod model;
 pub mod opencomputer;

@@ -417,6 +417,18 @@ export function SessionPage({ id, me }: { id: string; me: Me }) {
         <aside class="session-side">
           <PresencePanel state={state} />
           <BootPanel state={state} />
+          {(state.session?.mcpServers?.length ?? 0) > 0 && (
+            <section class="panel" aria-label="MCP servers">
+              <h2>MCP servers</h2>
+              <ul class="plain" data-testid="session-mcp">
+                {state.session?.mcpServers.map((n) => (
+                  <li key={n}>
+                    <code>{n}</code>
+                  </li>
+                ))}
+              </ul>
+            </section>
+          )}
           {(state.session?.skills?.length ?? 0) > 0 && (
             <section class="panel" aria-label="Managed skills">
               <h2>Managed skills</h2>

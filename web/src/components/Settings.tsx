@@ -18,6 +18,7 @@ import type {
 import { ErrorNote, ago } from "./bits";
 import { ModelPicker, useModels } from "./ModelPicker";
 import { Skills } from "./Skills";
+import { McpServers } from "./McpServers";
 
 function Secrets({ repos, environments }: { repos: Repository[]; environments: Environment[] }) {
   const [scope, setScope] = useState("");
@@ -853,6 +854,7 @@ export function Settings({ me }: { me: Me }) {
       <Secrets repos={repos} environments={environments} />
       <Models />
       <Skills repos={repos} environments={environments} />
+      <McpServers repos={repos} environments={environments} />
       <RepositorySettings repos={repos} />
       <Images repos={repos} environments={environments} />
       <Slack repos={repos} environments={environments} />
