@@ -93,6 +93,9 @@ pub struct CreateEnvironment {
     pub repositories: Vec<RepositoryRef>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// The model its sessions use when they name none (one of the catalog's enabled).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_model: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -108,6 +111,8 @@ pub struct Environment {
     pub description: Option<String>,
     #[serde(default)]
     pub updated_at: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_model: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -957,6 +957,35 @@ async fn the_model_catalog_is_honoured_and_a_prompts_choice_reaches_the_model() 
         .find(|r| r.to_string().contains("back to the default"))
         .unwrap();
     assert_eq!(default["model"], "fake-model", "{default}");
+    // An environment's default model: one of the enabled, and its sessions take it.
+    let env_body = |model: &str| json!({"name": "staging", "repositories": [{"owner": "local", "name": "demo"}], "defaultModel": model});
+    let bad = send(
+        Method::POST,
+        &url("/environments"),
+        Some(env_body("made/up")),
+    )
+    .await
+    .unwrap();
+    assert_eq!(bad.status, 400, "{}", bad.body);
+    let made = send(
+        Method::POST,
+        &url("/environments"),
+        Some(env_body("inspect/fake-model-2")),
+    )
+    .await
+    .unwrap();
+    assert_eq!(made.status, 201, "{}", made.body);
+    let sid = create_session(base, "ann", json!({"environmentId": made.body["id"]}))
+        .await
+        .unwrap();
+    let state = send(Method::GET, &url(&format!("/sessions/{sid}")), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        state.body["model"], "inspect/fake-model-2",
+        "{}",
+        state.body
+    );
 }
 
 /// Managed skills: a skill assigned to the repository is installed before the agent starts

@@ -23,9 +23,13 @@ export type SecretList = { secrets: Array<SecretSummary>, };
 
 export type SetSecrets = { secrets: { [key in string]: string }, };
 
-export type CreateEnvironment = { name: string, repositories: Array<RepositoryRef>, description?: string | null, };
+export type CreateEnvironment = { name: string, repositories: Array<RepositoryRef>, description?: string | null, 
+/**
+ * The model its sessions use when they name none (one of the catalog's enabled).
+ */
+defaultModel?: string | null, };
 
-export type Environment = { id: string, name: string, repositories: Array<RepositoryRef>, createdBy: string, createdAt: number, description?: string | null, updatedAt: number, };
+export type Environment = { id: string, name: string, repositories: Array<RepositoryRef>, createdBy: string, createdAt: number, description?: string | null, updatedAt: number, defaultModel?: string | null, };
 
 export type EnvironmentList = { environments: Array<Environment>, };
 

@@ -458,6 +458,9 @@ pub(crate) async fn create_session_with(
             // The session keeps its own copy of the environment as it is now.
             let found = settings::get_environment(env, environment).await?;
             create.environment_name = Some(found.name);
+            if create.model.is_none() {
+                create.model = found.default_model;
+            }
             let mut repositories = found.repositories;
             for r in repositories.iter_mut() {
                 if let Some(o) = branch_overrides.iter().find(|o| {

@@ -147,6 +147,7 @@ struct EnvironmentRow {
     created_at: f64,
     description: Option<String>,
     updated_at: f64,
+    default_model: Option<String>,
 }
 
 impl From<EnvironmentRow> for Environment {
@@ -159,12 +160,13 @@ impl From<EnvironmentRow> for Environment {
             created_at: r.created_at as i64,
             description: r.description,
             updated_at: r.updated_at as i64,
+            default_model: r.default_model,
         }
     }
 }
 
 const ENVIRONMENT_COLUMNS: &str =
-    "id, name, repositories, created_by, created_at, description, updated_at";
+    "id, name, repositories, created_by, created_at, description, updated_at, default_model";
 
 pub async fn list_environments(env: &Env) -> Result<EnvironmentList, ApiError> {
     let rows: Vec<EnvironmentRow> = db::all(
@@ -194,8 +196,14 @@ pub async fn get_environment(env: &Env, id: &str) -> Result<Environment, ApiErro
 async fn checked_environment(
     env: &Env,
     body: &[u8],
-) -> Result<(String, Option<String>, String), ApiError> {
+) -> Result<(String, Option<String>, String, Option<String>), ApiError> {
     let req: CreateEnvironment = crate::http::body_as(body)?;
+    let default_model = req.default_model.filter(|m| !m.trim().is_empty());
+    if let Some(model) = &default_model {
+        let models = inspect_models::store::catalog(env).await?;
+        inspect_models::check_model(&models, model)
+            .map_err(|e| ApiError::bad_request(format!("defaultModel: {e}")))?;
+    }
     let name = req.name.trim().to_owned();
     if name.is_empty() || name.chars().count() > 100 || name.chars().any(char::is_control) {
         return Err(ApiError::bad_request(
@@ -242,7 +250,7 @@ async fn checked_environment(
     }
     let json =
         serde_json::to_string(&repositories).map_err(|e| ApiError::internal(e.to_string()))?;
-    Ok((name, description, json))
+    Ok((name, description, json, default_model))
 }
 
 pub async fn create_environment(
@@ -251,11 +259,11 @@ pub async fn create_environment(
     body: &[u8],
     now: i64,
 ) -> Result<Environment, ApiError> {
-    let (name, description, json) = checked_environment(env, body).await?;
+    let (name, description, json, default_model) = checked_environment(env, body).await?;
     let id = format!("env_{}", hex::encode(db::random::<8>()?));
     db::run(
         env,
-        "INSERT INTO environments (id, name, repositories, created_by, created_at, updated_at, description) VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6)",
+        "INSERT INTO environments (id, name, repositories, created_by, created_at, updated_at, description, default_model) VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7)",
         &[
             id.as_str().into(),
             name.as_str().into(),
@@ -263,6 +271,7 @@ pub async fn create_environment(
             actor.user_id.as_str().into(),
             num(now),
             db::opt(description.as_deref()),
+            db::opt(default_model.as_deref()),
         ],
     )
     .await?;
@@ -278,16 +287,17 @@ pub async fn update_environment(
     now: i64,
 ) -> Result<Environment, ApiError> {
     get_environment(env, id).await?;
-    let (name, description, json) = checked_environment(env, body).await?;
+    let (name, description, json, default_model) = checked_environment(env, body).await?;
     db::run(
         env,
-        "UPDATE environments SET name = ?2, description = ?3, repositories = ?4, updated_at = ?5 WHERE id = ?1",
+        "UPDATE environments SET name = ?2, description = ?3, repositories = ?4, updated_at = ?5, default_model = ?6 WHERE id = ?1",
         &[
             id.into(),
             name.as_str().into(),
             db::opt(description.as_deref()),
             json.into(),
             num(now),
+            db::opt(default_model.as_deref()),
         ],
     )
     .await?;

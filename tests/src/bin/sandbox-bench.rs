@@ -5,7 +5,9 @@
 //! `cargo run --release -p inspect-tests --bin sandbox-bench`. `INSPECT_BENCH=fresh`,
 //! `restore` or `prebuilt` runs one part (`setup`: the fresh sandboxes, their repository
 //! with a 3-s setup hook); `INSPECT_BENCH_RUNS=N` sets the fresh runs;
-//! `INSPECT_BENCH_STEPS=1` prints each boot step of a restore as it arrives.
+//! `INSPECT_BENCH_STEPS=1` prints each boot step of a restore as it arrives;
+//! `INSPECT_BENCH=equipped` compares fresh sessions without managed skills or MCP servers
+//! with fresh sessions given 10 skills and 2 MCP servers.
 
 use anyhow::{Context, Result};
 use inspect_tests::client::{create_session, WsClient};
@@ -319,6 +321,99 @@ async fn prebuilt_image(stack: &Stack, model: &FakeModel, runs: usize) -> Result
     Ok(())
 }
 
+/// Fresh sessions on a plain repository against fresh sessions on one given 10 managed
+/// skills (each with two files) and 2 MCP servers: prompt -> ready and prompt -> the first
+/// turn's end, medians and their ratio.
+async fn equipped(stack: &Stack, host: &SandboxHost, model: &FakeModel, runs: usize) -> Result<()> {
+    let files: Vec<(&str, String)> = (0..50)
+        .map(|i| (["a.txt", "b.txt"][i % 2], format!("content {i}\n")))
+        .collect();
+    let plain = committed_repo(&files)?;
+    let equipped = committed_repo(&files)?;
+    let http = reqwest::Client::new();
+    for (name, repo) in [("plain", &plain), ("equipped", &equipped)] {
+        http.post(stack.url("/repos"))
+            .json(&json!({"name": name, "path": repo.path().to_string_lossy()}))
+            .send()
+            .await?
+            .error_for_status()?;
+    }
+    let scope = json!([{"kind": "repository", "owner": "local", "name": "equipped"}]);
+    for i in 0..10 {
+        http.post(stack.url("/skills"))
+            .json(&json!({"name": format!("skill-{i}"), "description": format!("Use for task kind {i}"),
+                          "instructions": "Step one.\n".repeat(200),
+                          "files": [{"path": "references/notes.md", "content": "x".repeat(4000)},
+                                    {"path": "scripts/run.sh", "content": "echo run", "executable": true}],
+                          "assignments": scope}))
+            .send()
+            .await?
+            .error_for_status()?;
+    }
+    let mut servers = vec![];
+    for i in 0..2 {
+        let server =
+            inspect_tests::fakes::mcp::FakeMcp::start(&format!("tool_{i}"), "A tool", None).await?;
+        http.post(stack.url("/mcp-servers"))
+            .json(&json!({"name": format!("server-{i}"), "server": {"type": "remote", "url": server.url},
+                          "scope": {"kind": "repository", "owner": "local", "name": "equipped"}}))
+            .send()
+            .await?
+            .error_for_status()?;
+        servers.push(server);
+    }
+    let mut results = vec![];
+    for repo in ["plain", "equipped"] {
+        let (mut ready, mut turn) = (vec![], vec![]);
+        for run in 0..runs {
+            model.push(vec![Reply::text("ok")]);
+            let id = create_session(
+                &stack.base_url,
+                "bench",
+                json!({"repoOwner": "local", "repoName": repo}),
+            )
+            .await?;
+            let (mut ws, _) =
+                WsClient::join(&stack.base_url, &stack.ws_url(""), &id, "bench").await?;
+            let t0 = Instant::now();
+            ws.send(json!({"type": "prompt", "content": format!("{repo} {run}")}))
+                .await?;
+            let mut sandbox_id = String::new();
+            loop {
+                let m = ws.recv_within(120).await?;
+                if m["type"] == "sandbox_spawning" {
+                    sandbox_id = m["sandboxId"].as_str().unwrap_or_default().to_owned();
+                }
+                if m["type"] == "sandbox_ready" {
+                    ready.push(t0.elapsed().as_secs_f64() * 1000.0);
+                }
+                if m["type"] == "sandbox_event" && m["event"]["type"] == "execution_complete" {
+                    turn.push(t0.elapsed().as_secs_f64() * 1000.0);
+                    break;
+                }
+            }
+            http.delete(format!("{}/sandboxes/{sandbox_id}", host.url))
+                .bearer_auth(&host.secret)
+                .send()
+                .await?;
+        }
+        results.push((median(ready), median(turn)));
+    }
+    let ((r0, t0), (r1, t1)) = (results[0], results[1]);
+    println!(
+        "# boot with 10 managed skills and 2 MCP servers vs none ({runs} fresh sessions each)"
+    );
+    println!(
+        "prompt -> ready: none {r0:.0} ms, equipped {r1:.0} ms ({:.2}x)",
+        r1 / r0
+    );
+    println!(
+        "prompt -> first turn's end: none {t0:.0} ms, equipped {t1:.0} ms ({:.2}x)",
+        t1 / t0
+    );
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> Result<()> {
     let runs: usize = std::env::var("INSPECT_BENCH_RUNS")
@@ -335,6 +430,9 @@ async fn main() -> Result<()> {
     // `INSPECT_BENCH=prebuilt` runs only the prebuilt-image benchmark.
     if std::env::var("INSPECT_BENCH").as_deref() == Ok("prebuilt") {
         return prebuilt_image(&stack, &model, 3).await;
+    }
+    if std::env::var("INSPECT_BENCH").as_deref() == Ok("equipped") {
+        return equipped(&stack, &host, &model, runs).await;
     }
     // `INSPECT_BENCH=restore` runs only the snapshot and restore benchmark.
     if std::env::var("INSPECT_BENCH").as_deref() == Ok("restore") {

@@ -250,6 +250,7 @@ function Environments({
   const [editing, setEditing] = useState<string | null>(null);
   const [name, setName] = useState("");
   const [description, setDescription] = useState("");
+  const [envModel, setEnvModel] = useState("");
   const [members, setMembers] = useState<RepositoryRef[]>([]);
   const [error, setError] = useState("");
   const names = repos.map((r) => `${r.owner}/${r.name}`);
@@ -257,6 +258,7 @@ function Environments({
     setEditing(env ? env.id : "new");
     setName(env?.name ?? "");
     setDescription(env?.description ?? "");
+    setEnvModel(env?.defaultModel ?? "");
     setMembers(env ? env.repositories.map((r) => ({ owner: r.owner, name: r.name, branch: r.branch })) : []);
     setError("");
   };
@@ -265,6 +267,7 @@ function Environments({
     const body = {
       name: name.trim(),
       description: description.trim() || undefined,
+      defaultModel: envModel || undefined,
       repositories: members.map((m) => (m.branch?.trim() ? { ...m, branch: m.branch.trim() } : { owner: m.owner, name: m.name })),
     };
     try {
@@ -321,6 +324,7 @@ function Environments({
             Description
             <input value={description} onInput={(e) => setDescription(e.currentTarget.value)} aria-label="Environment description" />
           </label>
+          <ModelPicker value={envModel} onChange={setEnvModel} id="environment-model" />
           <ol class="repo-order">
             {members.map((m, i) => (
               <li key={`${m.owner}/${m.name}`}>
