@@ -183,21 +183,6 @@ pub fn check(req: &McpServerRequest) -> Result<(), String> {
     Ok(())
 }
 
-/// Whether a server scoped so applies to a session on these repositories or environment.
-pub fn applies(
-    scope: &McpScope,
-    repositories: &[RepositoryRef],
-    environment: Option<&str>,
-) -> bool {
-    match scope {
-        McpScope::All => true,
-        McpScope::Repository { owner, name } => repositories
-            .iter()
-            .any(|r| r.owner.eq_ignore_ascii_case(owner) && r.name.eq_ignore_ascii_case(name)),
-        McpScope::Environment { id } => environment == Some(id.as_str()),
-    }
-}
-
 /// The servers a new session takes: the enabled ones that apply, by name.
 pub fn for_session(
     servers: &[McpServer],
@@ -206,7 +191,14 @@ pub fn for_session(
 ) -> Vec<SessionMcpServer> {
     let mut out: Vec<SessionMcpServer> = servers
         .iter()
-        .filter(|s| s.enabled && applies(&s.scope, repositories, environment))
+        .filter(|s| {
+            s.enabled
+                && inspect_skills::applies(
+                    std::slice::from_ref(&s.scope),
+                    repositories,
+                    environment,
+                )
+        })
         .map(|s| SessionMcpServer {
             name: s.name.clone(),
             server: s.server.clone(),

@@ -25,15 +25,9 @@ pub enum McpTransport {
     },
 }
 
-/// Where a server is given to the agent.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
-pub enum McpScope {
-    All,
-    Repository { owner: String, name: String },
-    Environment { id: String },
-}
+/// Where a server is given to the agent: as a skill is assigned (every session, a
+/// repository, an environment).
+pub use crate::skills::SkillAssignment as McpScope;
 
 /// `POST /mcp-servers` (with `name`), `PUT /mcp-servers/:name`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

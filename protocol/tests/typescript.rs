@@ -50,7 +50,6 @@ fn wire_ts_is_generated_from_the_protocol() {
         decl::<inspect_protocol::skills::SkillBundle>(&cfg),
         decl::<inspect_protocol::skills::SkillBundles>(&cfg),
         decl::<inspect_protocol::mcp::McpTransport>(&cfg),
-        decl::<inspect_protocol::mcp::McpScope>(&cfg),
         decl::<inspect_protocol::mcp::McpServerRequest>(&cfg),
         decl::<inspect_protocol::mcp::McpServer>(&cfg),
         decl::<inspect_protocol::mcp::McpServerList>(&cfg),

@@ -30,7 +30,6 @@ export type {
   ImageScope,
   JsonValue,
   Me,
-  McpScope,
   McpServer,
   McpServerRequest,
   Skill,

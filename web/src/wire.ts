@@ -83,11 +83,9 @@ export type SkillBundles = { skills: Array<SkillBundle>, };
 
 export type McpTransport = { "type": "remote", url: string, headers: { [key in string]: string }, } | { "type": "local", command: Array<string>, environment: { [key in string]: string }, };
 
-export type McpScope = { "kind": "all" } | { "kind": "repository", owner: string, name: string, } | { "kind": "environment", id: string, };
+export type McpServerRequest = { name: string | null, server: McpTransport, scope: SkillAssignment, enabled: boolean, };
 
-export type McpServerRequest = { name: string | null, server: McpTransport, scope: McpScope, enabled: boolean, };
-
-export type McpServer = { name: string, server: McpTransport, scope: McpScope, enabled: boolean, updatedBy: string, updatedAt: number, };
+export type McpServer = { name: string, server: McpTransport, scope: SkillAssignment, enabled: boolean, updatedBy: string, updatedAt: number, };
 
 export type McpServerList = { servers: Array<McpServer>, };
 

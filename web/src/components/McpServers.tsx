@@ -4,7 +4,7 @@
 
 import { useEffect, useState } from "preact/hooks";
 import { del, errorText, get, post } from "../api";
-import type { Environment, McpScope, McpServer, McpServerRequest, Repository } from "../types";
+import type { Environment, McpServer, McpServerRequest, Repository, SkillAssignment as McpScope } from "../types";
 import { ErrorNote, ago } from "./bits";
 
 function scopeLabel(s: McpScope): string {
