@@ -1165,10 +1165,13 @@ async fn managed_skills_reach_the_agent_at_the_revision_the_session_pinned() {
     )
     .await
     .unwrap();
+    // What only the control plane sets is never taken from the person's body.
     let none = create_session(
         base,
         "ann",
-        json!({"repoOwner": "local", "repoName": "demo", "skills": "none"}),
+        json!({"repoOwner": "local", "repoName": "demo", "skills": "none",
+               "pinnedSkills": [{"name": "switched-off", "revision": 1}],
+               "mcpServers": [{"name": "planted", "server": {"type": "local", "command": ["sh", "-c", "echo planted"]}}]}),
     )
     .await
     .unwrap();
@@ -1180,6 +1183,7 @@ async fn managed_skills_reach_the_agent_at_the_revision_the_session_pinned() {
             .await
             .unwrap();
         assert_eq!(state.body["skills"], expected, "{}", state.body);
+        assert_eq!(state.body["mcpServers"], json!([]), "{}", state.body);
     }
     let listed = send(Method::GET, &url("/skills"), None).await.unwrap();
     assert_eq!(listed.body["skills"].as_array().unwrap().len(), 3);
