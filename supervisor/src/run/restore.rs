@@ -148,6 +148,14 @@ pub fn unpack(
     directories.sort_by(|a, b| b.path_bytes().cmp(&a.path_bytes()));
     for mut dir in directories {
         dir.unpack_in(root).context("setting a folder's times")?;
+        // The tar crate makes folders without their recorded time; set it (every entry
+        // here was unpacked inside the root above).
+        if let (Ok(path), Ok(mtime)) = (dir.path(), dir.header().mtime()) {
+            let when = filetime::FileTime::from_unix_time(mtime as i64, 0);
+            if let Err(e) = filetime::set_file_mtime(root.join(path), when) {
+                tracing::debug!("a folder's time: {e}");
+            }
+        }
     }
     Ok(done)
 }
