@@ -110,17 +110,11 @@ pub fn check(req: &McpServerRequest) -> Result<(), String> {
                         .into(),
                 );
             }
-            check_value("the URL", "query", parsed.query().unwrap_or_default()).and_then(|_| {
-                if parsed.query().is_some_and(|q| {
-                    !q.is_empty()
-                        && references(q).map_or(true, |r| r.is_empty())
-                        && credential_like(q)
-                }) {
-                    Err("the URL's query carries a credential: use a secret reference".into())
-                } else {
-                    Ok(())
-                }
-            })?;
+            let query = parsed.query().unwrap_or_default();
+            check_value("the URL", "query", query)?;
+            if references(query)?.is_empty() && credential_like(query) {
+                return Err("the URL's query carries a credential: use a secret reference".into());
+            }
             if headers.len() > MAX_ENTRIES {
                 return Err(format!("at most {MAX_ENTRIES} headers"));
             }

@@ -56,6 +56,28 @@ fn check_path(file: &SkillFile) -> Result<(), String> {
     Ok(())
 }
 
+/// Checks a skill's supporting files (count, paths, sizes); their bytes together.
+pub fn check_files(files: &[SkillFile]) -> Result<usize, String> {
+    if files.len() > MAX_SKILL_FILES {
+        return Err(format!("at most {MAX_SKILL_FILES} files"));
+    }
+    let mut total = 0;
+    for (i, f) in files.iter().enumerate() {
+        check_path(f)?;
+        if files[..i].iter().any(|g| g.path == f.path) {
+            return Err(format!("the path {} is given twice", f.path));
+        }
+        if f.content.len() > MAX_SKILL_FILE_BYTES {
+            return Err(format!(
+                "{} is bigger than {MAX_SKILL_FILE_BYTES} bytes",
+                f.path
+            ));
+        }
+        total += f.content.len();
+    }
+    Ok(total)
+}
+
 /// Checks a skill as it is to be saved.
 pub fn check(req: &SkillRequest) -> Result<(), String> {
     if let Some(name) = &req.name {
@@ -75,23 +97,7 @@ pub fn check(req: &SkillRequest) -> Result<(), String> {
             "the instructions are at most {MAX_SKILL_INSTRUCTIONS} bytes"
         ));
     }
-    if req.files.len() > MAX_SKILL_FILES {
-        return Err(format!("at most {MAX_SKILL_FILES} files"));
-    }
-    let mut total = req.instructions.len();
-    for (i, f) in req.files.iter().enumerate() {
-        check_path(f)?;
-        if req.files[..i].iter().any(|g| g.path == f.path) {
-            return Err(format!("the path {} is given twice", f.path));
-        }
-        if f.content.len() > MAX_SKILL_FILE_BYTES {
-            return Err(format!(
-                "{} is bigger than {MAX_SKILL_FILE_BYTES} bytes",
-                f.path
-            ));
-        }
-        total += f.content.len();
-    }
+    let total = req.instructions.len() + check_files(&req.files)?;
     if total > MAX_SKILL_BYTES {
         return Err(format!(
             "a skill's instructions and files are at most {MAX_SKILL_BYTES} bytes together"

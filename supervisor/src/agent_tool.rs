@@ -63,33 +63,17 @@ enum ToolCommand {
     },
     /// Photograph a web page with the sandbox's browser; the picture is shown to the session.
     Screenshot {
-        url: String,
-        #[arg(long)]
-        caption: Option<String>,
-        #[arg(long)]
-        width: Option<u32>,
-        #[arg(long)]
-        height: Option<u32>,
-        /// Seconds the page has to load.
-        #[arg(long)]
-        timeout: Option<u64>,
+        #[command(flatten)]
+        page: PageArgs,
     },
     /// Record a web page for a few seconds (an animated GIF) with the sandbox's browser; the
     /// recording is shown to the session.
     Record {
-        url: String,
+        #[command(flatten)]
+        page: PageArgs,
         /// How long to record (1 to 15 seconds).
         #[arg(long, default_value_t = 5)]
         seconds: u32,
-        #[arg(long)]
-        caption: Option<String>,
-        #[arg(long)]
-        width: Option<u32>,
-        #[arg(long)]
-        height: Option<u32>,
-        /// Seconds the page has to load.
-        #[arg(long)]
-        timeout: Option<u64>,
     },
     /// Submit the review of the pull request this prompt came from (once).
     Review {
@@ -145,44 +129,43 @@ async fn picture(req: &inspect_protocol::media::ScreenshotRequest, what: &str) -
     Ok(())
 }
 
+/// The page a screenshot or a recording is of, and how.
+#[derive(clap::Args)]
+struct PageArgs {
+    url: String,
+    #[arg(long)]
+    caption: Option<String>,
+    #[arg(long)]
+    width: Option<u32>,
+    #[arg(long)]
+    height: Option<u32>,
+    /// Seconds the page has to load.
+    #[arg(long)]
+    timeout: Option<u64>,
+}
+
+impl PageArgs {
+    fn request(self, seconds: Option<u32>) -> inspect_protocol::media::ScreenshotRequest {
+        inspect_protocol::media::ScreenshotRequest {
+            url: self.url,
+            width: self.width,
+            height: self.height,
+            caption: self.caption,
+            timeout_secs: self.timeout,
+            seconds,
+        }
+    }
+}
+
 pub async fn run(args: Vec<String>) -> Result<()> {
     let tool = AgentTool::parse_from(std::iter::once("open-inspect".to_owned()).chain(args));
     let command = match tool.command {
         ToolCommand::Child { command } => return child(command).await,
-        ToolCommand::Screenshot {
-            url,
-            caption,
-            width,
-            height,
-            timeout,
-        } => {
-            let req = inspect_protocol::media::ScreenshotRequest {
-                url,
-                width,
-                height,
-                caption,
-                timeout_secs: timeout,
-                seconds: None,
-            };
-            return picture(&req, "screenshot").await;
+        ToolCommand::Screenshot { page } => {
+            return picture(&page.request(None), "screenshot").await;
         }
-        ToolCommand::Record {
-            url,
-            seconds,
-            caption,
-            width,
-            height,
-            timeout,
-        } => {
-            let req = inspect_protocol::media::ScreenshotRequest {
-                url,
-                width,
-                height,
-                caption,
-                timeout_secs: timeout,
-                seconds: Some(seconds),
-            };
-            return picture(&req, "recording").await;
+        ToolCommand::Record { page, seconds } => {
+            return picture(&page.request(Some(seconds)), "recording").await;
         }
         ToolCommand::Review {
             event,

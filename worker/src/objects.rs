@@ -494,8 +494,25 @@ pub(crate) async fn create_session_with(
             }
         }
     }
+    // What the deployment offers now, read at once: its models, the managed skills and the
+    // MCP servers that apply.
+    let environment = create.environment_id.clone();
+    let skill_choice = create.skills.unwrap_or_default();
+    let (models, skills, mcp_servers) = futures::join!(
+        inspect_models::store::catalog(env),
+        async {
+            match skill_choice {
+                inspect_protocol::skills::SkillChoice::All => {
+                    inspect_skills::store::applicable(env, &repositories, environment.as_deref())
+                        .await
+                }
+                inspect_protocol::skills::SkillChoice::None => Ok(Vec::new()),
+            }
+        },
+        inspect_mcp::store::for_session(env, &repositories, environment.as_deref()),
+    );
     // The model and effort must be ones the deployment offers; none named: its default.
-    let models = inspect_models::store::catalog(env).await?;
+    let models = models?;
     match &create.model {
         Some(model) => {
             inspect_models::check_model(&models, model).map_err(ApiError::bad_request)?
@@ -506,19 +523,10 @@ pub(crate) async fn create_session_with(
         inspect_models::check_effort(&models, create.model.as_deref(), effort)
             .map_err(ApiError::bad_request)?;
     }
-    // The managed skills it takes are pinned now, at their current revisions.
-    create.pinned_skills = Some(match create.skills.unwrap_or_default() {
-        inspect_protocol::skills::SkillChoice::All => {
-            inspect_skills::store::applicable(env, &repositories, create.environment_id.as_deref())
-                .await?
-        }
-        inspect_protocol::skills::SkillChoice::None => Vec::new(),
-    });
-    // And the MCP servers that apply to it, as configured now.
-    create.mcp_servers = Some(
-        inspect_mcp::store::for_session(env, &repositories, create.environment_id.as_deref())
-            .await?,
-    );
+    // The managed skills it takes are pinned now, at their current revisions, and the MCP
+    // servers are given as configured now.
+    create.pinned_skills = Some(skills?);
+    create.mcp_servers = Some(mcp_servers?);
     create.repositories = Some(repositories);
     create.repo_owner = None;
     create.repo_name = None;

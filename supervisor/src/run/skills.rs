@@ -63,16 +63,7 @@ pub fn install(skills_dir: &Path, bundles: &[SkillBundle]) -> Result<()> {
         let dir = skills_dir.join(&b.name);
         std::fs::create_dir_all(&dir)?;
         std::fs::write(dir.join("SKILL.md"), &b.skill_md)?;
-        let req = inspect_protocol::skills::SkillRequest {
-            name: None,
-            description: "checked".into(),
-            instructions: String::new(),
-            files: b.files.clone(),
-            enabled: true,
-            assignments: None,
-            expected_revision: None,
-        };
-        if let Err(e) = inspect_skills::check(&req) {
+        if let Err(e) = inspect_skills::check_files(&b.files) {
             bail!("skill {}: {e}", b.name);
         }
         for f in &b.files {
