@@ -33,15 +33,13 @@ pub async fn settings(env: &Env) -> Result<Option<ModelSettings>, ApiError> {
 
 /// The catalog now.
 pub async fn catalog(env: &Env) -> Result<ModelCatalog, ApiError> {
-    let (stored, names) = futures::join!(
-        settings(env),
-        all::<NameRow>(
-            env,
-            "SELECT name FROM secrets WHERE scope = 'global' AND scope_id = ''",
-            &[],
-        )
-    );
-    let (stored, names) = (stored?, names?);
+    let stored = settings(env).await?;
+    let names: Vec<NameRow> = all(
+        env,
+        "SELECT name FROM secrets WHERE scope = 'global' AND scope_id = ''",
+        &[],
+    )
+    .await?;
     let names: Vec<String> = names.into_iter().map(|n| n.name).collect();
     let (compatible, default_model) = (
         setting(env, "COMPATIBLE_MODELS"),
