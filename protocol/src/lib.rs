@@ -16,6 +16,7 @@ pub mod health;
 pub mod images;
 pub mod json;
 pub mod limits;
+pub mod linear;
 pub mod log;
 pub mod mcp;
 pub mod media;

@@ -238,6 +238,8 @@ pub enum CallbackContext {
     Slack(crate::slack::SlackThread),
     /// An automation's run: the outcome is recorded on the run.
     Automation(crate::automations::AutomationOrigin),
+    /// A Linear agent session: tools and the outcome are posted as its activities.
+    Linear(crate::linear::LinearAgentSession),
 }
 
 /// A prompt with a callback ended: the shell reports it where the context says.

@@ -45,6 +45,9 @@ pub trait ControlPlane {
         prompt: &PromptRequest,
     ) -> Result<(), ApiError>;
 
+    /// Stops a session's running prompt as `actor`: whether one was running.
+    async fn stop(&self, session: &str, origin: &str, actor: &Actor) -> Result<bool, ApiError>;
+
     /// A session's state; `None` when there is no such session.
     async fn session_state(&self, session: &str) -> Result<Option<SessionState>, ApiError>;
 

@@ -64,6 +64,13 @@ async fn scheduled(event: worker::ScheduledEvent, env: Env, _ctx: worker::Schedu
         "rows",
         pruned,
     );
+    let pruned = inspect_linear::bot::prune(&env, now).await;
+    cron_step(
+        &cron,
+        ("linear_pruned", "linear_prune_failed"),
+        "rows",
+        pruned,
+    );
     if crate::db::setting(&env, "GITHUB_APP_ID").is_some() {
         let synced = inspect_github::installation::sync(&env, now).await;
         let names = ("repositories_synced", "repositories_sync_failed");
@@ -202,6 +209,10 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
         Route::SlackInteractions => {
             return inspect_slack::bot::interactions(req, env, ctx, Plane::new(env)).await
         }
+        Route::LinearWebhook => {
+            return inspect_linear::bot::webhook(req, env, ctx, Plane::new(env)).await
+        }
+        Route::LinearCallback => return inspect_linear::bot::callback(&req, env).await,
         Route::Session {
             id,
             action: SessionAction::PullRequests,
@@ -395,6 +406,15 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
                 .unwrap_or_default();
             json(&store_attachment(env, &id, &name, &mime, &body).await?, 201)
         }
+        Route::LinearStatus => json(&inspect_linear::bot::status(env).await?, 200),
+        Route::LinearSettings => json(
+            &inspect_linear::bot::put_settings(env, &body, now).await?,
+            200,
+        ),
+        Route::LinearInstall => json(
+            &inspect_linear::bot::install(env, &origin_of(&req), &actor.user_id).await?,
+            200,
+        ),
         Route::SlackSettings { write } => {
             if write {
                 json(
@@ -466,7 +486,9 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
         | Route::SlackEvents
         | Route::AutomationWebhook { .. }
         | Route::SentryWebhook { .. }
-        | Route::SlackInteractions => Err(ApiError::internal("route served above")),
+        | Route::SlackInteractions
+        | Route::LinearWebhook
+        | Route::LinearCallback => Err(ApiError::internal("route served above")),
     }
 }
 

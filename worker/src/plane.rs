@@ -54,6 +54,22 @@ impl ControlPlane for Plane {
         objects::object_answer(resp, 200).await.map(drop)
     }
 
+    async fn stop(&self, session: &str, origin: &str, actor: &Actor) -> Result<bool, ApiError> {
+        let resp = objects::call_object(
+            &self.env,
+            session,
+            Method::Post,
+            "/stop",
+            origin,
+            Some(actor),
+            b"{}",
+        )
+        .await?;
+        let answer: serde_json::Value =
+            crate::http::parse(&objects::object_answer(resp, 200).await?)?;
+        Ok(answer["stopped"].as_bool().unwrap_or(false))
+    }
+
     async fn session_state(&self, session: &str) -> Result<Option<SessionState>, ApiError> {
         let resp =
             objects::call_object(&self.env, session, Method::Get, "/", "", None, &[]).await?;

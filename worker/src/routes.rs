@@ -112,6 +112,16 @@ pub enum Route {
     SlackSettings {
         write: bool,
     },
+    /// `POST /webhooks/linear` (Linear-signed, no caller).
+    LinearWebhook,
+    /// `GET /integrations/linear`: set up or not, installations, settings.
+    LinearStatus,
+    /// `PUT /integrations/linear/settings`.
+    LinearSettings,
+    /// `POST /integrations/linear/install`: begins the app's installation.
+    LinearInstall,
+    /// `GET /integrations/linear/callback` (Linear's redirect; bound by its one-time state).
+    LinearCallback,
     /// Child sessions: made and acted on by the parent's sandbox; listed for people.
     Children {
         id: String,
@@ -523,6 +533,11 @@ pub fn match_route(method: &str, path: &str) -> Option<Result<Route, ApiError>> 
         },
         ["webhooks", "slack", "events"] => only(method, &["POST"], Route::SlackEvents),
         ["webhooks", "slack", "interactions"] => only(method, &["POST"], Route::SlackInteractions),
+        ["webhooks", "linear"] => only(method, &["POST"], Route::LinearWebhook),
+        ["integrations", "linear"] => only(method, &["GET"], Route::LinearStatus),
+        ["integrations", "linear", "settings"] => only(method, &["PUT"], Route::LinearSettings),
+        ["integrations", "linear", "install"] => only(method, &["POST"], Route::LinearInstall),
+        ["integrations", "linear", "callback"] => only(method, &["GET"], Route::LinearCallback),
         ["integrations", "slack", "settings"] => match method {
             "GET" | "PUT" => Ok(Route::SlackSettings {
                 write: method == "PUT",

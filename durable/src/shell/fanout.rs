@@ -124,9 +124,9 @@ impl SessionDO {
         let completions = std::mem::take(&mut fx.completions);
         for out in &fx.outbound {
             match &out.message {
-                ServerMessage::SandboxEvent { event } => self.slack_progress(event),
+                ServerMessage::SandboxEvent { event } => self.tool_progress(event),
                 ServerMessage::SandboxEvents { events } => {
-                    events.iter().for_each(|e| self.slack_progress(e))
+                    events.iter().for_each(|e| self.tool_progress(e))
                 }
                 _ => {}
             }

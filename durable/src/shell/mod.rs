@@ -35,10 +35,10 @@ use worker::{
 mod fanout;
 mod index;
 mod lifecycle;
+mod progress;
 mod pulls;
 mod reviews;
 mod routes;
-mod slack;
 mod staging;
 mod store;
 
@@ -88,10 +88,11 @@ pub struct SessionDO {
     pushes: RefCell<HashMap<String, futures::channel::oneshot::Sender<pulls::PushAnswer>>>,
     /// Repositories a pull request is being made for right now.
     pr_claims: RefCell<HashSet<String>>,
-    /// When a Slack progress message was last updated (ms): at most one per 3 s.
-    slack_progress_at: std::cell::Cell<i64>,
-    /// Slack progress updates in flight, so the final message lands after them.
-    slack_updates: Rc<slack::ProgressUpdates>,
+    /// When a tool was last shown to a Slack thread or a Linear agent session (ms): at most
+    /// one per 3 s.
+    progress_at: std::cell::Cell<i64>,
+    /// Progress updates in flight, so the final answer lands after them.
+    progress_updates: Rc<progress::ProgressUpdates>,
     /// The provider is stopping a sandbox right now: a spawn waits until it has (a resume
     /// would otherwise find the machine half-stopped).
     stopping: std::cell::Cell<bool>,
@@ -262,8 +263,8 @@ impl DurableObject for SessionDO {
             pr_claims: RefCell::default(),
             stopping: Default::default(),
             spawn_deferred: Default::default(),
-            slack_progress_at: std::cell::Cell::new(0),
-            slack_updates: Rc::default(),
+            progress_at: std::cell::Cell::new(0),
+            progress_updates: Rc::default(),
             staging,
             schema_ready: std::cell::Cell::new(schema_ready),
             models: RefCell::new(None),

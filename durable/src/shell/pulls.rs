@@ -362,13 +362,17 @@ impl SessionDO {
         for completion in completions {
             let env = self.env.clone();
             let url = self.session_url(&completion.session_id);
-            let slack = matches!(completion.context, CallbackContext::Slack(_));
-            if slack {
-                self.slack_updates.end(&completion.message_id);
+            // Slack and Linear show progress: the answer waits for the updates in flight.
+            let progressive = matches!(
+                completion.context,
+                CallbackContext::Slack(_) | CallbackContext::Linear(_)
+            );
+            if progressive {
+                self.progress_updates.end(&completion.message_id);
             }
-            let updates = Rc::clone(&self.slack_updates);
+            let updates = Rc::clone(&self.progress_updates);
             self.state.wait_until(async move {
-                if slack {
+                if progressive {
                     updates.settled().await;
                 }
                 let mut last = String::new();
@@ -418,6 +422,9 @@ async fn report(env: &Env, c: &Completion, session_url: &str) -> ApiResultT<()> 
         }
         CallbackContext::Slack(thread) => {
             inspect_slack::thread::report(env, c, thread, session_url).await
+        }
+        CallbackContext::Linear(session) => {
+            inspect_linear::panel::report(env, c, session, session_url).await
         }
         CallbackContext::Automation(origin) => {
             // The run's outcome first (recording it again on a retry changes nothing), then

@@ -105,7 +105,7 @@ impl SessionDO {
         };
         match fx.take_tells() {
             Some(events) => {
-                events.iter().for_each(|e| self.slack_progress(e));
+                events.iter().for_each(|e| self.tool_progress(e));
                 self.staging.borrow_mut().told.extend(events);
                 self.schedule_tells();
             }

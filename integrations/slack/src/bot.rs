@@ -500,7 +500,11 @@ async fn message_files(env: &Env, r: &events::Request) -> Vec<SlackFile> {
 }
 
 /// Every repository and environment a session can be started on.
-async fn catalog(plane: &impl ControlPlane, freshness: Freshness) -> Result<Vec<Target>, ApiError> {
+/// Every repository and environment (Linear's bot routes over the same catalog).
+pub async fn catalog(
+    plane: &impl ControlPlane,
+    freshness: Freshness,
+) -> Result<Vec<Target>, ApiError> {
     let repos = plane.repositories(freshness, now_ms()).await?;
     let environments = plane.environments().await?;
     let mut out: Vec<Target> = environments
@@ -554,13 +558,12 @@ async fn classify(
     p: &Pending,
     catalog: &[Target],
 ) -> Result<classifier::Classification, ApiError> {
-    let Some(base) = setting(env, "SLACK_CLASSIFIER_BASE_URL") else {
+    if setting(env, "SLACK_CLASSIFIER_BASE_URL").is_none() {
         return Err(ApiError::new(
             ErrorCode::Unavailable,
             "no classifier is configured",
         ));
-    };
-    let model = setting(env, "SLACK_CLASSIFIER_MODEL").unwrap_or_else(|| "claude-haiku-4-5".into());
+    }
     let channel = api::get(
         env,
         "conversations.info",
@@ -570,16 +573,32 @@ async fn classify(
     .ok()
     .and_then(|v| v["channel"]["name"].as_str().map(str::to_owned));
     let prompt = classifier::prompt(catalog, channel.as_deref(), p.thread_ts != p.ts, &p.text);
+    ask_classifier(env, &prompt).await
+}
+
+/// Asks the configured classifier (`SLACK_CLASSIFIER_*`, shared by the Linear bot) the
+/// question `prompt` puts.
+pub async fn ask_classifier(
+    env: &Env,
+    prompt: &str,
+) -> Result<classifier::Classification, ApiError> {
+    let Some(base) = setting(env, "SLACK_CLASSIFIER_BASE_URL") else {
+        return Err(ApiError::new(
+            ErrorCode::Unavailable,
+            "no classifier is configured",
+        ));
+    };
+    let model = setting(env, "SLACK_CLASSIFIER_MODEL").unwrap_or_else(|| "claude-haiku-4-5".into());
     let anthropic = setting(env, "SLACK_CLASSIFIER_API").as_deref() == Some("anthropic");
     let (url, body) = if anthropic {
         (
             format!("{}/messages", base.trim_end_matches('/')),
-            classifier::anthropic_request(&model, &prompt),
+            classifier::anthropic_request(&model, prompt),
         )
     } else {
         (
             format!("{}/chat/completions", base.trim_end_matches('/')),
-            classifier::openai_request(&model, &prompt),
+            classifier::openai_request(&model, prompt),
         )
     };
     let headers = worker::Headers::new();

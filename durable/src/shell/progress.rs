@@ -1,9 +1,11 @@
-//! A Slack-started prompt's thread from the object's side: its progress message updated
-//! as tools run (at most once every 3 s), sent with `waitUntil`, never holding the session
-//! up. The final message replaces the progress message only after every progress update
-//! still in flight has been answered, and no progress update starts after it: Slack
-//! applies each `chat.update` as it arrives, so a late progress update would overwrite
-//! the outcome. The messages themselves are `inspect_slack::thread`'s.
+//! A prompt's progress where it came from, from the object's side: a Slack thread's
+//! progress message updated as tools run, a Linear agent session's ephemeral `action` for
+//! each tool (when its settings show tools); at most one update every 3 s, sent with
+//! `waitUntil`, never holding the session up. The answer replaces or follows them only
+//! after every update still in flight has been answered, and no update starts after it:
+//! Slack applies each `chat.update` as it arrives, so a late progress update would
+//! overwrite the outcome (and a late Linear action would follow the answer). What is said
+//! is `inspect_slack::thread`'s and `inspect_linear::panel`'s.
 
 use super::*;
 use inspect_protocol::scm::CallbackContext;
@@ -42,37 +44,52 @@ impl ProgressUpdates {
     }
 }
 
+/// Where a tool is shown.
+enum Shown {
+    Slack(inspect_protocol::slack::SlackThread, String),
+    Linear(inspect_protocol::linear::LinearAgentSession),
+}
+
 impl SessionDO {
-    /// A tool started: the prompt's Slack progress message says so (throttled).
-    pub(super) fn slack_progress(&self, event: &TimelineEvent) {
+    /// A tool started: the prompt's Slack progress message or Linear agent session says so
+    /// (throttled).
+    pub(super) fn tool_progress(&self, event: &TimelineEvent) {
         let now = now_ms();
-        if event.kind != "tool_call" || now - self.slack_progress_at.get() < PROGRESS_EVERY_MS {
+        if event.kind != "tool_call" || now - self.progress_at.get() < PROGRESS_EVERY_MS {
             return;
         }
-        // Looked at once per period whatever the prompt: a session without Slack must not
-        // pay a statement per tool call for it (it was the hot path's fourth statement).
-        self.slack_progress_at.set(now);
+        // Looked at once per period whatever the prompt: a session started elsewhere must
+        // not pay a statement per tool call for it (it was the hot path's fourth statement).
+        self.progress_at.set(now);
         let Some(message_id) = event.message_id.as_deref() else {
             return;
         };
-        let Some(CallbackContext::Slack(thread)) = self.callback_of(message_id) else {
-            return;
-        };
-        let Some(ts) = thread.progress_ts.clone() else {
-            return;
+        let shown = match self.callback_of(message_id) {
+            Some(CallbackContext::Slack(thread)) => match thread.progress_ts.clone() {
+                Some(ts) => Shown::Slack(thread, ts),
+                None => return,
+            },
+            Some(CallbackContext::Linear(s)) if s.tool_progress => Shown::Linear(s),
+            _ => return,
         };
         let tool = event
             .data
             .get("tool")
             .and_then(|t| t.as_str())
-            .map(str::to_owned);
-        if self.slack_updates.ended.borrow().contains(message_id) {
+            .unwrap_or("tool")
+            .to_owned();
+        let args = event
+            .data
+            .get("args")
+            .cloned()
+            .unwrap_or(serde_json::Value::Null);
+        if self.progress_updates.ended.borrow().contains(message_id) {
             return;
         }
         let session = self.engine().session_id().unwrap_or_default();
         let url = self.session_url(&session);
         let env = self.env.clone();
-        let updates = Rc::clone(&self.slack_updates);
+        let updates = Rc::clone(&self.progress_updates);
         let message_id = message_id.to_owned();
         self.state.wait_until(async move {
             // The final message may have been scheduled meanwhile.
@@ -80,13 +97,17 @@ impl SessionDO {
                 return;
             }
             updates.in_flight.set(updates.in_flight.get() + 1);
-            let elapsed = (now - thread.started_at) / 1000;
-            let said =
-                slack_thread::progress(&env, &thread, &ts, tool.as_deref(), elapsed, &url).await;
+            let said = match &shown {
+                Shown::Slack(thread, ts) => {
+                    let elapsed = (now - thread.started_at) / 1000;
+                    slack_thread::progress(&env, thread, ts, Some(&tool), elapsed, &url).await
+                }
+                Shown::Linear(s) => inspect_linear::panel::progress(&env, s, &tool, &args).await,
+            };
             updates.in_flight.set(updates.in_flight.get() - 1);
             if let Err(e) = said {
                 inspect_runtime::log::emit(
-                    LogLine::warn("callback", "slack_progress_failed")
+                    LogLine::warn("callback", "progress_failed")
                         .session(&session)
                         .detail(e.message),
                 );
