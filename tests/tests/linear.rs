@@ -211,15 +211,17 @@ async fn an_issue_is_worked_followed_asked_about_and_stopped_from_linear() {
         "no token in an answer"
     );
 
-    // ENG's issues go to the demo repository, and issues move when work starts.
-    let saved = send(
-        Method::PUT,
-        &stack.url("/integrations/linear/settings"),
-        Some(json!({"teamMappings": [{"team": "ENG", "target": "local/demo"}], "moveIssueOnStart": true})),
-    )
-    .await
-    .unwrap();
-    assert_eq!(saved.status, 200, "{}", saved.body);
+    // From Settings › Linear: ENG's issues go to the demo repository, and issues move when
+    // work starts.
+    inspect_tests::browser::run_script(
+        "linear-settings.mjs",
+        &stack.base_url,
+        &inspect_tests::browser::artifacts("linear"),
+        &[],
+    );
+    let saved = get(&stack.url("/integrations/linear")).await.unwrap();
+    assert_eq!(saved.body["settings"]["teamMappings"][0]["target"], "local/demo", "{}", saved.body);
+    assert_eq!(saved.body["settings"]["moveIssueOnStart"], true);
     let bad = send(
         Method::PUT,
         &stack.url("/integrations/linear/settings"),

@@ -52,5 +52,10 @@ export type {
   SessionStatus,
   SessionSummary,
   SlackSettings,
+  LinearSettings,
+  LinearStatus,
+  LinearInstallStart,
+  TeamMapping,
+  ProjectMapping,
   TimelineEvent,
 } from "./wire";

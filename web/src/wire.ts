@@ -422,6 +422,52 @@ target: string,
  */
 startedAt: number, };
 
+export type TeamMapping = { team: string, label?: string, 
+/**
+ * `owner/name` or `env:<id>`.
+ */
+target: string, };
+
+export type ProjectMapping = { project: string, target: string, };
+
+export type LinearSettings = { teamMappings: Array<TeamMapping>, projectMappings: Array<ProjectMapping>, 
+/**
+ * Move an issue to its team's first `started` state when the agent starts on it.
+ */
+moveIssueOnStart: boolean, 
+/**
+ * Show each tool the agent runs in the agent panel (ephemeral `action` activities).
+ */
+toolProgress: boolean, };
+
+export type LinearInstallation = { organizationId: string, organizationName: string, 
+/**
+ * The app's own user in that workspace (the agent people assign and mention).
+ */
+appUserId: string, installedAt: number, installedBy?: string, };
+
+export type LinearStatus = { 
+/**
+ * `LINEAR_CLIENT_ID`, `LINEAR_CLIENT_SECRET` and `LINEAR_WEBHOOK_SECRET` are set.
+ */
+configured: boolean, installations: Array<LinearInstallation>, settings: LinearSettings, };
+
+export type LinearInstallStart = { url: string, };
+
+export type LinearAgentSession = { agentSessionId: string, organizationId: string, issueId: string, 
+/**
+ * `ENG-123`.
+ */
+issueIdentifier: string, issueUrl: string, 
+/**
+ * What the session works on, as shown (`owner/name` or an environment's name).
+ */
+target: string, 
+/**
+ * Each tool the agent runs becomes an ephemeral `action` activity.
+ */
+toolProgress: boolean, };
+
 export type BootMode = "fresh" | "snapshot_restore" | "prebuilt" | "build" | "resume";
 
 export type WorkspaceRepository = { owner: string, name: string, 
@@ -594,7 +640,7 @@ reviewCommentId?: number | null,
 /**
  * The bot was asked to review: the outcome is a review, not a comment.
  */
-review?: boolean, } | { "source": "slack" } & SlackThread | { "source": "automation" } & AutomationOrigin;
+review?: boolean, } | { "source": "slack" } & SlackThread | { "source": "automation" } & AutomationOrigin | { "source": "linear" } & LinearAgentSession;
 
 export type PullRequestResult = { repoOwner: string, repoName: string, headBranch: string, baseBranch?: string | null, prNumber?: number | null, prUrl?: string | null, 
 /**

@@ -19,6 +19,7 @@ import { ErrorNote, ago } from "./bits";
 import { ModelPicker, useModels } from "./ModelPicker";
 import { Skills } from "./Skills";
 import { McpServers } from "./McpServers";
+import { Linear } from "./Linear";
 
 function Secrets({ repos, environments }: { repos: Repository[]; environments: Environment[] }) {
   const [scope, setScope] = useState("");
@@ -862,6 +863,7 @@ export function Settings({ me }: { me: Me }) {
       <RepositorySettings repos={repos} />
       <Images repos={repos} environments={environments} />
       <Slack repos={repos} environments={environments} />
+      <Linear repos={repos} environments={environments} />
       {me.via === "local" && <LocalRepos repos={repos.filter((r) => r.kind === "local")} reload={reload} />}
       <Tokens />
     </section>
