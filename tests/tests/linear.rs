@@ -220,7 +220,11 @@ async fn an_issue_is_worked_followed_asked_about_and_stopped_from_linear() {
         &[],
     );
     let saved = get(&stack.url("/integrations/linear")).await.unwrap();
-    assert_eq!(saved.body["settings"]["teamMappings"][0]["target"], "local/demo", "{}", saved.body);
+    assert_eq!(
+        saved.body["settings"]["teamMappings"][0]["target"], "local/demo",
+        "{}",
+        saved.body
+    );
     assert_eq!(saved.body["settings"]["moveIssueOnStart"], true);
     let bad = send(
         Method::PUT,

@@ -210,23 +210,25 @@ mod tests {
 
     #[test]
     fn project_then_labelled_team_then_team_then_comment() {
-        let mut s = LinearSettings::default();
-        s.team_mappings = vec![
-            TeamMapping {
-                team: "eng".into(),
-                label: None,
-                target: "acme/api".into(),
-            },
-            TeamMapping {
-                team: "ENG".into(),
-                label: Some("Frontend".into()),
-                target: "acme/web".into(),
-            },
-        ];
-        s.project_mappings = vec![ProjectMapping {
-            project: "Storefront".into(),
-            target: "env:e1".into(),
-        }];
+        let mut s = LinearSettings {
+            team_mappings: vec![
+                TeamMapping {
+                    team: "eng".into(),
+                    label: None,
+                    target: "acme/api".into(),
+                },
+                TeamMapping {
+                    team: "ENG".into(),
+                    label: Some("Frontend".into()),
+                    target: "acme/web".into(),
+                },
+            ],
+            project_mappings: vec![ProjectMapping {
+                project: "Storefront".into(),
+                target: "env:e1".into(),
+            }],
+            ..LinearSettings::default()
+        };
         let c = catalog();
         let target = |r: Routed| match r {
             Routed::Chosen { target, .. } => target,
