@@ -9,6 +9,7 @@
 //! `worker/src/automations.rs`.
 
 pub mod conditions;
+pub mod linear;
 pub mod rules;
 pub mod schedule;
 pub mod sentry;

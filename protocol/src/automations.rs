@@ -56,6 +56,9 @@ pub enum TriggerType {
     Sentry,
     /// A message in a watched Slack channel (when the deployment enables them).
     SlackChannel,
+    /// A Linear issue created, or moved to a state, in the workspace the Linear app is
+    /// installed in (its agent session webhook also carries issue events).
+    LinearIssue,
 }
 
 impl TriggerType {
@@ -65,6 +68,7 @@ impl TriggerType {
             TriggerType::Webhook => "webhook",
             TriggerType::Sentry => "sentry",
             TriggerType::SlackChannel => "slack_channel",
+            TriggerType::LinearIssue => "linear_issue",
         }
     }
 }
@@ -122,6 +126,52 @@ pub struct SlackTrigger {
     pub users_allowed: Vec<String>,
     #[serde(default)]
     pub users_denied: Vec<String>,
+}
+
+/// Which Linear issue events start runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "snake_case")]
+pub enum LinearIssueEvent {
+    /// An issue is created (with the label, when one is named).
+    Created,
+    /// An issue moves into the state named (and carries the label, when one is named).
+    MovedToState,
+}
+
+/// A Linear trigger: issues of `team` (its key; any team when absent) that carry `label`
+/// (any when absent), created or moved into `state` (a workflow state's name).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LinearTrigger {
+    pub event: LinearIssueEvent,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub team: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub label: Option<String>,
+    /// The state moved into (`moved_to_state` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub state: Option<String>,
+}
+
+/// A Linear issue event as the Linear bot hands it to the automations (not on the wire:
+/// between the bot and the Worker).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinearIssueChange {
+    pub event: LinearIssueEvent,
+    pub issue_id: String,
+    pub identifier: String,
+    pub title: String,
+    pub description: String,
+    pub url: String,
+    pub team: String,
+    pub labels: Vec<String>,
+    /// The state's name now.
+    pub state: String,
 }
 
 /// When a schedule fires: `cron` (minute hour day-of-month month day-of-week) read in
@@ -194,6 +244,10 @@ pub struct AutomationRequest {
     /// Slack channel triggers only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slack: Option<SlackTrigger>,
+    /// Linear issue triggers only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub linear: Option<LinearTrigger>,
 }
 
 /// An automation's state, as the list shows it.
@@ -260,6 +314,7 @@ pub enum RunTrigger {
     Webhook,
     Sentry,
     Slack,
+    Linear,
 }
 
 impl RunTrigger {
@@ -270,6 +325,7 @@ impl RunTrigger {
             RunTrigger::Webhook => "webhook",
             RunTrigger::Sentry => "sentry",
             RunTrigger::Slack => "slack",
+            RunTrigger::Linear => "linear",
         }
     }
 
@@ -280,6 +336,7 @@ impl RunTrigger {
             "webhook" => Some(RunTrigger::Webhook),
             "sentry" => Some(RunTrigger::Sentry),
             "slack" => Some(RunTrigger::Slack),
+            "linear" => Some(RunTrigger::Linear),
             _ => None,
         }
     }

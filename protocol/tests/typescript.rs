@@ -105,6 +105,8 @@ fn wire_ts_is_generated_from_the_protocol() {
         decl::<inspect_protocol::slack::ChannelAssociation>(&cfg),
         decl::<inspect_protocol::slack::SlackSettings>(&cfg),
         decl::<inspect_protocol::slack::SlackThread>(&cfg),
+        decl::<inspect_protocol::automations::LinearIssueEvent>(&cfg),
+        decl::<inspect_protocol::automations::LinearTrigger>(&cfg),
         decl::<inspect_protocol::linear::TeamMapping>(&cfg),
         decl::<inspect_protocol::linear::ProjectMapping>(&cfg),
         decl::<inspect_protocol::linear::LinearSettings>(&cfg),

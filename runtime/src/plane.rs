@@ -87,6 +87,13 @@ pub trait ControlPlane {
         change: &inspect_protocol::scm::PullRequestChange,
     ) -> Result<usize, ApiError>;
 
+    /// A Linear issue was created or moved: every Linear trigger that takes it starts a run
+    /// (once per issue and event). How many runs started.
+    async fn linear_issue_changed(
+        &self,
+        change: &inspect_protocol::automations::LinearIssueChange,
+    ) -> Result<usize, ApiError>;
+
     /// Whether the Slack channel trigger of `automation` admits `user` (its allow and deny
     /// lists) to go on in a thread it started; no longer when it is deleted.
     async fn channel_user_admitted(&self, automation: &str, user: &str) -> Result<bool, ApiError>;

@@ -94,6 +94,8 @@ async fn an_issue_is_worked_followed_asked_about_and_stopped_from_linear() {
         Reply::text("Also checked the footer."),
         // OPS-2, once the person picked where.
         Reply::text("Worked in the other repository."),
+        // The automation's run for ENG-5.
+        Reply::text("Triaged ENG-5."),
         // ENG-1's long turn, stopped while its tool runs.
         Reply::tool(
             "bash",
@@ -137,6 +139,16 @@ async fn an_issue_is_worked_followed_asked_about_and_stopped_from_linear() {
         "team-ops",
         "st-todo",
         &[],
+        &[],
+    );
+    linear.add_issue(
+        "issue-5",
+        "ENG-5",
+        "Flaky checkout test",
+        "Fails one run in ten.",
+        "team-eng",
+        "st-todo",
+        &["agent-triage"],
         &[],
     );
     let mut options = StackOptions::local();
@@ -271,8 +283,10 @@ async fn an_issue_is_worked_followed_asked_about_and_stopped_from_linear() {
     let mut elsewhere = created.clone();
     elsewhere["organizationId"] = json!("org-other");
     assert!(deliver(&stack, &elsewhere, "d-elsewhere").await["ignored"].is_string());
-    let issue_event = json!({"type": "Issue", "action": "create", "data": {"id": "x"}, "webhookTimestamp": created["webhookTimestamp"]});
-    assert!(deliver(&stack, &issue_event, "d-issue").await["ignored"].is_string());
+    let comment = json!({"type": "Comment", "action": "create", "data": {"id": "x"}, "organizationId": ORGANIZATION, "webhookTimestamp": created["webhookTimestamp"]});
+    assert!(deliver(&stack, &comment, "d-comment").await["ignored"].is_string());
+    let foreign_issue = json!({"type": "Issue", "action": "create", "data": {"id": "x"}, "organizationId": "org-other", "webhookTimestamp": created["webhookTimestamp"]});
+    assert!(deliver(&stack, &foreign_issue, "d-foreign-issue").await["ignored"].is_string());
 
     // The assignment: answered at once, one session whatever Linear redelivers.
     let sent_at = linear.elapsed_ms();
@@ -430,8 +444,82 @@ async fn an_issue_is_worked_followed_asked_about_and_stopped_from_linear() {
         .await
         .unwrap();
     assert_eq!(picked.body["repoName"], "other", "{}", picked.body);
-    // A second answer to the same question starts nothing.
-    deliver(&stack, &reply, "d-4-again").await;
+    // Linear redelivering the answer (the same delivery id) starts nothing more.
+    assert_eq!(deliver(&stack, &reply, "d-4").await["duplicate"], true);
+
+    // An automation on Linear issues: one labelled for it, created, starts one run (its
+    // redelivery none); a move into a state no trigger watches starts nothing.
+    let made = send(
+        Method::POST,
+        &stack.url("/automations"),
+        Some(
+            json!({"name": "Triage labelled issues", "triggerType": "linear_issue",
+                    "repositories": [{"owner": "local", "name": "demo"}],
+                    "instructions": "Triage the issue: find the cause and say it.",
+                    "linear": {"event": "created", "team": "ENG", "label": "agent-triage"}}),
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(made.status, 201, "{}", made.body);
+    let automation = made.body["automation"]["id"].as_str().unwrap().to_owned();
+    let refused = send(
+        Method::POST,
+        &stack.url("/automations"),
+        Some(
+            json!({"name": "No state", "triggerType": "linear_issue", "instructions": "x",
+                    "linear": {"event": "moved_to_state"}}),
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(refused.status, 400, "{}", refused.body);
+    let created_issue = linear.issue_event("create", "issue-5", None);
+    assert_eq!(
+        deliver(&stack, &created_issue, "d-issue-5").await["ok"],
+        true
+    );
+    assert_eq!(
+        deliver(&stack, &created_issue, "d-issue-5-again").await["ok"],
+        true
+    );
+    linear.set_state("issue-5", "st-review");
+    let moved = linear.issue_event("update", "issue-5", Some(json!({"stateId": "st-todo"})));
+    deliver(&stack, &moved, "d-issue-5-moved").await;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let runs = loop {
+        let runs = get(&stack.url(&format!("/automations/{automation}/runs")))
+            .await
+            .unwrap();
+        let list = runs.body["runs"].as_array().cloned().unwrap_or_default();
+        if list.iter().any(|r| r["status"] == "completed") {
+            break list;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the automation's run: {} (model replies left {}, asked {} times; the last: {}; sandboxes: {})",
+            runs.body,
+            model.remaining(),
+            model.requests().len(),
+            model
+                .requests()
+                .last()
+                .map(|r| r.to_string().chars().take(2000).collect::<String>())
+                .unwrap_or_default(),
+            host.sandbox_logs().chars().rev().take(4000).collect::<String>().chars().rev().collect::<String>()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let started: Vec<&Value> = runs.iter().filter(|r| r["status"] != "skipped").collect();
+    assert_eq!(started.len(), 1, "one run for the issue: {runs:?}");
+    assert_eq!(started[0]["trigger"], "linear", "{}", started[0]);
+    let automation_prompt = model
+        .requests()
+        .iter()
+        .map(|r| r.to_string())
+        .find(|r| r.contains("LINEAR ISSUE"))
+        .expect("the run's prompt shows the issue");
+    assert!(automation_prompt.contains("Flaky checkout test"));
 
     // The stop signal stops a running turn, and the agent session hears so.
     let long = linear.event(

@@ -17,6 +17,8 @@ export type {
   SchedulePreview,
   SentryResource,
   SlackTrigger,
+  LinearTrigger,
+  LinearIssueEvent,
   TextMatch,
   TriggerType,
   ApiTokenSummary,

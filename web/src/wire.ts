@@ -35,7 +35,7 @@ export type EnvironmentList = { environments: Array<Environment>, };
 
 export type ScmCredentials = { username: string, password: string, expiresAtEpochMs: number, };
 
-export type TriggerType = "schedule" | "webhook" | "sentry" | "slack_channel";
+export type TriggerType = "schedule" | "webhook" | "sentry" | "slack_channel" | "linear_issue";
 
 export type Schedule = { cron: string, timezone: string, };
 
@@ -208,7 +208,11 @@ sentry?: SentrySettings | null,
 /**
  * Slack channel triggers only.
  */
-slack?: SlackTrigger | null, };
+slack?: SlackTrigger | null, 
+/**
+ * Linear issue triggers only.
+ */
+linear?: LinearTrigger, };
 
 export type AutomationStatus = "enabled" | "degraded" | "paused";
 
@@ -234,7 +238,7 @@ export type AutomationCreated = { automation: Automation, webhookKey?: string | 
 
 export type AutomationList = { automations: Array<Automation>, };
 
-export type RunTrigger = "schedule" | "manual" | "webhook" | "sentry" | "slack";
+export type RunTrigger = "schedule" | "manual" | "webhook" | "sentry" | "slack" | "linear";
 
 export type RunStatus = "starting" | "running" | "completed" | "failed" | "partial_failure" | "skipped";
 
@@ -421,6 +425,14 @@ target: string,
  * When the prompt was taken (ms), for the elapsed time shown.
  */
 startedAt: number, };
+
+export type LinearIssueEvent = "created" | "moved_to_state";
+
+export type LinearTrigger = { event: LinearIssueEvent, team?: string, label?: string, 
+/**
+ * The state moved into (`moved_to_state` only).
+ */
+state?: string, };
 
 export type TeamMapping = { team: string, label?: string, 
 /**

@@ -92,7 +92,10 @@ pub async fn create(
     let id = format!("auto_{}", hex::encode(db::random::<12>()?));
     let key = match settings.trigger_type {
         TriggerType::Webhook => Some(new_key()?),
-        TriggerType::Schedule | TriggerType::Sentry | TriggerType::SlackChannel => None,
+        TriggerType::Schedule
+        | TriggerType::Sentry
+        | TriggerType::SlackChannel
+        | TriggerType::LinearIssue => None,
     };
     let next = parsed.and_then(|p| p.next_after(now));
     let new = store::NewAutomation {
@@ -575,6 +578,44 @@ pub async fn slack_message(
             session_id,
             target,
         }))
+}
+
+/// A Linear issue created or moved (from the Linear bot's signed webhook): each Linear
+/// trigger that takes it starts a run, once per issue and event whatever Linear
+/// redelivers. How many runs started.
+pub async fn linear_issue(
+    env: &Env,
+    change: &inspect_protocol::automations::LinearIssueChange,
+    now: i64,
+) -> ApiResult<usize> {
+    let watching = store::of_trigger(env, TriggerType::LinearIssue).await?;
+    let shown = inspect_automations::linear::shown(change);
+    let key = inspect_automations::linear::key(change);
+    let mut started = 0;
+    for automation in watching.into_iter().filter(|a| {
+        a.automation
+            .settings
+            .linear
+            .as_ref()
+            .is_some_and(|t| inspect_automations::linear::takes(t, change))
+    }) {
+        let firing = Firing::Linear {
+            received_ms: now,
+            shown: &shown,
+        };
+        let (accepted, _) = fire_event(
+            env,
+            &automation,
+            RunTrigger::Linear,
+            Some(key.clone()),
+            &shown,
+            &firing,
+            now,
+        )
+        .await?;
+        started += accepted.triggered as usize;
+    }
+    Ok(started)
 }
 
 /// Whether a Slack channel automation (not deleted) admits `user` to its threads.

@@ -120,6 +120,13 @@ impl ControlPlane for Plane {
         crate::pull_requests::changed(&self.env, change).await
     }
 
+    async fn linear_issue_changed(
+        &self,
+        change: &inspect_protocol::automations::LinearIssueChange,
+    ) -> Result<usize, ApiError> {
+        crate::automations::linear_issue(&self.env, change, crate::http::now_ms() as i64).await
+    }
+
     async fn channel_user_admitted(&self, automation: &str, user: &str) -> Result<bool, ApiError> {
         crate::automations::slack_user_admitted(&self.env, automation, user).await
     }

@@ -105,24 +105,31 @@ pub async fn webhook(
         emit(log("refused", &e).with("linearDelivery", delivery.as_str()));
         ApiError::bad_request(e)
     })?;
-    let event = match &decision {
+    let (organization, app_user) = match &decision {
         Decision::Ignore(why) => {
             emit(log("ignored", why).with("linearDelivery", delivery.as_str()));
             return answer(200, json!({"ok": true, "ignored": why}));
         }
-        Decision::Created(e) | Decision::Stop(e) | Decision::Prompted { event: e, .. } => e,
+        Decision::Created(e) | Decision::Stop(e) | Decision::Prompted { event: e, .. } => {
+            (e.organization_id.clone(), Some(e.app_user_id.clone()))
+        }
+        Decision::Issue {
+            organization_id, ..
+        } => (organization_id.clone(), None),
     };
     // Only a workspace the app was installed in, and only for its own app user.
-    let why_not = match api::app_user(env, &event.organization_id).await? {
+    let why_not = match api::app_user(env, &organization).await? {
         None => Some("a workspace the app is not installed in"),
-        Some(app) if app != event.app_user_id => Some("another app user than the installed one"),
+        Some(app) if app_user.as_deref().is_some_and(|a| a != app) => {
+            Some("another app user than the installed one")
+        }
         Some(_) => None,
     };
     if let Some(why) = why_not {
         emit(
             log("ignored", why)
                 .with("linearDelivery", delivery.as_str())
-                .with("organization", event.organization_id.as_str()),
+                .with("organization", organization.as_str()),
         );
         return answer(200, json!({"ok": true, "ignored": why}));
     }
@@ -152,6 +159,10 @@ pub async fn webhook(
                 prompted(&plane, &env2, &origin, &event, &text).await
             }
             Decision::Stop(e) => stop(&plane, &env2, &origin, &e).await,
+            Decision::Issue { change, .. } => plane
+                .linear_issue_changed(&change)
+                .await
+                .map(|n| format!("{n} automation run(s) started")),
             Decision::Ignore(_) => Ok("nothing".into()),
         };
         let (line, detail) = match &outcome {

@@ -3,7 +3,9 @@
 //! agent session: a follow-up, an answer to the agent's question, or the stop signal),
 //! and the session's end from Linear's side. Everything else is ignored with its reason.
 
+use inspect_protocol::automations::{LinearIssueChange, LinearIssueEvent};
 use serde::Deserialize;
+use serde_json::Value;
 
 /// The fields of an `AgentSessionEvent` the bot reads (Linear's
 /// `AgentSessionEventWebhookPayload`; unknown fields are Linear's to add).
@@ -106,6 +108,11 @@ pub enum Decision {
     },
     /// The person asked the agent to stop (the stop signal), or Linear ended the session.
     Stop(Box<AgentSessionEvent>),
+    /// An issue was created or moved into another state (for the automations).
+    Issue {
+        organization_id: String,
+        change: Box<LinearIssueChange>,
+    },
     Ignore(&'static str),
 }
 
@@ -141,7 +148,8 @@ pub fn decide(body: &[u8]) -> Result<Decision, String> {
         inspect_protocol::json::from_slice(body).map_err(|e| format!("not JSON: {e}"))?;
     match value["type"].as_str() {
         Some("AgentSessionEvent") => {}
-        Some(_) => return Ok(Decision::Ignore("not an agent session event")),
+        Some("Issue") => return issue_change(&value),
+        Some(_) => return Ok(Decision::Ignore("not an agent session or issue event")),
         None => return Err("the delivery has no type".into()),
     }
     let event: AgentSessionEvent =
@@ -177,6 +185,63 @@ pub fn decide(body: &[u8]) -> Result<Decision, String> {
         }
         "stopped" | "cancelled" | "canceled" => Decision::Stop(Box::new(event)),
         _ => Decision::Ignore("an agent session action the bot does not act on"),
+    })
+}
+
+/// An `Issue` data-change event: `create`, or an `update` whose `updatedFrom` has another
+/// `stateId` (a move); other updates and removals are ignored.
+fn issue_change(v: &Value) -> Result<Decision, String> {
+    let organization_id = v["organizationId"]
+        .as_str()
+        .filter(|o| !o.is_empty())
+        .ok_or("the issue event has no organizationId")?
+        .to_owned();
+    let data = &v["data"];
+    let text = |x: &Value| x.as_str().unwrap_or_default().to_owned();
+    let issue_id = text(&data["id"]);
+    if issue_id.is_empty() {
+        return Err("the issue event has no issue id".into());
+    }
+    let event = match v["action"].as_str() {
+        Some("create") => LinearIssueEvent::Created,
+        Some("update") => {
+            let before = v["updatedFrom"]["stateId"].as_str();
+            let now = data["stateId"].as_str().or(data["state"]["id"].as_str());
+            match before {
+                Some(b) if Some(b) != now => LinearIssueEvent::MovedToState,
+                _ => return Ok(Decision::Ignore("an issue update that is not a move")),
+            }
+        }
+        _ => {
+            return Ok(Decision::Ignore(
+                "an issue action the automations do not take",
+            ))
+        }
+    };
+    let labels = data["labels"]
+        .as_array()
+        .map(|l| {
+            l.iter()
+                .filter_map(|x| x["name"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(Decision::Issue {
+        organization_id,
+        change: Box::new(LinearIssueChange {
+            event,
+            issue_id,
+            identifier: text(&data["identifier"]),
+            title: text(&data["title"]),
+            description: text(&data["description"]),
+            url: v["url"]
+                .as_str()
+                .map(str::to_owned)
+                .unwrap_or_else(|| text(&data["url"])),
+            team: text(&data["team"]["key"]),
+            labels,
+            state: text(&data["state"]["name"]),
+        }),
     })
 }
 
@@ -235,10 +300,58 @@ mod tests {
     }
 
     #[test]
+    fn issues_created_and_moved_are_for_the_automations() {
+        let issue = |action: &str, from: Option<&str>| {
+            let mut v = json!({"type": "Issue", "action": action, "organizationId": "org1",
+                "url": "https://linear.app/acme/issue/ENG-3",
+                "data": {"id": "i3", "identifier": "ENG-3", "title": "T", "stateId": "s2",
+                         "state": {"id": "s2", "name": "Ready", "type": "unstarted"},
+                         "team": {"id": "t", "key": "ENG"}, "labels": [{"id": "l", "name": "agent"}]}});
+            if let Some(f) = from {
+                v["updatedFrom"] = json!({"stateId": f});
+            }
+            v.to_string()
+        };
+        match decide(issue("create", None).as_bytes()).unwrap() {
+            Decision::Issue {
+                organization_id,
+                change,
+            } => {
+                assert_eq!(organization_id, "org1");
+                assert_eq!(change.event, LinearIssueEvent::Created);
+                assert_eq!(change.labels, vec!["agent".to_string()]);
+                assert_eq!(
+                    (change.team.as_str(), change.state.as_str()),
+                    ("ENG", "Ready")
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            matches!(decide(issue("update", Some("s1")).as_bytes()).unwrap(),
+            Decision::Issue { change, .. } if change.event == LinearIssueEvent::MovedToState)
+        );
+        assert!(matches!(
+            decide(issue("update", Some("s2")).as_bytes()).unwrap(),
+            Decision::Ignore(_)
+        ));
+        assert!(matches!(
+            decide(issue("update", None).as_bytes()).unwrap(),
+            Decision::Ignore(_)
+        ));
+        assert!(matches!(
+            decide(issue("remove", None).as_bytes()).unwrap(),
+            Decision::Ignore(_)
+        ));
+    }
+
+    #[test]
     fn other_types_are_ignored_and_malformed_events_refused() {
         let issue = json!({"type": "Issue", "action": "create", "data": {}}).to_string();
+        assert!(decide(issue.as_bytes()).is_err());
+        let comment = json!({"type": "Comment", "action": "create", "data": {}}).to_string();
         assert!(matches!(
-            decide(issue.as_bytes()).unwrap(),
+            decide(comment.as_bytes()).unwrap(),
             Decision::Ignore(_)
         ));
         assert!(decide(b"not json").is_err());

@@ -332,6 +332,43 @@ impl FakeLinear {
         e
     }
 
+    /// An `Issue` data-change event as Linear sends it (`create`, or `update` with
+    /// `updatedFrom`), from the issue as the fake keeps it.
+    pub fn issue_event(&self, action: &str, issue: &str, updated_from: Option<Value>) -> Value {
+        let view = self.with(|w| issue_view(w, issue)).unwrap_or(Value::Null);
+        let mut data = json!({
+            "id": view["id"], "identifier": view["identifier"], "title": view["title"],
+            "description": view["description"], "priority": view["priority"],
+            "teamId": view["team"]["id"], "team": view["team"],
+            "stateId": view["state"]["id"], "state": {"id": view["state"]["id"], "name": view["state"]["name"], "type": view["state"]["type"], "color": "#e2e2e2"},
+            "labelIds": view["labels"]["nodes"].as_array().map(|l| l.iter().map(|x| x["id"].clone()).collect::<Vec<_>>()),
+            "labels": view["labels"]["nodes"],
+            "createdAt": "2026-12-04T12:00:00.000Z", "updatedAt": "2026-12-04T12:00:00.000Z",
+        });
+        if data["labels"].is_null() {
+            data["labels"] = json!([]);
+        }
+        let mut e = json!({
+            "action": action, "type": "Issue", "data": data, "url": view["url"],
+            "createdAt": "2026-12-04T12:00:00.000Z", "organizationId": ORGANIZATION,
+            "webhookTimestamp": now_ms(), "webhookId": "webhook-1",
+            "actor": {"id": "user-ann", "type": "user", "name": "Ann"},
+        });
+        if let Some(from) = updated_from {
+            e["updatedFrom"] = from;
+        }
+        e
+    }
+
+    /// Moves an issue into another state (what a person does in Linear).
+    pub fn set_state(&self, issue: &str, state: &str) {
+        self.with(|w| {
+            if let Some(i) = w.issues.get_mut(issue) {
+                i["state"] = json!(state);
+            }
+        });
+    }
+
     pub fn activities(&self, agent_session: &str) -> Vec<Activity> {
         self.with(|w| {
             w.activities

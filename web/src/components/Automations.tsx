@@ -6,6 +6,8 @@ import type {
   AutomationRequest,
   Comparison,
   Filter,
+  LinearIssueEvent,
+  LinearTrigger,
   Repository,
   Run,
   RunStatus,
@@ -18,7 +20,7 @@ import type {
 import { ErrorNote, ago, duration } from "./bits";
 
 // Automations: sessions that start themselves on a schedule, from an inbound webhook, a
-// Sentry alert or a message in a watched Slack channel.
+// Sentry alert, a message in a watched Slack channel, or a Linear issue created or moved.
 // The list with status badges, a form whose fields follow the trigger type (schedule
 // presets with a live "next run" preview), and one automation's page: trigger now,
 // pause/resume, edit, delete, and its run history with each repository's session.
@@ -44,6 +46,11 @@ function triggerLabel(a: Automation): string {
   if (s.triggerType === "schedule") return `Schedule (${s.schedule?.cron})`;
   if (s.triggerType === "sentry") return s.sentry?.resource === "issue" ? "Sentry: new issue" : "Sentry: alert rule";
   if (s.triggerType === "slack_channel") return `Slack: ${(s.slack?.channels ?? []).join(", ")}`;
+  if (s.triggerType === "linear_issue") {
+    const t = s.linear;
+    const what = t?.event === "moved_to_state" ? `moved to ${t.state}` : "created";
+    return `Linear: an issue ${what}${t?.team ? ` in ${t.team}` : ""}${t?.label ? ` labelled ${t.label}` : ""}`;
+  }
   return "Inbound webhook";
 }
 
@@ -292,6 +299,31 @@ function SlackFields({ slack, onChange }: { slack: SlackTrigger; onChange: (s: S
   );
 }
 
+const BLANK_LINEAR: LinearTrigger = { event: "created" };
+
+/** A Linear trigger: the event, and optionally the team, the label and (for a move) the state. */
+function LinearFields({ linear, onChange }: { linear: LinearTrigger; onChange: (t: LinearTrigger) => void }) {
+  return (
+    <fieldset>
+      <legend>Linear issue (the Linear app must be installed: Settings › Linear)</legend>
+      <select
+        aria-label="Linear event"
+        value={linear.event}
+        onChange={(e) => onChange({ ...linear, event: e.currentTarget.value as LinearIssueEvent })}
+      >
+        <option value="created">An issue is created</option>
+        <option value="moved_to_state">An issue moves into a state</option>
+      </select>
+      <input aria-label="Linear team" placeholder="team key (any team)" value={linear.team ?? ""} onInput={(e) => onChange({ ...linear, team: e.currentTarget.value })} />
+      <input aria-label="Linear label" placeholder="label (any)" value={linear.label ?? ""} onInput={(e) => onChange({ ...linear, label: e.currentTarget.value })} />
+      {linear.event === "moved_to_state" && (
+        <input aria-label="Linear state" placeholder="state name (In Progress)" value={linear.state ?? ""} onInput={(e) => onChange({ ...linear, state: e.currentTarget.value })} required />
+      )}
+      <p class="muted small">Conditions can look at $.identifier, $.title, $.team, $.labels and $.state.</p>
+    </fieldset>
+  );
+}
+
 const BLANK: AutomationRequest = {
   name: "",
   triggerType: "schedule",
@@ -337,6 +369,15 @@ function AutomationForm({
       schedule: form.triggerType === "schedule" ? form.schedule : undefined,
       sentry: form.triggerType === "sentry" && form.sentry ? { resource: form.sentry.resource, clientSecret: form.sentry.clientSecret || undefined } : undefined,
       slack: form.triggerType === "slack_channel" ? form.slack ?? BLANK_SLACK : undefined,
+      linear:
+        form.triggerType === "linear_issue" && form.linear
+          ? {
+              event: form.linear.event,
+              team: form.linear.team || undefined,
+              label: form.linear.label || undefined,
+              state: form.linear.event === "moved_to_state" ? form.linear.state || undefined : undefined,
+            }
+          : undefined,
       conditions: form.triggerType === "schedule" || form.triggerType === "slack_channel" ? [] : form.conditions,
     };
     try {
@@ -366,6 +407,7 @@ function AutomationForm({
               schedule: t === "schedule" ? form.schedule ?? BLANK.schedule : undefined,
               sentry: t === "sentry" ? form.sentry ?? { resource: "event_alert" } : undefined,
               slack: t === "slack_channel" ? form.slack ?? BLANK_SLACK : undefined,
+              linear: t === "linear_issue" ? form.linear ?? BLANK_LINEAR : undefined,
             });
           }}
         >
@@ -373,6 +415,7 @@ function AutomationForm({
           <option value="webhook">Inbound webhook</option>
           <option value="sentry">Sentry alert</option>
           <option value="slack_channel">Slack channel message</option>
+          <option value="linear_issue">Linear issue</option>
         </select>
       </label>
       <input aria-label="Automation name" placeholder="Nightly dependency update" maxLength={200} value={form.name} onInput={(e) => setForm({ ...form, name: e.currentTarget.value })} required />
@@ -433,6 +476,9 @@ function AutomationForm({
       )}
       {form.triggerType === "slack_channel" && form.slack && (
         <SlackFields slack={form.slack} onChange={(slack) => setForm((f) => ({ ...f, slack }))} />
+      )}
+      {form.triggerType === "linear_issue" && form.linear && (
+        <LinearFields linear={form.linear} onChange={(linear) => setForm((f) => ({ ...f, linear }))} />
       )}
       {form.triggerType !== "schedule" && form.triggerType !== "slack_channel" && (
         <Conditions filters={form.conditions} onChange={(conditions) => setForm({ ...form, conditions })} />
