@@ -73,6 +73,9 @@ pub struct SpawnRequest {
     /// resolves them from its environment).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mcp_servers: Vec<crate::mcp::SessionMcpServer>,
+    /// The coding agent to run.
+    #[serde(default)]
+    pub agent: crate::session::AgentKind,
     /// Start from this snapshot (with `bootMode: snapshot_restore`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restore_from: Option<String>,

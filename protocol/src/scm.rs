@@ -114,6 +114,9 @@ pub struct RepoSettings {
     /// The model sessions on this repository use when none is named.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_model: Option<String>,
+    /// The coding agent of sessions on this repository that name none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_agent: Option<crate::session::AgentKind>,
     /// Pull requests are always opened as drafts.
     #[serde(default)]
     pub always_draft: bool,

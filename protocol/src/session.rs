@@ -88,6 +88,10 @@ pub struct CreateSessionRequest {
     pub mcp_servers: Option<Vec<crate::mcp::SessionMcpServer>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<SandboxSettings>,
+    /// The coding agent (OpenCode unless the repository's settings or this say otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub agent: Option<AgentKind>,
     /// Target an environment (its repositories, and its secrets over theirs) instead of
     /// naming repositories.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -114,6 +118,30 @@ pub struct SandboxSettings {
     /// and the clients (`tunnel_urls`).
     #[serde(default)]
     pub tunnel_ports: Vec<u16>,
+    /// The coding agent the sandbox runs.
+    #[serde(default)]
+    pub agent: AgentKind,
+}
+
+/// Which coding agent works in a session's sandbox.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "kebab-case")]
+pub enum AgentKind {
+    /// OpenCode (`opencode serve`, driven over HTTP).
+    #[default]
+    Opencode,
+    /// Claude Code (`claude -p` per prompt, its stream-json read).
+    ClaudeCode,
+}
+
+impl AgentKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AgentKind::Opencode => "opencode",
+            AgentKind::ClaudeCode => "claude-code",
+        }
+    }
 }
 
 /// `GET /sessions/:id/tunnel-urls` and the `tunnel_urls` message: port → URL.
@@ -187,6 +215,9 @@ pub struct SessionState {
     /// The names of the MCP servers the session's agent is given.
     #[serde(default)]
     pub mcp_servers: Vec<String>,
+    /// The coding agent the session's sandbox runs.
+    #[serde(default)]
+    pub agent: AgentKind,
 }
 
 /// One row of `GET /sessions` (from the D1 index).

@@ -107,6 +107,7 @@ fn wire_ts_is_generated_from_the_protocol() {
         decl::<inspect_protocol::slack::SlackThread>(&cfg),
         decl::<inspect_protocol::automations::LinearIssueEvent>(&cfg),
         decl::<inspect_protocol::automations::LinearTrigger>(&cfg),
+        decl::<inspect_protocol::session::AgentKind>(&cfg),
         decl::<inspect_protocol::linear::TeamMapping>(&cfg),
         decl::<inspect_protocol::linear::ProjectMapping>(&cfg),
         decl::<inspect_protocol::linear::LinearSettings>(&cfg),

@@ -434,6 +434,8 @@ export type LinearTrigger = { event: LinearIssueEvent, team?: string, label?: st
  */
 state?: string, };
 
+export type AgentKind = "opencode" | "claude-code";
+
 export type TeamMapping = { team: string, label?: string, 
 /**
  * `owner/name` or `env:<id>`.
@@ -532,6 +534,10 @@ skills?: Array<PinnedSkill>,
  * resolves them from its environment).
  */
 mcpServers?: Array<SessionMcpServer>, 
+/**
+ * The coding agent to run.
+ */
+agent: AgentKind, 
 /**
  * Start from this snapshot (with `bootMode: snapshot_restore`).
  */
@@ -686,6 +692,10 @@ export type RepoSettings = {
  */
 defaultModel?: string | null, 
 /**
+ * The coding agent of sessions on this repository that name none.
+ */
+defaultAgent?: AgentKind | null, 
+/**
  * Pull requests are always opened as drafts.
  */
 alwaysDraft: boolean, 
@@ -825,6 +835,10 @@ pinnedSkills?: Array<PinnedSkill> | null,
  */
 mcpServers?: Array<SessionMcpServer> | null, sandbox?: SandboxSettings | null, 
 /**
+ * The coding agent (OpenCode unless the repository's settings or this say otherwise).
+ */
+agent?: AgentKind, 
+/**
  * Target an environment (its repositories, and its secrets over theirs) instead of
  * naming repositories.
  */
@@ -847,7 +861,11 @@ export type SandboxSettings = {
  * Ports inside the sandbox to expose; their URLs reach the sandbox (`.tunnels.env`)
  * and the clients (`tunnel_urls`).
  */
-tunnelPorts: Array<number>, };
+tunnelPorts: Array<number>, 
+/**
+ * The coding agent the sandbox runs.
+ */
+agent: AgentKind, };
 
 export type TunnelUrls = { tunnelUrls: { [key in string]: string }, };
 
@@ -884,7 +902,11 @@ skills: Array<PinnedSkill>,
 /**
  * The names of the MCP servers the session's agent is given.
  */
-mcpServers: Array<string>, };
+mcpServers: Array<string>, 
+/**
+ * The coding agent the session's sandbox runs.
+ */
+agent: AgentKind, };
 
 export type SessionSummary = { id: string, title: string | null, status: SessionStatus, repoOwner: string | null, repoName: string | null, repositories: Array<RepositoryRef>, createdBy: string, createdByName: string, messageCount: number, createdAt: number, updatedAt: number, 
 /**

@@ -474,17 +474,21 @@ pub(crate) async fn create_session_with(
         None => inspect_durable::engine::state::repositories_of(&create)?,
     };
     repos::resolve(env, &mut repositories).await?;
-    // A session that names no model, or no ports, gets its primary repository's defaults.
+    // A session that names no model, no ports or no agent gets its primary repository's
+    // defaults.
     let asks_ports = create
         .sandbox
         .as_ref()
         .is_some_and(|s| !s.tunnel_ports.is_empty());
-    if create.model.is_none() || !asks_ports {
+    if create.model.is_none() || !asks_ports || create.agent.is_none() {
         if let Some(primary) = repositories.first() {
             let settings =
                 inspect_github::api::repo_settings(env, &primary.owner, &primary.name).await?;
             if create.model.is_none() {
                 create.model = settings.default_model;
+            }
+            if create.agent.is_none() {
+                create.agent = settings.default_agent;
             }
             if !asks_ports && !settings.tunnel_ports.is_empty() {
                 create

@@ -120,7 +120,10 @@ pub fn new_session(
         Some(t) => Some(validate_title(t)?).filter(|t| !t.is_empty()),
         None => None,
     };
-    let settings = req.sandbox.clone().unwrap_or_default();
+    let mut settings = req.sandbox.clone().unwrap_or_default();
+    if let Some(agent) = req.agent {
+        settings.agent = agent;
+    }
     validate_tunnel_ports(&settings.tunnel_ports)?;
     validate_short("model", &req.model)?;
     validate_short("reasoningEffort", &req.reasoning_effort)?;
@@ -152,6 +155,7 @@ pub fn new_session(
             .flatten()
             .map(|s| s.name.clone())
             .collect(),
+        agent: settings.agent,
         repositories,
     };
     Ok((state, settings))
@@ -264,7 +268,7 @@ impl<S: Store> Session<'_, S> {
         let row = self
             .store
             .query(
-                "SELECT session_id, title, status, repositories, branch_name, model, reasoning_effort, created_by, sandbox_status, created_at, updated_at, environment_id, environment_name, parent_session_id, depth, automation, skills, mcp,
+                "SELECT session_id, title, status, repositories, branch_name, model, reasoning_effort, created_by, sandbox_status, created_at, updated_at, environment_id, environment_name, parent_session_id, depth, automation, skills, mcp, sandbox_settings,
                     (SELECT COUNT(*) FROM messages),
                     (SELECT COUNT(*) FROM messages WHERE status = 'processing')
                  FROM session WHERE id = 1",
@@ -306,6 +310,13 @@ impl<S: Store> Session<'_, S> {
                 .into_iter()
                 .map(|s| s.name)
                 .collect();
+            let agent = c
+                .opt_string()?
+                .and_then(|s| {
+                    serde_json::from_str::<inspect_protocol::session::SandboxSettings>(&s).ok()
+                })
+                .unwrap_or_default()
+                .agent;
             let message_count = c.i64()?;
             let is_processing = c.i64()? > 0;
             let primary = repositories.first().cloned();
@@ -332,6 +343,7 @@ impl<S: Store> Session<'_, S> {
                 automation,
                 skills,
                 mcp_servers,
+                agent,
             })
         };
         read().map_err(internal)

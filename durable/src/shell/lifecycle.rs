@@ -655,6 +655,7 @@ impl SessionDO {
             models: Vec::new(),
             skills: state.skills.clone(),
             mcp_servers: self.engine().mcp_servers()?,
+            agent: state.agent,
         })
     }
 

@@ -56,6 +56,7 @@ fn the_create_body_carries_the_identity_and_labels() {
         models: Vec::new(),
         skills: Vec::new(),
         mcp_servers: Vec::new(),
+        agent: Default::default(),
         restore_from: None,
     };
     let b = create_body(&config(), &req);

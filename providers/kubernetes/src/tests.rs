@@ -46,6 +46,7 @@ fn request() -> SpawnRequest {
         models: Vec::new(),
         skills: Vec::new(),
         mcp_servers: Vec::new(),
+        agent: Default::default(),
         restore_from: None,
     }
 }

@@ -162,6 +162,7 @@ pub fn build_body(req: &inspect_protocol::images::BuildImageRequest) -> Value {
         models: Vec::new(),
         skills: Vec::new(),
         mcp_servers: Vec::new(),
+        agent: Default::default(),
         restore_from: None,
     };
     json!({

@@ -76,6 +76,7 @@ fn request(restore: Option<&str>) -> SpawnRequest {
         models: Vec::new(),
         skills: Vec::new(),
         mcp_servers: Vec::new(),
+        agent: Default::default(),
         restore_from: restore.map(str::to_owned),
     }
 }

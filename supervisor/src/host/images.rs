@@ -91,6 +91,7 @@ async fn build(state: &HostState, req: &BuildImageRequest, root: &FsPath) -> Bui
             models: Vec::new(),
             skills: Vec::new(),
             mcp_servers: Vec::new(),
+            agent: Default::default(),
             restore_from: None,
         };
         let log = std::fs::File::create(root.join("supervisor.log"))?;
