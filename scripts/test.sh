@@ -7,6 +7,7 @@ ensure_toolchain
 ensure_bwrap
 ensure_chromium
 ensure_code_server
+ensure_claude_code
 
 log "cargo fmt --check"
 cargo fmt --all -- --check

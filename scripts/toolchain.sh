@@ -141,6 +141,28 @@ ensure_code_server() {
   export INSPECT_CODE_SERVER_BIN="$bin"
 }
 
+# Claude Code, the second agent a session may run (pinned; its native build for this
+# machine from the npm registry, no install scripts).
+CLAUDE_CODE_VERSION=2.1.328
+ensure_claude_code() {
+  local dir="$ROOT/.toolchain/claude-code-$CLAUDE_CODE_VERSION"
+  if [ ! -x "$dir/claude" ]; then
+    local arch
+    case "$(uname -m)" in
+      x86_64) arch=x64 ;;
+      aarch64|arm64) arch=arm64 ;;
+      *) log "no Claude Code build for $(uname -m)"; return 1 ;;
+    esac
+    log "installing Claude Code $CLAUDE_CODE_VERSION (the second agent; 170 MB, once)"
+    rm -rf "$dir" && mkdir -p "$dir/tmp"
+    (cd "$dir/tmp" && npm pack --silent "@anthropic-ai/claude-code-linux-$arch@$CLAUDE_CODE_VERSION" >/dev/null \
+      && tar xzf anthropic-ai-claude-code-linux-*.tgz) || { log "Claude Code could not be fetched"; return 1; }
+    mv "$dir/tmp/package/claude" "$dir/claude" && chmod +x "$dir/claude"
+    rm -rf "$dir/tmp"
+  fi
+  export INSPECT_CLAUDE_BIN="$dir/claude"
+}
+
 ensure_toolchain() {
   ensure_rust
   ensure_node

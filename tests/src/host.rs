@@ -79,6 +79,10 @@ impl SandboxHost {
             .env("INSPECT_MODEL_BASE_URL", model_base_url)
             .env("INSPECT_MODEL", model)
             .env("INSPECT_OPENCODE_BIN", opencode_bin())
+            .env(
+                "INSPECT_ANTHROPIC_BASE_URL",
+                model_base_url.trim_end_matches("/v1"),
+            )
             .env("RUST_LOG", "info")
             .envs(env.iter().copied())
             .stdin(Stdio::null())

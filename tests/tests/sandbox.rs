@@ -1371,3 +1371,133 @@ async fn a_repositorys_default_ports_are_tunnelled() {
     .unwrap();
     assert_eq!(link.status, 200, "{}", link.body);
 }
+
+/// The second agent: Claude Code (the pinned binary, `INSPECT_CLAUDE_BIN`) against the
+/// scripted server speaking Anthropic's Messages API. The same kinds of timeline events
+/// as OpenCode's, the work committed on the session branch as the prompter, a stop that
+/// ends a running tool, and the next prompt carrying the conversation on.
+#[tokio::test]
+async fn claude_code_works_a_prompt_commits_stops_and_carries_on() {
+    assert!(
+        std::env::var_os("INSPECT_CLAUDE_BIN").is_some(),
+        "INSPECT_CLAUDE_BIN names Claude Code (scripts/toolchain.sh: ensure_claude_code)"
+    );
+    let w = world(vec![
+        Reply::tool(
+            "Bash",
+            json!({"command": "printf 'hello from claude\\n' > hello.txt && cat hello.txt", "description": "write hello.txt"}),
+        ),
+        Reply::text("Wrote hello.txt."),
+        Reply::tool(
+            "Bash",
+            json!({"command": "sleep 120", "description": "a long wait"}),
+        ),
+        Reply::text("Back to work."),
+    ])
+    .await;
+    let base = &w.stack.base_url;
+    let id = create_session(
+        base,
+        "ann",
+        json!({"repoOwner": "local", "repoName": "demo", "agent": "claude-code"}),
+    )
+    .await
+    .unwrap();
+    let state = inspect_tests::client::get(&format!("{base}/sessions/{id}"))
+        .await
+        .unwrap();
+    assert_eq!(state.body["agent"], "claude-code", "{}", state.body);
+    let (mut ws, _) = WsClient::join(base, &w.stack.ws_url(""), &id, "ann")
+        .await
+        .unwrap();
+    ws.send(json!({"type": "prompt", "content": "Write hello.txt"}))
+        .await
+        .unwrap();
+    let seen = until_complete(&mut ws, 1, &w).await;
+    let calls = events(&seen, "tool_call");
+    assert!(
+        calls
+            .iter()
+            .any(|c| c["tool"] == "bash" && c["status"] == "running"),
+        "{calls:?}"
+    );
+    let done = calls
+        .iter()
+        .find(|c| c["tool"] == "bash" && c["status"] == "completed")
+        .unwrap_or_else(|| panic!("{calls:?}\n{}", w.host.sandbox_logs()));
+    assert!(
+        done["output"]
+            .as_str()
+            .unwrap()
+            .contains("hello from claude"),
+        "{done}"
+    );
+    assert!(done["durationMs"].is_number(), "{done}");
+    let tokens = events(&seen, "token");
+    assert!(
+        tokens.iter().any(|t| t["content"] == "Wrote hello.txt."),
+        "{tokens:?}"
+    );
+    let complete = events(&seen, "execution_complete");
+    assert_eq!(complete[0]["success"], true, "{complete:?}");
+    // The work is on the session branch, as the prompter.
+    let branch = format!("open-inspect/{id}");
+    let log = git(w.repo.path(), &["log", "--format=%an|%cn|%s", &branch]);
+    assert!(
+        log.lines()
+            .next()
+            .unwrap()
+            .starts_with("ann|open-inspect[bot]|Write hello.txt"),
+        "{log}"
+    );
+    assert_eq!(
+        git(w.repo.path(), &["show", &format!("{branch}:hello.txt")]),
+        "hello from claude"
+    );
+    // Claude Code spoke the Messages API, with the tools it offers.
+    let first = &w.model.requests()[0];
+    assert!(
+        first["max_tokens"].is_number() && first["tools"].is_array(),
+        "{first}"
+    );
+
+    // A stop ends the running tool; the next prompt carries the conversation on.
+    ws.send(json!({"type": "prompt", "content": "Wait a while"}))
+        .await
+        .unwrap();
+    loop {
+        let m = ws
+            .recv_within(120)
+            .await
+            .unwrap_or_else(|e| panic!("{e}\n{}", w.host.sandbox_logs()));
+        if m["type"] == "sandbox_event"
+            && m["event"]["type"] == "tool_call"
+            && m["event"]["status"] == "running"
+        {
+            break;
+        }
+    }
+    let t = std::time::Instant::now();
+    ws.send(json!({"type": "stop"})).await.unwrap();
+    let seen = until_complete(&mut ws, 1, &w).await;
+    assert!(
+        t.elapsed().as_secs() < 30,
+        "the stop took {:?}",
+        t.elapsed()
+    );
+    assert_eq!(events(&seen, "execution_complete")[0]["success"], false);
+    ws.send(json!({"type": "prompt", "content": "Carry on"}))
+        .await
+        .unwrap();
+    let seen = until_complete(&mut ws, 1, &w).await;
+    assert_eq!(
+        events(&seen, "execution_complete")[0]["success"],
+        true,
+        "{seen:?}"
+    );
+    let last = w.model.requests().last().unwrap().to_string();
+    assert!(
+        last.contains("Wrote hello.txt."),
+        "the conversation went on: {last}"
+    );
+}

@@ -48,6 +48,8 @@ const PASSED_THROUGH: &[&str] = &[
     "INSPECT_MODEL_API_KEY",
     "INSPECT_MODEL",
     "INSPECT_OPENCODE_BIN",
+    "INSPECT_CLAUDE_BIN",
+    "INSPECT_ANTHROPIC_BASE_URL",
     "INSPECT_CHROMIUM",
     "INSPECT_CODE_SERVER_BIN",
     "PATH",
@@ -93,6 +95,7 @@ const IMAGE_ENV: &[(&str, &str)] = &[
         "/usr/local/bin:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin",
     ),
     ("INSPECT_OPENCODE_BIN", "/usr/local/bin/opencode"),
+    ("INSPECT_CLAUDE_BIN", "/usr/local/bin/claude"),
     ("INSPECT_CODE_SERVER_BIN", "/usr/local/bin/code-server"),
     ("INSPECT_CHROMIUM", "/usr/bin/chromium"),
 ];

@@ -135,13 +135,6 @@ fn served_models(
 }
 
 impl Agent {
-    /// Starts the agent and waits until it has a session.
-    pub async fn start(cfg: &AgentConfig) -> Result<Agent> {
-        let mut agent = Agent::spawn(cfg)?;
-        agent.ready().await?;
-        Ok(agent)
-    }
-
     /// Starts the agent's process only (it takes about 2 s to answer), so the workspace
     /// can be prepared meanwhile; [`Agent::ready`] waits for it. `cfg.directory` need not
     /// exist yet: the process then starts in its own state directory (never above the

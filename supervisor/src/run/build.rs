@@ -23,6 +23,10 @@ pub async fn build() -> Result<()> {
         workspace: PathBuf::from(var("INSPECT_WORKSPACE")?),
         root: PathBuf::from(var("INSPECT_SANDBOX_ROOT")?),
         opencode: PathBuf::new(),
+        agents: super::backend::Binaries {
+            claude: PathBuf::new(),
+            anthropic_base_url: None,
+        },
         base_url: None,
         api_key: None,
         tunnel_wait: Duration::ZERO,

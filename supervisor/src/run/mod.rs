@@ -5,9 +5,11 @@
 pub mod agent;
 pub mod agent_api;
 pub mod attachments;
+pub mod backend;
 pub mod boot;
 pub mod build;
 pub mod changes;
+pub mod claude;
 pub mod editor;
 pub mod gates;
 pub mod link;
@@ -20,11 +22,12 @@ pub mod skills;
 pub mod terminals;
 
 use anyhow::{Context, Result};
+use backend::{Backend, Binaries, Mapper};
 use boot::Step;
 use inspect_protocol::provider::{BootMode, SpawnRequest};
 use inspect_protocol::sandbox::{PromptAuthor, SandboxCommand, SandboxEvent, StepStatus};
 use link::Events;
-use mapping::{TurnMapper, TurnSignal};
+use mapping::TurnSignal;
 use serde_json::json;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -42,6 +45,7 @@ struct RunConfig {
     workspace: PathBuf,
     root: PathBuf,
     opencode: PathBuf,
+    agents: Binaries,
     base_url: Option<String>,
     api_key: Option<String>,
     tunnel_wait: Duration,
@@ -129,6 +133,14 @@ impl RunConfig {
             opencode: PathBuf::from(
                 std::env::var("INSPECT_OPENCODE_BIN").unwrap_or_else(|_| "opencode".into()),
             ),
+            agents: Binaries {
+                claude: PathBuf::from(
+                    std::env::var("INSPECT_CLAUDE_BIN").unwrap_or_else(|_| "claude".into()),
+                ),
+                anthropic_base_url: std::env::var("INSPECT_ANTHROPIC_BASE_URL")
+                    .ok()
+                    .filter(|v| !v.is_empty()),
+            },
             base_url: std::env::var("INSPECT_MODEL_BASE_URL")
                 .ok()
                 .filter(|v| !v.is_empty()),
@@ -274,7 +286,8 @@ pub async fn run() -> Result<()> {
         }
     }
     let step = Step::begin(&events, "agent");
-    let spawned = agent::Agent::spawn(&agent_cfg);
+    let kind = cfg.spawn.agent;
+    let spawned = Backend::spawn(kind, &agent_cfg, &cfg.agents);
     let fail = |step: Step<'_>, e: anyhow::Error| {
         step.end(StepStatus::Failed, Some(format!("{e:#}")), None);
         events.send(SandboxEvent::Error {
@@ -302,7 +315,7 @@ pub async fn run() -> Result<()> {
         synced_rx.await.ok()?;
         let ready = agent.ready().await;
         if ready.is_ok() {
-            drop(agent.warm_up());
+            agent.warm_up();
         }
         Some(ready)
     };
@@ -339,7 +352,22 @@ pub async fn run() -> Result<()> {
         let step = Step::begin(&events, "mcp");
         let mut said = mcp_left_out.clone();
         let mut up = mcp_left_out.is_empty();
-        match agent.mcp_status().await {
+        match agent.mcp_status().await.unwrap_or_else(|| {
+            // Claude Code connects them as each prompt starts: all it can be told is theirs.
+            Ok(cfg
+                .spawn
+                .mcp_servers
+                .iter()
+                .filter(|s| mcp_config.contains_key(&s.name))
+                .map(|s| {
+                    (
+                        s.name.clone(),
+                        json!({"status": "configured (connected by Claude Code at each prompt)"}),
+                    )
+                })
+                .collect::<serde_json::Map<_, _>>()
+                .into())
+        }) {
             Ok(status) => {
                 let (line, all_up) = mcp::described(&status);
                 up &= all_up;
@@ -375,7 +403,7 @@ pub async fn run() -> Result<()> {
     let (agent_tx, mut agent_rx) = mpsc::unbounded_channel();
     let mut stream = agent.stream_events(agent_tx.clone());
     events.send(SandboxEvent::Ready {
-        opencode_session_id: Some(agent.session_id.clone()),
+        opencode_session_id: agent.session_id(),
     });
 
     let terminals = terminals::Terminals::new(
@@ -432,7 +460,7 @@ pub async fn run() -> Result<()> {
                     };
                     let content = attachments::with_paths(&content, &saved);
                     match agent.prompt(&content, model.as_deref(), reasoning_effort.as_deref()).await {
-                        Ok(()) => turn = Some(Turn::new(&message_id, &agent.session_id, author, &content, known_messages.clone())),
+                        Ok(()) => turn = Some(Turn::new(agent.mapper(&message_id, known_messages.clone()), author, &content)),
                         Err(e) => events.send(SandboxEvent::ExecutionComplete { message_id, success: false, error: Some(format!("the agent refused the prompt: {e:#}")) }),
                     }
                 }
@@ -475,11 +503,11 @@ pub async fn run() -> Result<()> {
                 let Some(t) = turn.as_mut() else { continue };
                 t.last_event = Instant::now();
                 if ev["type"] == "inspect.stream_lost" {
-                    if let Some(done) = recover(&agent, t).await { finish(&cfg, &events, &repos, &mut pushed, turn.take(), Some(done)).await; }
+                    if let Some(done) = agent.recover(t.mapper.produced_output()).await { finish(&cfg, &events, &repos, &mut pushed, turn.take(), Some(done)).await; }
                     continue;
                 }
                 let (out, signal) = t.mapper.on_event(&ev);
-                known_messages.extend(t.mapper.messages().cloned());
+                known_messages.extend(t.mapper.messages());
                 for e in out { events.send(e); }
                 match signal {
                     TurnSignal::Idle => finish(&cfg, &events, &repos, &mut pushed, turn.take(), None).await,
@@ -491,11 +519,11 @@ pub async fn run() -> Result<()> {
                 if agent.exited() {
                     events.send(SandboxEvent::Warning { scope: "agent".into(), message: "the agent exited; restarting it".into() });
                     if let Some(t) = turn.take() {
-                        events.send(SandboxEvent::ExecutionComplete { message_id: t.mapper.message_id.clone(), success: false, error: Some("the agent crashed during the prompt".into()) });
+                        events.send(SandboxEvent::ExecutionComplete { message_id: t.mapper.message_id().to_owned(), success: false, error: Some("the agent crashed during the prompt".into()) });
                     }
                     stream.abort();
-                    agent = agent::Agent::start(&agent_cfg).await.context("restarting the agent")?;
-                    drop(agent.warm_up());
+                    agent = Backend::start(kind, &agent_cfg, &cfg.agents).await.context("restarting the agent")?;
+                    agent.warm_up();
                     stream = agent.stream_events(agent_tx.clone());
                     continue;
                 }
@@ -507,7 +535,7 @@ pub async fn run() -> Result<()> {
                     finish(&cfg, &events, &repos, &mut pushed, t, Some((false, Some("the agent went silent and the turn was aborted".into())))).await;
                 } else if silent > STALL_CHECK {
                     t.last_event = Instant::now() - STALL_CHECK / 2;
-                    if let Some(done) = recover(&agent, t).await { finish(&cfg, &events, &repos, &mut pushed, turn.take(), Some(done)).await; }
+                    if let Some(done) = agent.recover(t.mapper.produced_output()).await { finish(&cfg, &events, &repos, &mut pushed, turn.take(), Some(done)).await; }
                 }
             }
         }
@@ -523,7 +551,7 @@ struct Pushed {
 }
 
 struct Turn {
-    mapper: TurnMapper,
+    mapper: Mapper,
     author: PromptAuthor,
     content: String,
     last_event: Instant,
@@ -531,39 +559,15 @@ struct Turn {
 }
 
 impl Turn {
-    fn new(
-        message_id: &str,
-        agent_session: &str,
-        author: PromptAuthor,
-        content: &str,
-        earlier: std::collections::HashSet<String>,
-    ) -> Self {
+    fn new(mapper: Mapper, author: PromptAuthor, content: &str) -> Self {
         Turn {
-            mapper: TurnMapper::after(message_id, agent_session, earlier),
+            mapper,
             author,
             content: content.into(),
             last_event: Instant::now(),
             stopped: false,
         }
     }
-}
-
-/// When the stream was lost or went quiet: the agent's own record says whether the turn
-/// ended. `None` while it is still running.
-async fn recover(agent: &agent::Agent, t: &Turn) -> Option<(bool, Option<String>)> {
-    let messages = agent.messages().await.ok()?;
-    let (finished, error) = agent::last_turn_state(&messages)?;
-    if !finished {
-        return None;
-    }
-    Some(match error {
-        Some(e) => (false, Some(e)),
-        None if t.mapper.produced_output => (true, None),
-        None => (
-            false,
-            Some("the agent finished without producing any output".into()),
-        ),
-    })
 }
 
 /// The bot's identity, for work committed outside any prompt.
@@ -697,7 +701,7 @@ async fn finish(
     // report lists the files from it).
     changes::report(repos).await;
     events.send(SandboxEvent::ExecutionComplete {
-        message_id: t.mapper.message_id.clone(),
+        message_id: t.mapper.message_id().to_owned(),
         success,
         error,
     });

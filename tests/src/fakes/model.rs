@@ -1,10 +1,14 @@
 //! A scripted model server speaking the OpenAI-compatible chat API (streamed, or one object
-//! when a request says `"stream": false`), the only
-//! fake in the end-to-end tests. Each chat request that offers tools takes the next
-//! scripted reply; requests without tools (OpenCode's title and summary calls) get fixed
-//! text and consume nothing.
+//! when a request says `"stream": false`) and Anthropic's Messages API (`POST
+//! /v1/messages`, its server-sent events as Anthropic documents them: `message_start`,
+//! `content_block_start`/`_delta`/`_stop` with `text_delta` or `input_json_delta`,
+//! `message_delta` with the stop reason, `message_stop`; a request without
+//! `anthropic-version`, a key, `model` or `max_tokens` is refused as Anthropic refuses it).
+//! Each request that offers tools takes the next scripted reply; requests without tools
+//! (OpenCode's title and summary calls) get fixed text and consume nothing.
 
 use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -57,6 +61,7 @@ impl FakeModel {
         }));
         let app = Router::new()
             .route("/v1/chat/completions", post(chat))
+            .route("/v1/messages", post(messages))
             .with_state(script.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
@@ -68,6 +73,11 @@ impl FakeModel {
             script,
             task,
         })
+    }
+
+    /// Where Claude Code finds the Anthropic API here (`ANTHROPIC_BASE_URL`: without `/v1`).
+    pub fn anthropic_base_url(&self) -> String {
+        self.base_url.trim_end_matches("/v1").to_owned()
     }
 
     /// Adds replies at the end of the script.
@@ -96,6 +106,132 @@ impl Drop for FakeModel {
     }
 }
 
+/// The next scripted reply for a request that offers tools; fixed text otherwise.
+fn take(script: &Arc<Mutex<Script>>, req: &Value, offers_tools: bool) -> Option<(Reply, usize)> {
+    let mut s = script.lock().ok()?;
+    s.calls += 1;
+    let n = s.calls;
+    if offers_tools {
+        s.requests.push(req.clone());
+        Some((
+            s.replies
+                .pop_front()
+                .unwrap_or_else(|| Reply::text("Nothing more to do.")),
+            n,
+        ))
+    } else {
+        Some((Reply::text("Scripted session"), n))
+    }
+}
+
+fn anthropic_error(status: StatusCode, kind: &str, message: &str) -> Response {
+    (
+        status,
+        Json(json!({"type": "error", "error": {"type": kind, "message": message}})),
+    )
+        .into_response()
+}
+
+/// `POST /v1/messages`: Anthropic's Messages API, streamed or not.
+async fn messages(
+    State(script): State<Arc<Mutex<Script>>>,
+    headers: HeaderMap,
+    Json(req): Json<Value>,
+) -> Response {
+    if headers.get("anthropic-version").is_none() {
+        return anthropic_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            "anthropic-version: header is required",
+        );
+    }
+    if headers.get("x-api-key").is_none() && headers.get("authorization").is_none() {
+        return anthropic_error(
+            StatusCode::UNAUTHORIZED,
+            "authentication_error",
+            "x-api-key header is required",
+        );
+    }
+    for field in ["model", "max_tokens", "messages"] {
+        if req.get(field).is_none() {
+            return anthropic_error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                &format!("{field}: Field required"),
+            );
+        }
+    }
+    let offers_tools = req
+        .get("tools")
+        .and_then(Value::as_array)
+        .is_some_and(|t| !t.is_empty());
+    let Some((reply, n)) = take(&script, &req, offers_tools) else {
+        return "poisoned".into_response();
+    };
+    let model = req["model"].clone();
+    let usage = json!({"input_tokens": 12, "output_tokens": 7});
+    let (content, stop) = match &reply {
+        Reply::Text(text) => (json!([{"type": "text", "text": text}]), "end_turn"),
+        Reply::Tool { name, args } => (
+            json!([{"type": "tool_use", "id": format!("toolu_{n:04}"), "name": name, "input": args}]),
+            "tool_use",
+        ),
+    };
+    if req.get("stream").and_then(Value::as_bool) != Some(true) {
+        return Json(json!({
+            "id": format!("msg_{n:04}"), "type": "message", "role": "assistant", "model": model,
+            "content": content, "stop_reason": stop, "stop_sequence": null, "usage": usage,
+        }))
+        .into_response();
+    }
+    let event = |kind: &str, data: Value| Event::default().event(kind).data(data.to_string());
+    let mut events = vec![event(
+        "message_start",
+        json!({"type": "message_start", "message": {"id": format!("msg_{n:04}"), "type": "message", "role": "assistant",
+               "model": model, "content": [], "stop_reason": null, "stop_sequence": null,
+               "usage": {"input_tokens": 12, "output_tokens": 1}}}),
+    )];
+    match reply {
+        Reply::Text(text) => {
+            events.push(event(
+                "content_block_start",
+                json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+            ));
+            for w in text.split_inclusive(' ') {
+                events.push(event(
+                    "content_block_delta",
+                    json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": w}}),
+                ));
+            }
+        }
+        Reply::Tool { name, args } => {
+            events.push(event(
+                "content_block_start",
+                json!({"type": "content_block_start", "index": 0,
+                       "content_block": {"type": "tool_use", "id": format!("toolu_{n:04}"), "name": name, "input": {}}}),
+            ));
+            let args = args.to_string();
+            let (a, b) = args.split_at(args.len() / 2);
+            for part in [a, b] {
+                events.push(event(
+                    "content_block_delta",
+                    json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": part}}),
+                ));
+            }
+        }
+    }
+    events.push(event(
+        "content_block_stop",
+        json!({"type": "content_block_stop", "index": 0}),
+    ));
+    events.push(event(
+        "message_delta",
+        json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null}, "usage": {"output_tokens": 7}}),
+    ));
+    events.push(event("message_stop", json!({"type": "message_stop"})));
+    Sse::new(stream::iter(events.into_iter().map(Ok::<_, Infallible>))).into_response()
+}
+
 fn chunk(n: usize, delta: Value, finish: Option<&str>) -> Event {
     let body = json!({
         "id": format!("chatcmpl-{n}"),
@@ -112,23 +248,8 @@ async fn chat(State(script): State<Arc<Mutex<Script>>>, Json(req): Json<Value>) 
         .get("tools")
         .and_then(Value::as_array)
         .is_some_and(|t| !t.is_empty());
-    let (reply, n) = {
-        let Ok(mut s) = script.lock() else {
-            return "poisoned".into_response();
-        };
-        s.calls += 1;
-        let n = s.calls;
-        if offers_tools {
-            s.requests.push(req.clone());
-            (
-                s.replies
-                    .pop_front()
-                    .unwrap_or_else(|| Reply::text("Nothing more to do.")),
-                n,
-            )
-        } else {
-            (Reply::text("Scripted session"), n)
-        }
+    let Some((reply, n)) = take(&script, &req, offers_tools) else {
+        return "poisoned".into_response();
     };
     // `"stream": false` (the Slack classifier): one `chat.completion` object.
     if req.get("stream").and_then(Value::as_bool) == Some(false) {
