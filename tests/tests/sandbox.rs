@@ -1396,6 +1396,16 @@ async fn claude_code_works_a_prompt_commits_stops_and_carries_on() {
     ])
     .await;
     let base = &w.stack.base_url;
+    // A managed skill reaches Claude Code too (installed where it reads skills).
+    let r = send(
+        Method::POST,
+        &w.stack.url("/skills"),
+        Some(json!({"name": "release-notes", "description": "Use when writing release notes: the OKAPI-9 format",
+                    "instructions": "Write them as OKAPI-9 says."})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 201, "{}", r.body);
     let id = create_session(
         base,
         "ann",
@@ -1459,6 +1469,10 @@ async fn claude_code_works_a_prompt_commits_stops_and_carries_on() {
     assert!(
         first["max_tokens"].is_number() && first["tools"].is_array(),
         "{first}"
+    );
+    assert!(
+        first.to_string().contains("OKAPI-9"),
+        "the skill is offered to the model: {first}"
     );
 
     // A stop ends the running tool; the next prompt carries the conversation on.
