@@ -2,7 +2,7 @@
 # Builds the sandbox image on this machine, without a container engine or a registry:
 #   1. Debian's part: a root filesystem from Debian's packages (mmdebstrap), with the
 #      sandbox user (uid 1000) and /sandbox; cached by the package list.
-#   2. The project's part: Node 22, OpenCode, code-server and the supervisor, as pinned
+#   2. The project's part: Node 22, OpenCode, Claude Code, code-server and the supervisor, as pinned
 #      (the same pins as providers/image/Dockerfile).
 #   3. An OCI image of the two as layers (umoci), with the Dockerfile's user, environment
 #      and entrypoint, written as an OCI archive that registries take
@@ -17,6 +17,7 @@
 source "$(dirname "$0")/toolchain.sh"
 ensure_node
 ensure_code_server
+ensure_claude_code
 
 OUT="${INSPECT_IMAGE_DIR:-$ROOT/.toolchain/image}"
 MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
@@ -73,16 +74,18 @@ project_key="$(
     node --version
     sha256sum "$OPENCODE" "$SUPERVISOR" | cut -d' ' -f1
     echo "$CODE_SERVER_VERSION"
+    echo "$CLAUDE_CODE_VERSION"
   } | key
 )"
 PROJECT="$OUT/project-$project_key"
 if [ ! -f "$PROJECT.done" ]; then
-  log "assembling the image's project part (Node $(node --version), OpenCode, code-server $CODE_SERVER_VERSION, the supervisor)"
+  log "assembling the image's project part (Node $(node --version), OpenCode, Claude Code $CLAUDE_CODE_VERSION, code-server $CODE_SERVER_VERSION, the supervisor)"
   rm -rf "$PROJECT"
   mkdir -p "$PROJECT/usr/local/bin" "$PROJECT/usr/local/lib" "$PROJECT/etc"
   cp -a "$NODE_DIR" "$PROJECT/usr/local/lib/node"
   for b in node npm npx; do ln -s "../lib/node/bin/$b" "$PROJECT/usr/local/bin/$b"; done
   install -m 0755 "$OPENCODE" "$PROJECT/usr/local/bin/opencode"
+  install -m 0755 "$INSPECT_CLAUDE_BIN" "$PROJECT/usr/local/bin/claude"
   mkdir -p "$PROJECT/usr/local/lib/code-server"
   cp -a "$CODE_SERVER_DIR/node_modules" "$PROJECT/usr/local/lib/code-server/node_modules"
   ln -s ../lib/code-server/node_modules/code-server/out/node/entry.js "$PROJECT/usr/local/bin/code-server"
@@ -117,6 +120,7 @@ if [ ! -f "$ARCHIVE" ] || [ "$(cat "$ARCHIVE.key" 2>/dev/null)" != "$debian_key-
     --config.entrypoint /usr/local/bin/inspect-supervisor --config.entrypoint run \
     --config.env PATH=/usr/local/bin:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin \
     --config.env INSPECT_OPENCODE_BIN=/usr/local/bin/opencode \
+    --config.env INSPECT_CLAUDE_BIN=/usr/local/bin/claude \
     --config.env INSPECT_CODE_SERVER_BIN=/usr/local/bin/code-server \
     --config.env INSPECT_CHROMIUM=/usr/bin/chromium \
     --config.env INSPECT_WORKSPACE=/sandbox/workspace \

@@ -20,6 +20,9 @@ pin() { # package.json devDependency version
 code_server_pin="$(sed -n 's/^CODE_SERVER_VERSION=\(.*\)$/\1/p' "$ROOT/scripts/toolchain.sh" | head -1)"
 [ "$(arg CODE_SERVER_VERSION)" = "$code_server_pin" ] ||
   problem "CODE_SERVER_VERSION $(arg CODE_SERVER_VERSION) is not scripts/toolchain.sh's $code_server_pin"
+claude_pin="$(sed -n 's/^CLAUDE_CODE_VERSION=\(.*\)$/\1/p' "$ROOT/scripts/toolchain.sh" | head -1)"
+[ "$(arg CLAUDE_CODE_VERSION)" = "$claude_pin" ] ||
+  problem "CLAUDE_CODE_VERSION $(arg CLAUDE_CODE_VERSION) is not scripts/toolchain.sh's $claude_pin"
 rust_min="$(sed -n 's/^rust-version = "\(.*\)"/\1/p' "$ROOT/Cargo.toml" | head -1)"
 rust_image="$(arg RUST_VERSION)"
 lowest="$(printf '%s\n%s\n' "$rust_min" "$rust_image" | sort -V | head -1)"
