@@ -4,6 +4,7 @@
 
 export type {
   Actor,
+  AgentKind,
   Automation,
   ChangedFile,
   ChangesSummary,

@@ -2,7 +2,7 @@ import { useEffect, useRef, useState } from "preact/hooks";
 import { useLocation } from "preact-iso";
 import { del, errorText, get, post } from "../api";
 import { socketUrl } from "../live";
-import type { BranchList, Environment, Me, Repository, RepositoryRef } from "../types";
+import type { AgentKind, BranchList, Environment, Me, Repository, RepositoryRef } from "../types";
 import { ErrorNote } from "./bits";
 import { ModelPicker } from "./ModelPicker";
 
@@ -26,6 +26,8 @@ export function NewSession({ me }: { me: Me }) {
   const [several, setSeveral] = useState<string[]>([]);
   const [model, setModel] = useState("");
   const [skills, setSkills] = useState<"all" | "none">("all");
+  // Empty: the repository's default agent (OpenCode unless its settings say otherwise).
+  const [agent, setAgent] = useState<"" | AgentKind>("");
   const [prompt, setPrompt] = useState("");
   const [error, setError] = useState("");
   const [busy, setBusy] = useState(false);
@@ -76,7 +78,7 @@ export function NewSession({ me }: { me: Me }) {
     if (mode === "several") return several.map((s) => ref(s));
     return [];
   };
-  const targetKey = () => JSON.stringify([mode, target(), environmentId, model, skills]);
+  const targetKey = () => JSON.stringify([mode, target(), environmentId, model, skills, agent]);
 
   const ensureSession = async (): Promise<string> => {
     const key = targetKey();
@@ -94,6 +96,7 @@ export function NewSession({ me }: { me: Me }) {
       creating.current = post<{ sessionId: string }>("/sessions", {
         ...body,
         ...(model ? { model } : {}),
+        ...(agent ? { agent } : {}),
         skills,
       }).then((r) => {
         draft.current = { id: r.sessionId, target: key };
@@ -312,6 +315,14 @@ export function NewSession({ me }: { me: Me }) {
           )}
         </fieldset>
         <ModelPicker value={model} onChange={setModel} id="new-model" />
+        <label>
+          Agent{" "}
+          <select value={agent} onChange={(e) => setAgent(e.currentTarget.value as "" | AgentKind)} aria-label="Agent">
+            <option value="">the repository&apos;s default</option>
+            <option value="opencode">OpenCode</option>
+            <option value="claude-code">Claude Code</option>
+          </select>
+        </label>
         <label>
           Skills{" "}
           <select value={skills} onChange={(e) => setSkills(e.currentTarget.value as "all" | "none")} aria-label="Skills">

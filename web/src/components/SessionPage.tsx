@@ -417,6 +417,11 @@ export function SessionPage({ id, me }: { id: string; me: Me }) {
         <aside class="session-side">
           <PresencePanel state={state} />
           <BootPanel state={state} />
+          {state.session && (
+            <p class="muted small" data-testid="session-agent">
+              Agent: {state.session.agent === "claude-code" ? "Claude Code" : "OpenCode"}
+            </p>
+          )}
           {(state.session?.mcpServers?.length ?? 0) > 0 && (
             <section class="panel" aria-label="MCP servers">
               <h2>MCP servers</h2>

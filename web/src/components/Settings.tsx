@@ -1,6 +1,7 @@
 import { useEffect, useState } from "preact/hooks";
 import { del, errorText, get, post, put } from "../api";
 import type {
+  AgentKind,
   ApiTokenSummary,
   Environment,
   ImageBuild,
@@ -670,6 +671,7 @@ function RepositorySettings({ repos }: { repos: Repository[] }) {
     };
     if (!body.prLabel) delete body.prLabel;
     if (!body.defaultModel) delete body.defaultModel;
+    if (!body.defaultAgent) delete body.defaultAgent;
     if (!body.defaultEnvironmentId) delete body.defaultEnvironmentId;
     if (!body.reviewInstructions?.trim()) delete body.reviewInstructions;
     try {
@@ -719,6 +721,18 @@ function RepositorySettings({ repos }: { repos: Repository[] }) {
           Default
           <ModelPicker value={settings.defaultModel ?? ""} onChange={(v) => setSettings({ ...settings, defaultModel: v })} id="repo-model" />
         </span>
+        <label>
+          Agent{" "}
+          <select
+            aria-label="Default agent"
+            value={settings.defaultAgent ?? ""}
+            onChange={(e) => setSettings({ ...settings, defaultAgent: (e.currentTarget.value || null) as AgentKind | null })}
+          >
+            <option value="">OpenCode (the default)</option>
+            <option value="opencode">OpenCode</option>
+            <option value="claude-code">Claude Code</option>
+          </select>
+        </label>
         <fieldset class="stack">
           <legend>What the bot's review may be besides a comment</legend>
           {(["APPROVE", "REQUEST_CHANGES"] as const).map((v) => (
