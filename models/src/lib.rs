@@ -7,6 +7,9 @@
 use inspect_protocol::models::{ModelCatalog, ModelInfo, ModelProvider, ModelSettings};
 
 #[cfg(target_arch = "wasm32")]
+pub mod grant_store;
+pub mod grants;
+#[cfg(target_arch = "wasm32")]
 pub mod store;
 
 /// The provider of the deployment's OpenAI-compatible server (`INSPECT_MODEL_BASE_URL` in

@@ -76,6 +76,10 @@ pub struct SpawnRequest {
     /// The coding agent to run.
     #[serde(default)]
     pub agent: crate::session::AgentKind,
+    /// Brokered model grants: the agent gets a marker for each, the supervisor a
+    /// short-lived token when the agent calls the model.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub managed_grants: Vec<crate::models::ManagedGrant>,
     /// Start from this snapshot (with `bootMode: snapshot_restore`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restore_from: Option<String>,

@@ -88,6 +88,10 @@ pub struct CreateSessionRequest {
     pub mcp_servers: Option<Vec<crate::mcp::SessionMcpServer>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<SandboxSettings>,
+    /// The brokered model grants that apply (the control plane sets this; never a person).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(skip))]
+    pub managed_grants: Option<Vec<crate::models::ManagedGrant>>,
     /// The coding agent (OpenCode unless the repository's settings or this say otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "ts", ts(optional))]
@@ -121,6 +125,10 @@ pub struct SandboxSettings {
     /// The coding agent the sandbox runs.
     #[serde(default)]
     pub agent: AgentKind,
+    /// The brokered model grants the session may use (set by the control plane only: the
+    /// session's creation replaces whatever a request said).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub managed_grants: Vec<crate::models::ManagedGrant>,
 }
 
 /// Which coding agent works in a session's sandbox.

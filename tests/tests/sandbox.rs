@@ -1515,3 +1515,192 @@ async fn claude_code_works_a_prompt_commits_stops_and_carries_on() {
         "the conversation went on: {last}"
     );
 }
+
+/// Every file under `dir` (recursively) that holds one of `needles`.
+fn files_holding(dir: &std::path::Path, needles: &[String]) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let path = e.path();
+            let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                continue;
+            };
+            if meta.is_dir() {
+                stack.push(path);
+            } else if meta.is_file() && meta.len() < 8 * 1024 * 1024 {
+                let bytes = std::fs::read(&path).unwrap_or_default();
+                let text = String::from_utf8_lossy(&bytes);
+                if needles.iter().any(|n| text.contains(n.as_str())) {
+                    found.push(path.display().to_string());
+                }
+            }
+        }
+    }
+    found
+}
+
+/// Brokered model access: an OAuth grant kept by the control plane. The sandbox's agent
+/// holds a marker; its calls reach the model with short-lived tokens the supervisor gets
+/// with the sandbox's own credentials (each refresh rotating the refresh token, written
+/// back); no token is in any file of the sandbox or in the agent's environment; a revoked
+/// grant is said on the timeline and the grant shows revoked.
+#[tokio::test]
+async fn a_brokered_grant_stays_out_of_the_sandbox_while_the_agent_calls_the_model() {
+    use inspect_tests::fakes::oauth::FakeOAuth;
+    // Tokens of 30 s: every call (renewed a minute ahead) refreshes and rotates.
+    let oauth = FakeOAuth::start("inspect-client", "rt-original-0123456789", 30)
+        .await
+        .unwrap();
+    let parts = AgentStack::prepare(vec![
+        Reply::tool(
+            "Bash",
+            json!({"command": "env | grep -e ANTHROPIC -e API_KEY; echo checked", "description": "look at the environment"}),
+        ),
+        Reply::text("The key is only a marker."),
+        Reply::text("never said: the grant is revoked"),
+    ])
+    .await
+    .unwrap();
+    parts.model.require_bearer(oauth.access_tokens.clone());
+    let agent = AgentStack::launch(parts).await.unwrap();
+    let repo = source_repo();
+    agent.register_repo("demo", repo.path()).await.unwrap();
+    let url = |p: &str| agent.stack.url(p);
+    for (body, says) in [
+        (
+            json!({"provider": "xai", "tokenUrl": oauth.token_url, "clientId": "c", "refreshToken": "r"}),
+            "provider",
+        ),
+        (
+            json!({"provider": "anthropic", "tokenUrl": "http://example.com/token", "clientId": "c", "refreshToken": "r"}),
+            "https",
+        ),
+    ] {
+        let r = send(Method::PUT, &url("/model-grants"), Some(body))
+            .await
+            .unwrap();
+        assert_eq!(r.status, 400, "{}", r.body);
+        assert!(r.body.to_string().contains(says), "{}", r.body);
+    }
+    let r = send(
+        Method::PUT,
+        &url("/model-grants"),
+        Some(json!({"provider": "anthropic", "tokenUrl": oauth.token_url, "clientId": "inspect-client",
+                    "refreshToken": "rt-original-0123456789"})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(!r.body.to_string().contains("rt-original"), "{}", r.body);
+    let listed = send(Method::GET, &url("/model-grants"), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        listed.body["grants"][0]["status"], "active",
+        "{}",
+        listed.body
+    );
+
+    let base = &agent.stack.base_url;
+    let id = create_session(
+        base,
+        "ann",
+        json!({"repoOwner": "local", "repoName": "demo", "agent": "claude-code",
+               "managedGrants": [{"id": "grant_forged", "provider": "anthropic"}]}),
+    )
+    .await
+    .unwrap();
+    let (mut ws, _) = WsClient::join(base, &agent.stack.ws_url(""), &id, "ann")
+        .await
+        .unwrap();
+    ws.send(json!({"type": "prompt", "content": "What key do you have?"}))
+        .await
+        .unwrap();
+    let w = World {
+        model: agent.model,
+        host: agent.host,
+        stack: agent.stack,
+        repo,
+    };
+    let first = tokio::time::timeout(
+        std::time::Duration::from_secs(100),
+        until_complete(&mut ws, 1, &w),
+    )
+    .await;
+    let seen = match first {
+        Ok(seen) => seen,
+        Err(_) => {
+            let mut logs = String::new();
+            for f in files_holding(w.host.data_dir(), &["".to_string()]) {
+                if f.ends_with("claude.log") || f.ends_with("supervisor.log") {
+                    logs.push_str(&format!(
+                        "--- {f}\n{}\n",
+                        std::fs::read_to_string(&f).unwrap_or_default()
+                    ));
+                }
+            }
+            panic!(
+                "the first turn did not end: refreshed {} refused {:?} model refused {} calls {}\n{logs}\n{}",
+                oauth.refreshed(),
+                oauth.refused(),
+                w.model.refused(),
+                w.model.requests().len(),
+                w.host.sandbox_logs()
+            );
+        }
+    };
+    assert_eq!(
+        events(&seen, "execution_complete")[0]["success"],
+        true,
+        "{seen:?}"
+    );
+    let env_out = events(&seen, "tool_call")
+        .iter()
+        .find_map(|c| c["output"].as_str().map(str::to_owned))
+        .unwrap();
+    assert!(
+        env_out.contains("ANTHROPIC_API_KEY=inspect-managed:grant_"),
+        "{env_out}"
+    );
+    let tokens = oauth.all_tokens();
+    assert!(
+        !tokens.iter().any(|t| env_out.contains(t.as_str())),
+        "{env_out}"
+    );
+    // Each call refreshed the token, each refresh with the rotated refresh token of the last.
+    assert!(oauth.refreshed() >= 2, "refreshed {}", oauth.refreshed());
+    assert!(oauth.refused().is_empty(), "{:?}", oauth.refused());
+    assert_eq!(w.model.refused(), 0);
+    // No token in any file of the host's sandboxes (the agent's state, logs, workspace).
+    let leaked = files_holding(w.host.data_dir(), &tokens);
+    assert!(leaked.is_empty(), "tokens in {leaked:?}");
+
+    // The grant is revoked at the provider: the next turn fails, in words.
+    oauth.revoke();
+    ws.send(json!({"type": "prompt", "content": "Once more"}))
+        .await
+        .unwrap();
+    let seen = until_complete(&mut ws, 1, &w).await;
+    assert_eq!(events(&seen, "execution_complete")[0]["success"], false);
+    let warnings = events(&seen, "warning");
+    assert!(
+        warnings.iter().any(|e| e["scope"] == "model-grant"
+            && e["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("revoked")),
+        "{warnings:?}"
+    );
+    let listed = send(Method::GET, &w.stack.url("/model-grants"), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        listed.body["grants"][0]["status"], "revoked",
+        "{}",
+        listed.body
+    );
+}

@@ -436,6 +436,30 @@ state?: string, };
 
 export type AgentKind = "opencode" | "claude-code";
 
+export type ModelGrantRequest = { 
+/**
+ * `anthropic` or `openai`.
+ */
+provider: string, scope: SkillAssignment, 
+/**
+ * The OAuth token endpoint (RFC 6749 §6: a form-encoded `refresh_token` grant).
+ */
+tokenUrl: string, clientId: string, 
+/**
+ * Written once, sealed, never answered.
+ */
+refreshToken: string, };
+
+export type ModelGrant = { id: string, provider: string, scope: SkillAssignment, tokenUrl: string, clientId: string, 
+/**
+ * `active`, or `revoked` once the provider refused the refresh token.
+ */
+status: string, statusReason?: string, updatedAt: number, updatedBy: string, };
+
+export type ModelGrantList = { grants: Array<ModelGrant>, };
+
+export type ManagedGrant = { id: string, provider: string, };
+
 export type TeamMapping = { team: string, label?: string, 
 /**
  * `owner/name` or `env:<id>`.
@@ -538,6 +562,11 @@ mcpServers?: Array<SessionMcpServer>,
  * The coding agent to run.
  */
 agent: AgentKind, 
+/**
+ * Brokered model grants: the agent gets a marker for each, the supervisor a
+ * short-lived token when the agent calls the model.
+ */
+managedGrants?: Array<ManagedGrant>, 
 /**
  * Start from this snapshot (with `bootMode: snapshot_restore`).
  */
@@ -865,7 +894,12 @@ tunnelPorts: Array<number>,
 /**
  * The coding agent the sandbox runs.
  */
-agent: AgentKind, };
+agent: AgentKind, 
+/**
+ * The brokered model grants the session may use (set by the control plane only: the
+ * session's creation replaces whatever a request said).
+ */
+managedGrants?: Array<ManagedGrant>, };
 
 export type TunnelUrls = { tunnelUrls: { [key in string]: string }, };
 

@@ -193,6 +193,17 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
             return forward_as_sandbox(env, id, SessionAction::Skills.object_path(), &req, None)
                 .await;
         }
+        // A brokered grant's short-lived token, for the sandbox that may use it.
+        Route::Session {
+            id,
+            action: SessionAction::ModelToken,
+        } => {
+            let body = read_body(&mut req).await?;
+            let ask: inspect_protocol::models::ModelTokenRequest = body_as(&body)?;
+            let typed = serde_json::to_vec(&ask).map_err(|e| ApiError::internal(e.to_string()))?;
+            let path = SessionAction::ModelToken.object_path();
+            return forward_as_sandbox(env, id, path, &req, Some(&typed)).await;
+        }
         Route::ReportMedia { id } => return crate::objects::report_media(env, id, req).await,
         Route::SlackEvents => {
             return inspect_slack::bot::events(req, env, ctx, Plane::new(env)).await
@@ -339,6 +350,26 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
             }
         },
         Route::Models => json(&inspect_models::store::catalog(env).await?, 200),
+        Route::ModelGrants { id } => {
+            use inspect_models::grant_store;
+            match (req.method(), id) {
+                (Method::Get, None) => json(
+                    &inspect_protocol::models::ModelGrantList {
+                        grants: grant_store::list(env).await?,
+                    },
+                    200,
+                ),
+                (Method::Put, None) => {
+                    let ask: inspect_protocol::models::ModelGrantRequest = body_as(&body)?;
+                    json(&grant_store::put(env, ask, &actor.user_id, now).await?, 200)
+                }
+                (_, Some(id)) => {
+                    grant_store::delete(env, &id).await?;
+                    json(&serde_json::json!({ "deleted": true, "id": id }), 200)
+                }
+                (_, None) => Err(ApiError::bad_request("GET or PUT /model-grants")),
+            }
+        }
         Route::McpServers { name } => {
             use inspect_mcp::store;
             match (req.method(), name.as_deref()) {

@@ -498,6 +498,19 @@ pub(crate) async fn create_session_with(
             }
         }
     }
+    // The brokered model grants that apply: the control plane's to say, never a request's.
+    let repository_names: Vec<(String, String)> = repositories
+        .iter()
+        .map(|r| (r.owner.clone(), r.name.clone()))
+        .collect();
+    create.managed_grants = Some(
+        inspect_models::grant_store::for_session(
+            env,
+            &repository_names,
+            create.environment_id.as_deref(),
+        )
+        .await?,
+    );
     // What the deployment offers now, read at once: its models, the managed skills and the
     // MCP servers that apply.
     let environment = create.environment_id.clone();

@@ -108,6 +108,10 @@ pub enum Route {
     Models,
     /// `PUT /settings/models`: which models are enabled, and the default.
     SaveModelSettings,
+    /// `GET|PUT /model-grants`, `DELETE /model-grants/:id`: brokered model grants.
+    ModelGrants {
+        id: Option<String>,
+    },
     /// `GET|PUT /integrations/slack/settings`.
     SlackSettings {
         write: bool,
@@ -161,6 +165,7 @@ impl Route {
                         | SessionAction::Reviews
                         | SessionAction::ReportChanges
                         | SessionAction::Skills
+                        | SessionAction::ModelToken
                 ) || (*action == SessionAction::TunnelUrls && names_a_sandbox)
             }
             Route::AttachmentDownload { .. } | Route::ReportMedia { .. } => true,
@@ -331,6 +336,8 @@ pub enum SessionAction {
     OpenPort,
     /// The sandbox fetches the skill revisions its session pinned (its own credentials).
     Skills,
+    /// `POST /sessions/:id/model-token`: the sandbox's short-lived token of a brokered grant.
+    ModelToken,
     /// The workspace's change: read by people (`GET`), reported by the sandbox (`PUT`).
     Changes,
     ReportChanges,
@@ -361,6 +368,7 @@ impl SessionAction {
             SessionAction::OpenEditor => "/editor/open",
             SessionAction::OpenPort => "/ports",
             SessionAction::Skills => "/sandbox-skills",
+            SessionAction::ModelToken => "/sandbox-model-token",
             SessionAction::Changes | SessionAction::ReportChanges => "/changes",
             SessionAction::Socket => "/ws",
         }
@@ -419,6 +427,17 @@ pub fn match_route(method: &str, path: &str) -> Option<Result<Route, ApiError>> 
         ),
         ["automations", rest @ ..] => return Some(automations(method, rest)),
         ["models"] => only(method, &["GET"], Route::Models),
+        ["model-grants"] => match method {
+            "GET" | "PUT" => Ok(Route::ModelGrants { id: None }),
+            _ => Err(not_allowed(method, &["GET", "PUT"])),
+        },
+        ["model-grants", id] => only(
+            method,
+            &["DELETE"],
+            Route::ModelGrants {
+                id: Some((*id).to_owned()),
+            },
+        ),
         ["mcp-servers"] => match method {
             "GET" | "POST" => Ok(Route::McpServers { name: None }),
             _ => Err(not_allowed(method, &["GET", "POST"])),
@@ -662,6 +681,8 @@ pub fn match_route(method: &str, path: &str) -> Option<Result<Route, ApiError>> 
                 (["participants"], "GET") => Ok(SessionAction::Participants),
                 (["tunnel-urls"], "GET") => Ok(SessionAction::TunnelUrls),
                 (["skills"], "GET") => Ok(SessionAction::Skills),
+                (["model-token"], "POST") => Ok(SessionAction::ModelToken),
+                (["model-token"], _) => Err(not_allowed(method, &["POST"])),
                 (["ws"], "GET") => Ok(SessionAction::Socket),
                 (
                     ["events" | "messages" | "artifacts" | "participants" | "tunnel-urls" | "skills"

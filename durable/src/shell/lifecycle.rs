@@ -656,6 +656,7 @@ impl SessionDO {
             skills: state.skills.clone(),
             mcp_servers: self.engine().mcp_servers()?,
             agent: state.agent,
+            managed_grants: self.engine().sandbox_settings()?.managed_grants,
         })
     }
 

@@ -107,6 +107,27 @@ impl SessionDO {
                 .await;
                 reply(result)
             }
+            // A brokered grant's short-lived token, for this session's sandbox only, and
+            // only a grant the session was given at its creation.
+            (Method::Post, "sandbox-model-token") => {
+                if let Some(refusal) = self.refuse_sandbox(&req) {
+                    return refusal;
+                }
+                let result = async {
+                    let ask: inspect_protocol::models::ModelTokenRequest =
+                        body_json(&mut req).await?;
+                    let given = engine.sandbox_settings()?.managed_grants;
+                    if !given.iter().any(|g| g.id == ask.grant_id) {
+                        return Err(ApiError::new(
+                            inspect_protocol::ErrorCode::Forbidden,
+                            "this session was not given that grant",
+                        ));
+                    }
+                    inspect_models::grant_store::access_token(&self.env, &ask.grant_id, now).await
+                }
+                .await;
+                reply(result)
+            }
             // The sandbox's capture of the workspace's change, after a turn.
             (Method::Post, "changes") => {
                 if let Some(refusal) = self.refuse_sandbox(&req) {

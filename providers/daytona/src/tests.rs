@@ -57,6 +57,7 @@ fn the_create_body_carries_the_identity_and_labels() {
         skills: Vec::new(),
         mcp_servers: Vec::new(),
         agent: Default::default(),
+        managed_grants: Vec::new(),
         restore_from: None,
     };
     let b = create_body(&config(), &req);

@@ -47,6 +47,7 @@ fn request() -> SpawnRequest {
         skills: Vec::new(),
         mcp_servers: Vec::new(),
         agent: Default::default(),
+        managed_grants: Vec::new(),
         restore_from: None,
     }
 }

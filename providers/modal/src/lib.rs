@@ -163,6 +163,7 @@ pub fn build_body(req: &inspect_protocol::images::BuildImageRequest) -> Value {
         skills: Vec::new(),
         mcp_servers: Vec::new(),
         agent: Default::default(),
+        managed_grants: Vec::new(),
         restore_from: None,
     };
     json!({

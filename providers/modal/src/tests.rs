@@ -77,6 +77,7 @@ fn request(restore: Option<&str>) -> SpawnRequest {
         skills: Vec::new(),
         mcp_servers: Vec::new(),
         agent: Default::default(),
+        managed_grants: Vec::new(),
         restore_from: restore.map(str::to_owned),
     }
 }

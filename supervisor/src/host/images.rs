@@ -92,6 +92,7 @@ async fn build(state: &HostState, req: &BuildImageRequest, root: &FsPath) -> Bui
             skills: Vec::new(),
             mcp_servers: Vec::new(),
             agent: Default::default(),
+            managed_grants: Vec::new(),
             restore_from: None,
         };
         let log = std::fs::File::create(root.join("supervisor.log"))?;

@@ -31,6 +31,9 @@ pub struct AgentConfig {
     pub models: Vec<inspect_protocol::models::ModelInfo>,
     /// OpenCode's `mcp` configuration (the session's MCP servers, resolved).
     pub mcp: serde_json::Map<String, Value>,
+    /// Providers whose calls go through the sandbox's brokered-access proxy: `(provider,
+    /// proxy URL)`.
+    pub provider_urls: Vec<(String, String)>,
 }
 
 pub struct Agent {
@@ -77,6 +80,10 @@ pub fn opencode_config(cfg: &AgentConfig) -> Value {
     let skills = skills_dir(&cfg.state_dir);
     if skills.is_dir() {
         config["skills"] = json!({"paths": [skills.display().to_string()]});
+    }
+    // A brokered provider's SDK calls the proxy (its key is the marker in the environment).
+    for (provider, url) in &cfg.provider_urls {
+        config["provider"][provider.as_str()]["options"]["baseURL"] = json!(format!("{url}/v1"));
     }
     if let Some(model) = &cfg.default_model {
         config["model"] = json!(model);

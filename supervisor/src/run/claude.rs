@@ -389,7 +389,8 @@ impl ClaudeAgent {
         .kill_on_drop(true);
         if let Some(url) = &self.base_url {
             cmd.env("ANTHROPIC_BASE_URL", url);
-            if std::env::var_os("ANTHROPIC_API_KEY").is_none() {
+            let given = self.extra_env.iter().any(|(k, _)| k == "ANTHROPIC_API_KEY");
+            if !given && std::env::var_os("ANTHROPIC_API_KEY").is_none() {
                 cmd.env(
                     "ANTHROPIC_API_KEY",
                     self.api_key.as_deref().unwrap_or("none"),

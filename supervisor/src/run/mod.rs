@@ -15,6 +15,7 @@ pub mod gates;
 pub mod link;
 pub mod mapping;
 pub mod mcp;
+pub mod model_proxy;
 pub mod recording;
 pub mod restore;
 pub mod screenshot;
@@ -217,7 +218,7 @@ pub async fn run() -> Result<()> {
     .context("starting the agent API")?;
     let bin_dir = cfg.root.join("bin");
     let instructions = cfg.root.join("agent").join("open-inspect.md");
-    let (events, mut commands, link_task) = link::start(link_cfg);
+    let (events, mut commands, link_task) = link::start(link_cfg.clone());
     // A local sandbox started from a snapshot or an image unpacks it here: the agent
     // starts once its own state is in place, while the workspace is still being written.
     let mut unpacking = unpacking.map(|u| (Step::begin(&events, "restore"), u));
@@ -245,6 +246,39 @@ pub async fn run() -> Result<()> {
     // The session's MCP servers, their secrets resolved from this sandbox's environment.
     let (mcp_config, mcp_left_out) =
         mcp::configuration(&cfg.spawn.mcp_servers, &|name| std::env::var(name).ok());
+    // Brokered model access: a proxy per grant; the agent holds only its marker.
+    let anthropic_upstream = cfg.agents.anthropic_base_url.clone();
+    let (revoked_tx, mut revoked_rx) = mpsc::unbounded_channel::<String>();
+    let proxies = model_proxy::start(
+        &cfg.spawn.managed_grants,
+        &|provider| match (provider, &anthropic_upstream) {
+            ("anthropic", Some(url)) => url.clone(),
+            (p, _) => model_proxy::default_upstream(p).to_owned(),
+        },
+        &link_cfg.control_plane_url,
+        &link_cfg.session_id,
+        &link_cfg.sandbox_id,
+        &link_cfg.token,
+        &events,
+        revoked_tx,
+    )
+    .await
+    .context("starting the model proxies")?;
+    let mut agent_env = vec![
+        (agent_api::URL_VAR.into(), api.url.clone()),
+        (agent_api::KEY_VAR.into(), api.key.clone()),
+    ];
+    let mut agents = cfg.agents.clone();
+    for p in &proxies {
+        let var = match p.provider.as_str() {
+            "anthropic" => "ANTHROPIC_API_KEY",
+            _ => "OPENAI_API_KEY",
+        };
+        agent_env.push((var.into(), p.marker.clone()));
+        if p.provider == "anthropic" {
+            agents.anthropic_base_url = Some(p.url.clone());
+        }
+    }
     let agent_cfg = agent::AgentConfig {
         binary: cfg.opencode.clone(),
         directory: directory.clone(),
@@ -252,14 +286,15 @@ pub async fn run() -> Result<()> {
         default_model: cfg.spawn.default_model.clone(),
         base_url: cfg.base_url.clone(),
         api_key: cfg.api_key.clone(),
-        extra_env: vec![
-            (agent_api::URL_VAR.into(), api.url.clone()),
-            (agent_api::KEY_VAR.into(), api.key.clone()),
-        ],
+        extra_env: agent_env,
         bin_dir: Some(bin_dir),
         instructions: Some(instructions),
         models: cfg.spawn.models.clone(),
         mcp: mcp_config.clone(),
+        provider_urls: proxies
+            .iter()
+            .map(|p| (p.provider.clone(), p.url.clone()))
+            .collect(),
     };
     std::fs::create_dir_all(&cfg.workspace)?;
     // The session's managed skills are in place before the agent reads its skills.
@@ -287,7 +322,7 @@ pub async fn run() -> Result<()> {
     }
     let step = Step::begin(&events, "agent");
     let kind = cfg.spawn.agent;
-    let spawned = Backend::spawn(kind, &agent_cfg, &cfg.agents);
+    let spawned = Backend::spawn(kind, &agent_cfg, &agents);
     let fail = |step: Step<'_>, e: anyhow::Error| {
         step.end(StepStatus::Failed, Some(format!("{e:#}")), None);
         events.send(SandboxEvent::Error {
@@ -515,6 +550,14 @@ pub async fn run() -> Result<()> {
                     TurnSignal::Continue => {}
                 }
             }
+            Some(why) = revoked_rx.recv() => {
+                // The agent would only retry a call that cannot succeed: the turn ends.
+                if turn.is_some() {
+                    let _ = agent.abort().await;
+                    let t = turn.take();
+                    finish(&cfg, &events, &repos, &mut pushed, t, Some((false, Some(why)))).await;
+                }
+            }
             _ = watchdog.tick() => {
                 if agent.exited() {
                     events.send(SandboxEvent::Warning { scope: "agent".into(), message: "the agent exited; restarting it".into() });
@@ -522,7 +565,7 @@ pub async fn run() -> Result<()> {
                         events.send(SandboxEvent::ExecutionComplete { message_id: t.mapper.message_id().to_owned(), success: false, error: Some("the agent crashed during the prompt".into()) });
                     }
                     stream.abort();
-                    agent = Backend::start(kind, &agent_cfg, &cfg.agents).await.context("restarting the agent")?;
+                    agent = Backend::start(kind, &agent_cfg, &agents).await.context("restarting the agent")?;
                     agent.warm_up();
                     stream = agent.stream_events(agent_tx.clone());
                     continue;

@@ -15,6 +15,7 @@ pub mod machine;
 pub mod mcp;
 pub mod modal;
 pub mod model;
+pub mod oauth;
 pub mod opencomputer;
 pub mod sentry;
 pub mod slack;

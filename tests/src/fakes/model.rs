@@ -45,6 +45,10 @@ struct Script {
     /// Every request that consumed a reply, for assertions.
     requests: Vec<Value>,
     calls: usize,
+    /// When set, the Messages API takes only these bearer tokens (an OAuth provider's).
+    bearer_only: Option<Arc<Mutex<std::collections::HashSet<String>>>>,
+    /// Calls refused for their credentials.
+    refused: usize,
 }
 
 pub struct FakeModel {
@@ -78,6 +82,19 @@ impl FakeModel {
     /// Where Claude Code finds the Anthropic API here (`ANTHROPIC_BASE_URL`: without `/v1`).
     pub fn anthropic_base_url(&self) -> String {
         self.base_url.trim_end_matches("/v1").to_owned()
+    }
+
+    /// From now on the Messages API takes only a bearer token of these (as Anthropic takes
+    /// an OAuth access token: `Authorization: Bearer`, with the `oauth-2025-04-20` beta).
+    pub fn require_bearer(&self, tokens: Arc<Mutex<std::collections::HashSet<String>>>) {
+        if let Ok(mut s) = self.script.lock() {
+            s.bearer_only = Some(tokens);
+        }
+    }
+
+    /// Calls refused for their credentials.
+    pub fn refused(&self) -> usize {
+        self.script.lock().map(|s| s.refused).unwrap_or(0)
     }
 
     /// Adds replies at the end of the script.
@@ -151,6 +168,29 @@ async fn messages(
             "authentication_error",
             "x-api-key header is required",
         );
+    }
+    let bearer_only = script.lock().ok().and_then(|s| s.bearer_only.clone());
+    if let Some(tokens) = bearer_only {
+        let bearer = headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or_default();
+        let beta = headers
+            .get("anthropic-beta")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        let known = tokens.lock().map(|t| t.contains(bearer)).unwrap_or(false);
+        if !known || !beta.contains("oauth-2025-04-20") || headers.get("x-api-key").is_some() {
+            if let Ok(mut s) = script.lock() {
+                s.refused += 1;
+            }
+            return anthropic_error(
+                StatusCode::UNAUTHORIZED,
+                "authentication_error",
+                "invalid bearer token",
+            );
+        }
     }
     for field in ["model", "max_tokens", "messages"] {
         if req.get(field).is_none() {
