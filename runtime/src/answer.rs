@@ -56,3 +56,34 @@ fn written_with(
 pub fn internal(e: worker::Error) -> ApiError {
     ApiError::internal(e.to_string())
 }
+
+/// A webhook delivery's raw body, at most `max` bytes (413 when its `Content-Length` says
+/// more, or when what arrives is more): the one read every bot's check starts from.
+pub async fn delivery_body(
+    req: &mut worker::Request,
+    max: usize,
+) -> std::result::Result<Vec<u8>, ApiError> {
+    let too_large = || {
+        ApiError::new(
+            inspect_protocol::ErrorCode::PayloadTooLarge,
+            format!("deliveries are at most {max} bytes"),
+        )
+    };
+    let declared = req
+        .headers()
+        .get("Content-Length")
+        .ok()
+        .flatten()
+        .and_then(|l| l.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > max) {
+        return Err(too_large());
+    }
+    let body = req
+        .bytes()
+        .await
+        .map_err(|e| ApiError::bad_request(format!("unreadable body: {e}")))?;
+    if body.len() > max {
+        return Err(too_large());
+    }
+    Ok(body)
+}

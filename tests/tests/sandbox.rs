@@ -84,6 +84,22 @@ async fn until_complete(ws: &mut WsClient, n: usize, w: &World) -> Vec<Value> {
     seen
 }
 
+/// Reads the socket until a tool call is running.
+async fn until_tool_runs(ws: &mut WsClient, w: &World) {
+    loop {
+        let m = ws
+            .recv_within(120)
+            .await
+            .unwrap_or_else(|e| panic!("{e}\n{}", w.host.sandbox_logs()));
+        if m["type"] == "sandbox_event"
+            && m["event"]["type"] == "tool_call"
+            && m["event"]["status"] == "running"
+        {
+            return;
+        }
+    }
+}
+
 fn events<'a>(seen: &'a [Value], kind: &str) -> Vec<&'a Value> {
     seen.iter()
         .filter(|m| m["type"] == "sandbox_event" && m["event"]["type"] == kind)
@@ -227,18 +243,7 @@ async fn stop_aborts_a_running_tool_and_the_next_prompt_still_runs() {
     ws.send(json!({"type": "prompt", "content": "Wait a minute"}))
         .await
         .unwrap();
-    loop {
-        let m = ws
-            .recv_within(120)
-            .await
-            .unwrap_or_else(|e| panic!("{e}\n{}", w.host.sandbox_logs()));
-        if m["type"] == "sandbox_event"
-            && m["event"]["type"] == "tool_call"
-            && m["event"]["status"] == "running"
-        {
-            break;
-        }
-    }
+    until_tool_runs(&mut ws, &w).await;
     let t = std::time::Instant::now();
     ws.send(json!({"type": "stop"})).await.unwrap();
     let seen = until_complete(&mut ws, 1, &w).await;
@@ -1479,18 +1484,7 @@ async fn claude_code_works_a_prompt_commits_stops_and_carries_on() {
     ws.send(json!({"type": "prompt", "content": "Wait a while"}))
         .await
         .unwrap();
-    loop {
-        let m = ws
-            .recv_within(120)
-            .await
-            .unwrap_or_else(|e| panic!("{e}\n{}", w.host.sandbox_logs()));
-        if m["type"] == "sandbox_event"
-            && m["event"]["type"] == "tool_call"
-            && m["event"]["status"] == "running"
-        {
-            break;
-        }
-    }
+    until_tool_runs(&mut ws, &w).await;
     let t = std::time::Instant::now();
     ws.send(json!({"type": "stop"})).await.unwrap();
     let seen = until_complete(&mut ws, 1, &w).await;

@@ -54,27 +54,13 @@ pub async fn webhook(
     let event = header("X-GitHub-Event").unwrap_or_default();
     let delivery = header("X-GitHub-Delivery").unwrap_or_default();
     let signature = header("X-Hub-Signature-256");
-    let declared = header("Content-Length")
-        .and_then(|l| l.parse::<usize>().ok())
-        .unwrap_or(0);
-    if declared > MAX_PAYLOAD_BYTES {
-        log(&delivery, &event, "refused", "payload too large");
-        return Err(ApiError::new(
-            ErrorCode::PayloadTooLarge,
-            format!("deliveries are at most {MAX_PAYLOAD_BYTES} bytes"),
-        ));
-    }
-    let body = req
-        .bytes()
-        .await
-        .map_err(|e| ApiError::bad_request(format!("unreadable body: {e}")))?;
-    if body.len() > MAX_PAYLOAD_BYTES {
-        log(&delivery, &event, "refused", "payload too large");
-        return Err(ApiError::new(
-            ErrorCode::PayloadTooLarge,
-            format!("deliveries are at most {MAX_PAYLOAD_BYTES} bytes"),
-        ));
-    }
+    let body = match inspect_runtime::answer::delivery_body(&mut req, MAX_PAYLOAD_BYTES).await {
+        Ok(b) => b,
+        Err(e) => {
+            log(&delivery, &event, "refused", &e.message);
+            return Err(e);
+        }
+    };
     if !webhook::signature_ok(&secret, &body, signature.as_deref()) {
         log(
             &delivery,

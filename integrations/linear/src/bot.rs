@@ -74,25 +74,7 @@ pub async fn webhook(
     let header = |name: &str| req.headers().get(name).ok().flatten();
     let signature = header("Linear-Signature");
     let delivery = header("Linear-Delivery");
-    if header("Content-Length")
-        .and_then(|l| l.parse::<usize>().ok())
-        .is_some_and(|n| n > MAX_DELIVERY_BYTES)
-    {
-        return Err(ApiError::new(
-            ErrorCode::PayloadTooLarge,
-            "delivery too large",
-        ));
-    }
-    let body = req
-        .bytes()
-        .await
-        .map_err(|e| ApiError::bad_request(format!("unreadable body: {e}")))?;
-    if body.len() > MAX_DELIVERY_BYTES {
-        return Err(ApiError::new(
-            ErrorCode::PayloadTooLarge,
-            "delivery too large",
-        ));
-    }
+    let body = inspect_runtime::answer::delivery_body(&mut req, MAX_DELIVERY_BYTES).await?;
     if let Err(refusal) = verify::check(&secret, signature.as_deref(), &body, now_ms()) {
         emit(log("refused", refusal.reason()));
         return Err(ApiError::unauthorized(refusal.reason()));

@@ -68,25 +68,7 @@ async fn signed_body(req: &mut Request, env: &Env) -> Result<Vec<u8>, ApiError> 
     let header = |name: &str| req.headers().get(name).ok().flatten();
     let timestamp = header("X-Slack-Request-Timestamp");
     let signature = header("X-Slack-Signature");
-    if header("Content-Length")
-        .and_then(|l| l.parse::<usize>().ok())
-        .is_some_and(|n| n > MAX_DELIVERY_BYTES)
-    {
-        return Err(ApiError::new(
-            ErrorCode::PayloadTooLarge,
-            "delivery too large",
-        ));
-    }
-    let body = req
-        .bytes()
-        .await
-        .map_err(|e| ApiError::bad_request(format!("unreadable body: {e}")))?;
-    if body.len() > MAX_DELIVERY_BYTES {
-        return Err(ApiError::new(
-            ErrorCode::PayloadTooLarge,
-            "delivery too large",
-        ));
-    }
+    let body = inspect_runtime::answer::delivery_body(req, MAX_DELIVERY_BYTES).await?;
     if let Err(refusal) = verify::check(
         &secret,
         timestamp.as_deref(),

@@ -213,14 +213,7 @@ impl ClaudeMapper {
 
     /// How the turn ended: a turn that produced nothing is a failure.
     pub fn outcome(&self) -> (bool, Option<String>) {
-        match (&self.error, self.produced_output) {
-            (Some(e), _) => (false, Some(e.clone())),
-            (None, false) => (
-                false,
-                Some("the agent finished without producing any output".into()),
-            ),
-            (None, true) => (true, None),
-        }
+        super::mapping::outcome(self.error.as_deref(), self.produced_output)
     }
 }
 

@@ -56,6 +56,19 @@ fn error_text(err: &Value) -> String {
     }
 }
 
+/// How a turn ended, whichever the agent: its first error, else a failure when it produced
+/// nothing, else a success.
+pub fn outcome(error: Option<&str>, produced_output: bool) -> (bool, Option<String>) {
+    match (error, produced_output) {
+        (Some(e), _) => (false, Some(e.to_owned())),
+        (None, false) => (
+            false,
+            Some("the agent finished without producing any output".into()),
+        ),
+        (None, true) => (true, None),
+    }
+}
+
 impl TurnMapper {
     #[cfg(test)]
     pub fn new(message_id: &str, agent_session: &str) -> Self {
@@ -218,14 +231,7 @@ impl TurnMapper {
 
     /// How the turn ended: a turn that produced nothing is a failure, not a success.
     pub fn outcome(&self) -> (bool, Option<String>) {
-        match (&self.error, self.produced_output) {
-            (Some(e), _) => (false, Some(e.clone())),
-            (None, false) => (
-                false,
-                Some("the agent finished without producing any output".into()),
-            ),
-            (None, true) => (true, None),
-        }
+        outcome(self.error.as_deref(), self.produced_output)
     }
 }
 
