@@ -93,15 +93,46 @@ pub struct SkillList {
     pub skills: Vec<Skill>,
 }
 
-/// Which skills a new session takes: every applicable one (the default) or none.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// Which skills a new session takes: every applicable one (the default), none, or the
+/// applicable ones a profile of the person's names (`{"profile": "name"}`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "snake_case")]
 pub enum SkillChoice {
     #[default]
     All,
     None,
+    Profile(String),
 }
+
+/// A person's saved subset of the skills (`PUT /skill-profiles/:name {"skills": [...]}`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct SkillProfile {
+    pub name: String,
+    pub skills: Vec<String>,
+    pub updated_at: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SkillProfileRequest {
+    pub skills: Vec<String>,
+}
+
+/// `GET /skill-profiles`: the caller's own.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct SkillProfiles {
+    pub profiles: Vec<SkillProfile>,
+}
+
+/// Profiles a person keeps, at most, and skills in one.
+pub const MAX_PROFILES: usize = 20;
+pub const MAX_PROFILE_SKILLS: usize = 100;
 
 /// A skill revision a session uses.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -12,6 +12,8 @@ use inspect_protocol::skills::{
 use sha2::{Digest, Sha256};
 
 #[cfg(target_arch = "wasm32")]
+pub mod profiles;
+#[cfg(target_arch = "wasm32")]
 pub mod store;
 
 /// A canonical name: 1–64 characters, lowercase letters and digits in words joined by
@@ -193,6 +195,24 @@ pub fn pin(
     pinned.sort_by(|a, b| a.name.cmp(&b.name));
     pinned.truncate(MAX_SESSION_SKILLS);
     pinned
+}
+
+/// Checks a profile: its name as a skill's (lowercase words and hyphens), at most
+/// [`MAX_PROFILE_SKILLS`] skill names, each canonical; the names sorted and deduplicated.
+pub fn check_profile(name: &str, mut skills: Vec<String>) -> Result<Vec<String>, String> {
+    use inspect_protocol::skills::MAX_PROFILE_SKILLS;
+    check_name(name).map_err(|e| format!("a profile's name: {e}"))?;
+    if skills.len() > MAX_PROFILE_SKILLS {
+        return Err(format!(
+            "a profile names at most {MAX_PROFILE_SKILLS} skills"
+        ));
+    }
+    for s in &skills {
+        check_name(s)?;
+    }
+    skills.sort();
+    skills.dedup();
+    Ok(skills)
 }
 
 #[cfg(test)]

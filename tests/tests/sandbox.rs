@@ -1077,6 +1077,63 @@ async fn managed_skills_reach_the_agent_at_the_revision_the_session_pinned() {
         "{}",
         state.body
     );
+    // A person's skill profile: of the skills that apply, only those it names; it is theirs
+    // alone.
+    let r = send_as(
+        "ann",
+        Method::PUT,
+        &url("/skill-profiles/just-deploy"),
+        Some(json!({"skills": ["switched-off", "deploy-notes", "deploy-notes"]})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["skills"], json!(["deploy-notes", "switched-off"]));
+    let bad = send_as(
+        "ann",
+        Method::PUT,
+        &url("/skill-profiles/Bad_Name"),
+        Some(json!({"skills": []})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(bad.status, 400, "{}", bad.body);
+    let profiled = create_session(
+        &w.stack.base_url,
+        "ann",
+        json!({"repoOwner": "local", "repoName": "demo", "skills": {"profile": "just-deploy"}}),
+    )
+    .await
+    .unwrap();
+    let state = send(Method::GET, &url(&format!("/sessions/{profiled}")), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        state.body["skills"],
+        json!([{"name": "deploy-notes", "revision": 1}]),
+        "{}",
+        state.body
+    );
+    let theirs = send_as(
+        "bob",
+        Method::POST,
+        &url("/sessions"),
+        Some(
+            json!({"repoOwner": "local", "repoName": "demo", "skills": {"profile": "just-deploy"}}),
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(theirs.status, 400, "{}", theirs.body);
+    assert!(
+        theirs.body.to_string().contains("no skill profile"),
+        "{}",
+        theirs.body
+    );
+    let bobs = send_as("bob", Method::GET, &url("/skill-profiles"), None)
+        .await
+        .unwrap();
+    assert_eq!(bobs.body["profiles"], json!([]));
     // Only the session's sandbox reads the skills' content there.
     let r = send(Method::GET, &url(&format!("/sessions/{id}/skills")), None)
         .await

@@ -38,6 +38,8 @@ export type {
   Skill,
   SkillAssignment,
   SkillRequest,
+  SkillProfile,
+  SkillProfiles,
   PinnedSkill,
   ModelCatalog,
   ModelInfo,

@@ -69,7 +69,13 @@ digest: string, updatedBy: string, updatedAt: number, };
 
 export type SkillList = { skills: Array<Skill>, };
 
-export type SkillChoice = "all" | "none";
+export type SkillChoice = "all" | "none" | { "profile": string };
+
+export type SkillProfile = { name: string, skills: Array<string>, updatedAt: number, };
+
+export type SkillProfileRequest = { skills: Array<string>, };
+
+export type SkillProfiles = { profiles: Array<SkillProfile>, };
 
 export type PinnedSkill = { name: string, revision: number, };
 

@@ -350,6 +350,22 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
             }
         },
         Route::Models => json(&inspect_models::store::catalog(env).await?, 200),
+        Route::SkillProfiles { name } => {
+            use inspect_skills::profiles;
+            let me = actor.user_id.as_str();
+            match (req.method(), name) {
+                (Method::Get, None) => json(&profiles::list(env, me).await?, 200),
+                (Method::Put, Some(name)) => {
+                    let ask: inspect_protocol::skills::SkillProfileRequest = body_as(&body)?;
+                    json(&profiles::put(env, me, &name, ask.skills, now).await?, 200)
+                }
+                (_, Some(name)) => {
+                    profiles::delete(env, me, &name).await?;
+                    json(&serde_json::json!({ "deleted": true, "name": name }), 200)
+                }
+                (_, None) => Err(ApiError::bad_request("GET /skill-profiles")),
+            }
+        }
         Route::ModelGrants { id } => {
             use inspect_models::grant_store;
             match (req.method(), id) {

@@ -514,7 +514,14 @@ pub(crate) async fn create_session_with(
     // What the deployment offers now, read at once: its models, the managed skills and the
     // MCP servers that apply.
     let environment = create.environment_id.clone();
-    let skill_choice = create.skills.unwrap_or_default();
+    let skill_choice = create.skills.clone().unwrap_or_default();
+    // A profile is the creator's own: its skills, of those that apply.
+    let profile = match &skill_choice {
+        inspect_protocol::skills::SkillChoice::Profile(name) => {
+            Some(inspect_skills::profiles::get(env, &actor.user_id, name).await?)
+        }
+        _ => None,
+    };
     let (models, skills, mcp_servers) = futures::join!(
         inspect_models::store::catalog(env),
         async {
@@ -524,6 +531,16 @@ pub(crate) async fn create_session_with(
                         .await
                 }
                 inspect_protocol::skills::SkillChoice::None => Ok(Vec::new()),
+                inspect_protocol::skills::SkillChoice::Profile(_) => {
+                    let wanted = profile.map(|p| p.skills).unwrap_or_default();
+                    inspect_skills::store::applicable(env, &repositories, environment.as_deref())
+                        .await
+                        .map(|all| {
+                            all.into_iter()
+                                .filter(|s| wanted.contains(&s.name))
+                                .collect()
+                        })
+                }
             }
         },
         inspect_mcp::store::for_session(env, &repositories, environment.as_deref()),

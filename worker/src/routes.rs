@@ -108,6 +108,10 @@ pub enum Route {
     Models,
     /// `PUT /settings/models`: which models are enabled, and the default.
     SaveModelSettings,
+    /// `GET /skill-profiles`, `PUT|DELETE /skill-profiles/:name`: the caller's own.
+    SkillProfiles {
+        name: Option<String>,
+    },
     /// `GET|PUT /model-grants`, `DELETE /model-grants/:id`: brokered model grants.
     ModelGrants {
         id: Option<String>,
@@ -427,6 +431,13 @@ pub fn match_route(method: &str, path: &str) -> Option<Result<Route, ApiError>> 
         ),
         ["automations", rest @ ..] => return Some(automations(method, rest)),
         ["models"] => only(method, &["GET"], Route::Models),
+        ["skill-profiles"] => only(method, &["GET"], Route::SkillProfiles { name: None }),
+        ["skill-profiles", name] => match method {
+            "PUT" | "DELETE" => Ok(Route::SkillProfiles {
+                name: Some((*name).to_owned()),
+            }),
+            _ => Err(not_allowed(method, &["PUT", "DELETE"])),
+        },
         ["model-grants"] => match method {
             "GET" | "PUT" => Ok(Route::ModelGrants { id: None }),
             _ => Err(not_allowed(method, &["GET", "PUT"])),

@@ -2,7 +2,7 @@ import { useEffect, useRef, useState } from "preact/hooks";
 import { useLocation } from "preact-iso";
 import { del, errorText, get, post } from "../api";
 import { socketUrl } from "../live";
-import type { AgentKind, BranchList, Environment, Me, Repository, RepositoryRef } from "../types";
+import type { AgentKind, SkillProfiles, BranchList, Environment, Me, Repository, RepositoryRef } from "../types";
 import { ErrorNote } from "./bits";
 import { ModelPicker } from "./ModelPicker";
 
@@ -25,7 +25,9 @@ export function NewSession({ me }: { me: Me }) {
   const [branch, setBranch] = useState("");
   const [several, setSeveral] = useState<string[]>([]);
   const [model, setModel] = useState("");
-  const [skills, setSkills] = useState<"all" | "none">("all");
+  // "all", "none", or "profile:<name>" (one of the person's skill profiles).
+  const [skills, setSkills] = useState<string>("all");
+  const [profiles, setProfiles] = useState<string[]>([]);
   // Empty: the repository's default agent (OpenCode unless its settings say otherwise).
   const [agent, setAgent] = useState<"" | AgentKind>("");
   const [prompt, setPrompt] = useState("");
@@ -53,6 +55,9 @@ export function NewSession({ me }: { me: Me }) {
           setMode("environment");
         }
       })
+      .catch(() => undefined);
+    get<SkillProfiles>("/skill-profiles")
+      .then((r) => setProfiles(r.profiles.map((p) => p.name)))
       .catch(() => undefined);
   }, []);
 
@@ -97,7 +102,7 @@ export function NewSession({ me }: { me: Me }) {
         ...body,
         ...(model ? { model } : {}),
         ...(agent ? { agent } : {}),
-        skills,
+        skills: skills.startsWith("profile:") ? { profile: skills.slice(8) } : skills,
       }).then((r) => {
         draft.current = { id: r.sessionId, target: key };
         return r.sessionId;
@@ -325,9 +330,12 @@ export function NewSession({ me }: { me: Me }) {
         </label>
         <label>
           Skills{" "}
-          <select value={skills} onChange={(e) => setSkills(e.currentTarget.value as "all" | "none")} aria-label="Skills">
+          <select value={skills} onChange={(e) => setSkills(e.currentTarget.value)} aria-label="Skills">
             <option value="all">all applicable</option>
             <option value="none">none</option>
+            {profiles.map((p) => (
+              <option value={`profile:${p}`}>profile: {p}</option>
+            ))}
           </select>
         </label>
         <label for="first-prompt">First prompt</label>

@@ -3,7 +3,7 @@
 
 import { useEffect, useState } from "preact/hooks";
 import { del, errorText, get, post, put } from "../api";
-import type { Environment, Repository, Skill, SkillAssignment, SkillRequest } from "../types";
+import type { Environment, Repository, Skill, SkillAssignment, SkillProfile, SkillProfiles, SkillRequest } from "../types";
 import { ErrorNote, ago } from "./bits";
 
 type Draft = { name: string; description: string; instructions: string; enabled: boolean; targets: string[]; revision?: number };
@@ -135,7 +135,71 @@ export function Skills({ repos, environments }: { repos: Repository[]; environme
           <button type="button" onClick={() => setDraft(null)}>Cancel</button>
         </form>
       )}
+      <Profiles skills={skills} />
       <ErrorNote text={error} />
     </section>
+  );
+}
+
+/** The person's own skill profiles: saved subsets a new session may take. */
+function Profiles({ skills }: { skills: Skill[] }) {
+  const [profiles, setProfiles] = useState<SkillProfile[]>([]);
+  const [name, setName] = useState("");
+  const [chosen, setChosen] = useState<string[]>([]);
+  const [error, setError] = useState("");
+  const load = () =>
+    get<SkillProfiles>("/skill-profiles")
+      .then((r) => setProfiles(r.profiles))
+      .catch((e) => setError(errorText(e)));
+  useEffect(() => {
+    void load();
+  }, []);
+  const save = async (e: Event) => {
+    e.preventDefault();
+    try {
+      await put(`/skill-profiles/${encodeURIComponent(name.trim())}`, { skills: chosen });
+      setName("");
+      setChosen([]);
+      setError("");
+      await load();
+    } catch (err) {
+      setError(errorText(err));
+    }
+  };
+  return (
+    <div data-testid="skill-profiles">
+      <h3 class="small">My profiles</h3>
+      <p class="muted small">A profile is your own subset: a new session can take its skills (of those that apply) instead of all.</p>
+      <ul class="plain">
+        {profiles.map((p) => (
+          <li key={p.name}>
+            <strong>{p.name}</strong>: {p.skills.join(", ") || "no skills"}{" "}
+            <button
+              type="button"
+              class="small"
+              aria-label={`Delete the profile ${p.name}`}
+              onClick={() => void del(`/skill-profiles/${encodeURIComponent(p.name)}`).then(load).catch((e) => setError(errorText(e)))}
+            >
+              ✕
+            </button>
+          </li>
+        ))}
+      </ul>
+      <form onSubmit={save} aria-label="Skill profile">
+        <input value={name} placeholder="profile name (lowercase-words)" onInput={(e) => setName(e.currentTarget.value)} aria-label="Profile name" required />
+        {skills.map((sk) => (
+          <label class="check" key={sk.name}>
+            <input
+              type="checkbox"
+              checked={chosen.includes(sk.name)}
+              onChange={(e) => setChosen(e.currentTarget.checked ? [...chosen, sk.name] : chosen.filter((x) => x !== sk.name))}
+            />{" "}
+            {sk.name}
+          </label>
+        ))}
+        <button type="submit">Save profile</button>
+      </form>
+      <ErrorNote text={error} />
+    </div>
   );
 }
