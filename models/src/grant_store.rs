@@ -1,9 +1,9 @@
 //! Brokered model grants in D1 (`migrations/0018_model_grants.sql`): stored sealed, listed
 //! without their tokens, chosen for a session, and turned into a short-lived access token
 //! for a session's sandbox — the held one while it is good, else a refresh at the grant's
-//! token endpoint, its rotated refresh token written back in place (only over the one it
-//! replaced: a refresh racing another keeps the other's), a refused one marking the grant
-//! revoked.
+//! token endpoint, its rotated refresh token written back in place, a refused one marking
+//! the grant revoked. One refresh at a time per grant across all sessions
+//! (`migrations/0020_model_grant_refresh.sql`): the others wait for its token.
 
 use crate::grants::{self, Outcome};
 use inspect_protocol::models::{ManagedGrant, ModelGrant, ModelGrantRequest, ModelToken};
@@ -124,6 +124,7 @@ pub async fn for_session(
     env: &Env,
     repositories: &[(String, String)],
     environment: Option<&str>,
+    agent: inspect_protocol::session::AgentKind,
 ) -> Result<Vec<ManagedGrant>, ApiError> {
     let rows: Vec<Row> = all(
         env,
@@ -141,13 +142,15 @@ pub async fn for_session(
             )
         })
         .collect();
-    Ok(grants::applicable(&grants, repositories, environment)
-        .into_iter()
-        .map(|(id, provider)| ManagedGrant {
-            id: id.to_owned(),
-            provider: provider.to_owned(),
-        })
-        .collect())
+    Ok(
+        grants::applicable(&grants, repositories, environment, agent)
+            .into_iter()
+            .map(|(id, provider)| ManagedGrant {
+                id: id.to_owned(),
+                provider: provider.to_owned(),
+            })
+            .collect(),
+    )
 }
 
 #[derive(Deserialize)]
@@ -160,10 +163,28 @@ struct Held {
     status: String,
 }
 
+/// How long one refresh may hold a grant before another session may try.
+const REFRESH_LEASE_MS: i64 = 20_000;
+/// How long a session waits for another's refresh, at most; and how often it looks.
+const REFRESH_WAIT_MS: i64 = 25_000;
+const REFRESH_POLL_MS: u64 = 200;
+
+fn clock() -> i64 {
+    worker::Date::now().as_millis() as i64
+}
+
 /// A short-lived access token of grant `id`: 410 once the grant is revoked (with why).
+/// One refresh at a time per grant, across every session: the one that claims the grant
+/// (a lease in D1) refreshes; the others wait for the token it writes. Many sessions
+/// sending the same refresh token at once would make all but one look like a reuse — an
+/// `invalid_grant` that could mark a good grant revoked, and that providers detecting
+/// reuse answer by revoking the whole chain.
 pub async fn access_token(env: &Env, id: &str, now: i64) -> Result<ModelToken, ApiError> {
     let key = key(env)?;
-    for _ in 0..2 {
+    let started = clock().max(now);
+    let mut first_seen: Option<Option<i64>> = None;
+    loop {
+        let now = clock();
         let held: Option<Held> = first(
             env,
             "SELECT token_url, client_id, refresh_sealed, access_sealed, access_expires_at, status FROM model_grants WHERE id = ?1",
@@ -179,72 +200,120 @@ pub async fn access_token(env: &Env, id: &str, now: i64) -> Result<ModelToken, A
                 "the grant was revoked: reconnect it in Settings",
             ));
         }
-        if let (Some(sealed), Some(at)) = (&held.access_sealed, held.access_expires_at) {
-            if !grants::must_renew(at as i64, now) {
+        let expires = held.access_expires_at.map(|a| a as i64);
+        let seen = *first_seen.get_or_insert(expires);
+        if let (Some(sealed), Some(at)) = (&held.access_sealed, expires) {
+            // Good for a while yet; or just written by the refresh this call waited for.
+            if !grants::must_renew(at, now) || (seen != Some(at) && at > now + 5_000) {
                 return Ok(ModelToken {
                     access_token: key.open(sealed)?,
-                    expires_at: at as i64,
+                    expires_at: at,
                 });
             }
         }
-        let refresh = key.open(&held.refresh_sealed)?;
-        let (status, body) = post_form(
-            &held.token_url,
-            &grants::refresh_form(&held.client_id, &refresh),
+        let claimed = run(
+            env,
+            "UPDATE model_grants SET refreshing_until = ?2 WHERE id = ?1 AND status = 'active' AND refresh_sealed = ?3 AND (refreshing_until IS NULL OR refreshing_until < ?4)",
+            &[
+                id.into(),
+                num(now + REFRESH_LEASE_MS),
+                held.refresh_sealed.as_str().into(),
+                num(now),
+            ],
         )
         .await?;
-        match grants::read_refresh(status, &body, now) {
-            Outcome::Fresh {
-                access,
-                rotated,
+        if claimed == 0 {
+            // Another session is refreshing (or just did): wait for its token.
+            if clock() - started > REFRESH_WAIT_MS {
+                return Err(ApiError::new(
+                    ErrorCode::Unavailable,
+                    "another refresh of the grant did not finish in time",
+                ));
+            }
+            worker::Delay::from(std::time::Duration::from_millis(REFRESH_POLL_MS)).await;
+            continue;
+        }
+        return refresh(env, &key, id, &held, now).await;
+    }
+}
+
+/// Refreshes grant `id` under the lease this call holds, writes what came back, and lets
+/// go of the lease.
+async fn refresh(
+    env: &Env,
+    key: &inspect_secrets::SealingKey,
+    id: &str,
+    held: &Held,
+    now: i64,
+) -> Result<ModelToken, ApiError> {
+    let refresh = key.open(&held.refresh_sealed)?;
+    let answered = post_form(
+        &held.token_url,
+        &grants::refresh_form(&held.client_id, &refresh),
+    )
+    .await;
+    let (status, body) = match answered {
+        Ok(a) => a,
+        Err(e) => {
+            release(env, id).await;
+            return Err(e);
+        }
+    };
+    match grants::read_refresh(status, &body, now) {
+        Outcome::Fresh {
+            access,
+            rotated,
+            expires_at,
+        } => {
+            let new_refresh = match &rotated {
+                Some(r) => seal(key, r)?,
+                None => held.refresh_sealed.clone(),
+            };
+            run(
+                env,
+                "UPDATE model_grants SET refresh_sealed = ?2, access_sealed = ?3, access_expires_at = ?4, refreshing_until = NULL WHERE id = ?1 AND refresh_sealed = ?5",
+                &[
+                    id.into(),
+                    new_refresh.into(),
+                    seal(key, &access)?.into(),
+                    num(expires_at),
+                    held.refresh_sealed.as_str().into(),
+                ],
+            )
+            .await?;
+            Ok(ModelToken {
+                access_token: access,
                 expires_at,
-            } => {
-                let new_refresh = match &rotated {
-                    Some(r) => seal(&key, r)?,
-                    None => held.refresh_sealed.clone(),
-                };
-                // Only over the refresh token this used: a racing refresh that rotated it
-                // first keeps its own.
-                run(
-                    env,
-                    "UPDATE model_grants SET refresh_sealed = ?2, access_sealed = ?3, access_expires_at = ?4 WHERE id = ?1 AND refresh_sealed = ?5",
-                    &[
-                        id.into(),
-                        new_refresh.into(),
-                        seal(&key, &access)?.into(),
-                        num(expires_at),
-                        held.refresh_sealed.as_str().into(),
-                    ],
-                )
-                .await?;
-                return Ok(ModelToken {
-                    access_token: access,
-                    expires_at,
-                });
-            }
-            Outcome::Revoked(why) => {
-                // Another refresh may have rotated the token meanwhile: then this one was
-                // only late, and the next round reads the other's.
-                let changed = run(
-                    env,
-                    "UPDATE model_grants SET status = 'revoked', status_reason = ?2, access_sealed = NULL, access_expires_at = NULL WHERE id = ?1 AND refresh_sealed = ?3",
-                    &[id.into(), why.as_str().into(), held.refresh_sealed.as_str().into()],
-                )
-                .await?;
-                if changed > 0 {
-                    return Err(ApiError::new(
-                        ErrorCode::Gone,
-                        format!("the grant was revoked: {why}; reconnect it in Settings"),
-                    ));
-                }
-            }
-            Outcome::Failed(why) => return Err(ApiError::new(ErrorCode::Unavailable, why)),
+            })
+        }
+        Outcome::Revoked(why) => {
+            // Refused under the lease, with the grant's current refresh token: the
+            // provider no longer honours it.
+            run(
+                env,
+                "UPDATE model_grants SET status = 'revoked', status_reason = ?2, access_sealed = NULL, access_expires_at = NULL, refreshing_until = NULL WHERE id = ?1 AND refresh_sealed = ?3",
+                &[id.into(), why.as_str().into(), held.refresh_sealed.as_str().into()],
+            )
+            .await?;
+            Err(ApiError::new(
+                ErrorCode::Gone,
+                format!("the grant was revoked: {why}; reconnect it in Settings"),
+            ))
+        }
+        Outcome::Failed(why) => {
+            release(env, id).await;
+            Err(ApiError::new(ErrorCode::Unavailable, why))
         }
     }
-    Err(ApiError::new(
-        ErrorCode::Unavailable,
-        "the grant changed twice while it was refreshed",
-    ))
+}
+
+async fn release(env: &Env, id: &str) {
+    let _ = run(
+        env,
+        "UPDATE model_grants SET refreshing_until = NULL WHERE id = ?1",
+        &[id.into()],
+    )
+    .await;
 }
 
 async fn post_form(url: &str, form: &str) -> Result<(u16, String), ApiError> {

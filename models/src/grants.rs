@@ -4,6 +4,7 @@
 //! §6, form-encoded) and its answer, and when a held access token must be renewed.
 
 use inspect_protocol::models::ModelGrantRequest;
+use inspect_protocol::session::AgentKind;
 use inspect_protocol::skills::SkillAssignment;
 use serde::Deserialize;
 
@@ -76,12 +77,23 @@ pub fn scope_of(kind: &str, id: &str) -> SkillAssignment {
     }
 }
 
-/// Of the grants `(id, provider, scope)`, the one per provider a session uses: its
-/// environment's, else its primary repository's, else the deployment's.
+/// Whether a grant for `provider` may be handed to a session running `agent`. An Anthropic
+/// OAuth grant is a Claude subscription's credential, which Anthropic's terms allow only
+/// in Claude Code: it is never given to another agent (that session uses an API key).
+pub fn usable_by(provider: &str, agent: AgentKind) -> bool {
+    match provider {
+        "anthropic" => agent == AgentKind::ClaudeCode,
+        _ => true,
+    }
+}
+
+/// Of the grants `(id, provider, scope)`, the one per provider a session running `agent`
+/// uses: its environment's, else its primary repository's, else the deployment's.
 pub fn applicable<'a>(
     grants: &'a [(String, String, SkillAssignment)],
     repositories: &[(String, String)],
     environment: Option<&str>,
+    agent: AgentKind,
 ) -> Vec<(&'a str, &'a str)> {
     let rank = |scope: &SkillAssignment| -> Option<u8> {
         match scope {
@@ -96,6 +108,9 @@ pub fn applicable<'a>(
     let mut out: Vec<(&str, &str, u8)> = Vec::new();
     for (id, provider, scope) in grants {
         let Some(r) = rank(scope) else { continue };
+        if !usable_by(provider, agent) {
+            continue;
+        }
         match out.iter_mut().find(|(_, p, _)| p == provider) {
             Some(best) if best.2 < r => *best = (id, provider, r),
             Some(_) => {}
@@ -213,10 +228,19 @@ mod tests {
             ),
         ];
         let repos = vec![("Acme".to_string(), "API".to_string())];
-        assert_eq!(applicable(&grants, &repos, None), vec![("g2", "anthropic")]);
+        let claude = AgentKind::ClaudeCode;
         assert_eq!(
-            applicable(&grants, &[], Some("e1")),
+            applicable(&grants, &repos, None, claude),
+            vec![("g2", "anthropic")]
+        );
+        assert_eq!(
+            applicable(&grants, &[], Some("e1"), claude),
             vec![("g1", "anthropic"), ("g3", "openai")]
+        );
+        // A Claude subscription's grant goes to Claude Code only.
+        assert_eq!(
+            applicable(&grants, &[], Some("e1"), AgentKind::Opencode),
+            vec![("g3", "openai")]
         );
         assert_eq!(
             scope_key(&scope_of("repository", "acme/api")),

@@ -7,6 +7,7 @@
 //! written out and read back.
 
 use serde::de::{DeserializeOwned, Error as _};
+use serde::{Deserialize, Deserializer};
 
 /// `serde_json::from_slice`, through the text reader.
 pub fn from_slice<T: DeserializeOwned>(bytes: &[u8]) -> serde_json::Result<T> {
@@ -22,9 +23,38 @@ pub fn from_value<T: DeserializeOwned>(value: &serde_json::Value) -> serde_json:
     serde_json::from_str(&value.to_string())
 }
 
+/// For a field of a service's payload that may come as `null`:
+/// `#[serde(default, deserialize_with = "inspect_protocol::json::null_as_default")]`.
+/// serde's `default` covers a missing key only; services send `null` for an empty list, a
+/// missing text or a flag not yet known (Linear's `previousComments`, GitHub's `merged`).
+pub fn null_as_default<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn null_reads_as_the_default() {
+        #[derive(Deserialize)]
+        struct P {
+            #[serde(default, deserialize_with = "null_as_default")]
+            list: Vec<u32>,
+            #[serde(default, deserialize_with = "null_as_default")]
+            text: String,
+        }
+        let p: P = from_slice(br#"{"list": null, "text": null}"#).unwrap();
+        assert!(p.list.is_empty() && p.text.is_empty());
+        let p: P = from_slice(br#"{}"#).unwrap();
+        assert!(p.list.is_empty());
+        let p: P = from_slice(br#"{"list": [3], "text": "x"}"#).unwrap();
+        assert_eq!((p.list, p.text.as_str()), (vec![3], "x"));
+    }
 
     #[test]
     fn reads_json_and_refuses_what_is_not_utf8() {

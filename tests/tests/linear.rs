@@ -343,13 +343,33 @@ async fn an_issue_is_worked_followed_asked_about_and_stopped_from_linear() {
         .filter_map(|u| u.get("plan").cloned())
         .collect();
     assert_eq!(plans.first().unwrap()[0]["status"], "inProgress");
-    assert!(plans
+    // No pull request was opened: the plan says so ("Open PR" canceled, the rest done).
+    let last: Vec<&str> = plans
         .last()
         .unwrap()
         .as_array()
         .unwrap()
         .iter()
-        .all(|s| s["status"] == "completed"));
+        .map(|s| s["status"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        last,
+        [
+            "completed",
+            "completed",
+            "completed",
+            "completed",
+            "canceled"
+        ],
+        "{plans:?}"
+    );
+    // The redelivery under another id said nothing: one "On it" thought.
+    let on_it = linear
+        .activities("as-1")
+        .into_iter()
+        .filter(|a| a.kind() == "thought" && a.body().starts_with("On it"))
+        .count();
+    assert_eq!(on_it, 1, "{:?}", linear.activities("as-1"));
     let actions: Vec<_> = linear
         .activities("as-1")
         .into_iter()
@@ -407,6 +427,29 @@ async fn an_issue_is_worked_followed_asked_about_and_stopped_from_linear() {
         .iter()
         .any(|c| c == "refused: authentication"));
     assert_eq!(session_of(&linear, "as-1").unwrap(), session);
+
+    // A token Linear mints for another workspace (the app is installed in two) is checked
+    // against the delivering one and not used: nothing is done there with it.
+    linear.mint_for(Some("org-elsewhere"));
+    linear.revoke_tokens();
+    linear.open_agent_session("as-9", "issue-1");
+    let wrong = linear.event("created", "as-9", "issue-1", "user-ann", None, None);
+    deliver(&stack, &wrong, "d-2-wrong-workspace").await;
+    eventually(30, "the minted token's workspace checked", || {
+        linear
+            .foreign_calls()
+            .contains(&"viewer".to_string())
+            .then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        linear.foreign_calls().iter().all(|c| c == "viewer"),
+        "only the check was made with the other workspace's token: {:?}",
+        linear.foreign_calls()
+    );
+    assert!(session_of(&linear, "as-9").is_none());
+    linear.mint_for(None);
 
     // An issue nobody mapped: the person is asked, and their answer starts it there.
     linear.open_agent_session("as-2", "issue-2");

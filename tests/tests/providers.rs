@@ -8,7 +8,7 @@
 #![allow(clippy::unwrap_used)] // a test fails loudly by design
 
 use inspect_tests::agent::AgentStack;
-use inspect_tests::client::{create_session, get, WsClient};
+use inspect_tests::client::{create_session, get, send, WsClient};
 use inspect_tests::fakes::daytona::FakeDaytona;
 use inspect_tests::fakes::e2b::FakeE2b;
 use inspect_tests::fakes::kubernetes::{self, FakeKubernetes};
@@ -18,6 +18,7 @@ use inspect_tests::fakes::opencomputer::FakeOpenComputer;
 use inspect_tests::fakes::vercel::FakeVercel;
 use inspect_tests::host::{opencode_bin, sandbox_groups_of};
 use inspect_tests::repo::{commit_all, source_repo};
+use reqwest::Method;
 use serde_json::{json, Value};
 use std::time::Instant;
 
@@ -780,7 +781,54 @@ async fn kubernetes_objects_refusals_and_deletion() {
         .unwrap();
     assert_eq!(s.body["sandboxStatus"], "ready");
 
+    // The namespace holds one workspace claim. A second session finds it full while the
+    // first one's Pod mounts it: it waits. Archiving the first gives its claim back.
+    c.set_quota("persistentvolumeclaims", 1);
+    let (second, mut ws2) = w.prompted("second").await;
+    loop {
+        let m = ws2.recv_within(60).await.unwrap();
+        if m["type"] == "sandbox_status" && m["status"] == "waiting" {
+            assert!(
+                m["error"]
+                    .as_str()
+                    .unwrap()
+                    .contains("persistentvolumeclaims"),
+                "{m}"
+            );
+            break;
+        }
+    }
+    let r = send(
+        Method::POST,
+        &w.agent.stack.url(&format!("/sessions/{id}/archive")),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let claims = c.objects("persistentvolumeclaims");
+    assert!(
+        claims
+            .iter()
+            .all(|cl| cl["metadata"]["labels"]["open-inspect.dev/session"] != id.as_str()),
+        "the archived session's claim is given back: {claims:#?}"
+    );
+    let mut seen2 = vec![];
+    loop {
+        let m = ws2
+            .recv_within(120)
+            .await
+            .unwrap_or_else(|e| panic!("{e}\n{seen2:#?}\n{}", w.logs()));
+        let end = m["type"] == "sandbox_event" && m["event"]["type"] == "execution_complete";
+        seen2.push(m);
+        if end {
+            break;
+        }
+    }
+    assert_eq!(events(&seen2, "execution_complete")[0]["success"], true);
+
     // Deleting the session removes every object it had in the cluster.
+    w.delete_session(&second).await;
     w.delete_session(&id).await;
     for kind in ["pods", "persistentvolumeclaims", "services", "ingresses"] {
         assert!(c.objects(kind).is_empty(), "{kind}: {:#?}", c.objects(kind));
@@ -1149,10 +1197,11 @@ async fn daytona_quota_ports_and_deletion() {
     assert_eq!(h.body["sandboxProvider"]["ok"], true, "{}", h.body);
 
     // A used-up quota waits and says so; then the sandbox is made, with its port's URL.
+    // In Daytona's words, as its API answers an organization over its usage quota: a 400.
     d.fail_next(
         "POST /sandbox",
-        403,
-        "Total CPU quota exceeded (4 of 4 used)",
+        400,
+        "Total CPU limit exceeded. Maximum allowed: 4.\nTo increase concurrency limits, upgrade your organization's Tier",
     );
     let (id, _ws, seen) = w.run_with_port().await;
     let waiting = seen
@@ -1163,7 +1212,7 @@ async fn daytona_quota_ports_and_deletion() {
         waiting["error"]
             .as_str()
             .unwrap()
-            .contains("quota exceeded"),
+            .contains("Total CPU limit exceeded"),
         "{waiting}"
     );
     let urls = seen.iter().find(|m| m["type"] == "tunnel_urls").unwrap();

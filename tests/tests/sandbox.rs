@@ -1551,7 +1551,7 @@ async fn claude_code_works_a_prompt_commits_stops_and_carries_on() {
         t.elapsed()
     );
     assert_eq!(events(&seen, "execution_complete")[0]["success"], false);
-    ws.send(json!({"type": "prompt", "content": "Carry on"}))
+    ws.send(json!({"type": "prompt", "content": "- carry on (a prompt that starts with a dash is text, not an option)"}))
         .await
         .unwrap();
     let seen = until_complete(&mut ws, 1, &w).await;
@@ -1564,6 +1564,10 @@ async fn claude_code_works_a_prompt_commits_stops_and_carries_on() {
     assert!(
         last.contains("Wrote hello.txt."),
         "the conversation went on: {last}"
+    );
+    assert!(
+        last.contains("- carry on (a prompt that starts with a dash"),
+        "the dash prompt reached the model as text: {last}"
     );
 }
 

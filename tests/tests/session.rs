@@ -803,3 +803,87 @@ async fn streamed_parts_are_told_at_once_acknowledged_once_stored_and_kept_as_to
         .unwrap();
     assert_eq!(stored(&after.body), parts);
 }
+
+/// Many sessions ask for one brokered grant's token at once (each sandbox's proxy does at
+/// its first model call): the grant is refreshed once, every sandbox gets that token, and
+/// the grant stays active — against a token endpoint that rotates refresh tokens and
+/// revokes the chain when a rotated one is presented again (RFC 9700 §4.14.2).
+#[tokio::test]
+async fn sessions_refreshing_one_grant_at_once_share_one_refresh() {
+    use inspect_tests::fakes::oauth::FakeOAuth;
+    let oauth = FakeOAuth::start("inspect-client", "rt-original-0123456789", 3600)
+        .await
+        .unwrap();
+    let mut provider = CaptureProvider::start().await.unwrap();
+    let mut options = StackOptions::local();
+    options.vars = provider.worker_vars();
+    let stack = Stack::start_with(options).await.unwrap();
+    let r = send(
+        Method::PUT,
+        &stack.url("/model-grants"),
+        Some(json!({"provider": "anthropic", "tokenUrl": oauth.token_url, "clientId": "inspect-client",
+                    "refreshToken": "rt-original-0123456789"})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let mut spawned = Vec::new();
+    for i in 0..6 {
+        let id = create_session(
+            &stack.base_url,
+            "ann",
+            json!({"title": format!("grant {i}"), "agent": "claude-code"}),
+        )
+        .await
+        .unwrap();
+        let r = send_as(
+            "ann",
+            Method::POST,
+            &stack.url(&format!("/sessions/{id}/prompt")),
+            Some(json!({"content": "hello"})),
+        )
+        .await
+        .unwrap();
+        assert!(r.status < 300, "{}", r.body);
+        let spawn = provider.next_spawn().await.unwrap();
+        assert_eq!(spawn.managed_grants.len(), 1, "{:?}", spawn.managed_grants);
+        spawned.push(spawn);
+    }
+    let http = reqwest::Client::new();
+    let asks = spawned.iter().map(|s| {
+        let http = http.clone();
+        let url = stack.url(&format!("/sessions/{}/model-token", s.session_id));
+        let body = json!({"grantId": s.managed_grants[0].id});
+        async move {
+            let resp = http
+                .post(&url)
+                .bearer_auth(&s.sandbox_token)
+                .header("X-Sandbox-ID", &s.sandbox_id)
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            let status = resp.status().as_u16();
+            (status, resp.json::<Value>().await.unwrap_or_default())
+        }
+    });
+    let answers = futures::future::join_all(asks).await;
+    let tokens: std::collections::HashSet<String> = answers
+        .iter()
+        .map(|(status, body)| {
+            assert_eq!(*status, 200, "{body}");
+            body["accessToken"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    assert_eq!(tokens.len(), 1, "one token for all: {answers:?}");
+    assert_eq!(oauth.refreshed(), 1, "refused: {:?}", oauth.refused());
+    assert!(oauth.refused().is_empty(), "{:?}", oauth.refused());
+    let listed = send(Method::GET, &stack.url("/model-grants"), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        listed.body["grants"][0]["status"], "active",
+        "{}",
+        listed.body
+    );
+}

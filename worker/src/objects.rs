@@ -508,6 +508,7 @@ pub(crate) async fn create_session_with(
             env,
             &repository_names,
             create.environment_id.as_deref(),
+            create.agent.unwrap_or_default(),
         )
         .await?,
     );

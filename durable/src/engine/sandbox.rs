@@ -285,8 +285,10 @@ impl<S: Store> Session<'_, S> {
         self.store
             .atomically(|| {
                 self.store.execute(
-                    "UPDATE sandbox SET status = 'spawning', spawned_at = ?, connected_at = NULL, last_heartbeat = NULL, error = NULL, tunnel_urls = NULL, editor = NULL, progress = NULL, updated_at = ? WHERE id = 1",
-                    &[now.into(), now.into()],
+                    // A resumed workspace holds the session's work from the start (as one
+                    // carried to a new machine does): a wait or failure on the way keeps it.
+                    "UPDATE sandbox SET status = 'spawning', spawned_at = ?, connected_at = NULL, last_heartbeat = NULL, error = NULL, tunnel_urls = NULL, editor = NULL, progress = NULL, ready_at = COALESCE(ready_at, ?), updated_at = ? WHERE id = 1",
+                    &[now.into(), now.into(), now.into()],
                 )?;
                 self.store.execute("UPDATE session SET sandbox_status = 'spawning' WHERE id = 1", &[])
             })
@@ -308,13 +310,15 @@ impl<S: Store> Session<'_, S> {
     /// Whether the last sandbox is one to resume: stopped by us, given up on after it had
     /// been ready (its workspace holds the session's work; one that never became ready holds
     /// nothing, and was deleted), or a resume of such a workspace that failed for a reason
-    /// that may pass (a supervisor not up in time on a loaded machine): resuming it again
-    /// keeps the work and the one machine, where a new sandbox would leave the woken one.
+    /// that may pass (a supervisor not up in time on a loaded machine) or that waits for the
+    /// provider's room (a quota): resuming it again keeps the work and the one machine,
+    /// where a new sandbox would leave the woken one (or, on Kubernetes, delete the
+    /// workspace's claim).
     pub fn resumable(&self) -> EngineResult<bool> {
         Ok(self
             .store
             .scalar(
-                "SELECT COUNT(*) FROM sandbox WHERE id = 1 AND (status = 'stopped' OR (status IN ('stale', 'failed') AND ready_at IS NOT NULL))",
+                "SELECT COUNT(*) FROM sandbox WHERE id = 1 AND (status = 'stopped' OR (status IN ('stale', 'failed', 'waiting') AND ready_at IS NOT NULL))",
                 &[],
             )
             .map_err(internal)?

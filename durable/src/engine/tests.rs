@@ -592,6 +592,68 @@ mod sandbox_flow {
     }
 
     #[test]
+    fn a_resume_that_waits_for_room_stays_a_resume() {
+        use crate::engine::plan::SpawnPlan;
+        let st = store();
+        let s = created(&st);
+        let ann = s.participant_by_user("u-ann").unwrap().unwrap();
+        s.enqueue(&ann, &prompt("work", None), 10).unwrap();
+        let (t, _) = s.begin_spawn(11).unwrap().unwrap();
+        s.spawn_accepted(&t.sandbox_id, 11).unwrap();
+        s.sandbox_opened("sbws", 12).unwrap();
+        s.on_sandbox_frame(&frame(&t.sandbox_id, json!({"type": "ready"})), 13);
+        st.execute("UPDATE sandbox SET status = 'stopped' WHERE id = 1", &[])
+            .unwrap();
+        s.socket_closed("sbws").unwrap();
+        // In place (E2B, Daytona, OpenComputer): the provider has no room for the resume.
+        let resume = SpawnPlan::Resume {
+            sandbox_id: t.sandbox_id.clone(),
+        };
+        assert_eq!(s.spawn_plan(keeps_sandboxes(), "1").unwrap(), resume);
+        s.begin_resume(&t.sandbox_id, 14).unwrap().unwrap();
+        s.spawn_waiting(&t.sandbox_id, "quota exceeded", 15)
+            .unwrap();
+        assert_eq!(s.sandbox_status().unwrap(), "waiting");
+        assert_eq!(
+            s.spawn_plan(keeps_sandboxes(), "1").unwrap(),
+            resume,
+            "the retry resumes the workspace"
+        );
+        assert!(s.begin_resume(&t.sandbox_id, 20_000).unwrap().is_some());
+        // Onto a new machine (Kubernetes: the claim stays, the Pod is new).
+        let moves = inspect_protocol::provider::Capabilities {
+            persistent_resume: true,
+            ..Default::default()
+        };
+        s.spawn_waiting(&t.sandbox_id, "quota exceeded", 20_001)
+            .unwrap();
+        let (next, _) = s.begin_spawn(40_000).unwrap().unwrap();
+        s.workspace_carried(&next.sandbox_id, 40_000).unwrap();
+        s.spawn_waiting(
+            &next.sandbox_id,
+            "exceeded quota: persistentvolumeclaims",
+            40_001,
+        )
+        .unwrap();
+        assert_eq!(
+            s.spawn_plan(moves, "1").unwrap(),
+            SpawnPlan::Resume {
+                sandbox_id: next.sandbox_id.clone()
+            },
+            "not a fresh sandbox, which would delete the workspace's claim"
+        );
+        // A fresh sandbox that waits holds nothing: it stays fresh.
+        let st2 = store();
+        let s2 = created(&st2);
+        let (f, _) = s2.begin_spawn(11).unwrap().unwrap();
+        s2.spawn_waiting(&f.sandbox_id, "quota", 12).unwrap();
+        assert_eq!(
+            s2.spawn_plan(keeps_sandboxes(), "1").unwrap(),
+            SpawnPlan::Fresh { warning: None }
+        );
+    }
+
+    #[test]
     fn a_resume_in_place_keeps_the_identity_and_a_renewal_replaces_it() {
         let st = store();
         let s = created(&st);

@@ -103,6 +103,35 @@ impl SessionDO {
             .unwrap_or_else(|_| SandboxRef::ours(sandbox_id))
     }
 
+    /// An archived session gives back what its stopped sandbox held at the vendor (a
+    /// Kubernetes workspace claim, a stopped Daytona/E2B/OpenComputer sandbox's disk): those
+    /// count against the account's quota for as long as they are kept. Its work is on the
+    /// session branch; an unarchived session starts from there. Snapshots stay.
+    pub(super) async fn release_workspace(&self) {
+        let Some(provider) = self.provider() else {
+            return;
+        };
+        if !provider.capabilities().persistent_resume {
+            return;
+        }
+        let engine = self.engine();
+        let sid = engine.session_id().unwrap_or_default();
+        let known = engine.vendor_sandboxes().unwrap_or_default();
+        match provider.delete_session(&sid, &known).await {
+            Ok(()) => {
+                let _ = engine.forget_workspace();
+                self.log(
+                    LogLine::info("sandbox", "workspace_released").with("session", sid.as_str()),
+                );
+            }
+            Err(e) => self.log(
+                LogLine::warn("sandbox", "workspace_not_released")
+                    .with("session", sid.as_str())
+                    .detail(e),
+            ),
+        }
+    }
+
     /// Carries out effects, including those that need the provider or the alarm: stop a
     /// sandbox given up on, spawn one for waiting prompts, move the alarm.
     pub(super) async fn carry_out(&self, fx: Effects) {

@@ -638,6 +638,7 @@ impl SessionDO {
                         self.carry_out(fx).await;
                         if target == SessionStatus::Archived {
                             self.stop_children(&req, "stop");
+                            self.release_workspace().await;
                         }
                         reply(engine.state())
                     }

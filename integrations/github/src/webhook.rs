@@ -37,7 +37,11 @@ pub fn valid_delivery_id(id: &str) -> bool {
 pub struct User {
     pub id: i64,
     pub login: String,
-    #[serde(rename = "type", default)]
+    #[serde(
+        rename = "type",
+        default,
+        deserialize_with = "inspect_protocol::json::null_as_default"
+    )]
     pub kind: String,
 }
 
@@ -50,7 +54,7 @@ pub struct Owner {
 pub struct Repository {
     pub name: String,
     pub owner: Owner,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "inspect_protocol::json::null_as_default")]
     pub private: bool,
 }
 
@@ -58,7 +62,7 @@ pub struct Repository {
 pub struct Ref {
     #[serde(rename = "ref")]
     pub branch: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "inspect_protocol::json::null_as_default")]
     pub sha: String,
     /// The repository the branch is in. GitHub sends `null` when it was deleted (a fork
     /// removed after the pull request was opened).
@@ -100,20 +104,20 @@ impl PullRequest {
 #[derive(Debug, Clone, Deserialize)]
 pub struct PullRequest {
     pub number: i64,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "inspect_protocol::json::null_as_default")]
     pub title: String,
     #[serde(default)]
     pub body: Option<String>,
     pub user: User,
     pub head: Ref,
     pub base: Ref,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "inspect_protocol::json::null_as_default")]
     pub draft: bool,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "inspect_protocol::json::null_as_default")]
     pub state: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "inspect_protocol::json::null_as_default")]
     pub merged: bool,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "inspect_protocol::json::null_as_default")]
     pub html_url: String,
 }
 
@@ -131,7 +135,7 @@ struct Comment {
     /// On a review comment that replies in a thread: the thread's top-level comment.
     #[serde(default)]
     in_reply_to_id: Option<i64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "inspect_protocol::json::null_as_default")]
     body: String,
     #[serde(default)]
     path: Option<String>,
@@ -266,7 +270,7 @@ pub fn strip_mentions(text: &str, bot_login: &str) -> (bool, String) {
 pub fn pr_change(event: &str, body: &[u8], now_ms: i64) -> Option<PullRequestChange> {
     #[derive(Deserialize)]
     struct Review {
-        #[serde(default)]
+        #[serde(default, deserialize_with = "inspect_protocol::json::null_as_default")]
         state: String,
         user: Option<User>,
     }

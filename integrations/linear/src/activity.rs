@@ -64,7 +64,10 @@ pub enum Stage {
     Start,
     Resolved,
     SessionCreated,
+    /// The work ended with a pull request opened (or updated).
     Completed,
+    /// The work ended well, but no pull request was opened: the last step says so.
+    CompletedWithoutPr,
     Failed,
     /// Waiting for the person to pick where to work.
     Asking,
@@ -93,6 +96,13 @@ pub fn plan(stage: Stage) -> Value {
             "pending",
         ],
         Completed => ["completed"; 5],
+        CompletedWithoutPr => [
+            "completed",
+            "completed",
+            "completed",
+            "completed",
+            "canceled",
+        ],
         Failed => [
             "completed",
             "completed",
@@ -108,6 +118,16 @@ pub fn plan(stage: Stage) -> Value {
             .map(|(content, status)| json!({"content": content, "status": status}))
             .collect(),
     )
+}
+
+/// Where the plan ends for an answer of `kind`: "Open PR" is completed only when a pull
+/// request was opened; a good answer without one leaves that step canceled.
+pub fn final_stage(kind: Kind, opened_pr: bool) -> Stage {
+    match (kind, opened_pr) {
+        (Kind::Response, true) => Stage::Completed,
+        (Kind::Response, false) => Stage::CompletedWithoutPr,
+        _ => Stage::Failed,
+    }
 }
 
 /// The session's page as the agent session's external link.
@@ -243,6 +263,22 @@ mod tests {
         assert_eq!(p[3]["status"], "inProgress");
         assert_eq!(p[0]["content"], "Analyze issue");
         assert_eq!(plan(Stage::Failed)[4]["status"], "canceled");
+        // "Open PR" is completed only when a pull request was opened.
+        let done = plan(final_stage(Kind::Response, true));
+        assert!(done
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["status"] == "completed"));
+        let no_pr = plan(final_stage(Kind::Response, false));
+        assert_eq!(
+            (no_pr[3]["status"].as_str(), no_pr[4]["status"].as_str()),
+            (Some("completed"), Some("canceled"))
+        );
+        assert_eq!(
+            plan(final_stage(Kind::Error, false))[3]["status"],
+            "canceled"
+        );
         assert_eq!(text("as", Kind::Response, "done", true)["ephemeral"], false);
         assert_eq!(text("as", Kind::Thought, "hm", true)["ephemeral"], true);
         assert_eq!(action("as", "bash", "ls")["content"]["action"], "bash");

@@ -163,6 +163,17 @@ pub async fn token(env: &Env, organization: &str, renew: bool) -> Result<String,
     }
     let (id, secret) = client(env)?;
     let answer = token_request(env, oauth::client_credentials_form(&id, &secret)).await?;
+    // An app installed in several workspaces may be given a token for another one: it is
+    // used (and kept) only when it acts in the workspace the delivery came from.
+    let viewer = graphql_with(env, &answer.access_token, oauth::VIEWER_QUERY, json!({}))
+        .await
+        .map_err(|(_, e)| e)?;
+    let acts_in = viewer["viewer"]["organization"]["id"]
+        .as_str()
+        .unwrap_or("");
+    if let Err(why) = oauth::token_fits(acts_in, organization) {
+        return Err(unavailable(why));
+    }
     let mut iv = [0u8; 12];
     getrandom::fill(&mut iv).map_err(|e| ApiError::internal(e.to_string()))?;
     let sealed = key.seal(iv, &answer.access_token)?;

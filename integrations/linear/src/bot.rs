@@ -292,16 +292,9 @@ async fn created(
         .unwrap_or_else(|| issue_id.clone());
     let now = now_ms();
     if reply.is_none() {
-        // Linear wants a first activity within 10 s: it comes before anything slow.
-        say(
-            env,
-            e,
-            Kind::Thought,
-            &format!("On it: reading {identifier}…"),
-            false,
-        )
-        .await;
-        // One agent session, one session: a second `created` for it starts nothing.
+        // One agent session, one session: a second `created` for it (a redelivery under
+        // another id) starts nothing and says nothing. The claim is one D1 write, so the
+        // first activity still comes well within Linear's 10 s.
         let claimed = db::run(
             env,
             "INSERT INTO linear_agent_sessions (agent_session_id, organization_id, issue_id, issue_identifier, created_at, updated_at)
@@ -318,6 +311,14 @@ async fn created(
         if claimed == 0 {
             return Ok("the agent session already has its session".into());
         }
+        say(
+            env,
+            e,
+            Kind::Thought,
+            &format!("On it: reading {identifier}…"),
+            false,
+        )
+        .await;
         update(env, e, json!({"plan": activity::plan(Stage::Start)})).await;
     }
     let issue = api::graphql(

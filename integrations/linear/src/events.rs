@@ -25,7 +25,8 @@ pub struct AgentSessionEvent {
     /// Linear's formatted context for the agent (the issue, the comment thread, guidance).
     #[serde(default)]
     pub prompt_context: Option<String>,
-    #[serde(default)]
+    /// Linear sends `null` on an issue without comments.
+    #[serde(default, deserialize_with = "inspect_protocol::json::null_as_default")]
     pub previous_comments: Vec<Comment>,
 }
 
@@ -262,6 +263,22 @@ mod tests {
         })
         .to_string()
         .into_bytes()
+    }
+
+    #[test]
+    fn an_issue_without_comments_comes_with_nulls() {
+        // As Linear sends a `created` event on an issue nobody commented on.
+        let mut v: serde_json::Value =
+            serde_json::from_slice(&event("created", json!(null))).unwrap();
+        v["previousComments"] = json!(null);
+        v["guidance"] = json!(null);
+        v["promptContext"] = json!(null);
+        v["agentSession"]["comment"] = json!(null);
+        v["agentSession"]["creator"] = json!(null);
+        match decide(v.to_string().as_bytes()).unwrap() {
+            Decision::Created(e) => assert!(e.previous_comments.is_empty()),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -17,6 +17,18 @@ pub const STATE_TTL_MS: i64 = 10 * 60 * 1000;
 /// `viewer`: the app's own user and its workspace, checked against the webhook's.
 pub const VIEWER_QUERY: &str = "query Viewer { viewer { id organization { id name } } }";
 
+/// Whether a newly minted token, acting in workspace `acts_in` (its `viewer`'s
+/// organization), may serve a delivery from `organization`.
+pub fn token_fits(acts_in: &str, organization: &str) -> Result<(), String> {
+    if !acts_in.is_empty() && acts_in == organization {
+        return Ok(());
+    }
+    Err(format!(
+        "the token Linear issued acts in workspace {:?}, not {organization:?} where the delivery came from: not used",
+        if acts_in.is_empty() { "(unknown)" } else { acts_in }
+    ))
+}
+
 /// Where the person's browser is sent to install the app.
 pub fn authorize_url(authorize: &str, client_id: &str, redirect_uri: &str, state: &str) -> String {
     let mut url = match url::Url::parse(authorize) {
@@ -91,6 +103,13 @@ pub fn state_ok(state: &str) -> bool {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_token_serves_only_its_own_workspace() {
+        assert!(token_fits("org1", "org1").is_ok());
+        assert!(token_fits("org2", "org1").unwrap_err().contains("org2"));
+        assert!(token_fits("", "org1").is_err());
+    }
 
     #[test]
     fn the_authorize_url_asks_for_the_app_actor_with_a_state() {

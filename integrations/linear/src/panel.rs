@@ -45,11 +45,7 @@ pub async fn report(
         json!({"input": input}),
     )
     .await?;
-    let stage = if kind == Kind::Response {
-        Stage::Completed
-    } else {
-        Stage::Failed
-    };
+    let stage = activity::final_stage(kind, !c.pull_requests.is_empty());
     let mut links = vec![activity::session_link(session_url)];
     if let Some((url, _)) = c.pull_requests.first() {
         links.push(json!({"label": "Pull request", "url": url}));

@@ -8,13 +8,13 @@ use serde_json::Value;
 /// A file Slack attached to a message.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct SlackFile {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "inspect_protocol::json::null_as_default")]
     pub id: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "inspect_protocol::json::null_as_default")]
     pub name: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "inspect_protocol::json::null_as_default")]
     pub mimetype: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "inspect_protocol::json::null_as_default")]
     pub size: u64,
     #[serde(default)]
     pub url_private_download: Option<String>,
@@ -96,7 +96,7 @@ struct Inner {
     channel_type: Option<String>,
     #[serde(default)]
     tab: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "inspect_protocol::json::null_as_default")]
     files: Vec<SlackFile>,
 }
 

@@ -161,6 +161,16 @@ pub fn classify(status: u16, body: &str) -> Failure {
             .join("; "),
         _ => vendor::excerpt(body),
     };
+    // The organization's usage quotas ("Total CPU limit exceeded. Maximum allowed: 10",
+    // "Total disk quota exceeded"), answered as 403s and, from the paths that raise a
+    // BadRequestError, 400s: room frees when sandboxes stop or are archived. A single
+    // sandbox asking more than the per-sandbox maximum stays a refusal.
+    let lower = message.to_ascii_lowercase();
+    let usage = lower.starts_with("total ")
+        && (lower.contains("limit exceeded") || lower.contains("quota exceeded"));
+    if matches!(status, 400 | 403) && usage {
+        return vendor::Failure::Quota(format!("daytona answered {status}: {message}"));
+    }
     vendor::classify("daytona", status, &message)
 }
 

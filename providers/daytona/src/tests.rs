@@ -119,4 +119,29 @@ fn errors_classify() {
         classify(403, r#"{"statusCode":403,"message":"Total CPU quota exceeded"}"#),
         Failure::Quota(m) if m.contains("quota")
     ));
+    // The organization's usage quotas as Daytona's API words them, as 400s and 403s: wait.
+    for status in [400, 403] {
+        let body = format!(
+            r#"{{"statusCode":{status},"message":"Total CPU limit exceeded. Maximum allowed: 10.\nTo increase concurrency limits, upgrade your organization's Tier","error":"Bad Request"}}"#
+        );
+        assert!(
+            matches!(classify(status, &body), Failure::Quota(_)),
+            "{status}"
+        );
+    }
+    assert!(matches!(
+        classify(
+            400,
+            r#"{"statusCode":400,"message":"Total disk limit exceeded. Maximum allowed: 30GiB."}"#
+        ),
+        Failure::Quota(_)
+    ));
+    // One sandbox asking more than a sandbox may have: waiting will not help.
+    assert!(matches!(
+        classify(
+            403,
+            r#"{"statusCode":403,"message":"CPU request 8 exceeds maximum allowed per sandbox (4)."}"#
+        ),
+        Failure::Permanent(_)
+    ));
 }

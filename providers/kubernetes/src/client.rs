@@ -171,8 +171,26 @@ impl SandboxProvider for KubernetesProvider {
 
     async fn create(&self, req: &SpawnRequest) -> Result<SandboxInfo, ProviderError> {
         let claim = kube::names(&req.sandbox_id).claim;
-        self.create(Resource::Claims, &kube::claim(&self.cfg, req))
-            .await?;
+        match self
+            .create(Resource::Claims, &kube::claim(&self.cfg, req))
+            .await
+        {
+            // The namespace's claim quota is full: a stopped session's workspace (the
+            // oldest no Pod mounts) is given back, and the claim asked for once more.
+            Err(ProviderError::AtCapacity(m)) if m.contains("persistentvolumeclaims") => {
+                let claims = self
+                    .list(&kube::managed(&self.cfg, Resource::Claims))
+                    .await?;
+                let pods = self.list(&kube::managed(&self.cfg, Resource::Pods)).await?;
+                let Some(old) = kube::claim_to_evict(&claims, &pods, &req.session_id) else {
+                    return Err(ProviderError::AtCapacity(m));
+                };
+                self.delete(Resource::Claims, &old).await?;
+                self.create(Resource::Claims, &kube::claim(&self.cfg, req))
+                    .await?;
+            }
+            other => other?,
+        }
         let info = match self.start(req, &claim).await {
             Ok(info) => info,
             Err(e) => {

@@ -660,6 +660,48 @@ pub fn newest_name(list: &Value) -> Option<String> {
         .and_then(|i| i["metadata"]["name"].as_str().map(str::to_owned))
 }
 
+/// `…/{resource}` of every sandbox this deployment made (the managed-by label).
+pub fn managed(cfg: &KubeConfig, resource: Resource) -> String {
+    format!(
+        "{}?labelSelector={}%3D{}",
+        cfg.collection(resource),
+        LABEL_MANAGED_BY.replace('/', "%2F"),
+        MANAGER
+    )
+}
+
+/// The workspace claim to give back when the namespace's claim quota is full: the oldest
+/// one no Pod mounts (a stopped session's), of another session than `session_id`. `None`
+/// when every claim is in use: then the session waits for room.
+pub fn claim_to_evict(claims: &Value, pods: &Value, session_id: &str) -> Option<String> {
+    let mounted: Vec<&str> = pods["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|p| p["spec"]["volumes"].as_array().into_iter().flatten())
+        .filter_map(|v| v["persistentVolumeClaim"]["claimName"].as_str())
+        .collect();
+    claims["items"]
+        .as_array()?
+        .iter()
+        .filter(|c| c["metadata"]["deletionTimestamp"].is_null())
+        .filter(|c| {
+            c["metadata"]["labels"][LABEL_SESSION].as_str() != Some(&label_value(session_id))
+        })
+        .filter(|c| {
+            c["metadata"]["name"]
+                .as_str()
+                .is_some_and(|n| !mounted.contains(&n))
+        })
+        .min_by_key(|c| {
+            c["metadata"]["creationTimestamp"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned()
+        })
+        .and_then(|c| c["metadata"]["name"].as_str().map(str::to_owned))
+}
+
 /// Every name in a list answer.
 pub fn item_names(list: &Value) -> Vec<String> {
     list["items"]

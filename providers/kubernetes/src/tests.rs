@@ -367,3 +367,29 @@ fn the_newest_claim_is_the_one_to_resume() {
     assert_eq!(item_names(&list), vec!["a", "b", "c"]);
     assert_eq!(newest_name(&json!({"items": []})), None);
 }
+
+#[test]
+fn a_full_claim_quota_gives_back_the_oldest_stopped_workspace() {
+    let claim = |name: &str, session: &str, at: &str| {
+        json!({"metadata": {"name": name, "creationTimestamp": at,
+            "labels": {LABEL_SESSION: session, LABEL_MANAGED_BY: MANAGER}}})
+    };
+    let claims = json!({"items": [
+        claim("inspect-ws-a", "sess-a", "2026-12-01T00:00:00Z"),
+        claim("inspect-ws-b", "sess-b", "2026-11-01T00:00:00Z"),
+        claim("inspect-ws-c", "sess-c", "2026-10-01T00:00:00Z"),
+        claim("inspect-ws-d", "sess-new", "2026-09-01T00:00:00Z"),
+    ]});
+    // c is mounted by a running Pod; d is the asking session's own.
+    let pods = json!({"items": [{"spec": {"volumes": [
+        {"name": "workspace", "persistentVolumeClaim": {"claimName": "inspect-ws-c"}}]}}]});
+    assert_eq!(
+        claim_to_evict(&claims, &pods, "sess_new").as_deref(),
+        Some("inspect-ws-b")
+    );
+    let busy = json!({"items": [claim("inspect-ws-c", "sess-c", "2026-10-01T00:00:00Z")]});
+    assert_eq!(claim_to_evict(&busy, &pods, "sess_new"), None);
+    assert!(managed(&config(&[]), Resource::Claims).ends_with(
+        "persistentvolumeclaims?labelSelector=app.kubernetes.io%2Fmanaged-by%3Dopen-inspect"
+    ));
+}

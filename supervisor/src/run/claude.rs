@@ -35,6 +35,61 @@ pub fn thinking_tokens(effort: &str) -> Option<u32> {
     })
 }
 
+/// Claude Code's `--effort` level for a reasoning effort a person picked (its levels are
+/// `low`, `medium`, `high`, `xhigh` and `max`); `None` leaves Claude Code's own choice.
+pub fn effort_level(effort: &str) -> Option<&'static str> {
+    Some(match effort {
+        "minimal" | "low" => "low",
+        "medium" => "medium",
+        "high" => "high",
+        "xhigh" => "xhigh",
+        "max" => "max",
+        _ => return None,
+    })
+}
+
+/// One turn's `claude` invocation.
+pub struct Turn<'a> {
+    pub text: &'a str,
+    pub model: Option<&'a str>,
+    pub effort: Option<&'a str>,
+    pub resume: Option<&'a str>,
+    pub instructions: Option<&'a str>,
+    pub mcp_config: Option<&'a str>,
+}
+
+/// The arguments of one turn. The prompt comes last, after `--`: a prompt that starts with
+/// `-` ("- fix the footer") is text, not an option.
+pub fn prompt_args(t: &Turn<'_>) -> Vec<String> {
+    let mut a: Vec<String> = ["-p", "--output-format", "stream-json", "--verbose"]
+        .into_iter()
+        .chain(["--dangerously-skip-permissions"])
+        .map(str::to_owned)
+        .collect();
+    let mut pair = |k: &str, v: &str| {
+        a.push(k.to_owned());
+        a.push(v.to_owned());
+    };
+    if let Some(m) = t.model {
+        pair("--model", model_name(m));
+    }
+    if let Some(level) = t.effort.and_then(effort_level) {
+        pair("--effort", level);
+    }
+    if let Some(id) = t.resume {
+        pair("--resume", id);
+    }
+    if let Some(i) = t.instructions {
+        pair("--append-system-prompt", i);
+    }
+    if let Some(path) = t.mcp_config {
+        pair("--mcp-config", path);
+    }
+    a.push("--".into());
+    a.push(t.text.to_owned());
+    a
+}
+
 /// Claude Code's name for a model the session names (`anthropic/claude-sonnet-4-5` →
 /// `claude-sonnet-4-5`).
 pub fn model_name(model: &str) -> &str {
@@ -84,6 +139,8 @@ pub struct ClaudeMapper {
     pub message_id: String,
     running: HashMap<String, (String, Value, Instant)>,
     texts: HashSet<String>,
+    /// Text blocks seen per message.
+    blocks: std::collections::HashMap<String, usize>,
     pub produced_output: bool,
     pub error: Option<String>,
     pub session_id: Option<String>,
@@ -96,6 +153,7 @@ impl ClaudeMapper {
             message_id: message_id.into(),
             running: HashMap::new(),
             texts: HashSet::new(),
+            blocks: Default::default(),
             produced_output: false,
             error: None,
             session_id: None,
@@ -123,10 +181,15 @@ impl ClaudeMapper {
                     match block["type"].as_str() {
                         Some("text") => {
                             let text = block["text"].as_str().unwrap_or_default();
-                            let part = format!("{mid}:{i}");
-                            if text.is_empty() || !self.texts.insert(part.clone()) {
+                            // Claude Code sends each block of a message on a line of its
+                            // own (each at position 0): a block is known by its message,
+                            // position and text, and numbered within its message.
+                            if text.is_empty() || !self.texts.insert(format!("{mid}:{i}:{text}")) {
                                 continue;
                             }
+                            let n = self.blocks.entry(mid.to_owned()).or_insert(0);
+                            let part = format!("{mid}:{n}");
+                            *n += 1;
                             self.produced_output = true;
                             out.push(SandboxEvent::Token {
                                 message_id: self.message_id.clone(),
@@ -346,20 +409,16 @@ impl ClaudeAgent {
             .context("the agent's events are not being read")?;
         let st = &self.state_dir;
         let mut cmd = Command::new(&self.binary);
-        cmd.args(["-p", text, "--output-format", "stream-json", "--verbose"])
-            .arg("--dangerously-skip-permissions");
-        if let Some(m) = model.or(self.default_model.as_deref()) {
-            cmd.args(["--model", model_name(m)]);
-        }
-        if let Some(id) = self.conversation.lock().ok().and_then(|c| c.clone()) {
-            cmd.args(["--resume", &id]);
-        }
-        if let Some(i) = &self.instructions {
-            cmd.args(["--append-system-prompt", i]);
-        }
-        if self.mcp {
-            cmd.arg("--mcp-config").arg(st.join("mcp.json"));
-        }
+        let conversation = self.conversation.lock().ok().and_then(|c| c.clone());
+        let mcp = self.mcp.then(|| st.join("mcp.json").display().to_string());
+        cmd.args(prompt_args(&Turn {
+            text,
+            model: model.or(self.default_model.as_deref()),
+            effort,
+            resume: conversation.as_deref(),
+            instructions: self.instructions.as_deref(),
+            mcp_config: mcp.as_deref(),
+        }));
         cmd.current_dir(if self.directory.is_dir() {
             &self.directory
         } else {
@@ -390,6 +449,7 @@ impl ClaudeAgent {
                 );
             }
         }
+        // Older models take the effort as a thinking budget; current ones as `--effort`.
         match effort.and_then(thinking_tokens) {
             Some(n) => cmd.env("MAX_THINKING_TOKENS", n.to_string()),
             None => cmd.env_remove("MAX_THINKING_TOKENS"),
@@ -541,6 +601,62 @@ mod tests {
         let (out, _) = m.on_event(&failed);
         assert!(
             matches!(&out[0], SandboxEvent::ToolCall { status, tool, .. } if status == "error" && tool == "bash")
+        );
+    }
+
+    #[test]
+    fn a_prompt_that_starts_with_a_dash_is_text() {
+        let a = prompt_args(&Turn {
+            text: "- fix the footer",
+            model: Some("anthropic/claude-opus-4-7"),
+            effort: Some("low"),
+            resume: Some("c1"),
+            instructions: None,
+            mcp_config: None,
+        });
+        let n = a.len();
+        assert_eq!(
+            (a[n - 2].as_str(), a[n - 1].as_str()),
+            ("--", "- fix the footer")
+        );
+        let at = a.iter().position(|x| x == "--effort").unwrap();
+        assert_eq!(a[at + 1], "low", "the chosen effort, not Claude Code's own");
+        assert!(a.windows(2).any(|w| w == ["--model", "claude-opus-4-7"]));
+        let none = prompt_args(&Turn {
+            text: "x",
+            model: None,
+            effort: Some("none"),
+            resume: None,
+            instructions: None,
+            mcp_config: None,
+        });
+        assert!(!none.contains(&"--effort".to_string()));
+    }
+
+    #[test]
+    fn every_text_block_of_a_message_is_kept() {
+        // Claude Code's stream-json: one line per content block, the same message id.
+        let mut m = ClaudeMapper::new("msg");
+        let (a, _) = m.on_event(&json!({"type": "assistant", "message": {"id": "m1", "content": [{"type": "text", "text": "First."}]}}));
+        let (b, _) = m.on_event(&json!({"type": "assistant", "message": {"id": "m1", "content": [{"type": "text", "text": "Second."}]}}));
+        let (again, _) = m.on_event(&json!({"type": "assistant", "message": {"id": "m1", "content": [{"type": "text", "text": "Second."}]}}));
+        let parts: Vec<(Option<String>, String)> = a
+            .into_iter()
+            .chain(b)
+            .chain(again)
+            .filter_map(|e| match e {
+                SandboxEvent::Token {
+                    part_id, content, ..
+                } => Some((part_id, content)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            parts,
+            vec![
+                (Some("m1:0".into()), "First.".into()),
+                (Some("m1:1".into()), "Second.".into())
+            ]
         );
     }
 

@@ -46,6 +46,8 @@ struct World {
     unschedulable: Option<String>,
     /// Image pulls the registry still fails (it is out, then back).
     registry_out: u32,
+    /// The namespace's ResourceQuota: resource → how many objects may exist.
+    quota: HashMap<String, usize>,
 }
 
 type Shared = Arc<Mutex<World>>;
@@ -141,6 +143,14 @@ impl FakeKubernetes {
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect()
+    }
+
+    /// The namespace's ResourceQuota (`deploy/kubernetes/namespace.yaml`'s `sandboxes`)
+    /// allows `limit` objects of `resource`: one more is refused as the quota admission
+    /// refuses it (403 Forbidden, "exceeded quota").
+    pub fn set_quota(&self, resource: &str, limit: usize) {
+        self.kubelet
+            .with(|w| w.quota.insert(resource.into(), limit));
     }
 
     /// The next `method` call on `resource` answers `code` with a `Status` of `reason`.
@@ -412,6 +422,18 @@ async fn collection(
             422,
             "Invalid",
             &format!("{kind} \"{name}\" is invalid: {why}"),
+        );
+    }
+    let over = k.with(|w| {
+        let limit = *w.quota.get(&resource)?;
+        let used = w.objects.keys().filter(|(r, _)| *r == resource).count();
+        (used >= limit).then_some((used, limit))
+    });
+    if let Some((used, limit)) = over {
+        return status(
+            403,
+            "Forbidden",
+            &format!("{resource} \"{name}\" is forbidden: exceeded quota: sandboxes, requested: {resource}=1, used: {resource}={used}, limited: {resource}={limit}"),
         );
     }
     let exists = k.with(|w| w.objects.contains_key(&(resource.clone(), name.clone())));

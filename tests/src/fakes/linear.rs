@@ -120,6 +120,15 @@ struct World {
     started: Option<std::time::Instant>,
     /// token → expires (unix ms)
     tokens: HashMap<String, i64>,
+    /// token → the workspace it acts in (the installed one unless said otherwise).
+    token_org: HashMap<String, String>,
+    /// The workspace the next client-credentials tokens act in (an app installed in
+    /// several workspaces); `None`: the installed one.
+    mint_org: Option<String>,
+    /// The workspace of the request being answered.
+    caller_org: String,
+    /// Fields asked with a token of another workspace (which sees none of this one).
+    foreign_calls: Vec<String>,
     tokens_issued: usize,
     /// Every token ever issued (to look for them where they must not be).
     all_tokens: Vec<String>,
@@ -325,6 +334,10 @@ impl FakeLinear {
                 "comment": comment.map(|c| json!({"id": "root-comment", "body": c, "userId": creator})),
             },
             "promptContext": format!("<issue identifier=\"{}\"><title>{}</title></issue>", identifier.as_str().unwrap_or(""), title.as_str().unwrap_or("")),
+            // As Linear sends them on an issue without comments and a workspace without
+            // guidance: `null`, not an empty list (the schema's `[Comment!]` is nullable).
+            "previousComments": null,
+            "guidance": null,
         });
         if let Some(a) = activity {
             e["agentActivity"] = a;
@@ -403,6 +416,17 @@ impl FakeLinear {
 
     pub fn issued_tokens(&self) -> Vec<String> {
         self.with(|w| w.all_tokens.clone())
+    }
+
+    /// The next client-credentials tokens act in `organization` (another workspace the
+    /// app is installed in), as Linear's grant may answer.
+    pub fn mint_for(&self, organization: Option<&str>) {
+        self.with(|w| w.mint_org = organization.map(str::to_owned));
+    }
+
+    /// The fields asked with a token of another workspace.
+    pub fn foreign_calls(&self) -> Vec<String> {
+        self.with(|w| w.foreign_calls.clone())
     }
 
     /// Every token issued so far stops working (as when an app's tokens are revoked).
@@ -549,6 +573,12 @@ async fn token(State(world): State<Shared>, headers: HeaderMap, body: Bytes) -> 
     let token = format!("lin_oauth_{:032x}", rand::random::<u128>());
     let expires_in = 30 * 24 * 3600;
     w.tokens.insert(token.clone(), now_ms() + expires_in * 1000);
+    let org = match get("grant_type") {
+        Some("client_credentials") => w.mint_org.clone(),
+        _ => None,
+    };
+    w.token_org
+        .insert(token.clone(), org.unwrap_or_else(|| ORGANIZATION.into()));
     w.tokens_issued += 1;
     w.all_tokens.push(token.clone());
     Json(
@@ -595,6 +625,11 @@ async fn graphql(State(world): State<Shared>, headers: HeaderMap, body: Bytes) -
         .as_object()
         .cloned()
         .unwrap_or_default();
+    w.caller_org = w
+        .token_org
+        .get(&bearer)
+        .cloned()
+        .unwrap_or_else(|| ORGANIZATION.into());
     match execute(&mut w, &text, &variables) {
         Ok(data) => Json(json!({"data": data})).into_response(),
         Err(Failure::Invalid(msg)) => {
@@ -982,6 +1017,19 @@ fn resolve(w: &mut World, field: &str, args: &Map<String, Value>) -> Result<Valu
             .to_owned()
     };
     w.clock += 1;
+    if w.caller_org != ORGANIZATION {
+        // A token of another workspace sees only itself there.
+        w.foreign_calls.push(field.to_owned());
+        return match field {
+            "viewer" => {
+                let mut me = w.users.get(APP_USER).cloned().unwrap_or(Value::Null);
+                me["organization"] =
+                    json!({"id": w.caller_org, "name": "Elsewhere", "urlKey": "elsewhere"});
+                Ok(me)
+            }
+            _ => Err("Entity not found".into()),
+        };
+    }
     match field {
         "viewer" => {
             let mut me = w.users.get(APP_USER).cloned().unwrap_or(Value::Null);

@@ -3,8 +3,11 @@
 //! `grant_type=refresh_token`, the `refresh_token` and the `client_id`; the answer
 //! `{access_token, token_type, expires_in, refresh_token}` with the refresh token rotated
 //! (the old one no longer works, as providers that rotate do), `invalid_grant` for an
-//! unknown, used or revoked refresh token, `invalid_client` for another client. The access
-//! tokens it issued are shared with the model fake, which takes only those.
+//! unknown, used or revoked refresh token, `invalid_client` for another client. A refresh
+//! token that was already rotated out and is presented again is a reuse: as the OAuth 2.0
+//! Security BCP (RFC 9700 §4.14.2) asks of rotating providers, the whole chain is revoked
+//! (no refresh token works any more). The access tokens it issued are shared with the
+//! model fake, which takes only those.
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -21,6 +24,8 @@ struct Grants {
     client_id: String,
     /// The one refresh token that works now.
     current: Option<String>,
+    /// Refresh tokens rotated out: presenting one again revokes the chain.
+    rotated_out: HashSet<String>,
     /// Every refresh token ever issued, to look for them where they must not be.
     issued_refresh: Vec<String>,
     /// Refreshes answered, and those refused.
@@ -131,6 +136,12 @@ async fn token(State((state, access)): State<Shared>, headers: HeaderMap, body: 
         return error(StatusCode::UNAUTHORIZED, "invalid_client");
     }
     let given = form.get("refresh_token").cloned().unwrap_or_default();
+    if g.rotated_out.contains(&given) {
+        g.refused
+            .push("invalid_grant (reused: the chain is revoked)".into());
+        g.current = None;
+        return error(StatusCode::BAD_REQUEST, "invalid_grant");
+    }
     if g.current.as_deref() != Some(given.as_str()) {
         g.refused.push("invalid_grant".into());
         return error(StatusCode::BAD_REQUEST, "invalid_grant");
@@ -139,6 +150,7 @@ async fn token(State((state, access)): State<Shared>, headers: HeaderMap, body: 
     g.refreshed += 1;
     let rotated = format!("rt-rotated-{}-{:016x}", g.counter, rand::random::<u64>());
     let issued = format!("at-{}-{:016x}", g.counter, rand::random::<u64>());
+    g.rotated_out.insert(given);
     g.current = Some(rotated.clone());
     g.issued_refresh.push(rotated.clone());
     access
