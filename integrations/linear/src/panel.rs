@@ -3,7 +3,7 @@
 //! the prompt ends, the answer — a `response` with the pull request, the files and the
 //! summary, or an `error` — with the plan finished and the pull request linked.
 
-use crate::activity::{self, Kind, Stage};
+use crate::activity;
 use crate::api;
 use inspect_protocol::linear::LinearAgentSession;
 use inspect_protocol::scm::Completion;
