@@ -21,10 +21,14 @@ pub const DEFAULT_API_URL: &str = "https://app.daytona.io/api";
 /// Daytona stops an idle sandbox after this many minutes: a backstop behind our own idle
 /// stop (10 minutes).
 pub const AUTO_STOP_MINUTES: u64 = 120;
-/// A stopped sandbox is archived (cold storage, slower to start) after a week.
-pub const AUTO_ARCHIVE_MINUTES: u64 = 10080;
-/// How long a port's signed preview URL lives (Daytona's sandboxes have no lifetime cap).
-pub const PREVIEW_SECONDS: u64 = 3900;
+/// A stopped sandbox is archived (cold storage, slower to start) after a day: until then
+/// its disk counts against the organization's disk quota (Daytona's own default keeps it a
+/// week).
+pub const AUTO_ARCHIVE_MINUTES: u64 = 1440;
+/// How long a port's signed preview URL lives: the longest Daytona signs (24 h). Links are
+/// signed again at each start and resume; a sandbox busy for more than a day without a
+/// stop keeps links that no longer open (a person asks for the port again).
+pub const PREVIEW_SECONDS: u64 = 86_400;
 /// Where the supervisor keeps the workspace, its home and the agent's state.
 pub const ROOT: &str = SANDBOX_ROOT;
 pub const LABEL_FRAMEWORK: &str = "openinspect_framework";
