@@ -2,6 +2,8 @@
 //! through the bot's parsers: none is malformed to them, each is read as GitHub means it,
 //! and each still reads when the fields the bot takes with a default come as `null`.
 
+#![allow(clippy::unwrap_used)] // a test fails loudly by design
+
 use inspect_github::webhook::{decide, pr_change, Ask};
 use serde_json::Value;
 use std::path::PathBuf;

@@ -1,6 +1,8 @@
 //! Slack's documented example deliveries (see `examples/README.md`) through the bot's
 //! parser, as published and with the optional fields Slack may send as `null`.
 
+#![allow(clippy::unwrap_used)] // a test fails loudly by design
+
 use inspect_slack::events::{decide, Decision};
 use serde_json::{json, Value};
 
