@@ -181,7 +181,7 @@ fn clock() -> i64 {
 /// reuse answer by revoking the whole chain.
 pub async fn access_token(env: &Env, id: &str, now: i64) -> Result<ModelToken, ApiError> {
     let key = key(env)?;
-    let started = clock().max(now);
+    let started = now;
     let mut first_seen: Option<Option<i64>> = None;
     loop {
         let now = clock();
@@ -203,8 +203,7 @@ pub async fn access_token(env: &Env, id: &str, now: i64) -> Result<ModelToken, A
         let expires = held.access_expires_at.map(|a| a as i64);
         let seen = *first_seen.get_or_insert(expires);
         if let (Some(sealed), Some(at)) = (&held.access_sealed, expires) {
-            // Good for a while yet; or just written by the refresh this call waited for.
-            if !grants::must_renew(at, now) || (seen != Some(at) && at > now + 5_000) {
+            if grants::held_usable(at, seen, now) {
                 return Ok(ModelToken {
                     access_token: key.open(sealed)?,
                     expires_at: at,

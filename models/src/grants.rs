@@ -181,10 +181,28 @@ pub fn must_renew(expires_at: i64, now_ms: i64) -> bool {
     expires_at - now_ms <= RENEW_BEFORE_MS
 }
 
+/// Whether the held access token (expiring at `expires_at`) serves a call that first saw
+/// the grant's token expiring at `seen`: good for a while yet, or just written by the
+/// refresh the call waited for (another session's) and not about to expire.
+pub fn held_usable(expires_at: i64, seen: Option<i64>, now_ms: i64) -> bool {
+    !must_renew(expires_at, now_ms) || (seen != Some(expires_at) && expires_at > now_ms + 5_000)
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_token_another_refresh_just_wrote_is_taken() {
+        assert!(held_usable(200_000, Some(200_000), 0), "good for a while");
+        assert!(
+            !held_usable(30_000, Some(30_000), 0),
+            "the one it saw: renew"
+        );
+        assert!(held_usable(30_000, Some(1_000), 0), "a newer one: take it");
+        assert!(!held_usable(3_000, None, 0), "about to expire");
+    }
 
     fn req(provider: &str, url: &str) -> ModelGrantRequest {
         ModelGrantRequest {
