@@ -76,6 +76,17 @@ done
 if [[ "${INSPECT_MODEL:-}" == inspect/* ]] && [ -z "${WORKER_VARS[COMPATIBLE_MODELS]:-}" ]; then
   set_worker_var COMPATIBLE_MODELS "$INSPECT_MODEL" "run command"
 fi
+# The local sandbox host passes the model keys of this environment to its sandboxes, so
+# their vendors are reachable (offered in the catalog) without a stored secret.
+if [ -z "${WORKER_VARS[SANDBOX_MODEL_KEYS]:-}" ]; then
+  carried=()
+  for key in ANTHROPIC_API_KEY OPENAI_API_KEY; do
+    [ -n "${!key:-}" ] && carried+=("$key")
+  done
+  if [ ${#carried[@]} -gt 0 ]; then
+    set_worker_var SANDBOX_MODEL_KEYS "$(IFS=,; echo "${carried[*]}")" "run command"
+  fi
+fi
 # The run command starts the sandbox host itself, so it says where the host listens; a
 # secret the user chose is given to the host as well.
 if [ -n "${WORKER_VARS[SANDBOX_HOST_URL]:-}" ] && [ "${VAR_SOURCE[SANDBOX_HOST_URL]}" != "run command" ]; then

@@ -7,6 +7,45 @@ use inspect_protocol::ApiError;
 use serde::Deserialize;
 use worker::Env;
 
+/// The condition and arguments that select the secrets of `scopes` (global always).
+fn scopes_where(scopes: &[inspect_secrets::Scope]) -> (String, Vec<wasm_bindgen::JsValue>) {
+    let mut sql = String::from("scope = 'global'");
+    let mut args: Vec<wasm_bindgen::JsValue> = Vec::new();
+    for scope in scopes {
+        let (kind, id) = scope.key();
+        if kind == "global" {
+            continue;
+        }
+        sql.push_str(&format!(
+            " OR (scope = ?{} AND scope_id = ?{})",
+            args.len() + 1,
+            args.len() + 2
+        ));
+        args.push(kind.into());
+        args.push(id.as_str().into());
+    }
+    (sql, args)
+}
+
+/// The names (never the values) of the secrets that would flow into such a sandbox.
+pub async fn secret_names(
+    env: &Env,
+    environment_id: Option<&str>,
+    repositories: &[(String, String)],
+) -> Result<Vec<String>, ApiError> {
+    let scopes = inspect_secrets::flowing_scopes(environment_id, repositories);
+    let (condition, args) = scopes_where(&scopes);
+    #[derive(Deserialize)]
+    struct Row {
+        name: String,
+    }
+    let sql = format!("SELECT DISTINCT name FROM secrets WHERE {condition}");
+    let rows: Vec<Row> = inspect_runtime::d1::all(env, &sql, &args)
+        .await
+        .map_err(|e| ApiError::new(e.code, format!("reading secrets: {}", e.message)))?;
+    Ok(rows.into_iter().map(|r| r.name).collect())
+}
+
 pub async fn open_secrets(
     env: &Env,
     environment_id: Option<&str>,
@@ -23,22 +62,8 @@ pub async fn open_secrets(
         .filter(|s| matches!(s, inspect_secrets::Scope::Repository { .. }))
         .map(|s| s.key().1)
         .collect();
-    let mut sql =
-        String::from("SELECT scope, scope_id, name, sealed FROM secrets WHERE scope = 'global'");
-    let mut args: Vec<wasm_bindgen::JsValue> = Vec::new();
-    for scope in &scopes {
-        let (kind, id) = scope.key();
-        if kind == "global" {
-            continue;
-        }
-        sql.push_str(&format!(
-            " OR (scope = ?{} AND scope_id = ?{})",
-            args.len() + 1,
-            args.len() + 2
-        ));
-        args.push(kind.into());
-        args.push(id.as_str().into());
-    }
+    let (condition, args) = scopes_where(&scopes);
+    let sql = format!("SELECT scope, scope_id, name, sealed FROM secrets WHERE {condition}");
     #[derive(Deserialize)]
     struct Row {
         scope: String,

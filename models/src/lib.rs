@@ -153,11 +153,14 @@ const KNOWN: &[Known] = &[
 ];
 
 /// What the catalog is made from: the deployment's settings (none until someone saves
-/// them), the names of its global secrets, `COMPATIBLE_MODELS` and `DEFAULT_MODEL`.
+/// them), the names of the keys it can give a sandbox (its secrets' names at any scope and
+/// the keys its sandboxes carry themselves, `SANDBOX_MODEL_KEYS`), the providers it holds
+/// an active model grant for, `COMPATIBLE_MODELS` and `DEFAULT_MODEL`.
 #[derive(Debug, Clone, Default)]
 pub struct Inputs<'a> {
     pub settings: Option<&'a ModelSettings>,
     pub secret_names: &'a [String],
+    pub grant_providers: &'a [String],
     pub compatible: Option<&'a str>,
     pub default_model: Option<&'a str>,
 }
@@ -182,9 +185,13 @@ fn compatible_ids(inputs: &Inputs) -> Vec<String> {
     ids
 }
 
-/// The catalog as the deployment has it now.
+/// The catalog as the deployment has it now. A vendor's models are offered only when the
+/// deployment can reach it (a key or a grant); an opt-in vendor's start disabled.
 pub fn catalog(inputs: &Inputs) -> ModelCatalog {
-    let has = |key: &str| inputs.secret_names.iter().any(|n| n == key);
+    let has = |v: &Vendor| {
+        inputs.secret_names.iter().any(|n| n == v.key)
+            || inputs.grant_providers.iter().any(|p| p == v.id)
+    };
     let mut providers: Vec<ModelProvider> = VENDORS
         .iter()
         .map(|v| ModelProvider {
@@ -192,7 +199,7 @@ pub fn catalog(inputs: &Inputs) -> ModelCatalog {
             label: v.label.into(),
             key_secret: Some(v.key.into()),
             opt_in: v.opt_in,
-            configured: has(v.key),
+            configured: has(v),
         })
         .collect();
     let compatible = compatible_ids(inputs);
@@ -205,11 +212,7 @@ pub fn catalog(inputs: &Inputs) -> ModelCatalog {
             configured: true,
         });
     }
-    let listed = |provider: &str| {
-        providers
-            .iter()
-            .any(|p| p.id == provider && (!p.opt_in || p.configured))
-    };
+    let listed = |provider: &str| providers.iter().any(|p| p.id == provider && p.configured);
     let mut models: Vec<ModelInfo> = KNOWN
         .iter()
         .map(|(id, label, context, efforts, default_effort)| ModelInfo {
@@ -290,9 +293,55 @@ pub fn check_model(catalog: &ModelCatalog, model: &str) -> Result<(), String> {
             "the model {model} is disabled in this deployment; the enabled models: {}",
             choices()
         )),
-        None => Err(format!(
-            "unknown model {model:?}; the enabled models: {}",
-            choices()
+        None => Err(match unreachable(model) {
+            Some(why) => format!("{why}; the enabled models: {}", choices()),
+            None => format!("unknown model {model:?}; the enabled models: {}", choices()),
+        }),
+    }
+}
+
+/// Why a model the catalog knows is not offered: its vendor cannot be reached (no key, no
+/// grant). None for a model nobody knows.
+fn unreachable(model: &str) -> Option<String> {
+    KNOWN.iter().find(|k| k.0 == model)?;
+    let vendor = VENDORS.iter().find(|v| v.id == provider_of(model))?;
+    Some(format!(
+        "the model {model} is not offered: this deployment cannot reach {} (store its key as \
+         the secret {}, or add a model grant for {})",
+        vendor.label, vendor.key, vendor.id
+    ))
+}
+
+/// What one session can reach: the names of the secrets that flow into its sandbox (and the
+/// keys its sandboxes carry themselves), and the providers of the grants it is given.
+#[derive(Debug, Clone, Default)]
+pub struct Reach<'a> {
+    pub secret_names: &'a [String],
+    pub grant_providers: &'a [&'a str],
+}
+
+/// Checks that a session can reach its model's vendor: the key flows into its sandbox (a
+/// global secret, or its repository's or environment's), or a grant it is given serves it.
+/// The compatible server and models outside the built-in vendors pass.
+pub fn check_reach(model: &str, reach: &Reach) -> Result<(), String> {
+    let Some(vendor) = VENDORS.iter().find(|v| v.id == provider_of(model)) else {
+        return Ok(());
+    };
+    let keyed = reach.secret_names.iter().any(|n| n == vendor.key);
+    let granted = reach.grant_providers.contains(&vendor.id);
+    match keyed || granted {
+        true => Ok(()),
+        false => Err(format!(
+            "this session cannot reach {} for {model}: the secret {} is not set for its \
+             repository, its environment or the deployment, and no model grant for {} \
+             applies to it{}",
+            vendor.label,
+            vendor.key,
+            vendor.id,
+            match vendor.id {
+                "anthropic" => " (an Anthropic grant serves Claude Code sessions only)",
+                _ => "",
+            }
         )),
     }
 }
@@ -337,6 +386,9 @@ pub fn check_settings(catalog: &ModelCatalog, settings: &ModelSettings) -> Resul
     }
     for id in &settings.enabled {
         if !catalog.models.iter().any(|m| &m.id == id) {
+            if let Some(why) = unreachable(id) {
+                return Err(why);
+            }
             return Err(format!(
                 "unknown model {id:?}; the models: {}",
                 listing(catalog.models.iter().map(|m| m.id.clone()))
@@ -373,21 +425,63 @@ mod tests {
         c.models.iter().map(|m| m.id.as_str()).collect()
     }
 
+    fn keys(names: &[&str]) -> Vec<String> {
+        names.iter().map(|n| (*n).to_string()).collect()
+    }
+
     #[test]
-    fn opt_in_providers_appear_with_their_key_and_start_disabled() {
+    fn a_vendor_is_offered_once_it_can_be_reached_and_opt_in_ones_start_disabled() {
+        // No key and no grant: none of the vendors' models is offered.
         let none = catalog(&Inputs::default());
-        assert!(ids(&none).contains(&"anthropic/claude-sonnet-4-5"));
-        assert!(!ids(&none).iter().any(|m| m.starts_with("xai/")));
-        assert!(none.models.iter().all(|m| m.enabled));
-        let keys = vec!["XAI_API_KEY".to_string()];
+        assert!(none.models.is_empty(), "{:?}", ids(&none));
+        assert!(none.providers.iter().all(|p| !p.configured));
+        let why = check_model(&none, "anthropic/claude-sonnet-4-5").unwrap_err();
+        assert!(
+            why.contains("not offered") && why.contains("ANTHROPIC_API_KEY"),
+            "{why}"
+        );
+        let settings = ModelSettings {
+            enabled: vec!["openai/gpt-5.5".into()],
+            default_model: None,
+        };
+        let why = check_settings(&none, &settings).unwrap_err();
+        assert!(why.contains("OPENAI_API_KEY"), "{why}");
+        // A key (at any scope) or a grant reaches a vendor.
+        let names = keys(&["OPENAI_API_KEY", "XAI_API_KEY"]);
+        let granted = keys(&["anthropic"]);
         let with = catalog(&Inputs {
-            secret_names: &keys,
+            secret_names: &names,
+            grant_providers: &granted,
             ..Default::default()
         });
+        for id in ["openai/gpt-5.5", "anthropic/claude-sonnet-4-5"] {
+            assert!(check_model(&with, id).is_ok(), "{id}");
+        }
         let grok = with.models.iter().find(|m| m.id == "xai/grok-4.6").unwrap();
         assert!(!grok.enabled, "opt-in: listed, not enabled");
         assert!(with.providers.iter().any(|p| p.id == "xai" && p.configured));
         assert!(!ids(&with).iter().any(|m| m.starts_with("deepseek/")));
+    }
+
+    #[test]
+    fn a_session_must_reach_its_models_vendor() {
+        let names = keys(&["OPENAI_API_KEY"]);
+        let reach = Reach {
+            secret_names: &names,
+            grant_providers: &[],
+        };
+        assert!(check_reach("openai/gpt-5.5", &reach).is_ok());
+        assert!(check_reach("inspect/fake", &reach).is_ok());
+        let why = check_reach("anthropic/claude-opus-4-7", &reach).unwrap_err();
+        assert!(
+            why.contains("ANTHROPIC_API_KEY") && why.contains("Claude Code"),
+            "{why}"
+        );
+        let granted = Reach {
+            secret_names: &[],
+            grant_providers: &["anthropic"],
+        };
+        assert!(check_reach("anthropic/claude-opus-4-7", &granted).is_ok());
     }
 
     #[test]
@@ -416,8 +510,10 @@ mod tests {
             enabled: vec!["openai/gpt-5.5".into(), "inspect/a".into()],
             default_model: Some("openai/gpt-5.5".into()),
         };
+        let names = keys(&["OPENAI_API_KEY", "ANTHROPIC_API_KEY"]);
         let inputs = Inputs {
             settings: Some(&s),
+            secret_names: &names,
             compatible: Some("a,b"),
             default_model: Some("anthropic/claude-sonnet-4-5"),
             ..Default::default()
@@ -458,7 +554,11 @@ mod tests {
 
     #[test]
     fn an_effort_must_be_one_the_model_accepts() {
-        let c = catalog(&Inputs::default());
+        let names = keys(&["ANTHROPIC_API_KEY"]);
+        let c = catalog(&Inputs {
+            secret_names: &names,
+            ..Default::default()
+        });
         assert!(check_effort(&c, Some("anthropic/claude-opus-4-7"), "xhigh").is_ok());
         let e = check_effort(&c, Some("anthropic/claude-sonnet-4-5"), "low").unwrap_err();
         assert!(e.contains("high, max"), "{e}");

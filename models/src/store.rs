@@ -1,5 +1,6 @@
 //! The catalog as a deployment has it: its settings row (`migrations/0013_models.sql`), the
-//! names of its global secrets (never their values) and its settings.
+//! names of its secrets at any scope (never their values), the keys its sandboxes carry
+//! (`SANDBOX_MODEL_KEYS`), the providers of its active grants, and its settings.
 
 use crate::Inputs;
 use inspect_protocol::models::{ModelCatalog, ModelSettings};
@@ -19,6 +20,23 @@ struct NameRow {
     name: String,
 }
 
+#[derive(Deserialize)]
+struct ProviderRow {
+    provider: String,
+}
+
+/// The model keys every sandbox holds without a secret (`SANDBOX_MODEL_KEYS`: names,
+/// comma-separated; the local run command names those in its own environment, which the
+/// local sandbox host passes on).
+pub fn sandbox_keys(env: &Env) -> Vec<String> {
+    setting(env, "SANDBOX_MODEL_KEYS")
+        .unwrap_or_default()
+        .split(',')
+        .map(|n| n.trim().to_ascii_uppercase())
+        .filter(|n| !n.is_empty())
+        .collect()
+}
+
 /// The stored settings, if anyone saved some.
 pub async fn settings(env: &Env) -> Result<Option<ModelSettings>, ApiError> {
     let row: Option<SettingsRow> = first(
@@ -34,13 +52,17 @@ pub async fn settings(env: &Env) -> Result<Option<ModelSettings>, ApiError> {
 /// The catalog now.
 pub async fn catalog(env: &Env) -> Result<ModelCatalog, ApiError> {
     let stored = settings(env).await?;
-    let names: Vec<NameRow> = all(
-        env,
-        "SELECT name FROM secrets WHERE scope = 'global' AND scope_id = ''",
-        &[],
-    )
-    .await?;
-    let names: Vec<String> = names.into_iter().map(|n| n.name).collect();
+    let (names, granted) = futures::join!(
+        all::<NameRow>(env, "SELECT DISTINCT name FROM secrets", &[]),
+        all::<ProviderRow>(
+            env,
+            "SELECT DISTINCT provider FROM model_grants WHERE status = 'active'",
+            &[],
+        ),
+    );
+    let mut names: Vec<String> = names?.into_iter().map(|n| n.name).collect();
+    names.extend(sandbox_keys(env));
+    let granted: Vec<String> = granted?.into_iter().map(|g| g.provider).collect();
     let (compatible, default_model) = (
         setting(env, "COMPATIBLE_MODELS"),
         setting(env, "DEFAULT_MODEL"),
@@ -48,6 +70,7 @@ pub async fn catalog(env: &Env) -> Result<ModelCatalog, ApiError> {
     Ok(crate::catalog(&Inputs {
         settings: stored.as_ref(),
         secret_names: &names,
+        grant_providers: &granted,
         compatible: compatible.as_deref(),
         default_model: default_model.as_deref(),
     }))

@@ -34,9 +34,11 @@ pub struct ModelProvider {
     /// The secret that holds its key (`ANTHROPIC_API_KEY`…); none for the deployment's
     /// OpenAI-compatible server, which its sandboxes are told about.
     pub key_secret: Option<String>,
-    /// An opt-in provider's models are listed only once its key is a global secret.
+    /// An opt-in provider's models start disabled when they are listed.
     pub opt_in: bool,
-    /// Whether its key is set as a global secret (always true for the compatible server).
+    /// Whether the deployment can reach it: its key is a secret at some scope or carried by
+    /// the sandboxes, or a model grant for it is active (always true for the compatible
+    /// server). Only a reachable provider's models are listed.
     pub configured: bool,
 }
 

@@ -825,7 +825,62 @@ async fn the_model_catalog_is_honoured_and_a_prompts_choice_reaches_the_model() 
         listed.contains(&("inspect/fake-model-2".into(), true)),
         "{listed:?}"
     );
+    // No vendor key and no grant: no vendor's model is offered, and naming one says why.
+    assert!(
+        listed.iter().all(|(m, _)| m.starts_with("inspect/")),
+        "{listed:?}"
+    );
+    let base = &w.stack.base_url;
+    let r = send_as(
+        "ann",
+        Method::POST,
+        &format!("{base}/sessions"),
+        Some(json!({"repoOwner": "local", "repoName": "demo", "model": "anthropic/claude-sonnet-4-5"})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(
+        r.body.to_string().contains("ANTHROPIC_API_KEY"),
+        "{}",
+        r.body
+    );
+    // A key stored for another repository offers the vendor, but not to this session.
+    let r = send(
+        Method::PUT,
+        &url("/repos/local/elsewhere/secrets"),
+        Some(json!({"secrets": {"ANTHROPIC_API_KEY": "sk-ant-elsewhere"}})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = send_as(
+        "ann",
+        Method::POST,
+        &format!("{base}/sessions"),
+        Some(json!({"repoOwner": "local", "repoName": "demo", "model": "anthropic/claude-sonnet-4-5"})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(
+        r.body.to_string().contains("cannot reach Anthropic"),
+        "{}",
+        r.body
+    );
+    // As a global secret it reaches every session.
+    let r = send(
+        Method::PUT,
+        &url("/secrets"),
+        Some(json!({"secrets": {"ANTHROPIC_API_KEY": "sk-ant-test"}})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let catalog = send(Method::GET, &url("/models"), None).await.unwrap();
+    let listed = ids(&catalog.body);
     assert!(listed.contains(&("anthropic/claude-sonnet-4-5".into(), true)));
+    assert!(!listed.iter().any(|(m, _)| m.starts_with("openai/")));
     assert!(!listed.iter().any(|(m, _)| m.starts_with("xai/")), "opt-in");
     let sonnet = catalog.body["models"]
         .as_array()
@@ -873,7 +928,6 @@ async fn the_model_catalog_is_honoured_and_a_prompts_choice_reaches_the_model() 
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.body["defaultModel"], "inspect/fake-model");
     // A session asking for a disabled model, or an effort its model does not take: 400.
-    let base = &w.stack.base_url;
     for (body, says) in [
         (
             json!({"repoOwner": "local", "repoName": "demo", "model": "inspect/fake-model-2"}),

@@ -126,11 +126,13 @@ export type ModelProvider = { id: string, label: string,
  */
 keySecret: string | null, 
 /**
- * An opt-in provider's models are listed only once its key is a global secret.
+ * An opt-in provider's models start disabled when they are listed.
  */
 optIn: boolean, 
 /**
- * Whether its key is set as a global secret (always true for the compatible server).
+ * Whether the deployment can reach it: its key is a secret at some scope or carried by
+ * the sandboxes, or a model grant for it is active (always true for the compatible
+ * server). Only a reachable provider's models are listed.
  */
 configured: boolean, };
 

@@ -558,6 +558,31 @@ pub(crate) async fn create_session_with(
         inspect_models::check_effort(&models, create.model.as_deref(), effort)
             .map_err(ApiError::bad_request)?;
     }
+    // Its model's vendor must be reachable from this session's sandbox: a key that flows
+    // into it, or a grant it is given (the secrets are read only for a vendor's model).
+    let unreached = |model: &str| {
+        inspect_models::check_reach(model, &inspect_models::Reach::default()).is_err()
+    };
+    if let Some(model) = create.model.as_deref().filter(|m| unreached(m)) {
+        let mut names = inspect_durable::sealed::secret_names(
+            env,
+            create.environment_id.as_deref(),
+            &repository_names,
+        )
+        .await?;
+        names.extend(inspect_models::store::sandbox_keys(env));
+        let granted: Vec<&str> = create
+            .managed_grants
+            .iter()
+            .flatten()
+            .map(|g| g.provider.as_str())
+            .collect();
+        let reach = inspect_models::Reach {
+            secret_names: &names,
+            grant_providers: &granted,
+        };
+        inspect_models::check_reach(model, &reach).map_err(ApiError::bad_request)?;
+    }
     // The managed skills it takes are pinned now, at their current revisions, and the MCP
     // servers are given as configured now.
     create.pinned_skills = Some(skills?);
