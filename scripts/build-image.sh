@@ -22,8 +22,8 @@ ensure_claude_code
 OUT="${INSPECT_IMAGE_DIR:-$ROOT/.toolchain/image}"
 MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 SUITE=bookworm
-# What the Dockerfile's final stage installs from Debian, and what the seeds' sandbox holds.
-PACKAGES=ca-certificates,git,openssh-client,curl,python3,python3-venv,python3-pip,bubblewrap,procps,chromium,fonts-liberation,gh,ripgrep,less
+# What the Dockerfile's final stage installs from Debian: the one list of both.
+PACKAGES="$(sed 's/#.*//' "$ROOT/providers/image/packages" | awk 'NF {print $1}' | paste -sd, -)"
 started=$(date +%s)
 
 for tool in mmdebstrap umoci; do
@@ -73,6 +73,7 @@ project_key="$(
     sed -n '/^# 2\./,/^# 3\./p' "$0"
     node --version
     sha256sum "$OPENCODE" "$SUPERVISOR" | cut -d' ' -f1
+    command -v strip
     echo "$CODE_SERVER_VERSION"
     echo "$CLAUDE_CODE_VERSION"
   } | key
@@ -89,7 +90,9 @@ if [ ! -f "$PROJECT.done" ]; then
   mkdir -p "$PROJECT/usr/local/lib/code-server"
   cp -a "$CODE_SERVER_DIR/node_modules" "$PROJECT/usr/local/lib/code-server/node_modules"
   ln -s ../lib/code-server/node_modules/code-server/out/node/entry.js "$PROJECT/usr/local/bin/code-server"
+  # Stripped, as the Dockerfile's is (a debug build drops from ~130 MB to ~25 MB).
   install -m 0755 "$SUPERVISOR" "$PROJECT/usr/local/bin/inspect-supervisor"
+  strip "$PROJECT/usr/local/bin/inspect-supervisor"
   echo "inspect-sandbox debian-$debian_key project-$project_key" > "$PROJECT/etc/inspect-sandbox-image"
   find "$OUT" -maxdepth 1 -name 'project-*' ! -name "project-$project_key*" -exec rm -rf {} +
   touch "$PROJECT.done"

@@ -1,10 +1,18 @@
 #!/usr/bin/env bash
 # Checks the sandbox image definition without a Docker engine: every version it pins is
 # the project's pin, every base image is pinned, the image runs as an unprivileged user,
-# and `docker build --check` passes when an engine is there to run it.
+# its Debian packages are the one list `scripts/build-image.sh` installs too
+# (providers/image/packages), and `docker build --check` passes when an engine is there.
+#
+#   scripts/check-sandbox-image.sh --root DIR   also checks a built image's root (what
+#       scripts/build-image.sh made): every command the package list names and every
+#       project tool is on its PATH, and its supervisor is stripped.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 FILE="${SANDBOX_DOCKERFILE:-$ROOT/providers/image/Dockerfile}"
+PACKAGE_LIST="${SANDBOX_PACKAGES:-$ROOT/providers/image/packages}"
+BUILT_ROOT=""
+[ "${1:-}" = --root ] && BUILT_ROOT="${2:?--root DIR}"
 fail=0
 problem() { echo "sandbox image: $*" >&2; fail=1; }
 
@@ -51,9 +59,35 @@ done
 grep -qE '^USER [1-9][0-9]*(:[1-9][0-9]*)?$' "$FILE" || problem "the image does not end as a non-root numeric USER"
 grep -q 'apt-get install --yes --no-install-recommends' "$FILE" || problem "apt-get install without --no-install-recommends"
 grep -q 'rm -rf /var/lib/apt/lists/\*' "$FILE" || problem "apt lists are not removed"
+# One list of Debian packages for both builds: the Dockerfile installs what the list says
+# and names no package of its own; build-image.sh reads the same file.
+packages() { sed 's/#.*//' "$PACKAGE_LIST" | awk 'NF {print $1}'; }
+commands() { sed 's/#.*//' "$PACKAGE_LIST" | awk 'NF > 1 {print $2}'; }
+grep -qE '^COPY providers/image/packages /tmp/packages$' "$FILE" ||
+  problem "the final stage does not copy providers/image/packages (the one package list)"
+install_line="$(grep -E 'apt-get install' "$FILE" | tail -1)"
+[[ "$install_line" == *'$(sed '*'/tmp/packages'* ]] ||
+  problem "the final stage's apt-get install does not install the list (providers/image/packages): $install_line"
+grep -q 'providers/image/packages' "$ROOT/scripts/build-image.sh" ||
+  problem "scripts/build-image.sh does not install providers/image/packages"
 for tool in git python3 bubblewrap; do
-  grep -q "apt-get install.* $tool" "$FILE" || problem "$tool is not installed"
+  packages | grep -qx "$tool" || problem "$tool is not in the package list"
 done
+
+# A built root: each listed command, and the project's own tools, where the image's PATH
+# finds them; the supervisor without debug sections.
+if [ -n "$BUILT_ROOT" ]; then
+  for cmd in $(commands) node npm opencode claude code-server inspect-supervisor; do
+    found=""
+    for dir in usr/local/bin usr/bin bin; do
+      [ -e "$BUILT_ROOT/$dir/$cmd" ] || [ -L "$BUILT_ROOT/$dir/$cmd" ] && found=1 && break
+    done
+    [ -n "$found" ] || problem "the built image has no $cmd on its PATH ($BUILT_ROOT)"
+  done
+  if readelf -S "$BUILT_ROOT/usr/local/bin/inspect-supervisor" 2>/dev/null | grep -qE '\.debug_(info|line)'; then
+    problem "the built image's supervisor is not stripped"
+  fi
+fi
 
 # The whole start is the ENTRYPOINT (exec form): Daytona keeps only an image's ENTRYPOINT,
 # never its CMD, so a CMD would be dropped there.

@@ -39,6 +39,8 @@ cargo build --quiet -p inspect-supervisor
 export INSPECT_SUPERVISOR_BIN="$CARGO_TARGET_DIR/debug/inspect-supervisor"
 log "the sandbox image (scripts/build-image.sh; cached): the terminal suite runs its sandboxes in it"
 INSPECT_TEST_SANDBOX_IMAGE="$("$ROOT/scripts/build-image.sh" | tail -1)"
+log "the built image holds every listed tool, its supervisor stripped"
+"$ROOT/scripts/check-sandbox-image.sh" --root "$INSPECT_TEST_SANDBOX_IMAGE"
 export INSPECT_TEST_SANDBOX_IMAGE
 
 log "tests"
