@@ -268,6 +268,10 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE session ADD COLUMN mcp TEXT;
     "#,
+    // 24: when the vendor was last asked to keep the sandbox of a running turn.
+    r#"
+    ALTER TABLE sandbox ADD COLUMN extended_at INTEGER;
+    "#,
 ];
 
 /// The schema every migration above makes, written as it ends up: what a new session's
@@ -376,7 +380,8 @@ pub(crate) const FRESH: &str = r#"
         last_activity INTEGER,
         ready_at INTEGER,
         progress TEXT,
-        editor TEXT
+        editor TEXT,
+        extended_at INTEGER
     );
     CREATE TABLE ws_client_mapping (
         ws_id TEXT PRIMARY KEY,

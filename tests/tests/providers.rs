@@ -1335,10 +1335,28 @@ async fn e2b_quota_envd_failures_ports_and_deletion() {
     );
     assert!(!error.contains("transient"), "{error}");
 
+    // A Hobby plan allows one hour: the two hours asked for are refused in E2B's words
+    // (a 400), and the sandbox is made for the plan's longest lifetime instead.
+    e.set_plan_hours(1);
+    w.agent
+        .model
+        .push(vec![Reply::text("Ran within the plan.")]);
+    let (id4, mut ws4) = w.prompted("go").await;
+    let seen = w.until_complete(&mut ws4, 1).await;
+    assert_eq!(events(&seen, "execution_complete")[0]["success"], true);
+    let made: Vec<Value> = e
+        .sandboxes()
+        .into_iter()
+        .filter(|s| s["metadata"]["openinspect_session_id"] == id4.as_str())
+        .collect();
+    assert_eq!(made.len(), 1, "{made:#?}");
+    assert_eq!(made[0]["timeout"], 3600, "{}", made[0]);
+
     // Deleting a session kills its E2B sandboxes.
     w.delete_session(&id).await;
     w.delete_session(&id2).await;
     w.delete_session(&id3).await;
+    w.delete_session(&id4).await;
     assert!(e.sandboxes().is_empty(), "{:#?}", e.sandboxes());
 }
 

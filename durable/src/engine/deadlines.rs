@@ -39,6 +39,9 @@ pub struct AlarmOutcome {
     /// Ask the provider whether this sandbox still runs; report back with
     /// [`Session::sandbox_lost`] if it does not.
     pub check_provider: Option<String>,
+    /// Ask the provider to keep this sandbox: a turn still runs in it
+    /// ([`inspect_provider::EXTEND_EVERY_MS`] after its start or its last extension).
+    pub extend_sandbox: Option<String>,
 }
 
 struct SandboxTimes {
@@ -49,13 +52,14 @@ struct SandboxTimes {
     disconnected_at: Option<i64>,
     last_activity: Option<i64>,
     updated_at: i64,
+    extended_at: Option<i64>,
 }
 
 impl<S: Store> Session<'_, S> {
     fn sandbox_times(&self) -> EngineResult<Option<SandboxTimes>> {
         self.store
             .query(
-                "SELECT sandbox_id, status, spawned_at, last_heartbeat, disconnected_at, last_activity, updated_at FROM sandbox WHERE id = 1",
+                "SELECT sandbox_id, status, spawned_at, last_heartbeat, disconnected_at, last_activity, updated_at, extended_at FROM sandbox WHERE id = 1",
                 &[],
             )
             .map_err(internal)?
@@ -71,6 +75,7 @@ impl<S: Store> Session<'_, S> {
                     disconnected_at: c.opt_i64()?,
                     last_activity: c.opt_i64()?,
                     updated_at: c.i64()?,
+                    extended_at: c.opt_i64()?,
                 })
             })
             .transpose()
@@ -130,8 +135,22 @@ impl<S: Store> Session<'_, S> {
         }
         if let Some((_, started)) = self.processing_started()? {
             all.push(Some(started + EXECUTION_TIMEOUT_MS));
+            if let Some(t) = self.sandbox_times()? {
+                all.push(Self::extension_due(&t));
+            }
         }
         Ok(all.into_iter().flatten().min())
+    }
+
+    /// When a connected sandbox is next to be extended while a turn runs in it: a period
+    /// after its start or its last extension.
+    fn extension_due(t: &SandboxTimes) -> Option<i64> {
+        if !matches!(t.status.as_str(), "ready" | "running") {
+            return None;
+        }
+        t.extended_at
+            .or(t.spawned_at)
+            .map(|at| at + inspect_provider::EXTEND_EVERY_MS)
     }
 
     /// When a ready sandbox counts as idle: 10 minutes after its last activity, 5 more
@@ -317,6 +336,7 @@ impl<S: Store> Session<'_, S> {
         let mut out = AlarmOutcome {
             fx: self.expire_unsubscribed(now)?,
             check_provider: None,
+            extend_sandbox: None,
         };
         if !self.exists()? {
             return Ok(out);
@@ -337,6 +357,17 @@ impl<S: Store> Session<'_, S> {
         let Some(t) = self.sandbox_times()? else {
             return Ok(out);
         };
+        // A turn still runs: the vendor is asked to keep its sandbox past the lifetime it
+        // gave at the start.
+        if self.processing()?.is_some() && Self::extension_due(&t).is_some_and(|at| now >= at) {
+            self.store
+                .execute(
+                    "UPDATE sandbox SET extended_at = ? WHERE id = 1",
+                    &[now.into()],
+                )
+                .map_err(internal)?;
+            out.extend_sandbox = Some(t.sandbox_id.clone());
+        }
         let budget = self.ready_timeout()?;
         match t.status.as_str() {
             "spawning" | "connecting" | "syncing" | "setup" | "start"

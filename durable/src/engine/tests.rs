@@ -1351,6 +1351,37 @@ mod sandbox_flow {
         }
 
         #[test]
+        fn a_running_turn_keeps_its_sandbox_and_an_idle_one_does_not() {
+            use inspect_provider::EXTEND_EVERY_MS;
+            let st = store();
+            let (s, sb, m) = running(&st);
+            let beat = |at: i64| {
+                s.on_sandbox_frame(&frame(&sb, json!({"type": "heartbeat"})), at);
+            };
+            beat(EXTEND_EVERY_MS - 10);
+            assert!(s.next_deadline().unwrap().unwrap() <= 1_000 + EXTEND_EVERY_MS);
+            let first = 1_000 + EXTEND_EVERY_MS;
+            let out = s.on_alarm(first).unwrap();
+            assert_eq!(out.extend_sandbox.as_deref(), Some(sb.as_str()));
+            // Alarms repeat: once per period.
+            assert!(s.on_alarm(first + 5).unwrap().extend_sandbox.is_none());
+            beat(first + EXTEND_EVERY_MS - 10);
+            let out = s.on_alarm(first + EXTEND_EVERY_MS).unwrap();
+            assert_eq!(out.extend_sandbox.as_deref(), Some(sb.as_str()));
+            // The turn ends: an idle sandbox is left to the idle stop.
+            s.on_sandbox_frame(
+                &frame(
+                    &sb,
+                    json!({"type": "execution_complete", "messageId": m, "success": true}),
+                ),
+                first + EXTEND_EVERY_MS + 1,
+            );
+            let later = first + 2 * EXTEND_EVERY_MS;
+            beat(later - 10);
+            assert!(s.on_alarm(later).unwrap().extend_sandbox.is_none());
+        }
+
+        #[test]
         fn an_abandoned_snapshot_does_not_hold_the_sandbox() {
             let st = store();
             let (s, sb, m) = running(&st);

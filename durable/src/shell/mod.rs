@@ -296,6 +296,17 @@ impl DurableObject for SessionDO {
         match engine.on_alarm(now_ms()) {
             Ok(out) => {
                 self.carry_out(out.fx).await;
+                if let Some(sandbox_id) = out.extend_sandbox {
+                    if let Some(p) = self.provider() {
+                        // A refusal (the plan's longest lifetime reached) is said, not fatal:
+                        // the vendor ends the sandbox and the session resumes it.
+                        if let Err(e) = p.extend(&self.sandbox_at(&sandbox_id)).await {
+                            self.log(
+                                LogLine::warn("sandbox", "extend_failed").detail(&e.to_string()),
+                            );
+                        }
+                    }
+                }
                 if let Some(sandbox_id) = out.check_provider {
                     let gone = match self.provider() {
                         Some(p) => match p.status(&self.sandbox_at(&sandbox_id)).await {

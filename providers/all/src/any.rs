@@ -176,6 +176,9 @@ impl SandboxProvider for AnyProvider {
     async fn delete_image(&self, image_id: &str) -> Result<(), ProviderError> {
         each!(self, p => p.delete_image(image_id).await)
     }
+    async fn extend(&self, sandbox: &SandboxRef) -> Result<(), ProviderError> {
+        each!(self, p => p.extend(sandbox).await)
+    }
     async fn expose_port(&self, sandbox: &SandboxRef, port: u16) -> Result<String, ProviderError> {
         each!(self, p => p.expose_port(sandbox, port).await)
     }

@@ -23,6 +23,12 @@ pub struct E2bProvider {
     pub cfg: E2bConfig,
 }
 
+thread_local! {
+    /// The plan's longest lifetime once E2B has said it (a 400 to a longer one): every
+    /// later call of this isolate asks for no more.
+    static PLAN_LIMIT: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
+}
+
 fn failure(status: u16, body: &str, secrets: &[&str]) -> ProviderError {
     match e2b::classify(status, body, secrets) {
         Some(f) => ProviderError::from_vendor("e2b", f),
@@ -38,6 +44,35 @@ enum Got {
 }
 
 impl E2bProvider {
+    /// The settings as this plan allows them.
+    fn cfg(&self) -> E2bConfig {
+        self.cfg.within_plan(PLAN_LIMIT.with(|l| l.get()))
+    }
+
+    /// A call that asks for a lifetime (`body` made from the settings): refused as longer
+    /// than the plan allows, it is asked again once within the plan's limit.
+    async fn call_for_lifetime(
+        &self,
+        path: &str,
+        body: impl Fn(&E2bConfig) -> Value,
+        secrets: &[&str],
+    ) -> Result<Got, ProviderError> {
+        match self
+            .call(Method::Post, path, Some(&body(&self.cfg())), secrets)
+            .await
+        {
+            Err(ProviderError::Permanent(m)) => match e2b::plan_limit(&m) {
+                Some(limit) if Some(limit) != PLAN_LIMIT.with(|l| l.get()) => {
+                    PLAN_LIMIT.with(|l| l.set(Some(limit)));
+                    self.call(Method::Post, path, Some(&body(&self.cfg())), secrets)
+                        .await
+                }
+                _ => Err(ProviderError::Permanent(m)),
+            },
+            other => other,
+        }
+    }
+
     async fn call(
         &self,
         method: Method,
@@ -197,12 +232,7 @@ impl SandboxProvider for E2bProvider {
             .chain([req.sandbox_token.as_str()])
             .collect();
         let made = match self
-            .call(
-                Method::Post,
-                "/sandboxes",
-                Some(&e2b::create_body(&self.cfg, req)),
-                &secrets,
-            )
+            .call_for_lifetime("/sandboxes", |cfg| e2b::create_body(cfg, req), &secrets)
             .await?
         {
             Got::Answer(v) => v,
@@ -286,12 +316,7 @@ impl SandboxProvider for E2bProvider {
         };
         let id = s["sandboxID"].as_str().unwrap_or_default().to_owned();
         let mut connected = match self
-            .call(
-                Method::Post,
-                &format!("/sandboxes/{id}/connect"),
-                Some(&e2b::connect_body(&self.cfg)),
-                &[],
-            )
+            .call_for_lifetime(&format!("/sandboxes/{id}/connect"), e2b::connect_body, &[])
             .await?
         {
             Got::Answer(v) => v,
@@ -308,6 +333,23 @@ impl SandboxProvider for E2bProvider {
         self.started(&connected, req, true)
             .await
             .map(Resumed::Started)
+    }
+
+    /// A running turn keeps its sandbox: a whole lifetime from now (within the plan).
+    async fn extend(&self, sandbox: &SandboxRef) -> Result<(), ProviderError> {
+        let Some(s) = self.find(&sandbox.sandbox_id).await? else {
+            return Ok(());
+        };
+        let id = s["sandboxID"].as_str().unwrap_or_default();
+        let body = e2b::extend_body(&self.cfg());
+        self.call(
+            Method::Post,
+            &format!("/sandboxes/{id}/timeout"),
+            Some(&body),
+            &[],
+        )
+        .await
+        .map(|_| ())
     }
 
     async fn snapshot(&self, _sandbox: &SandboxRef) -> Result<SnapshotInfo, ProviderError> {

@@ -132,6 +132,33 @@ pub fn connect_body(cfg: &E2bConfig) -> Value {
     json!({ "timeout": cfg.timeout_seconds })
 }
 
+/// `POST /sandboxes/{id}/timeout`: the sandbox ends (pauses) a whole lifetime from now —
+/// how a running turn keeps its sandbox. E2B ends it no later than its start plus the
+/// plan's longest lifetime whatever is asked.
+pub fn extend_body(cfg: &E2bConfig) -> Value {
+    json!({ "timeout": cfg.timeout_seconds })
+}
+
+/// The longest lifetime a team's plan allows, in seconds, from E2B's refusal of a longer
+/// one to a create or a connect (a 400: "Timeout cannot be greater than 1 hours" on
+/// Hobby, 24 on Pro); none for any other answer.
+pub fn plan_limit(message: &str) -> Option<u64> {
+    let rest = message.split("Timeout cannot be greater than ").nth(1)?;
+    let hours: u64 = rest.split_whitespace().next()?.parse().ok()?;
+    (hours > 0).then_some(hours * 3600)
+}
+
+impl E2bConfig {
+    /// These settings within a plan's limit (`plan_limit`), once E2B has said it.
+    pub fn within_plan(&self, limit: Option<u64>) -> E2bConfig {
+        let mut cfg = self.clone();
+        if let Some(limit) = limit {
+            cfg.timeout_seconds = cfg.timeout_seconds.min(limit);
+        }
+        cfg
+    }
+}
+
 /// The headers of a call to a sandbox's `envd` (besides the content type).
 pub fn envd_headers(e2b_id: &str, access_token: &str) -> Vec<(&'static str, String)> {
     vec![

@@ -165,3 +165,24 @@ fn errors_are_classified_and_secrets_kept_out() {
         ("stopped", Some("paused".into()))
     );
 }
+
+#[test]
+fn a_lifetime_stays_within_the_plan_e2b_names() {
+    let cfg = config();
+    assert_eq!(cfg.timeout_seconds, DEFAULT_TIMEOUT_SECONDS);
+    // E2B's words for a Hobby team (sandbox_create.go / sandbox_connect.go).
+    let said = "e2b answered 400: Timeout cannot be greater than 1 hours";
+    assert_eq!(plan_limit(said), Some(3600));
+    assert_eq!(
+        plan_limit("Timeout cannot be greater than 24 hours"),
+        Some(86_400)
+    );
+    assert_eq!(plan_limit("invalid timeout for this plan"), None);
+    assert_eq!(plan_limit("Timeout cannot be greater than 0 hours"), None);
+    let within = cfg.within_plan(plan_limit(said));
+    assert_eq!(within.timeout_seconds, 3600);
+    assert_eq!(extend_body(&within), json!({"timeout": 3600}));
+    assert_eq!(connect_body(&within), json!({"timeout": 3600}));
+    // A plan longer than the setting leaves the setting.
+    assert_eq!(cfg.within_plan(Some(86_400)).timeout_seconds, 7200);
+}

@@ -18,10 +18,12 @@ use inspect_protocol::provider::SpawnRequest;
 use serde_json::{json, Value};
 use sha2::Sha256;
 
-/// A sandbox's lifetime cap when none is configured (Modal's `timeout`).
-pub const DEFAULT_TIMEOUT_SECONDS: u64 = 7200;
 /// Modal's own maximum sandbox lifetime.
 pub const MAX_TIMEOUT_SECONDS: u64 = 24 * 3600;
+/// A sandbox's lifetime cap when none is configured (Modal's `timeout`): Modal's longest,
+/// because a running sandbox's timeout cannot be moved and a cap would cut a long run of
+/// turns mid-turn; the session's idle stop ends an idle sandbox long before.
+pub const DEFAULT_TIMEOUT_SECONDS: u64 = MAX_TIMEOUT_SECONDS;
 /// How long a token is accepted either side of its time.
 pub const TOKEN_WINDOW_MS: i64 = 300_000;
 

@@ -340,6 +340,26 @@ impl SandboxProvider for OpenComputerProvider {
         self.started(&s, req, false).await.map(Resumed::Started)
     }
 
+    /// A running turn keeps its sandbox: OpenComputer's timeout is an idle one, and a
+    /// turn's own traffic goes out through the sandbox's socket, not in through its API;
+    /// setting it again starts it anew.
+    async fn extend(&self, sandbox: &SandboxRef) -> Result<(), ProviderError> {
+        let Some((id, s)) = self.find(sandbox).await? else {
+            return Ok(());
+        };
+        if !oc::is_running(&s) {
+            return Ok(());
+        }
+        self.call(
+            Method::Post,
+            &format!("/sandboxes/{id}/timeout"),
+            Some(&json!({ "timeout": self.cfg.idle_timeout_seconds })),
+            CALL_DEADLINE,
+        )
+        .await
+        .map(|_| ())
+    }
+
     /// A disk checkpoint of the running sandbox.
     async fn snapshot(&self, sandbox: &SandboxRef) -> Result<SnapshotInfo, ProviderError> {
         let sandbox_id = sandbox.sandbox_id.as_str();

@@ -69,6 +69,10 @@ impl ProviderError {
     }
 }
 
+/// How often a running turn's sandbox is extended ([`SandboxProvider::extend`]): well
+/// inside every vendor's shortest lifetime (Vercel's 45 minutes on Hobby).
+pub const EXTEND_EVERY_MS: i64 = 10 * 60_000;
+
 /// What resuming a stopped sandbox came to.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Resumed {
@@ -117,6 +121,13 @@ pub trait SandboxProvider {
     async fn delete_image(&self, image_id: &str) -> Result<(), ProviderError>;
     /// Exposes one more port of a running sandbox (a person asked from the session page):
     /// its URL. Vendors that expose ports only when a sandbox is made refuse.
+    /// Keeps a sandbox whose turn still runs past the lifetime the vendor gave it at its
+    /// start (called every [`EXTEND_EVERY_MS`] of a running turn). A vendor that ends
+    /// sandboxes only when told to needs nothing.
+    async fn extend(&self, sandbox: &SandboxRef) -> Result<(), ProviderError> {
+        let _ = sandbox;
+        Ok(())
+    }
     async fn expose_port(&self, sandbox: &SandboxRef, port: u16) -> Result<String, ProviderError> {
         let _ = (sandbox, port);
         Err(ProviderError::Permanent(format!(

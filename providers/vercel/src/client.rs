@@ -122,6 +122,29 @@ impl SandboxProvider for VercelProvider {
         }
     }
 
+    /// A running turn keeps its sandbox: its session's timeout moved on (within the plan).
+    async fn extend(&self, sandbox: &SandboxRef) -> Result<(), ProviderError> {
+        let Some(answer) = self.sandbox(&sandbox.sandbox_id).await? else {
+            return Ok(());
+        };
+        if vercel::status_of(&answer).0 != "running" {
+            return Ok(());
+        }
+        if let Some(sid) = vercel::session_id_of(&answer) {
+            self.call(
+                Method::Post,
+                &format!(
+                    "/v2/sandboxes/sessions/{}/extend-timeout",
+                    vercel::encode(&sid)
+                ),
+                Some(&vercel::extend_body()),
+                CALL_DEADLINE,
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
     async fn create(&self, req: &SpawnRequest) -> Result<SandboxInfo, ProviderError> {
         let made = self
             .call(

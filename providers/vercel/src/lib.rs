@@ -142,6 +142,16 @@ impl VercelConfig {
     }
 }
 
+/// How much longer each extension of a running turn's sandbox asks for (every ten
+/// minutes of a turn, so its end stays ahead): Vercel adds it to the session's timeout,
+/// up to the plan's longest (45 minutes on Hobby, 5 hours on Pro).
+pub const EXTEND_BY_MS: u64 = 15 * 60 * 1000;
+
+/// `POST /v2/sandboxes/sessions/{id}/extend-timeout`.
+pub fn extend_body() -> Value {
+    json!({ "duration": EXTEND_BY_MS })
+}
+
 /// `POST /v2/sandboxes`: named by our sandbox id, made from `source` (the base snapshot,
 /// a prebuilt image or the session's snapshot), with the ports, the supervisor's
 /// environment and our tags.

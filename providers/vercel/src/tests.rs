@@ -121,3 +121,9 @@ fn the_list_is_asked_as_vercel_documents_it() {
     assert_eq!(next_cursor(&json!({"pagination": {"next": null}})), None);
     assert_eq!(next_cursor(&json!({"sandboxes": []})), None);
 }
+
+#[test]
+fn an_extension_moves_the_end_further_than_the_next_one_is_due() {
+    let by = extend_body()["duration"].as_u64().unwrap();
+    assert!(by as i64 > inspect_provider::EXTEND_EVERY_MS, "{by}");
+}

@@ -52,6 +52,8 @@ struct State {
     /// What the next command starting a supervisor runs instead (a test's way to have a
     /// supervisor end at once, or hang without connecting).
     next_start: Option<String>,
+    /// A vendor's account limits a test set (a plan's longest lifetime…), by name.
+    limits: HashMap<String, u64>,
 }
 
 pub struct Cloud {
@@ -123,6 +125,15 @@ impl Cloud {
 
     pub fn calls(&self) -> Vec<String> {
         self.with(|s| s.calls.clone())
+    }
+
+    /// Sets one of the account's limits (what the vendor's fake reads by name).
+    pub fn set_limit(&self, name: &str, value: u64) {
+        self.with(|s| s.limits.insert(name.into(), value));
+    }
+
+    pub fn limit(&self, name: &str) -> Option<u64> {
+        self.with(|s| s.limits.get(name).copied())
     }
 
     /// A new id: `prefix` and a number.

@@ -4,6 +4,9 @@
 //! (`metadata=k%3Dv`, `state=`), `GET|DELETE /sandboxes/{id}`,
 //! `POST /sandboxes/{id}/pause` (409 when paused), `POST /sandboxes/{id}/connect`
 //! (resumes a paused sandbox, a new envd access token), `POST /sandboxes/{id}/timeout`;
+//! a team's plan bounds a lifetime as E2B's API does (`sandbox_create.go`,
+//! `sandbox_connect.go` in e2b-dev/infra: a create or a connect asking for more than the
+//! plan's `MaxLengthHours` is a 400 "Timeout cannot be greater than N hours");
 //! and each sandbox's `envd`: `POST /process.Process/Start` (Connect protocol, JSON codec:
 //! enveloped request and stream; 415 for bare JSON; the access token checked; the sandbox
 //! chosen by `E2b-Sandbox-Id`, as E2B's proxy routes; run as basic auth's user, where
@@ -70,6 +73,11 @@ impl FakeE2b {
 
     pub fn fail_next(&self, call: &str, status: u16, message: &str) {
         self.cloud.fail_next(call, status, message);
+    }
+
+    /// The team's plan allows sandboxes of at most `hours` (Hobby: 1; Pro: 24).
+    pub fn set_plan_hours(&self, hours: u64) {
+        self.cloud.set_limit("max_length_hours", hours);
     }
 
     pub fn calls(&self) -> Vec<String> {
@@ -180,6 +188,9 @@ async fn create(State(c): State<Arc<Cloud>>, headers: HeaderMap, body: Bytes) ->
     let Some(timeout) = body["timeout"].as_u64() else {
         return error(400, "timeout must be a number of seconds");
     };
+    if let Some(refused) = beyond_plan(&c, timeout) {
+        return refused;
+    }
     let env: Vec<(String, String)> = body["envVars"]
         .as_object()
         .map(|o| {
@@ -206,6 +217,17 @@ async fn create(State(c): State<Arc<Cloud>>, headers: HeaderMap, body: Bytes) ->
         return error(500, &e);
     }
     (StatusCode::CREATED, Json(object)).into_response()
+}
+
+/// E2B's refusal of a lifetime longer than the team's plan allows, in its words.
+fn beyond_plan(c: &Cloud, timeout: u64) -> Option<Response> {
+    let hours = c.limit("max_length_hours")?;
+    (timeout > hours * 3600).then(|| {
+        error(
+            400,
+            &format!("Timeout cannot be greater than {hours} hours"),
+        )
+    })
 }
 
 fn listed(object: &Value) -> Value {
@@ -346,6 +368,9 @@ async fn act(
             let Some(timeout) = body["timeout"].as_u64() else {
                 return error(400, "timeout must be a number of seconds");
             };
+            if let Some(refused) = beyond_plan(&c, timeout) {
+                return refused;
+            }
             let was_paused = object["state"] == "paused";
             if was_paused {
                 c.resume(&id);
