@@ -302,7 +302,7 @@ impl DurableObject for SessionDO {
                         // the vendor ends the sandbox and the session resumes it.
                         if let Err(e) = p.extend(&self.sandbox_at(&sandbox_id)).await {
                             self.log(
-                                LogLine::warn("sandbox", "extend_failed").detail(&e.to_string()),
+                                LogLine::warn("sandbox", "extend_failed").detail(e.to_string()),
                             );
                         }
                     }
