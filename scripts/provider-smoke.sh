@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The first calls to try against a sandbox vendor's real account, with the same settings
-# the Worker reads (see docs/providers.md, "First real run"). Not run in CI: it needs real
-# credentials and, with --create, makes (and deletes) one sandbox on your account.
+# the Worker reads (see docs/providers.md, "First real run"). With --create it makes (and
+# deletes) one sandbox on your account. The test command runs it against each vendor's
+# fake (tests/tests/provider_smoke.rs).
 #
 #   scripts/provider-smoke.sh VENDOR [--create]
 #

@@ -1,7 +1,8 @@
 //! A fake Daytona following its REST API as the provider uses it: `POST /sandbox` (from a
 //! snapshot, with env and labels; an unknown snapshot is 400, a taken name 409),
 //! `GET /sandbox?labels={…}`, `GET /sandbox/{id}`, `POST /sandbox/{id}/start|stop|recover`,
-//! `DELETE /sandbox/{id}`, `GET /sandbox/{id}/ports/{port}/signed-preview-url`; bearer
+//! `DELETE /sandbox/{id}`, `GET /sandbox/{id}/ports/{port}/signed-preview-url`,
+//! `GET /snapshots/{name}` (the snapshot, active); bearer
 //! auth (401); errors as Daytona's API writes them (`{statusCode, message, error}`). Any
 //! call can be made to fail once.
 //!
@@ -88,6 +89,7 @@ impl FakeDaytona {
                 "/sandbox/{id}/ports/{port}/signed-preview-url",
                 get(preview),
             )
+            .route("/snapshots/{name}", get(snapshot))
             .with_state(machine.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
@@ -342,6 +344,41 @@ async fn create(
     boot(&m, &id);
     let object = m.with(|w| w.sandboxes.get(&id).map(|s| s.object.clone()));
     Json(object).into_response()
+}
+
+/// `GET /snapshots/{id or name}`: Daytona's `SnapshotDto` for the one snapshot this fake
+/// holds (active); 404 for any other.
+async fn snapshot(
+    State(m): State<Arc<Machine>>,
+    method: Method,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+) -> Response {
+    if let Err(r) = admit(&m, &headers, &method, &format!("/snapshots/{name}")) {
+        return *r;
+    }
+    if name != SNAPSHOT {
+        return error(404, &format!("Snapshot {name} not found"));
+    }
+    Json(json!({
+        "id": "0b7c6a52-61f4-4e07-9d4a-8f5f1a3f2c11",
+        "organizationId": "4f0d7a8e-2a0b-4f55-9e1c-0b2c9e6d7f10",
+        "general": false,
+        "name": SNAPSHOT,
+        "imageName": "registry.example/inspect-sandbox:test",
+        "state": "active",
+        "size": 0.9,
+        "entrypoint": ["/usr/local/bin/inspect-supervisor", "run"],
+        "cpu": 2,
+        "gpu": 0,
+        "mem": 4,
+        "disk": 10,
+        "errorReason": null,
+        "createdAt": "2026-11-01T00:00:00.000Z",
+        "updatedAt": "2026-11-01T00:00:00.000Z",
+        "lastUsedAt": null
+    }))
+    .into_response()
 }
 
 async fn list(

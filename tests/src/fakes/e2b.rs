@@ -2,6 +2,7 @@
 //! `{code, message}`): `POST /sandboxes` (from a template, `envVars`, `metadata`,
 //! `timeout`, `secure`, `autoPause`; an unknown template is 404), `GET /v2/sandboxes`
 //! (`metadata=k%3Dv`, `state=`), `GET|DELETE /sandboxes/{id}`,
+//! `GET /templates/{id}` (the template and its builds; 404 for another),
 //! `POST /sandboxes/{id}/pause` (409 when paused), `POST /sandboxes/{id}/connect`
 //! (resumes a paused sandbox, a new envd access token), `POST /sandboxes/{id}/timeout`;
 //! a team's plan bounds a lifetime as E2B's API does (`sandbox_create.go`,
@@ -45,6 +46,7 @@ impl FakeE2b {
             .route("/v2/sandboxes", get(list))
             .route("/sandboxes/{id}", get(one).delete(one))
             .route("/sandboxes/{id}/{action}", post(act))
+            .route("/templates/{id}", get(template))
             .route("/process.Process/Start", post(process_start))
             .with_state(cloud.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
@@ -236,6 +238,42 @@ fn listed(object: &Value) -> Value {
         map.remove("envdAccessToken");
     }
     o
+}
+
+/// `GET /templates/{templateID}`: the template with its builds (`TemplateWithBuilds` in
+/// E2B's OpenAPI document); the one template this fake serves.
+async fn template(
+    State(c): State<Arc<Cloud>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    if let Err(r) = admit(&c, &headers, &format!("GET /templates/{id}")) {
+        return *r;
+    }
+    if id != TEMPLATE {
+        return error(404, &format!("Template '{id}' not found"));
+    }
+    Json(json!({
+        "templateID": TEMPLATE,
+        "public": false,
+        "aliases": [TEMPLATE],
+        "names": [TEMPLATE],
+        "createdAt": "2026-11-01T00:00:00Z",
+        "updatedAt": "2026-11-01T00:00:00Z",
+        "lastSpawnedAt": null,
+        "spawnCount": 0,
+        "builds": [{
+            "buildID": "8f3e0b6c-3c43-4b8a-9d53-2b1f1f0c1a7e",
+            "status": "ready",
+            "createdAt": "2026-11-01T00:00:00Z",
+            "updatedAt": "2026-11-01T00:00:00Z",
+            "cpuCount": 2,
+            "memoryMB": 2048,
+            "diskSizeMB": null,
+            "envdVersion": "0.2.4"
+        }]
+    }))
+    .into_response()
 }
 
 async fn list(

@@ -66,12 +66,13 @@ pub struct FakeKubernetes {
     task: tokio::task::JoinHandle<()>,
 }
 
-const RESOURCES: [(&str, &str); 5] = [
+const RESOURCES: [(&str, &str); 6] = [
     ("pods", "Pod"),
     ("secrets", "Secret"),
     ("persistentvolumeclaims", "PersistentVolumeClaim"),
     ("services", "Service"),
     ("ingresses", "Ingress"),
+    ("resourcequotas", "ResourceQuota"),
 ];
 
 impl FakeKubernetes {
@@ -385,6 +386,30 @@ async fn collection(
 ) -> Response {
     if let Err(r) = admit(&k, &headers, &method, &ns, &resource, None) {
         return *r;
+    }
+    if method == Method::GET && resource == "resourcequotas" {
+        // The namespace's one quota (`deploy/kubernetes/namespace.yaml`), as set: its hard
+        // limits and what is used of them.
+        let items: Vec<Value> = k.with(|w| {
+            if w.quota.is_empty() {
+                return vec![];
+            }
+            let mut hard = serde_json::Map::new();
+            let mut used = serde_json::Map::new();
+            for (r, limit) in &w.quota {
+                hard.insert(r.clone(), json!(limit.to_string()));
+                let n = w.objects.keys().filter(|(o, _)| o == r).count();
+                used.insert(r.clone(), json!(n.to_string()));
+            }
+            vec![json!({
+                "apiVersion": "v1", "kind": "ResourceQuota",
+                "metadata": {"name": "sandboxes", "namespace": NAMESPACE},
+                "spec": {"hard": hard.clone()},
+                "status": {"hard": hard, "used": used},
+            })]
+        });
+        return Json(json!({"kind": "ResourceQuotaList", "apiVersion": "v1", "metadata": {}, "items": items}))
+            .into_response();
     }
     if method == Method::GET {
         let items: Vec<Value> = k.with(|w| {

@@ -5,7 +5,7 @@
 //! `POST /v2/sandboxes/sessions/{id}/cmd` (`wait: false` answers at once),
 //! `POST /v2/sandboxes/sessions/{id}/snapshot` (saves the disk and ends the session, as
 //! Vercel does), `POST /v2/sandboxes/sessions/{id}/stop`,
-//! `GET /v2/sandboxes/snapshots?project=&name=`, `DELETE /v2/sandboxes/snapshots/{id}`.
+//! `GET /v2/sandboxes/snapshots?project=&name=`, `GET|DELETE /v2/sandboxes/snapshots/{id}`.
 //! Any call can be made to fail once.
 //!
 //! It is also the machine (`fake_cloud`): a session is a process group on this machine; a
@@ -16,7 +16,7 @@ use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post};
+use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -49,7 +49,7 @@ impl FakeVercel {
         let app = Router::new()
             .route("/v2/sandboxes", get(list).post(create))
             .route("/v2/sandboxes/snapshots", get(snapshots))
-            .route("/v2/sandboxes/snapshots/{id}", delete(forget))
+            .route("/v2/sandboxes/snapshots/{id}", get(snapshot).delete(forget))
             .route("/v2/sandboxes/{name}", get(one))
             .route("/v2/sandboxes/sessions/{sid}/{action}", post(act))
             .with_state(fake.clone());
@@ -413,6 +413,24 @@ async fn act(
             stop("stopped");
             Json(json!({"session": {"id": sid, "status": "stopped"}})).into_response()
         }
+        // The SDK's `extendTimeout`: `{duration}` in ms added to the session's timeout.
+        "extend-timeout" => {
+            if !running {
+                return error(410, "gone", &format!("Session {sid} is not running"));
+            }
+            let Some(duration) = body["duration"].as_u64() else {
+                return error(400, "bad_request", "duration must be a number of ms");
+            };
+            let session = f
+                .cloud
+                .machine(&sid, |m| {
+                    let now = m.object["session"]["timeout"].as_u64().unwrap_or(0);
+                    m.object["session"]["timeout"] = json!(now + duration);
+                    m.object["session"].clone()
+                })
+                .unwrap_or_default();
+            Json(json!({"session": session})).into_response()
+        }
         _ => error(404, "not_found", &format!("No route {call}")),
     }
 }
@@ -435,6 +453,43 @@ async fn snapshots(
         .cloned()
         .collect();
     Json(json!({ "snapshots": list })).into_response()
+}
+
+/// `GET /v2/sandboxes/snapshots/{id}` (the SDK's `getSnapshot`): `{snapshot}`, the base
+/// snapshot always there; 404 for one never taken.
+async fn snapshot(
+    State(f): State<Arc<Fake>>,
+    headers: HeaderMap,
+    Query(q): Query<HashMap<String, String>>,
+    Path(id): Path<String>,
+) -> Response {
+    if let Err(r) = admit(
+        &f,
+        &headers,
+        &q,
+        &format!("GET /v2/sandboxes/snapshots/{id}"),
+    ) {
+        return *r;
+    }
+    if id == BASE_SNAPSHOT {
+        return Json(json!({"snapshot": {
+            "id": BASE_SNAPSHOT, "sourceSessionId": "sbx_base", "region": "iad1",
+            "status": "created", "sizeBytes": 734_003_200u64, "expiresAt": null,
+            "createdAt": 1_761_955_200_000u64, "updatedAt": 1_761_955_200_000u64
+        }}))
+        .into_response();
+    }
+    let found = f
+        .snapshots
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .find(|s| s["id"] == id.as_str())
+        .cloned();
+    match found {
+        Some(snap) => Json(json!({ "snapshot": snap })).into_response(),
+        None => error(404, "not_found", &format!("Snapshot {id} not found")),
+    }
 }
 
 async fn forget(
