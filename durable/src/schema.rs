@@ -268,9 +268,11 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE session ADD COLUMN mcp TEXT;
     "#,
-    // 24: when the vendor was last asked to keep the sandbox of a running turn.
+    // 24: when the vendor was last asked to keep the sandbox of a running turn, and when
+    // its links were last signed anew.
     r#"
     ALTER TABLE sandbox ADD COLUMN extended_at INTEGER;
+    ALTER TABLE sandbox ADD COLUMN links_at INTEGER;
     "#,
 ];
 
@@ -381,7 +383,8 @@ pub(crate) const FRESH: &str = r#"
         ready_at INTEGER,
         progress TEXT,
         editor TEXT,
-        extended_at INTEGER
+        extended_at INTEGER,
+        links_at INTEGER
     );
     CREATE TABLE ws_client_mapping (
         ws_id TEXT PRIMARY KEY,

@@ -42,6 +42,9 @@ pub struct AlarmOutcome {
     /// Ask the provider to keep this sandbox: a turn still runs in it
     /// ([`inspect_provider::EXTEND_EVERY_MS`] after its start or its last extension).
     pub extend_sandbox: Option<String>,
+    /// Ask the provider to sign this running sandbox's links anew (they were signed
+    /// [`inspect_provider::LINKS_REFRESH_MS`] ago), and keep the new ones.
+    pub refresh_links: Option<String>,
 }
 
 struct SandboxTimes {
@@ -53,13 +56,14 @@ struct SandboxTimes {
     last_activity: Option<i64>,
     updated_at: i64,
     extended_at: Option<i64>,
+    links_at: Option<i64>,
 }
 
 impl<S: Store> Session<'_, S> {
     fn sandbox_times(&self) -> EngineResult<Option<SandboxTimes>> {
         self.store
             .query(
-                "SELECT sandbox_id, status, spawned_at, last_heartbeat, disconnected_at, last_activity, updated_at, extended_at FROM sandbox WHERE id = 1",
+                "SELECT sandbox_id, status, spawned_at, last_heartbeat, disconnected_at, last_activity, updated_at, extended_at, links_at FROM sandbox WHERE id = 1",
                 &[],
             )
             .map_err(internal)?
@@ -76,6 +80,7 @@ impl<S: Store> Session<'_, S> {
                     last_activity: c.opt_i64()?,
                     updated_at: c.i64()?,
                     extended_at: c.opt_i64()?,
+                    links_at: c.opt_i64()?,
                 })
             })
             .transpose()
@@ -120,6 +125,7 @@ impl<S: Store> Session<'_, S> {
                     }
                     all.push(t.last_heartbeat.map(|h| h + HEARTBEAT_STALE_MS));
                     all.push(t.disconnected_at.map(|d| d + RECONNECT_GRACE_MS));
+                    all.push(Self::links_due(&t));
                     if t.status == "ready" {
                         all.push(Some(self.idle_deadline(&t)?));
                     }
@@ -140,6 +146,17 @@ impl<S: Store> Session<'_, S> {
             }
         }
         Ok(all.into_iter().flatten().min())
+    }
+
+    /// When a running sandbox's links are next to be signed anew: a period after they
+    /// were signed (at its start, or the last time).
+    fn links_due(t: &SandboxTimes) -> Option<i64> {
+        if !matches!(t.status.as_str(), "ready" | "running") {
+            return None;
+        }
+        t.links_at
+            .or(t.spawned_at)
+            .map(|at| at + inspect_provider::LINKS_REFRESH_MS)
     }
 
     /// When a connected sandbox is next to be extended while a turn runs in it: a period
@@ -337,6 +354,7 @@ impl<S: Store> Session<'_, S> {
             fx: self.expire_unsubscribed(now)?,
             check_provider: None,
             extend_sandbox: None,
+            refresh_links: None,
         };
         if !self.exists()? {
             return Ok(out);
@@ -367,6 +385,15 @@ impl<S: Store> Session<'_, S> {
                 )
                 .map_err(internal)?;
             out.extend_sandbox = Some(t.sandbox_id.clone());
+        }
+        if Self::links_due(&t).is_some_and(|at| now >= at) {
+            self.store
+                .execute(
+                    "UPDATE sandbox SET links_at = ? WHERE id = 1",
+                    &[now.into()],
+                )
+                .map_err(internal)?;
+            out.refresh_links = Some(t.sandbox_id.clone());
         }
         let budget = self.ready_timeout()?;
         match t.status.as_str() {

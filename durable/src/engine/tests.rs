@@ -1382,6 +1382,23 @@ mod sandbox_flow {
         }
 
         #[test]
+        fn a_long_running_sandbox_s_links_are_signed_anew_once_a_period() {
+            use inspect_provider::LINKS_REFRESH_MS;
+            let st = store();
+            let (s, sb, _) = running(&st);
+            // Not before the period is out, and the alarm is set for it.
+            assert!(s.on_alarm(60_000).unwrap().refresh_links.is_none());
+            let due = 1_000 + LINKS_REFRESH_MS;
+            s.on_sandbox_frame(&frame(&sb, json!({"type": "heartbeat"})), due - 10);
+            assert!(s.next_deadline().unwrap().unwrap() <= due);
+            assert_eq!(
+                s.on_alarm(due).unwrap().refresh_links.as_deref(),
+                Some(sb.as_str())
+            );
+            assert!(s.on_alarm(due + 5).unwrap().refresh_links.is_none());
+        }
+
+        #[test]
         fn an_abandoned_snapshot_does_not_hold_the_sandbox() {
             let st = store();
             let (s, sb, m) = running(&st);

@@ -616,6 +616,65 @@ impl SessionDO {
         }
     }
 
+    /// Signs a long-running sandbox's links anew where the vendor's expire (its ports as
+    /// it started with them, and the editor's), and keeps and tells the new ones; a port
+    /// opened later keeps its link until the next start.
+    pub(super) async fn refresh_links(&self, sandbox_id: &str) {
+        let Some(provider) = self.provider() else {
+            return;
+        };
+        let engine = self.engine();
+        let Ok(settings) = engine.sandbox_settings() else {
+            return;
+        };
+        let gated = self.sandbox_gate_key(sandbox_id).is_some();
+        let ports: Vec<u16> = match gated {
+            true => {
+                let gates = inspect_protocol::provider::GatePorts::of(sandbox_id);
+                (0..settings.tunnel_ports.len())
+                    .filter_map(|i| gates.app(i))
+                    .chain([gates.editor()])
+                    .collect()
+            }
+            false => settings.tunnel_ports.clone(),
+        };
+        let fresh = match provider
+            .refresh_links(&self.sandbox_at(sandbox_id), &ports)
+            .await
+        {
+            Ok(Some(fresh)) => fresh,
+            Ok(None) => return,
+            Err(e) => {
+                self.log(
+                    LogLine::warn("sandbox", "links_not_refreshed")
+                        .sandbox(sandbox_id)
+                        .detail(e.to_string()),
+                );
+                return;
+            }
+        };
+        let (urls, editor) = match gated {
+            true => inspect_protocol::provider::ungated(sandbox_id, &settings.tunnel_ports, &fresh),
+            false => (fresh, None),
+        };
+        let fx = engine.tunnel_urls().and_then(|mut all| {
+            all.extend(urls);
+            let fx = engine.set_tunnel_urls(sandbox_id, &all)?;
+            if editor.is_some() {
+                engine.set_editor(sandbox_id, editor.as_ref())?;
+            }
+            Ok(fx)
+        });
+        match fx {
+            Ok(fx) => self.carry_out(fx).await,
+            Err(e) => self.log(
+                LogLine::error("sandbox", "links_not_kept")
+                    .sandbox(sandbox_id)
+                    .detail(e),
+            ),
+        }
+    }
+
     /// The key a cloud vendor's sandbox's gates check with (derived from the deployment's
     /// secrets key for that sandbox); none on the local host, whose own gates use its
     /// secret, nor without a secrets key.

@@ -307,6 +307,9 @@ impl DurableObject for SessionDO {
                         }
                     }
                 }
+                if let Some(sandbox_id) = out.refresh_links {
+                    self.refresh_links(&sandbox_id).await;
+                }
                 if let Some(sandbox_id) = out.check_provider {
                     let gone = match self.provider() {
                         Some(p) => match p.status(&self.sandbox_at(&sandbox_id)).await {

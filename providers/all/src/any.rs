@@ -179,6 +179,13 @@ impl SandboxProvider for AnyProvider {
     async fn extend(&self, sandbox: &SandboxRef) -> Result<(), ProviderError> {
         each!(self, p => p.extend(sandbox).await)
     }
+    async fn refresh_links(
+        &self,
+        sandbox: &SandboxRef,
+        ports: &[u16],
+    ) -> Result<Option<std::collections::BTreeMap<String, String>>, ProviderError> {
+        each!(self, p => p.refresh_links(sandbox, ports).await)
+    }
     async fn expose_port(&self, sandbox: &SandboxRef, port: u16) -> Result<String, ProviderError> {
         each!(self, p => p.expose_port(sandbox, port).await)
     }

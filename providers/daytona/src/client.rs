@@ -210,6 +210,19 @@ impl SandboxProvider for DaytonaProvider {
             .map(|_| ())
     }
 
+    /// Daytona's links are signed for 24 hours: a sandbox running longer gets them anew.
+    async fn refresh_links(
+        &self,
+        sandbox: &SandboxRef,
+        ports: &[u16],
+    ) -> Result<Option<std::collections::BTreeMap<String, String>>, ProviderError> {
+        let Some(s) = self.find(sandbox).await? else {
+            return Ok(None);
+        };
+        let id = s["id"].as_str().unwrap_or_default().to_owned();
+        self.preview_urls(&id, ports).await.map(Some)
+    }
+
     async fn resume(
         &self,
         previous: &SandboxRef,

@@ -26,8 +26,8 @@ pub const AUTO_STOP_MINUTES: u64 = 120;
 /// week).
 pub const AUTO_ARCHIVE_MINUTES: u64 = 1440;
 /// How long a port's signed preview URL lives: the longest Daytona signs (24 h). Links are
-/// signed again at each start and resume; a sandbox busy for more than a day without a
-/// stop keeps links that no longer open (a person asks for the port again).
+/// signed again at each start and resume, and every 23 hours a sandbox keeps running
+/// (`refresh_links`, asked by the session's alarm).
 pub const PREVIEW_SECONDS: u64 = 86_400;
 /// Where the supervisor keeps the workspace, its home and the agent's state.
 pub const ROOT: &str = SANDBOX_ROOT;

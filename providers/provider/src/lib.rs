@@ -6,6 +6,7 @@ use inspect_protocol::images::{BuildImageRequest, BuildStarted};
 use inspect_protocol::provider::{
     Capabilities, SandboxInfo, SandboxRef, SnapshotInfo, SpawnRequest,
 };
+use std::collections::BTreeMap;
 use std::fmt;
 
 #[cfg(target_arch = "wasm32")]
@@ -73,6 +74,10 @@ impl ProviderError {
 /// inside every vendor's shortest lifetime (Vercel's 45 minutes on Hobby).
 pub const EXTEND_EVERY_MS: i64 = 10 * 60_000;
 
+/// How often a running sandbox's links are signed anew ([`SandboxProvider::refresh_links`]):
+/// an hour inside the shortest signed link's life (Daytona's 24 hours).
+pub const LINKS_REFRESH_MS: i64 = 23 * 3_600_000;
+
 /// What resuming a stopped sandbox came to.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Resumed {
@@ -127,6 +132,17 @@ pub trait SandboxProvider {
     async fn extend(&self, sandbox: &SandboxRef) -> Result<(), ProviderError> {
         let _ = sandbox;
         Ok(())
+    }
+    /// Signs a long-lived sandbox's port links anew (`ports` are those it exposes), for a
+    /// vendor whose links expire while the sandbox runs: the new links, or none where the
+    /// links last as long as the sandbox. Asked every [`LINKS_REFRESH_MS`] of a sandbox.
+    async fn refresh_links(
+        &self,
+        sandbox: &SandboxRef,
+        ports: &[u16],
+    ) -> Result<Option<BTreeMap<String, String>>, ProviderError> {
+        let _ = (sandbox, ports);
+        Ok(None)
     }
     async fn expose_port(&self, sandbox: &SandboxRef, port: u16) -> Result<String, ProviderError> {
         let _ = (sandbox, port);
