@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the benchmarks against the local stack: builds the release Worker, then the
-# benchmark binaries in release mode. Results go to stdout; BENCHMARKS.md records them.
+# benchmark binaries in release mode. Results go to stdout; docs/benchmarks.md records them.
 source "$(dirname "$0")/toolchain.sh"
 ensure_toolchain
 ensure_chromium

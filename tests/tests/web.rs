@@ -209,7 +209,7 @@ async fn a_timeline_of_five_thousand_events_renders_and_scrolls() {
     })
     .await
     .unwrap();
-    // The numbers are a benchmark's (BENCHMARKS.md), not a pass mark; the script checks
+    // The numbers are a benchmark's (docs/benchmarks.md), not a pass mark; the script checks
     // that every event is reachable by scrolling.
     println!("{text}");
     assert!(out.join("metrics.json").exists());

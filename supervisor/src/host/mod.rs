@@ -544,7 +544,7 @@ fn snapshot_paths(data_dir: &std::path::Path, snapshot_id: &str) -> (PathBuf, Pa
 
 /// Saves a sandbox's workspace and agent state as one uncompressed tar: on a local disk
 /// it is the fastest to write and read back for trees of many small files (measured in
-/// BENCHMARKS.md).
+/// docs/benchmarks.md).
 async fn snapshot_sandbox(State(state): State<Arc<HostState>>, Path(id): Path<String>) -> Response {
     if !valid_id(&id) || !state.data_dir.join(&id).join("workspace").exists() {
         return error(ApiError::not_found(format!("no sandbox {id}")));
