@@ -17,3 +17,8 @@ pub mod slack;
 
 #[cfg(target_arch = "wasm32")]
 pub mod store;
+
+/// A refusal of what was asked to be saved, in words (a 400).
+pub(crate) fn bad(message: impl Into<String>) -> inspect_protocol::ApiError {
+    inspect_protocol::ApiError::bad_request(message)
+}

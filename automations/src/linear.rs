@@ -4,7 +4,7 @@
 //! which automation takes one, what makes a redelivery the same event, and what the agent
 //! is shown of the issue.
 
-use crate::rules::bad;
+use crate::bad;
 use inspect_protocol::automations::{LinearIssueChange, LinearIssueEvent, LinearTrigger};
 use inspect_protocol::ApiError;
 use serde_json::{json, Value};

@@ -15,9 +15,7 @@ const MAX_SHORT_CHARS: usize = 100;
 /// The longest Sentry client secret.
 const MAX_SECRET_CHARS: usize = 200;
 
-pub(crate) fn bad(message: impl Into<String>) -> ApiError {
-    ApiError::bad_request(message)
-}
+use crate::bad;
 
 fn short(field: &str, v: &Option<String>) -> Result<Option<String>, ApiError> {
     match v.as_deref().map(str::trim).filter(|v| !v.is_empty()) {

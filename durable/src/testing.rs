@@ -119,6 +119,40 @@ mod tests {
     use crate::schema;
 
     #[test]
+    fn a_new_schema_is_what_the_migrations_make() {
+        let stepwise = SqliteStore::in_memory();
+        stepwise
+            .execute(
+                "CREATE TABLE schema_version (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL)",
+                &[],
+            )
+            .unwrap();
+        for m in schema::MIGRATIONS {
+            stepwise.execute_script(m).unwrap();
+        }
+        let fresh = SqliteStore::in_memory();
+        assert_eq!(schema::migrate(&fresh).unwrap(), schema::current_version());
+        assert_eq!(fresh.shape(), stepwise.shape());
+        // And an object made before the last migration is brought forward by it.
+        let old = SqliteStore::in_memory();
+        old.execute(
+            "CREATE TABLE schema_version (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL)",
+            &[],
+        )
+        .unwrap();
+        for m in &schema::MIGRATIONS[..schema::MIGRATIONS.len() - 1] {
+            old.execute_script(m).unwrap();
+        }
+        old.execute(
+            "INSERT INTO schema_version (id, version) VALUES (1, ?)",
+            &[((schema::MIGRATIONS.len() - 1) as i64).into()],
+        )
+        .unwrap();
+        assert_eq!(schema::migrate(&old).unwrap(), schema::current_version());
+        assert_eq!(old.shape(), stepwise.shape());
+    }
+
+    #[test]
     fn migrations_are_idempotent() {
         let store = SqliteStore::in_memory();
         assert_eq!(schema::migrate(&store).unwrap(), schema::current_version());

@@ -5,7 +5,7 @@
 //! `POST /webhooks/sentry/:id`. Slack channel triggers come through the Slack bot's
 //! `POST /webhooks/slack/events`.
 
-use crate::session::RepositoryRef;
+use crate::repository::RepositoryRef;
 use serde::{Deserialize, Serialize};
 
 /// The longest name.

@@ -6,6 +6,7 @@
 //! camelCase and message `type` strings keep the original system's names, so its clients
 //! can talk to this control plane.
 
+pub mod agent;
 pub mod auth;
 pub mod automations;
 pub mod changes;
@@ -22,6 +23,7 @@ pub mod mcp;
 pub mod media;
 pub mod models;
 pub mod provider;
+pub mod repository;
 pub mod sandbox;
 pub mod scm;
 pub mod session;

@@ -116,7 +116,7 @@ pub struct RepoSettings {
     pub default_model: Option<String>,
     /// The coding agent of sessions on this repository that name none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub default_agent: Option<crate::session::AgentKind>,
+    pub default_agent: Option<crate::agent::AgentKind>,
     /// Pull requests are always opened as drafts.
     #[serde(default)]
     pub always_draft: bool,

@@ -31,29 +31,8 @@ impl SessionStatus {
     }
 }
 
-/// A repository the session works on. The first of a session's list is the primary.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
-#[serde(rename_all = "camelCase")]
-pub struct RepositoryRef {
-    pub owner: String,
-    pub name: String,
-    /// The base branch; the repository's default when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub branch: Option<String>,
-    /// Where sandboxes clone it from. Set by the control plane from its registry, never
-    /// taken from a client.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub source: Option<String>,
-}
-
-impl RepositoryRef {
-    /// A repository on this machine (its source a path): no pull-request host, and no git
-    /// credentials to broker.
-    pub fn is_local(&self) -> bool {
-        self.source.as_deref().is_some_and(|s| s.starts_with('/'))
-    }
-}
+pub use crate::agent::AgentKind;
+pub use crate::repository::RepositoryRef;
 
 /// `POST /sessions`. Either `repositories` (0–10, first is primary) or the single-repository
 /// shorthand `repoOwner` + `repoName` (+ `branch`).
@@ -129,27 +108,6 @@ pub struct SandboxSettings {
     /// session's creation replaces whatever a request said).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub managed_grants: Vec<crate::models::ManagedGrant>,
-}
-
-/// Which coding agent works in a session's sandbox.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
-#[serde(rename_all = "kebab-case")]
-pub enum AgentKind {
-    /// OpenCode (`opencode serve`, driven over HTTP).
-    #[default]
-    Opencode,
-    /// Claude Code (`claude -p` per prompt, its stream-json read).
-    ClaudeCode,
-}
-
-impl AgentKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AgentKind::Opencode => "opencode",
-            AgentKind::ClaudeCode => "claude-code",
-        }
-    }
 }
 
 /// `GET /sessions/:id/tunnel-urls` and the `tunnel_urls` message: port → URL.

@@ -6,7 +6,6 @@
 use crate::auth::tokens;
 use crate::db;
 use crate::http::{body_as, read_body_up_to, said_json, ApiResult};
-use crate::plane::Plane;
 use futures::StreamExt;
 use inspect_automations::rules::{self, Firing};
 use inspect_automations::schedule;
@@ -20,7 +19,6 @@ use inspect_protocol::scm::CallbackContext;
 use inspect_protocol::session::{Actor, CreateSessionRequest, PromptRequest, RepositoryRef};
 use inspect_protocol::{ApiError, ErrorCode};
 use inspect_runtime::log::{emit, LogLine};
-use inspect_runtime::plane::ControlPlane;
 use serde_json::Value;
 use worker::{Env, Request};
 
@@ -347,7 +345,6 @@ async fn start_session(
     origin: &str,
 ) -> Result<String, (Option<String>, ApiError)> {
     let settings = &automation.automation.settings;
-    let plane = Plane::new(env);
     let create = CreateSessionRequest {
         repositories: repo.map(|r| vec![r]),
         title: Some(rules::session_title(&settings.name)),
@@ -356,8 +353,7 @@ async fn start_session(
         automation: Some(from.clone()),
         ..Default::default()
     };
-    let created = plane
-        .create_session(origin, &automation.actor, create, &[])
+    let created = crate::objects::create_session_with(env, origin, &automation.actor, create, &[])
         .await
         .map_err(|e| (None, e))?;
     let session = created.session_id;
@@ -379,8 +375,7 @@ async fn start_session(
         callback_context: Some(CallbackContext::Automation(from)),
         ..Default::default()
     };
-    plane
-        .prompt(&session, origin, &automation.actor, &prompt)
+    crate::objects::prompt(env, &session, origin, &automation.actor, &prompt)
         .await
         .map_err(failed)?;
     Ok(session)

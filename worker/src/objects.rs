@@ -620,6 +620,28 @@ pub(crate) async fn create_session_with(
     })
 }
 
+/// Sends a prompt to a session as `actor` (what a bot, a tracker or an automation asks).
+pub(crate) async fn prompt(
+    env: &Env,
+    session: &str,
+    origin: &str,
+    actor: &Actor,
+    prompt: &inspect_protocol::session::PromptRequest,
+) -> Result<(), ApiError> {
+    let body = serde_json::to_vec(prompt).map_err(|e| ApiError::internal(e.to_string()))?;
+    let resp = call_object(
+        env,
+        session,
+        Method::Post,
+        "/prompt",
+        origin,
+        Some(actor),
+        &body,
+    )
+    .await?;
+    object_answer(resp, 200).await.map(drop)
+}
+
 /// One request to a session's object, as the Worker makes them.
 pub(crate) async fn call_object(
     env: &Env,

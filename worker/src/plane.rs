@@ -40,18 +40,7 @@ impl ControlPlane for Plane {
         actor: &Actor,
         prompt: &PromptRequest,
     ) -> Result<(), ApiError> {
-        let body = serde_json::to_vec(prompt).map_err(|e| ApiError::internal(e.to_string()))?;
-        let resp = objects::call_object(
-            &self.env,
-            session,
-            Method::Post,
-            "/prompt",
-            origin,
-            Some(actor),
-            &body,
-        )
-        .await?;
-        objects::object_answer(resp, 200).await.map(drop)
+        objects::prompt(&self.env, session, origin, actor, prompt).await
     }
 
     async fn stop(&self, session: &str, origin: &str, actor: &Actor) -> Result<bool, ApiError> {

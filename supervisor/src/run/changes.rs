@@ -4,7 +4,7 @@
 //! captured (`inspect_changes`) and sent to the session (`PUT /sessions/:id/changes`,
 //! with the sandbox's token) before the turn is said to be over.
 
-use super::boot;
+use super::git::git;
 use anyhow::Result;
 use inspect_protocol::changes::{ChangesReport, RepoChanges, MAX_PATCH_BYTES_TOTAL};
 use std::path::{Path, PathBuf};
@@ -19,7 +19,7 @@ pub const BASE_REF: &str = "refs/inspect/base";
 /// unless `anew` (a new session's workspace).
 pub async fn mark_base(dir: &Path, base_branch: Option<&str>, anew: bool) -> Result<()> {
     if !anew
-        && boot::git(dir, &["rev-parse", "--verify", "--quiet", BASE_REF])
+        && git(dir, &["rev-parse", "--verify", "--quiet", BASE_REF])
             .await
             .is_ok()
     {
@@ -29,11 +29,11 @@ pub async fn mark_base(dir: &Path, base_branch: Option<&str>, anew: bool) -> Res
         Some(b) => format!("refs/remotes/origin/{b}"),
         None => "refs/remotes/origin/HEAD".to_owned(),
     };
-    let base = match boot::git(dir, &["merge-base", "HEAD", &upstream]).await {
+    let base = match git(dir, &["merge-base", "HEAD", &upstream]).await {
         Ok(b) => b,
-        Err(_) => boot::git(dir, &["rev-parse", "HEAD"]).await?,
+        Err(_) => git(dir, &["rev-parse", "HEAD"]).await?,
     };
-    boot::git(dir, &["update-ref", BASE_REF, &base]).await?;
+    git(dir, &["update-ref", BASE_REF, &base]).await?;
     Ok(())
 }
 
@@ -68,7 +68,7 @@ pub async fn report(repos: &[(PathBuf, String)]) {
     };
     let mut captured = Vec::new();
     for (dir, name) in repos {
-        let base = boot::git(dir, &["rev-parse", "--verify", "--quiet", BASE_REF])
+        let base = git(dir, &["rev-parse", "--verify", "--quiet", BASE_REF])
             .await
             .unwrap_or_default();
         let repo = match inspect_changes::capture(dir, name, &base, limits).await {

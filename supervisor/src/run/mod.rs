@@ -12,6 +12,7 @@ pub mod changes;
 pub mod claude;
 pub mod editor;
 pub mod gates;
+pub mod git;
 pub mod link;
 pub mod mapping;
 pub mod mcp;
