@@ -23,7 +23,10 @@ log "the Modal app's pure part (python3 unittest)"
 python3 -m unittest discover -s "$ROOT/providers/modal/app" -q
 rm -rf "$ROOT/providers/modal/app/__pycache__"
 
-log "web/src/wire.ts is generated from protocol/ and current"
+log "the Markdown files' own links (scripts/check-links.sh)"
+"$ROOT/scripts/check-links.sh"
+
+log "web/src/wire.ts is generated from crates/protocol/ and current"
 cargo test -p inspect-protocol --features ts --test typescript --quiet
 
 build_web

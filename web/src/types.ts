@@ -1,4 +1,4 @@
-// The wire shapes the browser reads. They are generated from `protocol/` (the one
+// The wire shapes the browser reads. They are generated from `crates/protocol/` (the one
 // definition, in Rust) into `wire.ts` by `cargo test -p inspect-protocol --features ts`;
 // this file only names the ones the web client uses.
 

@@ -1,4 +1,4 @@
-// Generated from protocol/ by `cargo test -p inspect-protocol --features ts --test typescript`
+// Generated from crates/protocol/ by `cargo test -p inspect-protocol --features ts --test typescript`
 // (INSPECT_WRITE_WIRE_TS=1 writes it). Do not edit: change the Rust types instead.
 
 export type JsonValue = number | string | boolean | Array<JsonValue> | { [key in string]: JsonValue } | null;

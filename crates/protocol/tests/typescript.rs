@@ -17,7 +17,7 @@ fn wire_ts_is_generated_from_the_protocol() {
     // Integers travel as JSON numbers (ids and times stay below 2^53).
     let cfg = Config::default().with_large_int("number");
     let mut out = String::from(
-        "// Generated from protocol/ by `cargo test -p inspect-protocol --features ts --test typescript`\n\
+        "// Generated from crates/protocol/ by `cargo test -p inspect-protocol --features ts --test typescript`\n\
          // (INSPECT_WRITE_WIRE_TS=1 writes it). Do not edit: change the Rust types instead.\n\n",
     );
     let decls = [
@@ -226,7 +226,7 @@ fn wire_ts_is_generated_from_the_protocol() {
             }
         }
     }
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../web/src/wire.ts");
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../web/src/wire.ts");
     if std::env::var_os("INSPECT_WRITE_WIRE_TS").is_some() {
         std::fs::write(&path, &out).unwrap();
         return;
@@ -234,6 +234,6 @@ fn wire_ts_is_generated_from_the_protocol() {
     let committed = std::fs::read_to_string(&path).unwrap_or_default();
     assert!(
         committed == out,
-        "web/src/wire.ts is out of date with protocol/: run\n  INSPECT_WRITE_WIRE_TS=1 cargo test -p inspect-protocol --features ts --test typescript"
+        "web/src/wire.ts is out of date with crates/protocol/: run\n  INSPECT_WRITE_WIRE_TS=1 cargo test -p inspect-protocol --features ts --test typescript"
     );
 }
