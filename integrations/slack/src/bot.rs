@@ -8,6 +8,7 @@
 
 use crate::blocks::{self, Preferences};
 use crate::events::{self, Decision, SlackFile};
+use crate::interaction::{self, Interaction};
 use crate::routing::{self, Routed, Target};
 use crate::{api, classifier, files, verify};
 use inspect_protocol::scm::CallbackContext;
@@ -1109,45 +1110,33 @@ pub async fn interactions(
     plane: impl ControlPlane + 'static,
 ) -> Result<Response, ApiError> {
     let body = signed_body(&mut req, env).await?;
-    let payload: Value =
-        worker::Url::parse(&format!("http://x/?{}", String::from_utf8_lossy(&body)))
-            .ok()
-            .and_then(|u| {
-                u.query_pairs()
-                    .find(|(k, _)| k == "payload")
-                    .map(|(_, v)| v.into_owned())
-            })
-            .and_then(|p| serde_json::from_str(&p).ok())
-            .ok_or_else(|| ApiError::bad_request("an interaction needs its payload"))?;
-    match payload["type"].as_str() {
-        Some("block_suggestion") => {
+    let action = match interaction::read(&body).map_err(ApiError::bad_request)? {
+        Interaction::Suggestion { query } => {
             let catalog = catalog(&plane, Freshness::Kept).await?;
-            let query = payload["value"].as_str().unwrap_or("");
             return answer(
                 200,
-                json!({ "option_groups": blocks::option_groups(&catalog, query) }),
+                json!({ "option_groups": blocks::option_groups(&catalog, &query) }),
             );
         }
-        Some("block_actions") => {}
-        other => {
+        Interaction::Action(action) => action,
+        Interaction::Other(other) => {
             emit(log(
                 "ignored",
-                &format!("interaction {}", other.unwrap_or("without a type")),
+                &format!(
+                    "interaction {}",
+                    other.as_deref().unwrap_or("without a type")
+                ),
             ));
             return answer(200, json!({}));
         }
-    }
-    let action = &payload["actions"][0];
-    let action_id = action["action_id"].as_str().unwrap_or("").to_owned();
-    let user = payload["user"]["id"].as_str().unwrap_or("").to_owned();
+    };
     let origin = origin_of(&req);
     let env2 = env.clone();
-    let payload2 = payload.clone();
     ctx.wait_until(async move {
-        let outcome = act(&plane, &env2, &origin, &action_id, &user, &payload2).await;
+        let outcome = act(&plane, &env2, &origin, &action).await;
         match outcome {
-            Ok(what) => emit(log("handled", &what).with("action", action_id.as_str())),
-            Err(e) => emit(log("failed", &e.message).with("action", action_id.as_str())),
+            Ok(what) => emit(log("handled", &what).with("action", action.action_id.as_str())),
+            Err(e) => emit(log("failed", &e.message).with("action", action.action_id.as_str())),
         }
     });
     answer(200, json!({}))
@@ -1157,50 +1146,24 @@ async fn act(
     plane: &impl ControlPlane,
     env: &Env,
     origin: &str,
-    action_id: &str,
-    user: &str,
-    payload: &Value,
+    action: &interaction::Action,
 ) -> Result<String, ApiError> {
-    let action = &payload["actions"][0];
+    let action_id = action.action_id.as_str();
+    let user = action.user.as_str();
     if action_id == "select_repo" || action_id.starts_with("select_repo_quick_pick:") {
-        let picked = action["selected_option"]["value"]
-            .as_str()
-            .or(action["value"].as_str())
-            .unwrap_or("")
-            .to_owned();
-        let channel = payload["channel"]["id"]
-            .as_str()
-            .or(payload["container"]["channel_id"].as_str())
-            .unwrap_or("")
-            .to_owned();
-        let message = &payload["message"];
-        let thread = message["thread_ts"]
-            .as_str()
-            .or(payload["container"]["thread_ts"].as_str())
-            .or(message["ts"].as_str())
-            .unwrap_or("")
-            .to_owned();
         let picker = Picker {
-            channel: &channel,
-            thread: &thread,
-            ts: message["ts"].as_str(),
+            channel: &action.channel,
+            thread: &action.thread,
+            ts: action.message_ts.as_deref(),
         };
-        return pick(plane, env, origin, picker, &picked, user).await;
+        return pick(plane, env, origin, picker, action.picked(), user).await;
     }
     let mut prefs = preferences(env, user).await;
     match action_id {
-        "select_model" => {
-            prefs.model = action["selected_option"]["value"]
-                .as_str()
-                .map(str::to_owned)
-        }
-        "select_reasoning_effort" => {
-            prefs.reasoning_effort = action["selected_option"]["value"]
-                .as_str()
-                .map(str::to_owned)
-        }
+        "select_model" => prefs.model = action.selected.clone(),
+        "select_reasoning_effort" => prefs.reasoning_effort = action.selected.clone(),
         "set_branch" => {
-            let b = action["value"].as_str().unwrap_or("").trim();
+            let b = action.value.as_deref().unwrap_or("").trim();
             if b.len() > 250 || b.starts_with('-') || b.contains("..") {
                 return Err(ApiError::bad_request("not a branch name"));
             }

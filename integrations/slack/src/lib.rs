@@ -11,6 +11,7 @@ pub mod blocks;
 pub mod classifier;
 pub mod events;
 pub mod files;
+pub mod interaction;
 pub mod routing;
 pub mod verify;
 

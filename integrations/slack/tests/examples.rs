@@ -58,3 +58,61 @@ fn optional_fields_sent_as_null_still_read() {
         other => panic!("{other:?}"),
     }
 }
+
+/// `body` as Slack posts it: a form whose one field, `payload`, is the JSON.
+fn form(payload: &Value) -> Vec<u8> {
+    url::form_urlencoded::Serializer::new(String::new())
+        .append_pair("payload", &payload.to_string())
+        .finish()
+        .into_bytes()
+}
+
+#[test]
+fn the_published_interactions_are_read_as_slack_means_them() {
+    use inspect_slack::interaction::{read, Interaction};
+    // A button pressed on an ephemeral message: no `message`, where it is in `container`.
+    let pressed = example("block_actions.json");
+    match read(&form(&pressed)).unwrap() {
+        Interaction::Action(a) => {
+            assert_eq!(a.action_id, "a");
+            assert_eq!(a.user, "W111");
+            assert_eq!(a.picked(), "click_me_123");
+            assert_eq!(a.channel, "C111");
+            assert_eq!((a.thread.as_str(), a.message_ts), ("", None));
+        }
+        other => panic!("{other:?}"),
+    }
+    // A picker's options asked for as the person types.
+    let typed = example("block_suggestion.json");
+    assert_eq!(
+        read(&form(&typed)).unwrap(),
+        Interaction::Suggestion {
+            query: "search word".into()
+        }
+    );
+    // Optional fields as null: still read, nothing made up.
+    let mut pressed = pressed;
+    pressed["channel"] = Value::Null;
+    pressed["actions"][0]["value"] = Value::Null;
+    match read(&form(&pressed)).unwrap() {
+        Interaction::Action(a) => {
+            assert_eq!(a.channel, "C111", "from the container");
+            assert_eq!(a.picked(), "");
+        }
+        other => panic!("{other:?}"),
+    }
+    let mut typed = typed;
+    typed["value"] = Value::Null;
+    assert_eq!(
+        read(&form(&typed)).unwrap(),
+        Interaction::Suggestion { query: "".into() }
+    );
+    // Another kind is acknowledged and left; a form without its payload is refused.
+    let submitted = json!({"type": "view_submission"});
+    assert_eq!(
+        read(&form(&submitted)).unwrap(),
+        Interaction::Other(Some("view_submission".into()))
+    );
+    assert!(read(b"token=x").unwrap_err().contains("payload"));
+    assert!(read(b"payload=%7Bnot").unwrap_err().contains("JSON"));
+}
