@@ -664,7 +664,17 @@ async fn bad_automations_are_refused_with_reasons() {
     .await
     .unwrap();
     assert_eq!(preview.status, 200, "{}", preview.body);
-    assert_eq!(preview.body["nextRuns"].as_array().unwrap().len(), 5);
+    let runs = preview.body["nextRuns"].as_array().unwrap();
+    assert_eq!(runs.len(), 5);
+    // The zone is the runtime's (Intl), not a database in the wasm: 09:00 in New York is
+    // 14:00 UTC in winter and 13:00 in summer, never 09:00, and only on weekdays.
+    for run in runs {
+        let ms = run.as_i64().unwrap();
+        let hour = (ms / 3_600_000).rem_euclid(24);
+        let weekday = (ms / 86_400_000 + 4).rem_euclid(7); // 0 = Sunday
+        assert!(hour == 13 || hour == 14, "{run} is {hour}:00 UTC");
+        assert!((1..=5).contains(&weekday), "{run} is on day {weekday}");
+    }
     let bad = send(
         Method::GET,
         &stack.url("/automations/schedule-preview?cron=nope&timezone=UTC"),

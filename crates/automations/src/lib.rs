@@ -1,7 +1,7 @@
 //! Automations: sessions that start themselves, on a schedule or from an inbound webhook.
 //!
 //! The rules are pure and tested natively: when a schedule fires ([`schedule`], a 5-field
-//! cron read in an IANA time zone by `croner` and `chrono-tz`), which events a webhook's
+//! cron read in an IANA time zone by `croner`; the zone from the platform, [`zone`]), which events a webhook's
 //! conditions admit ([`conditions`]), which Slack messages a channel trigger takes
 //! ([`slack`], patterns read by `regex-lite`), what may be saved, how a run ends and what its
 //! sessions are asked ([`rules`]). [`store`] (wasm) keeps automations and their runs in D1
@@ -14,6 +14,7 @@ pub mod rules;
 pub mod schedule;
 pub mod sentry;
 pub mod slack;
+pub mod zone;
 
 #[cfg(target_arch = "wasm32")]
 pub mod store;

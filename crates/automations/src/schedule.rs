@@ -1,8 +1,8 @@
-//! When a schedule fires: a 5-field cron read in an IANA time zone, by `croner` and
-//! `chrono-tz` (no calendar arithmetic of ours).
+//! When a schedule fires: a 5-field cron read in an IANA time zone, by `croner`, the zone
+//! as the platform knows it ([`Zone`]: no calendar arithmetic of ours).
 
+use crate::zone::Zone;
 use chrono::{DateTime, TimeZone};
-use chrono_tz::Tz;
 use croner::parser::{CronParser, Seconds, Year};
 use croner::Cron;
 use inspect_protocol::automations::{Schedule, MIN_SCHEDULE_INTERVAL_MINUTES};
@@ -17,7 +17,7 @@ const GAP_SAMPLE: usize = 1_000;
 #[derive(Debug, Clone)]
 pub struct Parsed {
     cron: Cron,
-    zone: Tz,
+    zone: Zone,
 }
 
 fn bad(message: impl Into<String>) -> ApiError {
@@ -63,7 +63,7 @@ pub fn read(schedule: &Schedule) -> Result<Parsed, ApiError> {
         .build()
         .parse(text)
         .map_err(|e| bad(format!("the cron {text:?} is not valid: {e}")))?;
-    let zone: Tz = schedule.timezone.trim().parse().map_err(|_| {
+    let zone = Zone::named(&schedule.timezone).ok_or_else(|| {
         bad(format!(
             "unknown time zone {:?}: use an IANA name such as UTC or Europe/Paris",
             schedule.timezone
@@ -73,7 +73,7 @@ pub fn read(schedule: &Schedule) -> Result<Parsed, ApiError> {
 }
 
 impl Parsed {
-    fn at(&self, ms: i64) -> Option<DateTime<Tz>> {
+    fn at(&self, ms: i64) -> Option<DateTime<Zone>> {
         self.zone.timestamp_millis_opt(ms).single()
     }
 
