@@ -60,6 +60,30 @@ impl OpenComputerProvider {
     /// OpenComputer's sandbox behind `sandbox` and its id: asked for by the id kept when
     /// it was made; a sandbox from before ids were kept is looked for among the running
     /// ones by its tags. `None` when OpenComputer knows no such sandbox.
+    /// `POST /sandboxes/{id}/{action}` on the sandbox while it runs; nothing once it is
+    /// gone or hibernated.
+    async fn on_running(
+        &self,
+        sandbox: &SandboxRef,
+        action: &str,
+        body: Option<&Value>,
+    ) -> Result<(), ProviderError> {
+        let Some((id, s)) = self.find(sandbox).await? else {
+            return Ok(());
+        };
+        if !oc::is_running(&s) {
+            return Ok(());
+        }
+        self.call(
+            Method::Post,
+            &format!("/sandboxes/{id}/{action}"),
+            body,
+            CALL_DEADLINE,
+        )
+        .await
+        .map(|_| ())
+    }
+
     async fn find(&self, sandbox: &SandboxRef) -> Result<Option<(String, Value)>, ProviderError> {
         match &sandbox.vendor_id {
             Some(id) => Ok(self
@@ -272,20 +296,7 @@ impl SandboxProvider for OpenComputerProvider {
 
     /// Hibernates the sandbox: its disk (and, when it can, its memory) is kept.
     async fn stop(&self, sandbox: &SandboxRef) -> Result<(), ProviderError> {
-        let Some((id, s)) = self.find(sandbox).await? else {
-            return Ok(());
-        };
-        if !oc::is_running(&s) {
-            return Ok(());
-        }
-        self.call(
-            Method::Post,
-            &format!("/sandboxes/{id}/hibernate"),
-            None,
-            CALL_DEADLINE,
-        )
-        .await
-        .map(|_| ())
+        self.on_running(sandbox, "hibernate", None).await
     }
 
     /// Deletes a sandbox that never became ready (a hibernated one would be kept).
@@ -344,20 +355,8 @@ impl SandboxProvider for OpenComputerProvider {
     /// turn's own traffic goes out through the sandbox's socket, not in through its API;
     /// setting it again starts it anew.
     async fn extend(&self, sandbox: &SandboxRef) -> Result<(), ProviderError> {
-        let Some((id, s)) = self.find(sandbox).await? else {
-            return Ok(());
-        };
-        if !oc::is_running(&s) {
-            return Ok(());
-        }
-        self.call(
-            Method::Post,
-            &format!("/sandboxes/{id}/timeout"),
-            Some(&json!({ "timeout": self.cfg.idle_timeout_seconds })),
-            CALL_DEADLINE,
-        )
-        .await
-        .map(|_| ())
+        let body = json!({ "timeout": self.cfg.idle_timeout_seconds });
+        self.on_running(sandbox, "timeout", Some(&body)).await
     }
 
     /// A disk checkpoint of the running sandbox.
