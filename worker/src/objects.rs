@@ -560,10 +560,11 @@ pub(crate) async fn create_session_with(
     }
     // Its model's vendor must be reachable from this session's sandbox: a key that flows
     // into it, or a grant it is given (the secrets are read only for a vendor's model).
-    let unreached = |model: &str| {
-        inspect_models::check_reach(model, &inspect_models::Reach::default()).is_err()
-    };
-    if let Some(model) = create.model.as_deref().filter(|m| unreached(m)) {
+    if let Some(model) = create
+        .model
+        .as_deref()
+        .filter(|m| inspect_models::needs_reach(m))
+    {
         let mut names = inspect_durable::sealed::secret_names(
             env,
             create.environment_id.as_deref(),

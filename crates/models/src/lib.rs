@@ -304,7 +304,7 @@ pub fn check_model(catalog: &ModelCatalog, model: &str) -> Result<(), String> {
 /// grant). None for a model nobody knows.
 fn unreachable(model: &str) -> Option<String> {
     KNOWN.iter().find(|k| k.0 == model)?;
-    let vendor = VENDORS.iter().find(|v| v.id == provider_of(model))?;
+    let vendor = vendor_of(model)?;
     Some(format!(
         "the model {model} is not offered: this deployment cannot reach {} (store its key as \
          the secret {}, or add a model grant for {})",
@@ -320,11 +320,21 @@ pub struct Reach<'a> {
     pub grant_providers: &'a [&'a str],
 }
 
+fn vendor_of(model: &str) -> Option<&'static Vendor> {
+    VENDORS.iter().find(|v| v.id == provider_of(model))
+}
+
+/// Whether a model is one of the built-in vendors' (which a session must reach with a key
+/// or a grant), rather than the compatible server's or an unknown one.
+pub fn needs_reach(model: &str) -> bool {
+    vendor_of(model).is_some()
+}
+
 /// Checks that a session can reach its model's vendor: the key flows into its sandbox (a
 /// global secret, or its repository's or environment's), or a grant it is given serves it.
 /// The compatible server and models outside the built-in vendors pass.
 pub fn check_reach(model: &str, reach: &Reach) -> Result<(), String> {
-    let Some(vendor) = VENDORS.iter().find(|v| v.id == provider_of(model)) else {
+    let Some(vendor) = vendor_of(model) else {
         return Ok(());
     };
     let keyed = reach.secret_names.iter().any(|n| n == vendor.key);

@@ -188,6 +188,19 @@ pub fn ungated(
     (apps, editor)
 }
 
+/// The ports a vendor exposes for a sandbox that tunnels `tunnel_ports`: a gated
+/// sandbox's gates (one per tunnelled port, and the editor's), else the ports themselves.
+pub fn vendor_ports(sandbox_id: &str, tunnel_ports: &[u16], gated: bool) -> Vec<u16> {
+    if !gated {
+        return tunnel_ports.to_vec();
+    }
+    let gates = GatePorts::of(sandbox_id);
+    (0..tunnel_ports.len())
+        .filter_map(|i| gates.app(i))
+        .chain([gates.editor()])
+        .collect()
+}
+
 impl SpawnRequest {
     /// Whether the sandbox keeps its ports behind gates (it carries a gate key).
     pub fn gated(&self) -> bool {
@@ -197,14 +210,7 @@ impl SpawnRequest {
     /// The ports the vendor exposes: a gated sandbox's gates (one per tunnelled port, and
     /// the editor's), else the tunnelled ports themselves.
     pub fn vendor_ports(&self) -> Vec<u16> {
-        if !self.gated() {
-            return self.tunnel_ports.clone();
-        }
-        let gates = GatePorts::of(&self.sandbox_id);
-        (0..self.tunnel_ports.len())
-            .filter_map(|i| gates.app(i))
-            .chain([gates.editor()])
-            .collect()
+        vendor_ports(&self.sandbox_id, &self.tunnel_ports, self.gated())
     }
 
     /// The supervisor's environment on a machine whose sandbox root is `root`: the

@@ -628,16 +628,8 @@ impl SessionDO {
             return;
         };
         let gated = self.sandbox_gate_key(sandbox_id).is_some();
-        let ports: Vec<u16> = match gated {
-            true => {
-                let gates = inspect_protocol::provider::GatePorts::of(sandbox_id);
-                (0..settings.tunnel_ports.len())
-                    .filter_map(|i| gates.app(i))
-                    .chain([gates.editor()])
-                    .collect()
-            }
-            false => settings.tunnel_ports.clone(),
-        };
+        let ports =
+            inspect_protocol::provider::vendor_ports(sandbox_id, &settings.tunnel_ports, gated);
         let fresh = match provider
             .refresh_links(&self.sandbox_at(sandbox_id), &ports)
             .await
