@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Deploys Open-Inspect to Cloudflare with wrangler:
-#   1. builds the web client and the Worker;
+#   1. builds the web client and the two Workers (the session Worker, wrangler.toml, and
+#      the control plane Worker, worker/plane.toml, bound by a service binding);
 #   2. finds the D1 database `open-inspect` (creates it when missing) and writes its id
-#      into wrangler.toml;
+#      into both configurations;
 #   3. applies the D1 migrations to it;
-#   4. sets the Worker's secrets from a file you fill in (KEY=value lines, as in
+#   4. sets both Workers' secrets from a file you fill in (KEY=value lines, as in
 #      .dev.vars.example; empty values are skipped), never printing a value;
-#   5. deploys, and checks /health.
+#   5. deploys both (the first time: the session Worker without its binding, the control
+#      plane, then the session Worker again), and checks /health.
 #
 #   scripts/deploy.sh [--secrets FILE] [--dry-run]
 #
@@ -61,13 +63,16 @@ else
 fi
 
 if [ "$DRY_RUN" = 1 ]; then
-  out="$CARGO_TARGET_DIR/deploy-dry-run"
-  rm -rf "$out"
-  (cd "$ROOT" && wrangler deploy --dry-run --outdir "$out") >"$out.log" 2>&1 || {
-    cat "$out.log" >&2; log "wrangler deploy --dry-run failed"; exit 1
-  }
-  grep -E "Total Upload|bindings|env\.|Durable|D1|Assets|schedule" "$out.log" >&2 || true
-  log "dry run passed: the bundle is in $out"
+  for config in wrangler.toml worker/plane.toml; do
+    out="$CARGO_TARGET_DIR/deploy-dry-run/$(basename "$config" .toml)"
+    rm -rf "$out"
+    (cd "$ROOT" && wrangler deploy --dry-run -c "$config" --outdir "$out") >"$out.log" 2>&1 || {
+      cat "$out.log" >&2; log "wrangler deploy --dry-run -c $config failed"; exit 1
+    }
+    log "$config:"
+    grep -E "Total Upload|bindings|env\.|Durable|D1|Assets|schedule" "$out.log" >&2 || true
+  done
+  log "dry run passed: the bundles are in $CARGO_TARGET_DIR/deploy-dry-run"
   exit 0
 fi
 
@@ -88,8 +93,8 @@ if [ -z "$DB_ID" ]; then
   DB_ID="$(database_id)"
 fi
 [ -n "$DB_ID" ] || { log "could not find or create the D1 database $DB_NAME"; exit 1; }
-sed -i "s/^database_id = \".*\"/database_id = \"$DB_ID\"/" "$ROOT/wrangler.toml"
-log "D1 database $DB_NAME: $DB_ID (written to wrangler.toml)"
+sed -i "s/^database_id = \".*\"/database_id = \"$DB_ID\"/" "$ROOT/wrangler.toml" "$ROOT/worker/plane.toml"
+log "D1 database $DB_NAME: $DB_ID (written to wrangler.toml and worker/plane.toml)"
 
 log "applying D1 migrations"
 (cd "$ROOT" && wrangler d1 migrations apply DB --remote)
@@ -109,12 +114,25 @@ if [ ${#DEPLOY_SECRETS[@]} -gt 0 ]; then
       }
       require("fs").writeFileSync(process.argv[1], JSON.stringify(out));' "$secrets_json"
   )
-  log "setting ${#DEPLOY_SECRETS[@]} secrets"
+  log "setting ${#DEPLOY_SECRETS[@]} secrets on both Workers"
   (cd "$ROOT" && wrangler secret bulk "$secrets_json" >/dev/null)
+  (cd "$ROOT" && wrangler secret bulk "$secrets_json" -c worker/plane.toml >/dev/null)
   rm -f "$secrets_json"
 fi
 
-log "deploying"
+# The two Workers name each other: the session Worker binds the control plane's service,
+# the control plane binds the session Worker's objects. The first time neither exists, so
+# the session Worker goes first without its binding.
+if ! (cd "$ROOT" && wrangler deployments list -c worker/plane.toml >/dev/null 2>&1); then
+  log "first deploy: the session Worker without its binding to the control plane"
+  bootstrap="$ROOT/.wrangler-bootstrap.toml"
+  awk '/^\[\[services\]\]/{skip=3} skip>0{skip--; next} {print}' "$ROOT/wrangler.toml" > "$bootstrap"
+  (cd "$ROOT" && wrangler deploy -c "$bootstrap") || { rm -f "$bootstrap"; exit 1; }
+  rm -f "$bootstrap"
+fi
+log "deploying the control plane Worker"
+(cd "$ROOT" && wrangler deploy -c worker/plane.toml)
+log "deploying the session Worker"
 deploy_log="$(mktemp)"
 (cd "$ROOT" && wrangler deploy) | tee "$deploy_log"
 url="$(grep -Eo 'https://[^ ]+\.workers\.dev' "$deploy_log" | head -1 || true)"

@@ -145,7 +145,11 @@ INSPECT_OPENCODE_BIN="${INSPECT_OPENCODE_BIN:-$ROOT/node_modules/opencode-linux-
   --listen "127.0.0.1:$HOST_PORT" --data-dir "$STATE_DIR/sandboxes" &
 pids+=($!)
 
+# Both Workers in one process: the session Worker (the front door, on $PORT) and the
+# control plane Worker it binds.
+write_plane_config "$STATE_DIR/plane" "$STATE_DIR/worker.env"
 (cd "$ROOT" && exec setsid wrangler dev --local --ip 127.0.0.1 --port "$PORT" \
+  -c wrangler.toml -c "$STATE_DIR/plane/wrangler.toml" \
   --persist-to "$STATE_DIR/wrangler" --show-interactive-dev-session=false --test-scheduled \
   --env-file "$STATE_DIR/worker.env") &
 pids+=($!)

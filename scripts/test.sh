@@ -15,9 +15,12 @@ cargo fmt --all -- --check
 log "clippy (native)"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 log "clippy (wasm32)"
-# Every crate but the native-only ones (tokio) builds for the Worker.
+# Every crate but the native-only ones (tokio) builds for the Workers; the Worker crate with
+# both scripts' features, so every handler is reached (each build alone leaves the other's
+# handlers unreached).
 cargo clippy --workspace --exclude inspect-supervisor --exclude inspect-tests --exclude inspect-changes \
-  --target wasm32-unknown-unknown --quiet -- -D warnings
+  --target wasm32-unknown-unknown --features inspect-worker/session,inspect-worker/plane \
+  --quiet -- -D warnings
 
 log "the Modal app's pure part (python3 unittest)"
 python3 -m unittest discover -s "$ROOT/providers/modal/app" -q

@@ -171,19 +171,38 @@ ensure_toolchain() {
 # Builds the Worker's wasm and JS glue into worker/build/.
 build_worker() {
   local profile="${1:---release}"
-  log "building the Worker (worker-build $profile)"
-  (cd "$ROOT/worker" && worker-build "$profile")
-  # The release wasm without its function names: 11 % less to upload gzipped. Panics then
-  # show wasm offsets instead of names; INSPECT_KEEP_WASM_NAMES=1 keeps them. Then a size
-  # pass (-Os) over worker-build's -O: 0.4 % less gzipped for 20 s (measured: -Os or -Oz
-  # in worker-build's own pass, or with the names still there, came out larger).
-  if [ "$profile" = "--release" ] && [ "${INSPECT_KEEP_WASM_NAMES:-0}" != "1" ]; then
-    local features=(--enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext
-      --enable-mutable-globals)
-    local wasm="$ROOT/worker/build/index_bg.wasm"
-    "$WASM_OPT_BIN" --strip-debug --strip-producers "${features[@]}" "$wasm" -o "$wasm"
-    "$WASM_OPT_BIN" -Os "${features[@]}" "$wasm" -o "$wasm"
-  fi
+  # Two scripts from one crate: the session Worker (worker/build/, the front door with
+  # the SessionDO) and the control plane Worker (worker/build-plane/), bound by a service
+  # binding (wrangler.toml, worker/plane.toml).
+  local script out
+  for script in session plane; do
+    out=build
+    [ "$script" = plane ] && out=build-plane
+    log "building the $script Worker (worker-build $profile)"
+    (cd "$ROOT/worker" && worker-build "$profile" --out-dir "$out" . --features "$script")
+    # The release wasm without its function names: 11 % less to upload gzipped. Panics then
+    # show wasm offsets instead of names; INSPECT_KEEP_WASM_NAMES=1 keeps them. Then a size
+    # pass (-Os) over worker-build's -O: 0.4 % less gzipped for 20 s (measured: -Os or -Oz
+    # in worker-build's own pass, or with the names still there, came out larger).
+    if [ "$profile" = "--release" ] && [ "${INSPECT_KEEP_WASM_NAMES:-0}" != "1" ]; then
+      local features=(--enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext
+        --enable-mutable-globals)
+      local wasm="$ROOT/worker/$out/index_bg.wasm"
+      "$WASM_OPT_BIN" --strip-debug --strip-producers "${features[@]}" "$wasm" -o "$wasm"
+      "$WASM_OPT_BIN" -Os "${features[@]}" "$wasm" -o "$wasm"
+    fi
+  done
+}
+
+# The control plane Worker's configuration for `wrangler dev` in DIR: worker/plane.toml
+# with its paths made absolute, and the settings file given as the `.dev.vars` beside it
+# (wrangler's `--var` and `--env-file` reach only the first configuration it runs).
+write_plane_config() { # dir vars-file
+  mkdir -p "$1"
+  sed -e "s|^main = \"build-plane/index.js\"|main = \"$ROOT/worker/build-plane/index.js\"|" \
+    -e "s|^migrations_dir = \"../migrations\"|migrations_dir = \"$ROOT/migrations\"|" \
+    "$ROOT/worker/plane.toml" > "$1/wrangler.toml"
+  (umask 077 && cp "$2" "$1/.dev.vars")
 }
 
 # Worker settings files (`.dev.vars`, the deploy secrets file): KEY=value lines in dotenv

@@ -8,13 +8,14 @@ pub mod engine;
 pub mod schema;
 pub mod store;
 
+pub mod headers;
 #[cfg(target_arch = "wasm32")]
 pub mod images;
 #[cfg(target_arch = "wasm32")]
 pub mod sealed;
-#[cfg(target_arch = "wasm32")]
+#[cfg(all(target_arch = "wasm32", feature = "object"))]
 pub mod shell;
-#[cfg(target_arch = "wasm32")]
+#[cfg(all(target_arch = "wasm32", feature = "object"))]
 pub use shell::SessionDO;
 
 #[cfg(test)]

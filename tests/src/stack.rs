@@ -178,6 +178,14 @@ impl Stack {
         for (name, value) in &vars {
             cmd.arg("--var").arg(format!("{name}:{value}"));
         }
+        // The control plane Worker, bound by the session Worker's service binding, runs in
+        // the same process: `--var` reaches only the first configuration, so the second
+        // reads the same settings from the `.dev.vars` beside its own.
+        let plane = plane_config(&self.state.path().join("plane"), &vars)?;
+        cmd.arg("-c")
+            .arg(root.join("wrangler.toml"))
+            .arg("-c")
+            .arg(plane);
         apply_tool_env(&mut cmd);
         cmd.stdin(Stdio::null())
             .stdout(log.try_clone()?)
@@ -345,6 +353,44 @@ fn listener_group(port: u16) -> Option<i32> {
     None
 }
 
+/// The control plane Worker's configuration for one stack, in `dir`: `worker/plane.toml`
+/// with its paths made absolute, and `vars` in a `.dev.vars` beside it (dotenv: newlines
+/// as `\n` in double quotes).
+pub fn plane_config(dir: &Path, vars: &[(String, String)]) -> Result<PathBuf> {
+    let worker = crate::root().join("worker");
+    let config = std::fs::read_to_string(worker.join("plane.toml"))?
+        .replace(
+            "main = \"build-plane/index.js\"",
+            &format!(
+                "main = \"{}\"",
+                worker.join("build-plane/index.js").display()
+            ),
+        )
+        .replace(
+            "migrations_dir = \"../migrations\"",
+            &format!(
+                "migrations_dir = \"{}\"",
+                crate::root().join("migrations").display()
+            ),
+        );
+    std::fs::create_dir_all(dir)?;
+    let path = dir.join("wrangler.toml");
+    std::fs::write(&path, config)?;
+    let mut dotenv = String::new();
+    for (name, value) in vars {
+        let line = if !value.contains(['\'', '\n']) {
+            format!("{name}='{value}'\n")
+        } else if !value.contains('"') {
+            format!("{name}=\"{}\"\n", value.replace('\n', "\\n"))
+        } else {
+            bail!("{name}: a value with a newline and a double quote cannot be a dev var")
+        };
+        dotenv.push_str(&line);
+    }
+    std::fs::write(dir.join(".dev.vars"), dotenv)?;
+    Ok(path)
+}
+
 /// A loopback port that was free a moment ago.
 pub fn free_port() -> Result<u16> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
@@ -358,11 +404,12 @@ pub fn ensure_worker_built() -> Result<()> {
         .get_or_init(|| {
             let root = crate::root();
             if std::env::var_os("INSPECT_WORKER_PREBUILT").is_some() {
-                return if root.join("worker/build/index.js").exists() {
+                let built = ["worker/build/index.js", "worker/build-plane/index.js"];
+                return if built.iter().all(|p| root.join(p).exists()) {
                     Ok(())
                 } else {
                     Err(
-                        "INSPECT_WORKER_PREBUILT is set but worker/build/index.js is missing"
+                        "INSPECT_WORKER_PREBUILT is set but a Worker's index.js is missing (build/, build-plane/)"
                             .into(),
                     )
                 };

@@ -1,117 +1,42 @@
-//! The Worker's entry: the runtime's events (fetch, scheduled) and the dispatch of each
-//! route to its handler. It only dispatches: request and response helpers live in
-//! [`crate::http`], calls into session objects in [`crate::objects`], and no module
-//! imports this one.
+//! The control plane Worker's entry: the runtime's events (fetch, scheduled) and the
+//! dispatch of each route the session Worker hands over (bots, automations, sign-in,
+//! settings, catalogs, sessions made and listed) to its handler, and the objects' calls
+//! over the binding ([`crate::internal`]). It only dispatches: request and response
+//! helpers live in [`crate::http`], calls into session objects in [`crate::objects`], and
+//! no module imports this one.
 
 use crate::http::{
-    body_as, error_response, json, now_ms, origin_of, query_pairs, read_body, read_body_up_to,
-    ApiResult, MAX_ATTACHMENT_UPLOAD_BYTES,
+    body_as, error_response, json, now_ms, origin_of, query_pairs, read_body, ApiResult,
 };
 use crate::index;
 use crate::listing;
-use crate::objects::{
-    attachment_for_sandbox, create_session_with, forward, forward_as_sandbox, known_session,
-    pull_requests, scm_credentials, store_attachment, typed_session_body,
-};
+use crate::objects::{create_session_with, known_session};
 use crate::plane::Plane;
 use crate::repos;
 use crate::routes::SecretOp;
-use crate::routes::{match_route, not_found, AutomationOp, Route, SessionAction};
+use crate::routes::{match_route, not_found, AutomationOp, Route, Served};
 use crate::{api_tokens, caller, settings, signin};
 use inspect_protocol::session::{CreateSessionRequest, RegisterRepository};
 use inspect_protocol::ApiError;
 use inspect_runtime::plane::Freshness;
 use worker::{event, Context, Env, Method, Request, Response, Result};
 
-/// The cron trigger that only fires due automations (`wrangler.toml`).
-const EVERY_MINUTE: &str = "* * * * *";
-
-#[event(start)]
-fn start() {
-    console_error_panic_hook::set_once();
-}
-
-/// The cron triggers: due automations fire (every minute); every 30 minutes also stuck
-/// image builds time out, scheduled ones start, Slack's old threads and picks are
-/// forgotten, the installation's repositories are synced from GitHub, and pull requests
-/// still open that no delivery mentioned for 30 minutes are asked about.
-#[event(scheduled)]
-async fn scheduled(event: worker::ScheduledEvent, env: Env, _ctx: worker::ScheduleContext) {
-    let now = event.schedule() as i64;
-    let cron = event.cron();
-    let fired = crate::automations::tick(&env, now).await;
-    cron_step(
-        &cron,
-        ("automations_fired", "automations_fire_failed"),
-        "runs",
-        fired,
-    );
-    // The minute's trigger is the automations' alone; the rest every 30 minutes.
-    if cron == EVERY_MINUTE {
-        return;
-    }
-    let images = crate::images::tick(&env, now).await;
-    cron_step(
-        &cron,
-        ("images_checked", "images_check_failed"),
-        "started",
-        images,
-    );
-    let pruned = inspect_slack::bot::prune(&env, now).await;
-    cron_step(
-        &cron,
-        ("slack_pruned", "slack_prune_failed"),
-        "rows",
-        pruned,
-    );
-    let pruned = inspect_linear::bot::prune(&env, now).await;
-    cron_step(
-        &cron,
-        ("linear_pruned", "linear_prune_failed"),
-        "rows",
-        pruned,
-    );
-    if crate::db::setting(&env, "GITHUB_APP_ID").is_some() {
-        let synced = inspect_github::installation::sync(&env, now).await;
-        let names = ("repositories_synced", "repositories_sync_failed");
-        cron_step(&cron, names, "repositories", synced);
-        let checked = crate::pull_requests::refresh(&env, now).await;
-        let names = ("pull_requests_checked", "pull_requests_check_failed");
-        cron_step(&cron, names, "changed", checked);
-    }
-}
-
-/// One line for a step of the cron trigger (its event when it worked, when it failed): how
-/// many things it did, or why it failed.
-fn cron_step(cron: &str, (done, failed): (&str, &str), counted: &str, outcome: ApiResult<usize>) {
-    use inspect_runtime::log::{emit, LogLine};
-    match outcome {
-        Ok(n) => emit(
-            LogLine::info("cron", done)
-                .with("cron", cron)
-                .with(counted, n),
-        ),
-        Err(e) => emit(
-            LogLine::error("cron", failed)
-                .with("cron", cron)
-                .detail(e.message),
-        ),
-    }
-}
-
 #[event(fetch)]
 async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
     let method = req.method().to_string();
     let path = req.path();
-    // A browser navigating to a page (`/sessions/abc`) gets the web app, even where the
-    // same path is also an API route; the app then calls the API with fetch.
-    if is_page_navigation(&req) && !crate::routes::is_page_route(&path) {
-        return serve_asset_or_404(req, &env, &method, &path).await;
+    // The session objects' calls come over the binding, on a host no request from the
+    // Internet carries.
+    if crate::internal::is_internal_call(&req) {
+        return match crate::internal::call(req, &env).await {
+            Ok(resp) => Ok(resp),
+            Err(e) => error_response(&e),
+        };
     }
     let outcome = match match_route(&method, &path) {
         Some(Ok(route)) => serve(route, req, &env, ctx).await,
         Some(Err(e)) => Err(e),
-        None => return serve_asset_or_404(req, &env, &method, &path).await,
+        None => Err(not_found(&method, &path)),
     };
     match outcome {
         Ok(resp) => Ok(resp),
@@ -119,18 +44,11 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
     }
 }
 
-/// A top-level page load by a browser: a GET that asks for HTML (fetch() and API
-/// clients do not), or says so with `Sec-Fetch-Mode: navigate`.
-fn is_page_navigation(req: &Request) -> bool {
-    if req.method() != Method::Get {
-        return false;
-    }
-    let header = |name: &str| req.headers().get(name).ok().flatten().unwrap_or_default();
-    header("Sec-Fetch-Mode") == "navigate"
-        || (header("Accept").contains("text/html") && header("Upgrade").is_empty())
-}
-
 async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiResult<Response> {
+    // A session's own traffic is the session Worker's (it never hands it over).
+    if route.served_by() == Served::Session {
+        return Err(ApiError::not_found("served by the session Worker"));
+    }
     // A made-up session id never reaches the runtime: it would make an object. Routes
     // that carry their own credentials (a sandbox's) are checked here; the others once the
     // caller is known, so a stranger learns nothing about which sessions exist.
@@ -164,47 +82,6 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
         }
         Route::SignIn => return signin::start(&req, env).await,
         Route::SignInCallback => return signin::finish(&req, env).await,
-        Route::Session {
-            id,
-            action: SessionAction::Socket,
-        } => {
-            // The socket's `subscribe` token (or a sandbox's bearer token) says who it is.
-            return forward(env, id, SessionAction::Socket, req, None, Vec::new(), false).await;
-        }
-        Route::Session {
-            id,
-            action: SessionAction::ScmCredentials,
-        } => return scm_credentials(env, id, req).await,
-        // A sandbox reads its own ports' URLs with its own credentials.
-        Route::Session {
-            id,
-            action: SessionAction::TunnelUrls,
-        } if sandbox_route => {
-            return forward_as_sandbox(env, id, "/sandbox-tunnel-urls", &req, None).await;
-        }
-        Route::AttachmentDownload { id, attachment } => {
-            return attachment_for_sandbox(env, id, attachment, &req).await
-        }
-        // The sandbox fetches its session's pinned skills with its own credentials.
-        Route::Session {
-            id,
-            action: SessionAction::Skills,
-        } => {
-            return forward_as_sandbox(env, id, SessionAction::Skills.object_path(), &req, None)
-                .await;
-        }
-        // A brokered grant's short-lived token, for the sandbox that may use it.
-        Route::Session {
-            id,
-            action: SessionAction::ModelToken,
-        } => {
-            let body = read_body(&mut req).await?;
-            let ask: inspect_protocol::models::ModelTokenRequest = body_as(&body)?;
-            let typed = serde_json::to_vec(&ask).map_err(|e| ApiError::internal(e.to_string()))?;
-            let path = SessionAction::ModelToken.object_path();
-            return forward_as_sandbox(env, id, path, &req, Some(&typed)).await;
-        }
-        Route::ReportMedia { id } => return crate::objects::report_media(env, id, req).await,
         Route::SlackEvents => {
             return inspect_slack::bot::events(req, env, ctx, Plane::new(env)).await
         }
@@ -224,18 +101,6 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
             return inspect_linear::bot::webhook(req, env, ctx, Plane::new(env)).await
         }
         Route::LinearCallback => return inspect_linear::bot::callback(&req, env).await,
-        Route::Session {
-            id,
-            action: SessionAction::PullRequests,
-        } => return pull_requests(env, id, req).await,
-        Route::Session {
-            id,
-            action: SessionAction::ReportChanges,
-        } => return crate::objects::report_changes(env, id, req).await,
-        Route::Session {
-            id,
-            action: SessionAction::Reviews,
-        } => return crate::objects::reviews(env, id, req).await,
         // The parent's sandbox makes and acts on its children with its own credentials.
         Route::Children { id, op } => {
             use crate::routes::ChildOp;
@@ -255,9 +120,7 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
         }
         _ => {}
     }
-    let body = if matches!(route, Route::AttachmentUpload { .. }) {
-        read_body_up_to(&mut req, MAX_ATTACHMENT_UPLOAD_BYTES).await?
-    } else if matches!(req.method(), Method::Post | Method::Put | Method::Patch) {
+    let body = if matches!(req.method(), Method::Post | Method::Put | Method::Patch) {
         read_body(&mut req).await?
     } else {
         Vec::new()
@@ -436,23 +299,6 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
         }
         Route::Children { id, .. } => crate::children::list(env, &id).await,
         Route::Automations { op } => automation_route(env, op, &req, actor, &body, now).await,
-        Route::AttachmentUpload { id } => {
-            let url = req
-                .url()
-                .map_err(|e| ApiError::bad_request(e.to_string()))?;
-            let name = url
-                .query_pairs()
-                .find(|(k, _)| k == "name")
-                .map(|(_, v)| v.into_owned())
-                .unwrap_or_else(|| "attachment".into());
-            let mime = req
-                .headers()
-                .get("Content-Type")
-                .ok()
-                .flatten()
-                .unwrap_or_default();
-            json(&store_attachment(env, &id, &name, &mime, &body).await?, 201)
-        }
         Route::LinearStatus => json(&inspect_linear::bot::status(env).await?, 200),
         Route::LinearSettings => json(
             &inspect_linear::bot::put_settings(env, &body, now).await?,
@@ -498,31 +344,6 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
                 )
             }
         }
-        Route::Media { id, attachment } => {
-            let path = format!("/media/{attachment}");
-            crate::objects::forward_at(env, &id, &path, req, Some(actor), Vec::new(), false).await
-        }
-        Route::PortLink { id, port } => {
-            let path = format!("/ports/{port}/link");
-            crate::objects::forward_at(env, &id, &path, req, Some(actor), Vec::new(), false).await
-        }
-        Route::CloseTerminal { id, terminal } => {
-            let path = format!("/terminals/{terminal}");
-            crate::objects::forward_at(env, &id, &path, req, Some(actor), Vec::new(), false).await
-        }
-        Route::Session {
-            id,
-            action: SessionAction::OpenEditor,
-        } => crate::objects::open_editor(env, &id, req, actor).await,
-        Route::Session { id, action } => {
-            let vouched = matches!(caller.via, caller::Via::Service { .. });
-            let body = typed_session_body(action, &body, vouched)?;
-            let resp = forward(env, &id, action, req, Some(actor), body, vouched).await?;
-            if action == SessionAction::Delete && resp.status_code() == 200 {
-                index::remove(env, &id).await?;
-            }
-            Ok(resp)
-        }
         Route::Health
         | Route::SignIn
         | Route::SignInCallback
@@ -536,6 +357,11 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
         | Route::SlackInteractions
         | Route::LinearWebhook
         | Route::LinearCallback => Err(ApiError::internal("route served above")),
+        Route::Session { .. }
+        | Route::AttachmentUpload { .. }
+        | Route::Media { .. }
+        | Route::PortLink { .. }
+        | Route::CloseTerminal { .. } => Err(ApiError::internal("the session Worker's route")),
     }
 }
 
@@ -573,29 +399,4 @@ async fn automation_route(
         AutomationOp::RotateKey { id } => json(&a::rotate_key(env, &id, now).await?, 200),
         AutomationOp::Runs { id } => json(&a::runs(env, &id).await?, 200),
     }
-}
-
-/// Paths that are no API route go to the static assets of `web/`; a browser navigation to
-/// an unknown path gets the app's `index.html` so client-side routes work; anything else
-/// answers the JSON 404.
-async fn serve_asset_or_404(req: Request, env: &Env, method: &str, path: &str) -> Result<Response> {
-    let is_read = matches!(req.method(), Method::Get | Method::Head);
-    if is_read {
-        if let Ok(assets) = env.assets("ASSETS") {
-            let wants_html = req
-                .headers()
-                .get("Accept")
-                .ok()
-                .flatten()
-                .is_some_and(|a| a.contains("text/html"));
-            let resp = assets.fetch_request(req).await?;
-            if resp.status_code() != 404 {
-                return Ok(resp);
-            }
-            if wants_html {
-                return assets.fetch("https://assets/index.html", None).await;
-            }
-        }
-    }
-    error_response(&not_found(method, path))
 }

@@ -80,7 +80,7 @@ pub(crate) async fn health(env: &Env) -> ApiResult<Response> {
         github_bot,
         secrets_key,
     };
-    let resp = inspect_durable::shell::json_ok(&report).map_err(internal)?;
+    let resp = inspect_runtime::answer::json_ok(&report).map_err(internal)?;
     Ok(if ok { resp } else { resp.with_status(503) })
 }
 

@@ -1,8 +1,22 @@
-//! The Cloudflare Worker: routes every request, checks who is calling, keeps the D1 index
-//! and hands each session's traffic to its SessionDO (re-exported here so the runtime finds
-//! the class).
+//! The Cloudflare Workers: routes every request, checks who is calling, keeps the D1 index
+//! and hands each session's traffic to its SessionDO.
 //!
-//! [`routes`] is pure and tested natively; the runtime shell is wasm-only.
+//! One crate, two scripts, chosen by a feature when the wasm is built: `session` (the front
+//! door: the SessionDO, re-exported here so the runtime finds the class, a session's own
+//! routes and sockets, and the web app; [`front`]) and `plane` (the control plane: bots,
+//! automations, sign-in, settings, catalogs, crons; `entry`), bound by a service binding.
+//! Each build links only what its entry reaches. [`routes`] is pure and tested natively;
+//! the runtime shell is wasm-only.
+
+// A build of one script leaves the other's handlers unreached; the lint runs with both
+// features on, where every one is reached.
+#![cfg_attr(
+    all(
+        target_arch = "wasm32",
+        not(all(feature = "session", feature = "plane"))
+    ),
+    allow(dead_code, unused_imports)
+)]
 
 pub mod auth;
 pub mod listing;
@@ -16,10 +30,14 @@ mod automations;
 mod caller;
 #[cfg(target_arch = "wasm32")]
 mod children;
+#[cfg(all(target_arch = "wasm32", feature = "plane"))]
+mod crons;
 #[cfg(target_arch = "wasm32")]
 mod db;
-#[cfg(target_arch = "wasm32")]
+#[cfg(all(target_arch = "wasm32", feature = "plane"))]
 mod entry;
+#[cfg(all(target_arch = "wasm32", feature = "session"))]
+mod front;
 #[cfg(target_arch = "wasm32")]
 mod health;
 #[cfg(target_arch = "wasm32")]
@@ -28,6 +46,8 @@ mod http;
 mod images;
 #[cfg(target_arch = "wasm32")]
 mod index;
+#[cfg(all(target_arch = "wasm32", feature = "plane"))]
+mod internal;
 #[cfg(target_arch = "wasm32")]
 mod objects;
 #[cfg(target_arch = "wasm32")]
@@ -42,8 +62,15 @@ mod repos;
 mod settings;
 #[cfg(target_arch = "wasm32")]
 mod signin;
-#[cfg(target_arch = "wasm32")]
+#[cfg(all(target_arch = "wasm32", feature = "session"))]
 pub use inspect_durable::SessionDO;
+
+/// Both scripts set the panic hook when their isolate starts.
+#[cfg(target_arch = "wasm32")]
+#[worker::event(start)]
+fn start() {
+    console_error_panic_hook::set_once();
+}
 
 /// The version reported by `/health`.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

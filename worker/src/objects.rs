@@ -7,7 +7,7 @@ use crate::auth::session_ids;
 use crate::http::{body_as, internal, json, now_ms, origin_of, parse, read_body, ApiResult};
 use crate::routes::SessionAction;
 use crate::{index, repos, settings};
-use inspect_durable::shell::{ACTOR_HEADER, ORIGIN_HEADER, SESSION_HEADER, VOUCHED_HEADER};
+use inspect_durable::headers::{ACTOR_HEADER, ORIGIN_HEADER, SESSION_HEADER, VOUCHED_HEADER};
 use inspect_github::app as github_app;
 use inspect_protocol::auth::ScmCredentialsRequest;
 use inspect_protocol::session::{Actor, CreateSessionRequest};

@@ -154,7 +154,31 @@ pub enum Route {
     },
 }
 
+/// Which of the two Workers serves a route. The session Worker is the front door: it
+/// serves a session's own traffic (its object's routes, the sockets, the sandbox's calls,
+/// attachments and pictures) and the web app, and hands every other route to the control
+/// plane Worker over its service binding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Served {
+    Session,
+    Plane,
+}
+
 impl Route {
+    /// Which Worker serves this route.
+    pub fn served_by(&self) -> Served {
+        match self {
+            Route::Session { .. }
+            | Route::AttachmentUpload { .. }
+            | Route::AttachmentDownload { .. }
+            | Route::ReportMedia { .. }
+            | Route::Media { .. }
+            | Route::PortLink { .. }
+            | Route::CloseTerminal { .. } => Served::Session,
+            _ => Served::Plane,
+        }
+    }
+
     /// Routes a session's sandbox calls with its own credentials (bearer token and
     /// `X-Sandbox-ID`, checked by the session's object), not a person's: the tunnel URLs
     /// are asked by either, and by the sandbox when it names itself.
@@ -756,6 +780,34 @@ mod tests {
         assert_eq!(match_route("GET", "/health/"), Some(Ok(Route::Health)));
         let err = match_route("POST", "/health").unwrap().unwrap_err();
         assert_eq!(err.code, ErrorCode::MethodNotAllowed);
+    }
+
+    #[test]
+    fn a_session_s_own_traffic_stays_in_the_session_worker() {
+        let served = |m: &str, p: &str| match_route(m, p).unwrap().unwrap().served_by();
+        for (m, p) in [
+            ("GET", "/sessions/abc/ws"),
+            ("POST", "/sessions/abc/prompt"),
+            ("GET", "/sessions/abc/events"),
+            ("POST", "/sessions/abc/scm-credentials"),
+            ("POST", "/sessions/abc/media"),
+            ("POST", "/sessions/abc/attachments"),
+            ("DELETE", "/sessions/abc"),
+        ] {
+            assert_eq!(served(m, p), Served::Session, "{m} {p}");
+        }
+        for (m, p) in [
+            ("GET", "/health"),
+            ("POST", "/sessions"),
+            ("GET", "/sessions"),
+            ("POST", "/sessions/abc/children"),
+            ("POST", "/webhooks/slack/events"),
+            ("GET", "/auth/me"),
+            ("GET", "/automations"),
+            ("GET", "/models"),
+        ] {
+            assert_eq!(served(m, p), Served::Plane, "{m} {p}");
+        }
     }
 
     #[test]

@@ -350,7 +350,7 @@ pub async fn sign_out(req: &Request, env: &Env, caller: &Caller) -> Result<Respo
         )
         .map_err(internal)?;
     Ok(
-        inspect_durable::shell::json_ok(&serde_json::json!({ "signedOut": true }))
+        inspect_runtime::answer::json_ok(&serde_json::json!({ "signedOut": true }))
             .map_err(internal)?
             .with_headers(headers),
     )
@@ -363,7 +363,7 @@ pub fn me(caller: &Caller) -> Result<Response, ApiError> {
         Via::ApiToken => "api_token",
         Via::Service { .. } => "service",
     };
-    inspect_durable::shell::json_ok(&Me {
+    inspect_runtime::answer::json_ok(&Me {
         user: caller.actor.clone(),
         via: via.into(),
     })

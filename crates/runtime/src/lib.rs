@@ -1,11 +1,14 @@
 //! What the Worker, the SessionDO and the integrations share of the Workers runtime: a
-//! setting by name, D1 statements, log lines, JSON answers; and [`plane::ControlPlane`],
+//! setting by name, D1 statements, log lines, JSON answers, the call to the control plane
+//! Worker over the binding; and [`plane::ControlPlane`],
 //! what an integration may ask of the control plane.
 
 pub mod plane;
 
 #[cfg(target_arch = "wasm32")]
 pub mod answer;
+#[cfg(target_arch = "wasm32")]
+pub mod binding;
 #[cfg(target_arch = "wasm32")]
 pub mod d1;
 #[cfg(target_arch = "wasm32")]

@@ -44,13 +44,7 @@ mod store;
 
 pub use store::DoStore;
 
-pub const ACTOR_HEADER: &str = "X-Inspect-Actor";
-pub const SESSION_HEADER: &str = "X-Inspect-Session-Id";
-/// Set by the Worker on bodies it wrote itself or a signed service sent: only then is a
-/// prompt's `callbackContext` (where its outcome is posted) honoured.
-pub const VOUCHED_HEADER: &str = "X-Inspect-Vouched";
-/// The control plane's public origin, as the caller reached it (for sandboxes to connect).
-pub const ORIGIN_HEADER: &str = "X-Inspect-Origin";
+pub use crate::headers::{ACTOR_HEADER, ORIGIN_HEADER, SESSION_HEADER, VOUCHED_HEADER};
 
 /// What each accepted socket carries through hibernation: its id and kind, nothing more.
 #[derive(Serialize, Deserialize)]

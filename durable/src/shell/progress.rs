@@ -5,12 +5,13 @@
 //! after every update still in flight has been answered, and no update starts after it:
 //! Slack applies each `chat.update` as it arrives, so a late progress update would
 //! overwrite the outcome (and a late Linear action would follow the answer). What is said
-//! is `inspect_slack::thread`'s and `inspect_linear::panel`'s.
+//! is the control plane's (`inspect_slack::thread`, `inspect_linear::panel`), asked over
+//! the service binding.
 
 use super::*;
+use inspect_protocol::plane::PlaneCall;
 use inspect_protocol::scm::CallbackContext;
 use inspect_protocol::session::TimelineEvent;
-use inspect_slack::thread as slack_thread;
 use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
 use std::rc::Rc;
@@ -97,13 +98,21 @@ impl SessionDO {
                 return;
             }
             updates.in_flight.set(updates.in_flight.get() + 1);
-            let said = match &shown {
-                Shown::Slack(thread, ts) => {
-                    let elapsed = (now - thread.started_at) / 1000;
-                    slack_thread::progress(&env, thread, ts, Some(&tool), elapsed, &url).await
-                }
-                Shown::Linear(s) => inspect_linear::panel::progress(&env, s, &tool, &args).await,
+            let asked = match shown {
+                Shown::Slack(thread, ts) => PlaneCall::SlackProgress {
+                    elapsed_secs: (now - thread.started_at) / 1000,
+                    thread,
+                    ts,
+                    tool: Some(tool),
+                    session_url: url,
+                },
+                Shown::Linear(session) => PlaneCall::LinearProgress {
+                    session,
+                    tool,
+                    args,
+                },
             };
+            let said = inspect_runtime::binding::call_plane(&env, &asked).await;
             updates.in_flight.set(updates.in_flight.get() - 1);
             if let Err(e) = said {
                 inspect_runtime::log::emit(
@@ -150,14 +159,15 @@ impl SessionDO {
         let env = self.env.clone();
         let session = self.engine().session_id().unwrap_or_default();
         self.state.wait_until(async move {
-            let shared = inspect_slack::api::upload_to_thread(
-                &env,
-                (&thread.channel, &thread.thread_ts),
-                &name,
-                &bytes,
-                &caption,
-            )
-            .await;
+            use base64::Engine as _;
+            let asked = PlaneCall::SlackMedia {
+                channel: thread.channel,
+                thread_ts: thread.thread_ts,
+                name,
+                caption,
+                bytes: base64::engine::general_purpose::STANDARD.encode(&bytes),
+            };
+            let shared = inspect_runtime::binding::call_plane(&env, &asked).await;
             if let Err(e) = shared {
                 inspect_runtime::log::emit(
                     LogLine::warn("slack", "media_not_shared")

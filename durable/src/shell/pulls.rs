@@ -420,27 +420,13 @@ async fn report(env: &Env, c: &Completion, session_url: &str) -> ApiResultT<()> 
             };
             publish::report(env, c, pr, asked, session_url, now_ms()).await
         }
-        CallbackContext::Slack(thread) => {
-            inspect_slack::thread::report(env, c, thread, session_url).await
-        }
-        CallbackContext::Linear(session) => {
-            inspect_linear::panel::report(env, c, session, session_url).await
-        }
-        CallbackContext::Automation(origin) => {
-            // The run's outcome first (recording it again on a retry changes nothing), then
-            // a Slack channel trigger's thread hears the answer.
-            inspect_automations::store::record_outcome(
-                env,
-                origin,
-                c.success,
-                c.error.as_deref(),
-                now_ms(),
-            )
-            .await?;
-            match &origin.slack_thread {
-                Some(thread) => inspect_slack::thread::report(env, c, thread, session_url).await,
-                None => Ok(()),
-            }
+        // Slack, Linear and automations' runs are the control plane's to tell.
+        CallbackContext::Slack(_) | CallbackContext::Linear(_) | CallbackContext::Automation(_) => {
+            let asked = inspect_protocol::plane::PlaneCall::Report {
+                completion: Box::new(c.clone()),
+                session_url: session_url.to_owned(),
+            };
+            inspect_runtime::binding::call_plane(env, &asked).await
         }
     }
 }
