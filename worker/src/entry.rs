@@ -14,7 +14,7 @@ use crate::objects::{create_session_with, known_session};
 use crate::plane::Plane;
 use crate::repos;
 use crate::routes::SecretOp;
-use crate::routes::{match_route, not_found, AutomationOp, Route, Served};
+use crate::routes::{match_route, not_found, AutomationOp, Route, Served, SessionAction};
 use crate::{api_tokens, caller, settings, signin};
 use inspect_protocol::session::{CreateSessionRequest, RegisterRepository};
 use inspect_protocol::ApiError;
@@ -82,6 +82,11 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
         }
         Route::SignIn => return signin::start(&req, env).await,
         Route::SignInCallback => return signin::finish(&req, env).await,
+        // A sandbox's git credentials (its own bearer token, checked by its object).
+        Route::Session {
+            id,
+            action: SessionAction::ScmCredentials,
+        } => return crate::objects::scm_credentials(env, id, req).await,
         Route::SlackEvents => {
             return inspect_slack::bot::events(req, env, ctx, Plane::new(env)).await
         }

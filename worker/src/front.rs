@@ -12,7 +12,7 @@ use crate::http::{
 use crate::index;
 use crate::objects::{
     attachment_for_sandbox, forward, forward_as_sandbox, known_session, pull_requests,
-    scm_credentials, store_attachment, typed_session_body,
+    store_attachment, typed_session_body,
 };
 use crate::routes::{match_route, not_found, Route, Served, SessionAction};
 use inspect_protocol::plane::PLANE_BINDING;
@@ -91,10 +91,6 @@ async fn serve(route: Route, mut req: Request, env: &Env) -> ApiResult<Response>
             // The socket's `subscribe` token (or a sandbox's bearer token) says who it is.
             return forward(env, id, SessionAction::Socket, req, None, Vec::new(), false).await;
         }
-        Route::Session {
-            id,
-            action: SessionAction::ScmCredentials,
-        } => return scm_credentials(env, id, req).await,
         // A sandbox reads its own ports' URLs with its own credentials.
         Route::Session {
             id,

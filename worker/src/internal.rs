@@ -1,7 +1,7 @@
 //! The control plane's side of what a session's object asks over the service binding
-//! ([`inspect_protocol::plane`]): a prompt's outcome told to Slack, Linear or an
-//! automation's run, a tool's progress, a picture shared into a Slack thread; and the
-//! session Worker's cron triggers.
+//! ([`inspect_protocol::plane`]): a prompt's outcome told to GitHub, Slack, Linear or an
+//! automation's run, a tool's progress, a picture shared into a Slack thread, a session's
+//! pull request opened and its review submitted; and the session Worker's cron triggers.
 //!
 //! Only the binding reaches it: the call's URL has a host ([`PLANE_HOST`]) that no request
 //! from the Internet carries (a public request's URL is the deployment's own host), the
@@ -29,7 +29,35 @@ pub(crate) fn is_internal_call(req: &Request) -> bool {
 pub(crate) async fn call(mut req: Request, env: &Env) -> ApiResult<Response> {
     said_json(&req)?;
     let body = read_body_up_to(&mut req, MAX_CALL_BYTES).await?;
+    let now = now_ms() as i64;
     match body_as::<PlaneCall>(&body)? {
+        PlaneCall::PullRequestBase {
+            user,
+            owner,
+            name,
+            base,
+        } => {
+            let base =
+                inspect_github::publish::base_for(env, &user, (&owner, &name), base, now).await?;
+            return json(&inspect_protocol::plane::PullRequestBase { base }, 200);
+        }
+        PlaneCall::PublishPullRequest { proposal } => {
+            let published = inspect_github::publish::for_session(env, &proposal, now).await?;
+            return json(&published, 200);
+        }
+        PlaneCall::SubmitReview {
+            owner,
+            repo,
+            number,
+            session_id,
+            session_url,
+            request,
+        } => {
+            let pr = (owner.as_str(), repo.as_str(), number);
+            let ids = (session_id.as_str(), session_url.as_str());
+            let result = inspect_github::submit::review(env, pr, &request, ids, now).await?;
+            return json(&result, 200);
+        }
         PlaneCall::Report {
             completion,
             session_url,
@@ -81,9 +109,24 @@ pub(crate) async fn call(mut req: Request, env: &Env) -> ApiResult<Response> {
     json(&serde_json::json!({ "ok": true }), 200)
 }
 
-/// A prompt's outcome where it came from (a pull request's is the session's own).
+/// A prompt's outcome where it came from.
 async fn report(env: &Env, c: &Completion, session_url: &str) -> ApiResult<()> {
     match &c.context {
+        CallbackContext::Github {
+            owner,
+            repo,
+            number,
+            review_comment_id,
+            review,
+        } => {
+            let pr = (owner.as_str(), repo.as_str(), *number);
+            let asked = inspect_github::publish::Asked {
+                review_comment_id: *review_comment_id,
+                review: *review,
+            };
+            let now = now_ms() as i64;
+            inspect_github::publish::report(env, c, pr, asked, session_url, now).await
+        }
         CallbackContext::Slack(thread) => {
             inspect_slack::thread::report(env, c, thread, session_url).await
         }
@@ -106,8 +149,5 @@ async fn report(env: &Env, c: &Completion, session_url: &str) -> ApiResult<()> {
                 None => Ok(()),
             }
         }
-        CallbackContext::Github { .. } => Err(ApiError::bad_request(
-            "a pull request's outcome is told by the session itself",
-        )),
     }
 }

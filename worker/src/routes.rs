@@ -168,6 +168,11 @@ impl Route {
     /// Which Worker serves this route.
     pub fn served_by(&self) -> Served {
         match self {
+            // A sandbox's git credentials are GitHub App tokens: the control plane mints them.
+            Route::Session {
+                action: SessionAction::ScmCredentials,
+                ..
+            } => Served::Plane,
             Route::Session { .. }
             | Route::AttachmentUpload { .. }
             | Route::AttachmentDownload { .. }
@@ -789,7 +794,6 @@ mod tests {
             ("GET", "/sessions/abc/ws"),
             ("POST", "/sessions/abc/prompt"),
             ("GET", "/sessions/abc/events"),
-            ("POST", "/sessions/abc/scm-credentials"),
             ("POST", "/sessions/abc/media"),
             ("POST", "/sessions/abc/attachments"),
             ("DELETE", "/sessions/abc"),
@@ -801,6 +805,7 @@ mod tests {
             ("POST", "/sessions"),
             ("GET", "/sessions"),
             ("POST", "/sessions/abc/children"),
+            ("POST", "/sessions/abc/scm-credentials"),
             ("POST", "/webhooks/slack/events"),
             ("GET", "/auth/me"),
             ("GET", "/automations"),

@@ -9,7 +9,7 @@
 //! from the Internet carries.
 
 use crate::linear::LinearAgentSession;
-use crate::scm::Completion;
+use crate::scm::{Completion, PullRequestResult, ReviewRequest};
 use crate::slack::SlackThread;
 use serde::{Deserialize, Serialize};
 
@@ -49,6 +49,31 @@ pub enum PlaneCall {
         #[serde(default)]
         args: serde_json::Value,
     },
+    /// The base a pull request will target, asked before the sandbox pushes: the one
+    /// named, or the repository's default branch on GitHub (also proves a token is there).
+    /// Answered with [`PullRequestBase`].
+    PullRequestBase {
+        user: String,
+        owner: String,
+        name: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        base: Option<String>,
+    },
+    /// The pushed branch's pull request, opened or reused as the person (or the App).
+    /// Answered with [`PublishedPullRequests`].
+    PublishPullRequest { proposal: Box<PullRequestProposal> },
+    /// The agent's review of the pull request its running prompt came from, checked
+    /// against the diff and submitted once. Answered with a `ReviewResult`.
+    SubmitReview {
+        owner: String,
+        repo: String,
+        number: i64,
+        #[serde(rename = "sessionId")]
+        session_id: String,
+        #[serde(rename = "sessionUrl")]
+        session_url: String,
+        request: Box<ReviewRequest>,
+    },
     /// A cron trigger fired (on the session Worker, whose configuration holds the
     /// triggers): its work is the control plane's.
     Scheduled {
@@ -66,6 +91,43 @@ pub enum PlaneCall {
         /// The picture's bytes, base64 (standard alphabet, padded).
         bytes: String,
     },
+}
+
+/// The answer to [`PlaneCall::PullRequestBase`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PullRequestBase {
+    pub base: String,
+}
+
+/// A session's pull request to open or reuse (its body already carries the session's link).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PullRequestProposal {
+    /// The person it is opened as, when they have a GitHub token on file.
+    pub user: String,
+    pub owner: String,
+    pub name: String,
+    pub head: String,
+    pub base: String,
+    pub title: String,
+    pub body: String,
+    /// Asked for as a draft (the repository's settings may make it one anyway).
+    pub draft: bool,
+    /// The numbers this session opened for the branch before.
+    pub known: Vec<i64>,
+}
+
+/// The answer to [`PlaneCall::PublishPullRequest`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PublishedPullRequests {
+    pub result: PullRequestResult,
+    /// Pull requests this session made for the branch before, closed or merged since.
+    #[serde(default)]
+    pub ended: Vec<PullRequestResult>,
+    /// Why the label could not be put on (the pull request stands).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label_failed: Option<String>,
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! The session Worker's calls to the control plane Worker over its service binding (the
-//! objects' reports and progress, the cron's tick): what reaches Slack, Linear and the
-//! automations is done there, so the session script carries none of their clients. A
+//! objects' reports, progress, pull requests and reviews, the cron's tick): what reaches
+//! GitHub, Slack, Linear and the automations is done there, so the session script carries
+//! none of their clients. A
 //! refused call comes back as the plane's `ApiError`, for the caller's retries to judge.
 
 use inspect_protocol::plane::{PlaneCall, PLANE_BINDING, PLANE_CALL_URL};
@@ -9,6 +10,16 @@ use worker::{Env, Headers, Method, RequestInit};
 
 /// One call to the control plane, answered when it is done.
 pub async fn call_plane(env: &Env, call: &PlaneCall) -> Result<(), ApiError> {
+    ask_plane::<serde::de::IgnoredAny>(env, call)
+        .await
+        .map(drop)
+}
+
+/// One call to the control plane, and its answer read as `T`.
+pub async fn ask_plane<T: serde::de::DeserializeOwned>(
+    env: &Env,
+    call: &PlaneCall,
+) -> Result<T, ApiError> {
     let unreachable = |e: worker::Error| ApiError::internal(format!("the control plane: {e}"));
     let plane = env.service(PLANE_BINDING).map_err(unreachable)?;
     let body = serde_json::to_string(call).map_err(|e| ApiError::internal(e.to_string()))?;
@@ -24,10 +35,11 @@ pub async fn call_plane(env: &Env, call: &PlaneCall) -> Result<(), ApiError> {
         .fetch(PLANE_CALL_URL, Some(init))
         .await
         .map_err(unreachable)?;
-    if resp.status_code() < 400 {
-        return Ok(());
-    }
     let text = resp.text().await.unwrap_or_default();
+    if resp.status_code() < 400 {
+        return serde_json::from_str(&text)
+            .map_err(|e| ApiError::internal(format!("the control plane's answer: {e}")));
+    }
     Err(match serde_json::from_str::<ErrorBody>(&text) {
         Ok(answer) => answer.error,
         Err(_) => ApiError::internal(format!(

@@ -1,13 +1,14 @@
 //! `POST /pull-requests` from the session's sandbox: the object decides head and base,
-//! has the sandbox push (and waits for its answer), has `inspect_github::publish` open or
-//! reuse the pull request as the prompting person, records it, and tells every client.
-//! Also the completion reports of prompts that carry a callback (sent by the integration
-//! the prompt came from).
+//! has the sandbox push (and waits for its answer), has the control plane
+//! (`inspect_github::publish`, over the binding) open or reuse the pull request as the
+//! prompting person, records it, and tells every client. Also the completion reports of
+//! prompts that carry a callback (told by the control plane where the prompt came from).
 
 use super::*;
 use crate::engine::pulls::push_answers;
 use futures::channel::oneshot;
-use inspect_github::{api, publish, pulls};
+use inspect_github::pulls;
+use inspect_protocol::plane::{PlaneCall, PublishedPullRequests, PullRequestProposal};
 use inspect_protocol::scm::{
     AuthoredAs, CallbackContext, Completion, PullRequestRequest, PullRequestResponse,
     PullRequestResult, PushSpec,
@@ -112,7 +113,7 @@ impl SessionDO {
             .ok()
             .flatten()
             .and_then(|v| v.into_string());
-        api::session_url(&self.env, origin.as_deref(), session_id)
+        inspect_github::api::session_url(&self.env, origin.as_deref(), session_id)
     }
 
     pub(super) async fn open_pull_requests(
@@ -200,15 +201,19 @@ impl SessionDO {
     ) -> ApiResultT<Option<PullRequestResult>> {
         let now = now_ms();
         let mut base = pulls::choose_base(req.base_branch.as_deref(), repo.branch.as_deref())?;
-        let local = repo.is_local();
-        // A GitHub repository's default branch is asked of GitHub when nothing names a base.
-        let mut token = None;
-        if !local {
-            let (t, authored) = api::token_for(&self.env, user, now).await?;
-            if base.is_none() {
-                base = Some(api::default_branch(&self.env, &t, &repo.owner, &repo.name).await?);
-            }
-            token = Some((t, authored));
+        // A GitHub repository's default branch is asked of GitHub when nothing names a base
+        // (which also finds out, before the push, whether any token can open it).
+        let hosted = !repo.is_local();
+        if hosted {
+            let asked = PlaneCall::PullRequestBase {
+                user: user.to_owned(),
+                owner: repo.owner.clone(),
+                name: repo.name.clone(),
+                base: base.clone(),
+            };
+            let answer: inspect_protocol::plane::PullRequestBase =
+                inspect_runtime::binding::ask_plane(&self.env, &asked).await?;
+            base = Some(answer.base);
         }
         if let Some(b) = &base {
             pulls::check_head_and_base(head, b)?;
@@ -227,7 +232,7 @@ impl SessionDO {
             }
             return Ok(None);
         }
-        let Some((token, authored)) = token else {
+        if !hosted {
             return Ok(Some(PullRequestResult {
                 repo_owner: repo.owner.clone(),
                 repo_name: repo.name.clone(),
@@ -245,9 +250,7 @@ impl SessionDO {
                     repo.source.as_deref().unwrap_or("its source")
                 )),
             }));
-        };
-        let base = base.unwrap_or_default();
-        let settings = api::repo_settings(&self.env, &repo.owner, &repo.name).await?;
+        }
         let (owner, name) = (repo.owner.as_str(), repo.name.as_str());
         let known: Vec<i64> = self
             .engine()
@@ -255,47 +258,49 @@ impl SessionDO {
             .iter()
             .map(|k| k.number)
             .collect();
-        let body = pulls::body_with_footer(&req.body, session_url);
-        let proposal = publish::Proposal {
-            owner,
-            name,
-            head,
-            base: &base,
-            title,
-            body: &body,
-            draft: req.draft.unwrap_or(false) || settings.always_draft,
-            label: settings.pr_label.as_deref(),
+        let asked = PlaneCall::PublishPullRequest {
+            proposal: Box::new(PullRequestProposal {
+                user: user.to_owned(),
+                owner: owner.to_owned(),
+                name: name.to_owned(),
+                head: head.to_owned(),
+                base: base.unwrap_or_default(),
+                title: title.to_owned(),
+                body: pulls::body_with_footer(&req.body, session_url),
+                draft: req.draft.unwrap_or(false),
+                known,
+            }),
         };
-        let published = publish::open_or_reuse(&self.env, &token, &proposal, &known).await?;
+        let published: PublishedPullRequests =
+            inspect_runtime::binding::ask_plane(&self.env, &asked).await?;
         for ended in &published.ended {
-            let r = self.result_of(repo, ended, authored, true, None);
-            let fx = self.engine().record_pull_request(&r, now)?;
+            let fx = self.engine().record_pull_request(ended, now)?;
             self.apply(fx);
-            self.remember_pull(&r, now).await;
+            self.remember_pull(ended, now).await;
         }
-        let (pull, updated) = (published.pull, published.updated);
+        let result = published.result;
+        let number = result.pr_number.unwrap_or_default();
         if let Some(e) = published.label_failed {
             self.log(
                 LogLine::warn("pull_request", "label_failed")
                     .with("repo", format!("{owner}/{name}"))
-                    .with("number", pull.number)
+                    .with("number", number)
                     .detail(e),
             );
         }
-        let note = (authored == AuthoredAs::App).then(|| {
-            format!("authored by the GitHub App: {user} has no GitHub token on file (signing in with GitHub lets PRs be yours)")
-        });
-        let result = self.result_of(repo, &pull, authored, updated, note);
         self.log(
-            LogLine::info("pull_request", if updated { "reused" } else { "opened" })
-                .with("repo", format!("{owner}/{name}"))
-                .with("number", pull.number)
-                .with("head", head)
-                .with(
-                    "authoredAs",
-                    serde_json::to_value(authored).unwrap_or_default(),
-                )
-                .actor(user),
+            LogLine::info(
+                "pull_request",
+                if result.updated { "reused" } else { "opened" },
+            )
+            .with("repo", format!("{owner}/{name}"))
+            .with("number", number)
+            .with("head", head)
+            .with(
+                "authoredAs",
+                serde_json::to_value(result.authored_as).unwrap_or_default(),
+            )
+            .actor(user),
         );
         let fx = self.engine().record_pull_request(&result, now)?;
         self.apply(fx);
@@ -331,28 +336,6 @@ impl SessionDO {
                     .with("number", number)
                     .detail(e.message),
             );
-        }
-    }
-
-    fn result_of(
-        &self,
-        repo: &RepositoryRef,
-        pull: &api::Pull,
-        authored: AuthoredAs,
-        updated: bool,
-        message: Option<String>,
-    ) -> PullRequestResult {
-        PullRequestResult {
-            repo_owner: repo.owner.clone(),
-            repo_name: repo.name.clone(),
-            head_branch: pull.head.branch.clone(),
-            base_branch: Some(pull.base.branch.clone()),
-            pr_number: Some(pull.number),
-            pr_url: Some(pull.html_url.clone()),
-            state: pull.display_state().into(),
-            updated,
-            authored_as: authored,
-            message,
         }
     }
 
@@ -405,28 +388,9 @@ impl SessionDO {
 }
 
 async fn report(env: &Env, c: &Completion, session_url: &str) -> ApiResultT<()> {
-    match &c.context {
-        CallbackContext::Github {
-            owner,
-            repo,
-            number,
-            review_comment_id,
-            review,
-        } => {
-            let pr = (owner.as_str(), repo.as_str(), *number);
-            let asked = publish::Asked {
-                review_comment_id: *review_comment_id,
-                review: *review,
-            };
-            publish::report(env, c, pr, asked, session_url, now_ms()).await
-        }
-        // Slack, Linear and automations' runs are the control plane's to tell.
-        CallbackContext::Slack(_) | CallbackContext::Linear(_) | CallbackContext::Automation(_) => {
-            let asked = inspect_protocol::plane::PlaneCall::Report {
-                completion: Box::new(c.clone()),
-                session_url: session_url.to_owned(),
-            };
-            inspect_runtime::binding::call_plane(env, &asked).await
-        }
-    }
+    let asked = PlaneCall::Report {
+        completion: Box::new(c.clone()),
+        session_url: session_url.to_owned(),
+    };
+    inspect_runtime::binding::call_plane(env, &asked).await
 }

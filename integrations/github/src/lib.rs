@@ -28,3 +28,5 @@ pub mod installation;
 pub mod publish;
 #[cfg(target_arch = "wasm32")]
 pub mod rest;
+#[cfg(target_arch = "wasm32")]
+pub mod submit;

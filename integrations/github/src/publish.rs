@@ -165,3 +165,69 @@ pub async fn report(
     }
     api::comment(env, &token, owner, repo, number, &body).await
 }
+
+/// The base a session's pull request targets: the one named, or the repository's default
+/// branch. Asked before the sandbox pushes, so a person without any token learns it first.
+pub async fn base_for(
+    env: &Env,
+    user: &str,
+    (owner, name): (&str, &str),
+    named: Option<String>,
+    now: i64,
+) -> Result<String, ApiError> {
+    let (token, _) = api::token_for(env, user, now).await?;
+    match named {
+        Some(base) => Ok(base),
+        None => api::default_branch(env, &token, owner, name).await,
+    }
+}
+
+/// A session's pushed branch proposed: its pull request opened or reused as the person
+/// (the App when they have no token), with the repository's draft and label settings.
+pub async fn for_session(
+    env: &Env,
+    p: &inspect_protocol::plane::PullRequestProposal,
+    now: i64,
+) -> Result<inspect_protocol::plane::PublishedPullRequests, ApiError> {
+    use inspect_protocol::scm::{AuthoredAs, PullRequestResult};
+    let (token, authored) = api::token_for(env, &p.user, now).await?;
+    let settings = api::repo_settings(env, &p.owner, &p.name).await?;
+    let proposal = Proposal {
+        owner: &p.owner,
+        name: &p.name,
+        head: &p.head,
+        base: &p.base,
+        title: &p.title,
+        body: &p.body,
+        draft: p.draft || settings.always_draft,
+        label: settings.pr_label.as_deref(),
+    };
+    let published = open_or_reuse(env, &token, &proposal, &p.known).await?;
+    let result_of = |pull: &Pull, updated: bool, message: Option<String>| PullRequestResult {
+        repo_owner: p.owner.clone(),
+        repo_name: p.name.clone(),
+        head_branch: pull.head.branch.clone(),
+        base_branch: Some(pull.base.branch.clone()),
+        pr_number: Some(pull.number),
+        pr_url: Some(pull.html_url.clone()),
+        state: pull.display_state().into(),
+        updated,
+        authored_as: authored,
+        message,
+    };
+    let note = (authored == AuthoredAs::App).then(|| {
+        format!(
+            "authored by the GitHub App: {} has no GitHub token on file (signing in with GitHub lets PRs be yours)",
+            p.user
+        )
+    });
+    Ok(inspect_protocol::plane::PublishedPullRequests {
+        result: result_of(&published.pull, published.updated, note),
+        ended: published
+            .ended
+            .iter()
+            .map(|pull| result_of(pull, true, None))
+            .collect(),
+        label_failed: published.label_failed,
+    })
+}
