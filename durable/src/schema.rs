@@ -274,6 +274,15 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     ALTER TABLE sandbox ADD COLUMN extended_at INTEGER;
     ALTER TABLE sandbox ADD COLUMN links_at INTEGER;
     "#,
+    // 25: each time the provider had no room for the session's sandbox since it last had
+    // one, and how many sessions waited longer (how long to wait before asking again grows
+    // with the first, and is the longest while any of the second wait).
+    r#"
+    CREATE TABLE capacity_waits (
+        at INTEGER NOT NULL,
+        ahead INTEGER NOT NULL DEFAULT 0
+    );
+    "#,
 ];
 
 /// The schema every migration above makes, written as it ends up: what a new session's
@@ -405,6 +414,10 @@ pub(crate) const FRESH: &str = r#"
     );
     CREATE TABLE spawn_failures (
         at INTEGER NOT NULL
+    );
+    CREATE TABLE capacity_waits (
+        at INTEGER NOT NULL,
+        ahead INTEGER NOT NULL DEFAULT 0
     );
     CREATE TABLE snapshots (
         snapshot_id TEXT PRIMARY KEY,

@@ -13,15 +13,25 @@ use std::time::Duration;
 pub struct CaptureProvider {
     pub url: String,
     pub spawns: tokio::sync::mpsc::UnboundedReceiver<SpawnRequest>,
+    /// Spawns refused for want of room (with a cap).
+    pub refused: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl CaptureProvider {
     pub async fn start() -> Result<CaptureProvider> {
+        Self::start_capped(None).await
+    }
+
+    /// With `cap`, at most that many sandboxes run at once: a spawn past it is refused as
+    /// the local host refuses one (429, "N of CAP sandboxes are running on this host").
+    pub async fn start_capped(cap: Option<usize>) -> Result<CaptureProvider> {
         use axum::extract::{Path, State};
         use axum::http::StatusCode;
         use axum::response::IntoResponse;
         use axum::routing::post;
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let refused = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let refusals = Arc::clone(&refused);
         // The sandboxes spawned and not stopped: the test plays them, so they run until they
         // are stopped (the session asks while one connects).
         type Running = Arc<Mutex<HashMap<String, SandboxInfo>>>;
@@ -33,7 +43,21 @@ impl CaptureProvider {
                     move |State(running): State<Running>,
                           axum::Json(req): axum::Json<SpawnRequest>| {
                         let tx = tx.clone();
+                        let refusals = Arc::clone(&refusals);
                         async move {
+                            let running_now = held(&running).len();
+                            if cap.is_some_and(|cap| running_now >= cap)
+                                && !held(&running).contains_key(&req.sandbox_id)
+                            {
+                                refusals.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                                let message = format!(
+                                    "{running_now} of {} sandboxes are running on this host",
+                                    cap.unwrap_or_default()
+                                );
+                                let body = json!({"error": {"code": "too_many_requests", "message": message}});
+                                return (StatusCode::TOO_MANY_REQUESTS, axum::Json(body))
+                                    .into_response();
+                            }
                             let info = SandboxInfo {
                                 sandbox_id: req.sandbox_id.clone(),
                                 session_id: req.session_id.clone(),
@@ -46,7 +70,7 @@ impl CaptureProvider {
                             };
                             held(&running).insert(info.sandbox_id.clone(), info.clone());
                             let _ = tx.send(req);
-                            (StatusCode::CREATED, axum::Json(info))
+                            (StatusCode::CREATED, axum::Json(info)).into_response()
                         }
                     },
                 ),
@@ -87,7 +111,11 @@ impl CaptureProvider {
         tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
-        Ok(CaptureProvider { url, spawns: rx })
+        Ok(CaptureProvider {
+            url,
+            spawns: rx,
+            refused,
+        })
     }
 
     /// The Worker variables that point it at this provider.

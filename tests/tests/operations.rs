@@ -298,7 +298,7 @@ async fn a_deleted_session_leaves_nothing_and_an_archived_one_no_sandbox() {
 }
 
 #[tokio::test]
-async fn past_the_sandbox_cap_a_session_waits_and_says_so_then_runs() {
+async fn past_the_sandbox_cap_a_session_waits_asks_less_often_and_is_woken_when_room_is_made() {
     let model = inspect_tests::fakes::model::FakeModel::start(vec![
         Reply::text("First done."),
         Reply::text("Second done."),
@@ -383,27 +383,36 @@ async fn past_the_sandbox_cap_a_session_waits_and_says_so_then_runs() {
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
     assert!(!done(&ids[1]).await);
-    // The Worker's log says so too, as a JSON line naming the session.
-    let logged = || {
+    // The Worker's log says so too, as a JSON line naming the session, each time it asks
+    // again: after 5 s, then 10 s more, then 20 s more (it asks less often as it waits).
+    let lines = |event: &str| {
         stack
             .log()
             .lines()
             // wrangler colours warnings: the JSON sits between the first `{` and last `}`.
             .filter_map(|l| Some(l[l.find('{')?..=l.rfind('}')?].to_owned()))
             .filter_map(|l| serde_json::from_str::<Value>(&l).ok())
-            .any(|v| v["event"] == "spawn_waiting" && v["session"] == ids[1].as_str())
+            .filter(|v| v["event"] == event && v["session"] == ids[1].as_str())
+            .count()
     };
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while !logged() {
+    let began = Instant::now();
+    let deadline = began + Duration::from_secs(45);
+    while lines("spawn_waiting") < 3 {
         assert!(
             Instant::now() < deadline,
-            "no spawn_waiting line:\n{}",
+            "not three spawn_waiting lines:\n{}",
             stack.log()
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    // Room is made (the first session is archived, which stops its sandbox): the waiting
-    // one starts by itself and runs its prompt.
+    assert!(
+        began.elapsed() >= Duration::from_secs(12),
+        "asked again too soon: {:?}",
+        began.elapsed()
+    );
+    // Room is made (the first session is archived, which stops its sandbox): the session
+    // that waited is woken at once, long before its next ask (20 s away), and runs its
+    // prompt.
     send(
         Method::POST,
         &stack.url(&format!("/sessions/{}/archive", ids[0])),
@@ -411,6 +420,15 @@ async fn past_the_sandbox_cap_a_session_waits_and_says_so_then_runs() {
     )
     .await
     .unwrap();
+    let archived = Instant::now();
+    while lines("waiter_woken") == 0 {
+        assert!(
+            archived.elapsed() < Duration::from_secs(12),
+            "the waiting session was not woken:\n{}",
+            stack.log()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     let deadline = Instant::now() + Duration::from_secs(120);
     while !done(&ids[1]).await {
         assert!(

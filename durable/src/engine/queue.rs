@@ -39,6 +39,17 @@ fn read_message(row: Row) -> StoreResult<Message> {
 }
 
 /// Checks a prompt before anything is stored.
+/// Whether a client's frame is a prompt that names a model or an effort: only then does
+/// the catalog (a D1 read when the object has none cached) need to be at hand. Read with
+/// the same type the frame is handled with, so a frame cannot name one unseen.
+pub fn frame_names_a_model(text: &str) -> bool {
+    matches!(
+        serde_json::from_str::<inspect_protocol::client::ClientMessage>(text),
+        Ok(inspect_protocol::client::ClientMessage::Prompt { model, reasoning_effort, .. })
+            if model.is_some() || reasoning_effort.is_some()
+    )
+}
+
 pub fn validate_prompt(req: &PromptRequest) -> EngineResult<()> {
     if req.content.trim().is_empty() {
         return Err(ApiError::bad_request("a prompt needs some content"));

@@ -13,6 +13,10 @@ use serde_json::{Map, Value};
 pub const SPAWN_COOLDOWN_MS: i64 = 30_000;
 /// A session waiting for the provider's capacity asks again this often.
 pub const CAPACITY_RETRY_MS: i64 = 5_000;
+/// The longest a session waiting for room waits before asking again by itself. Room freed
+/// by another session's stop wakes the oldest waiter at once; this catches room freed
+/// elsewhere (a vendor's plan, another deployment's sandboxes).
+pub const CAPACITY_BACKSTOP_MS: i64 = 60_000;
 /// Automatic spawn retries stop after this many failures within the failure window
 /// (`deadlines::FAILURE_WINDOW_MS`).
 pub const MAX_SPAWN_FAILURES: i64 = 3;
@@ -404,6 +408,74 @@ impl<S: Store> Session<'_, S> {
         Ok(failed_at.is_some_and(|t| now - t < SPAWN_COOLDOWN_MS))
     }
 
+    /// How long a session waiting for room waits before asking again: the first in line
+    /// 5 s after its first refusal, doubling with each one since, at most
+    /// [`CAPACITY_BACKSTOP_MS`]; one with others ahead of it the backstop (a stop wakes
+    /// whoever waited longest, in turn).
+    pub fn capacity_retry_ms(&self) -> EngineResult<i64> {
+        let row = self
+            .store
+            .query(
+                "SELECT COUNT(*), COALESCE(MAX(ahead), 0) FROM capacity_waits",
+                &[],
+            )
+            .map_err(internal)?
+            .into_iter()
+            .next();
+        let (waits, ahead) = match row {
+            Some(row) => {
+                let mut cols = crate::store::Cols::new(row);
+                (cols.i64().map_err(internal)?, cols.i64().map_err(internal)?)
+            }
+            None => (0, 0),
+        };
+        if ahead > 0 {
+            return Ok(CAPACITY_BACKSTOP_MS);
+        }
+        let doublings = (waits - 1).clamp(0, 10) as u32;
+        Ok((CAPACITY_RETRY_MS << doublings).min(CAPACITY_BACKSTOP_MS))
+    }
+
+    /// How many sessions began to wait for room before this one (from the waiters in D1).
+    pub fn waiters_ahead(&self, ahead: i64) -> EngineResult<()> {
+        self.store
+            .execute("UPDATE capacity_waits SET ahead = ?", &[ahead.into()])
+            .map_err(internal)?;
+        Ok(())
+    }
+
+    /// Since when the session has waited for room (its first refusal since it last had a
+    /// sandbox), if it waits: its place among the waiters.
+    pub fn waiting_since(&self) -> EngineResult<Option<i64>> {
+        Ok(self
+            .store
+            .scalar("SELECT MIN(at) FROM capacity_waits", &[])
+            .map_err(internal)?
+            .and_then(|v| v.as_i64()))
+    }
+
+    /// Room was made elsewhere (another session's sandbox stopped): a session waiting for
+    /// room asks at once. `false` when it does not wait (its place can go).
+    pub fn capacity_freed(&self) -> EngineResult<(bool, Effects)> {
+        let waiting =
+            self.sandbox_row()?.is_some_and(|r| r.status == "waiting") && self.needs_sandbox()?;
+        let mut fx = Effects::none();
+        fx.spawn_wanted = waiting;
+        Ok((waiting, fx))
+    }
+
+    /// The provider took the spawn: wait for the sandbox to connect. The waits for room
+    /// end; `true` when there were some (the session leaves the waiters).
+    pub fn capacity_found(&self) -> EngineResult<bool> {
+        let waited = self.waiting_since()?.is_some();
+        if waited {
+            self.store
+                .execute("DELETE FROM capacity_waits", &[])
+                .map_err(internal)?;
+        }
+        Ok(waited)
+    }
+
     /// The provider took the spawn: wait for the sandbox to connect.
     pub fn spawn_accepted(&self, sandbox_id: &str, now: i64) -> EngineResult<Effects> {
         if !self
@@ -617,7 +689,7 @@ impl<S: Store> Session<'_, S> {
     }
 
     /// The provider had no room for the sandbox: the session waits (not a failure, no
-    /// give-up count) and asks again after [`CAPACITY_RETRY_MS`], saying why.
+    /// give-up count) and asks again after [`Self::capacity_retry_ms`], saying why.
     pub fn spawn_waiting(&self, sandbox_id: &str, reason: &str, now: i64) -> EngineResult<Effects> {
         if self
             .sandbox_row()?
@@ -625,6 +697,9 @@ impl<S: Store> Session<'_, S> {
         {
             return Ok(Effects::none());
         }
+        self.store
+            .execute("INSERT INTO capacity_waits (at) VALUES (?)", &[now.into()])
+            .map_err(internal)?;
         self.set_sandbox_status("waiting", Some(reason), now)
             .map_err(internal)?;
         self.status_effects(

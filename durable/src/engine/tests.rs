@@ -654,6 +654,52 @@ mod sandbox_flow {
     }
 
     #[test]
+    fn waiting_for_room_asks_less_often_until_room_is_made_or_found() {
+        let st = store();
+        let s = created(&st);
+        let ann = s.participant_by_user("u-ann").unwrap().unwrap();
+        s.enqueue(&ann, &prompt("work", None), 10).unwrap();
+        assert_eq!(s.waiting_since().unwrap(), None);
+        let mut at = 100;
+        let mut waits = Vec::new();
+        for _ in 0..6 {
+            let (t, _) = s.begin_spawn(at).unwrap().unwrap();
+            s.spawn_waiting(&t.sandbox_id, "quota", at).unwrap();
+            let wait = s.capacity_retry_ms().unwrap();
+            waits.push(wait);
+            at += wait;
+        }
+        assert_eq!(waits, [5_000, 10_000, 20_000, 40_000, 60_000, 60_000]);
+        // With others ahead of it, it leaves the asking to them: a stop wakes it in turn.
+        s.waiters_ahead(3).unwrap();
+        assert_eq!(s.capacity_retry_ms().unwrap(), 60_000);
+        s.waiters_ahead(0).unwrap();
+        assert_eq!(
+            s.capacity_retry_ms().unwrap(),
+            60_000,
+            "its back-off stands"
+        );
+        assert_eq!(
+            s.waiting_since().unwrap(),
+            Some(100),
+            "its place is its first wait"
+        );
+        // Another session's stop made room: it asks at once.
+        let (waiting, fx) = s.capacity_freed().unwrap();
+        assert!(waiting && fx.spawn_wanted);
+        let (t, _) = s.begin_spawn(at).unwrap().unwrap();
+        assert!(s.capacity_found().unwrap(), "it leaves the waiters");
+        s.spawn_accepted(&t.sandbox_id, at).unwrap();
+        assert_eq!(s.waiting_since().unwrap(), None);
+        assert!(!s.capacity_found().unwrap());
+        let (waiting, fx) = s.capacity_freed().unwrap();
+        assert!(
+            !waiting && !fx.spawn_wanted,
+            "a session that does not wait stays as it is"
+        );
+    }
+
+    #[test]
     fn a_resume_in_place_keeps_the_identity_and_a_renewal_replaces_it() {
         let st = store();
         let s = created(&st);
@@ -2416,4 +2462,25 @@ fn a_reasoning_effort_is_one_the_agent_takes() {
     assert!(e.message.contains("low, medium, high"), "{}", e.message);
     p.reasoning_effort = Some("high".into());
     assert!(s.enqueue(&ann, &p, 11).is_ok());
+}
+
+#[test]
+fn only_a_prompt_naming_a_model_or_effort_needs_the_catalog() {
+    use super::queue::frame_names_a_model;
+    assert!(frame_names_a_model(
+        r#"{"type":"prompt","content":"x","model":"inspect/fake-model"}"#
+    ));
+    assert!(frame_names_a_model(
+        r#"{"type":"prompt","content":"x","reasoningEffort":"high"}"#
+    ));
+    // An escaped key is the same key to the reader that handles the frame.
+    assert!(frame_names_a_model(
+        r#"{"type":"prompt","content":"x","mod\u0065l":"gpt"}"#
+    ));
+    assert!(!frame_names_a_model(r#"{"type":"prompt","content":"x"}"#));
+    assert!(!frame_names_a_model(r#"{"type":"ping"}"#));
+    assert!(!frame_names_a_model(
+        r#"{"type":"subscribe","token":"t","clientId":"c"}"#
+    ));
+    assert!(!frame_names_a_model("not json"));
 }

@@ -200,6 +200,8 @@ impl SessionDO {
                 false => provider.stop(&at).await,
             };
             self.stopping.set(false);
+            // Room was made: the session that waited longest for it is told.
+            self.wake_waiter();
             match stopped {
                 Ok(()) => self.log(
                     LogLine::info("sandbox", if discard { "discarded" } else { "stopped" })
@@ -445,6 +447,9 @@ impl SessionDO {
                 );
             }
         }
+        if result.is_ok() {
+            self.leave_waiters().await;
+        }
         let fx = match result {
             Ok(info) => engine
                 .spawn_accepted(&ticket.sandbox_id, now_ms())
@@ -469,7 +474,10 @@ impl SessionDO {
                     Ok(fx)
                 }),
             Err(inspect_provider::ProviderError::AtCapacity(why)) => {
-                engine.spawn_waiting(&ticket.sandbox_id, &why, now_ms())
+                let now = now_ms();
+                let fx = engine.spawn_waiting(&ticket.sandbox_id, &why, now);
+                self.join_waiters(now).await;
+                fx
             }
             Err(e) => engine.spawn_failed_as(
                 &ticket.sandbox_id,

@@ -32,6 +32,7 @@ use worker::{
     SqlStorageValue, State, WebSocket, WebSocketIncomingMessage, WebSocketPair,
 };
 
+mod capacity;
 mod fanout;
 mod index;
 mod lifecycle;
@@ -382,7 +383,11 @@ impl DurableObject for SessionDO {
         }
         let fx = match text {
             Some(text) => {
-                let models = self.models().await;
+                // Subscribes, pings and plain prompts never wait on the catalog.
+                let models = match crate::engine::queue::frame_names_a_model(&text) {
+                    true => self.models().await,
+                    false => None,
+                };
                 self.engine()
                     .with_models(models.as_ref())
                     .on_client_frame_staged(&id, &text, now_ms())

@@ -443,7 +443,13 @@ impl SessionDO {
                         body.callback_context = None;
                     }
                     let author = self.author(&actor, now)?;
-                    let models = self.models().await;
+                    // The catalog (a D1 read when not cached) only checks a model or an
+                    // effort the prompt names: a plain prompt is echoed without it.
+                    let names_a_model = body.model.is_some() || body.reasoning_effort.is_some();
+                    let models = match names_a_model {
+                        true => self.models().await,
+                        false => None,
+                    };
                     self.engine()
                         .with_models(models.as_ref())
                         .enqueue(&author, &body, now)
@@ -605,6 +611,15 @@ impl SessionDO {
                     Err(e) => json_error(&e),
                 }
             }
+            // Another session's sandbox stopped and this one waited longest for room: it
+            // asks the provider again at once (only objects reach this path).
+            (Method::Post, "capacity-freed") => match engine.capacity_freed() {
+                Ok((waiting, fx)) => {
+                    self.carry_out(fx).await;
+                    json_ok(&serde_json::json!({ "waiting": waiting }))
+                }
+                Err(e) => json_error(&e),
+            },
             (Method::Post, "stop") => {
                 let result = actor_of(&req).and_then(|actor| {
                     let me = self.author(&actor, now)?;

@@ -7,6 +7,8 @@
 //! Run: `cargo run --release -p inspect-tests --bin automations-bench` (after
 //! `./scripts/bench.sh` built the Worker, or with `INSPECT_WORKER_PREBUILT=1`).
 //! `INSPECT_AUTOMATIONS=1000` picks N, `INSPECT_BENCH_RUNS=3` how many times it is done.
+//! `INSPECT_BENCH_CAP=1` lets at most that many sandboxes run (the rest wait for room, as
+//! on a capped host) and counts the spawns refused in the minute after the tick.
 
 use anyhow::{ensure, Context, Result};
 use inspect_tests::capture_provider::CaptureProvider;
@@ -39,10 +41,12 @@ struct Outcome {
     create_s: f64,
     tick_s: f64,
     second_tick_s: f64,
+    /// With a cap: the spawns refused from the tick until a minute after it.
+    refused: Option<usize>,
 }
 
-async fn once(n: usize) -> Result<Outcome> {
-    let mut provider = CaptureProvider::start().await?;
+async fn once(n: usize, cap: Option<usize>) -> Result<Outcome> {
+    let mut provider = CaptureProvider::start_capped(cap).await?;
     let mut options = StackOptions::unthrottled();
     options.vars.extend(provider.worker_vars());
     let stack = Stack::start_with(options)
@@ -111,6 +115,25 @@ async fn once(n: usize) -> Result<Outcome> {
             ensure!(sessions.insert(sid), "a session shared by two runs");
         }
     }
+    if let Some(cap) = cap {
+        // The rest wait for room: count how often they ask in the minute after the tick.
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        let refused = provider.refused.load(std::sync::atomic::Ordering::Relaxed);
+        let mut spawned = 0;
+        while provider.spawns.try_recv().is_ok() {
+            spawned += 1;
+        }
+        ensure!(
+            spawned == cap,
+            "{spawned} sandboxes started under a cap of {cap}"
+        );
+        return Ok(Outcome {
+            create_s,
+            tick_s,
+            second_tick_s,
+            refused: Some(refused),
+        });
+    }
     let mut spawned = HashSet::new();
     while spawned.len() < n {
         let s = provider.next_spawn().await.context("waiting for spawns")?;
@@ -125,6 +148,7 @@ async fn once(n: usize) -> Result<Outcome> {
         create_s,
         tick_s,
         second_tick_s,
+        refused: None,
     })
 }
 
@@ -143,9 +167,17 @@ async fn main() -> Result<()> {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(1);
+    let cap: Option<usize> = std::env::var("INSPECT_BENCH_CAP")
+        .ok()
+        .and_then(|v| v.parse().ok());
     let mut ticks = Vec::new();
     for r in 0..runs {
-        let o = once(n).await?;
+        let o = once(n, cap).await?;
+        if let (Some(cap), Some(refused)) = (cap, o.refused) {
+            eprintln!(
+                "  under a cap of {cap}: {refused} spawns refused from the tick to a minute after it"
+            );
+        }
         eprintln!(
             "run {}: {n} schedules made in {:.1} s; the due tick fired them all in {:.1} s ({:.1} ms each); the same slot again took {:.2} s and fired none",
             r + 1,
@@ -156,8 +188,11 @@ async fn main() -> Result<()> {
         );
         ticks.push(o.tick_s);
     }
+    let capped = cap
+        .map(|c| format!(" (at most {c} sandboxes)"))
+        .unwrap_or_default();
     println!(
-        "automations-bench: {n} schedules due in one tick, each run exactly once: median {:.1} s over {runs} run(s)",
+        "automations-bench: {n} schedules due in one tick{capped}, each run exactly once: median {:.1} s over {runs} run(s)",
         median(ticks)
     );
     Ok(())
