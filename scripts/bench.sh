@@ -7,6 +7,12 @@ ensure_chromium
 build_web
 build_worker --release
 export INSPECT_WORKER_PREBUILT=1
+# Both Workers' sizes (raw and gzip -9 of the wasm; wrangler's own report is in
+# `scripts/deploy.sh --dry-run`).
+for out in build build-plane; do
+  wasm="$ROOT/worker/$out/index_bg.wasm"
+  echo "worker/$out: wasm $(stat -c %s "$wasm") B, gzip -9 $(gzip -9 -c "$wasm" | wc -c) B"
+done
 cargo run --release --quiet -p inspect-tests --bin session-bench
 export INSPECT_SUPERVISOR_BIN="$CARGO_TARGET_DIR/release/inspect-supervisor"
 cargo build --release --quiet -p inspect-supervisor
@@ -15,8 +21,12 @@ cargo run --release --quiet -p inspect-tests --bin sandbox-bench
 INSPECT_BENCH=setup cargo run --release --quiet -p inspect-tests --bin sandbox-bench
 # The scale curve: 100, 300 and 1,000 sessions at once (INSPECT_SCALE changes the sizes).
 cargo run --release --quiet -p inspect-tests --bin scale-bench
-# Automations: 1,000 schedules due in one cron tick, each run exactly once (three times).
+# Automations: 1,000 schedules due in one cron tick, each run exactly once (three times);
+# then the same with room for one sandbox (the rest wait, woken in order).
 INSPECT_BENCH_RUNS=3 cargo run --release --quiet -p inspect-tests --bin automations-bench
+INSPECT_BENCH_CAP=1 cargo run --release --quiet -p inspect-tests --bin automations-bench
+# A burst of 2,000 prompts over 2,000 watched sessions, the provider slow: each prompt's echo.
+cargo run --release --quiet -p inspect-tests --bin echo-bench
 # The changes panel's capture: 20,000 files with 200 changed, median of 9.
 cargo run --release --quiet -p inspect-tests --bin changes-bench
 # A terminal's keystroke → echo through the Worker, the object, the supervisor and a PTY.

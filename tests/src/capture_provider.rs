@@ -25,6 +25,12 @@ impl CaptureProvider {
     /// With `cap`, at most that many sandboxes run at once: a spawn past it is refused as
     /// the local host refuses one (429, "N of CAP sandboxes are running on this host").
     pub async fn start_capped(cap: Option<usize>) -> Result<CaptureProvider> {
+        Self::start_with(cap, Duration::ZERO).await
+    }
+
+    /// With a cap (as [`Self::start_capped`]), answering each spawn only after `answer_after`
+    /// (a provider that is slow to make sandboxes).
+    pub async fn start_with(cap: Option<usize>, answer_after: Duration) -> Result<CaptureProvider> {
         use axum::extract::{Path, State};
         use axum::http::StatusCode;
         use axum::response::IntoResponse;
@@ -45,6 +51,7 @@ impl CaptureProvider {
                         let tx = tx.clone();
                         let refusals = Arc::clone(&refusals);
                         async move {
+                            tokio::time::sleep(answer_after).await;
                             let running_now = held(&running).len();
                             if cap.is_some_and(|cap| running_now >= cap)
                                 && !held(&running).contains_key(&req.sandbox_id)

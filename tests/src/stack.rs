@@ -477,3 +477,43 @@ fn copy_dir(from: &Path, to: &Path) -> Result<()> {
     }
     Ok(())
 }
+
+/// workerd's pid (the stack's), its resident KiB and its CPU seconds so far.
+pub fn workerd() -> Option<(u32, u64, f64)> {
+    let ticks = 100.0; // USER_HZ on Linux
+    let mut best: Option<(u32, u64, f64)> = None;
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let comm = std::fs::read_to_string(entry.path().join("comm")).unwrap_or_default();
+        if comm.trim() != "workerd" {
+            continue;
+        }
+        let status = std::fs::read_to_string(entry.path().join("status")).unwrap_or_default();
+        let rss = status
+            .lines()
+            .find(|l| l.starts_with("VmRSS:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        let fields: Vec<&str> = stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .split_whitespace()
+            .collect();
+        let cpu = fields
+            .get(11)
+            .and_then(|u| u.parse::<f64>().ok())
+            .zip(fields.get(12).and_then(|s| s.parse::<f64>().ok()))
+            .map(|(u, s)| (u + s) / ticks)
+            .unwrap_or(0.0);
+        // The newest workerd is this run's.
+        if best.is_none_or(|b| pid > b.0) {
+            best = Some((pid, rss, cpu));
+        }
+    }
+    best
+}

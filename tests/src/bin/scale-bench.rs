@@ -26,46 +26,6 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
-/// workerd's pid (the stack's), its resident KiB and its CPU seconds so far.
-fn workerd() -> Option<(u32, u64, f64)> {
-    let ticks = 100.0; // USER_HZ on Linux
-    let mut best: Option<(u32, u64, f64)> = None;
-    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let comm = std::fs::read_to_string(entry.path().join("comm")).unwrap_or_default();
-        if comm.trim() != "workerd" {
-            continue;
-        }
-        let status = std::fs::read_to_string(entry.path().join("status")).unwrap_or_default();
-        let rss = status
-            .lines()
-            .find(|l| l.starts_with("VmRSS:"))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
-        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-        let fields: Vec<&str> = stat
-            .rsplit(')')
-            .next()
-            .unwrap_or("")
-            .split_whitespace()
-            .collect();
-        let cpu = fields
-            .get(11)
-            .and_then(|u| u.parse::<f64>().ok())
-            .zip(fields.get(12).and_then(|s| s.parse::<f64>().ok()))
-            .map(|(u, s)| (u + s) / ticks)
-            .unwrap_or(0.0);
-        // The newest workerd is this run's.
-        if best.is_none_or(|b| pid > b.0) {
-            best = Some((pid, rss, cpu));
-        }
-    }
-    best
-}
-
 struct Run {
     sessions: usize,
     p50: f64,
@@ -154,7 +114,7 @@ async fn run(n: usize, secs: u64) -> Result<Run> {
 
     // The load: every sandbox sends a batch a second, stamped with the send time.
     let origin = Instant::now();
-    let cpu_before = workerd().map(|w| w.2).unwrap_or(0.0);
+    let cpu_before = inspect_tests::stack::workerd().map(|w| w.2).unwrap_or(0.0);
     let senders: Vec<_> = sandboxes
         .into_iter()
         .enumerate()
@@ -216,7 +176,7 @@ async fn run(n: usize, secs: u64) -> Result<Run> {
     for s in senders {
         let _ = s.await;
     }
-    let (_, rss, cpu_after) = workerd().unwrap_or((0, 0, cpu_before));
+    let (_, rss, cpu_after) = inspect_tests::stack::workerd().unwrap_or((0, 0, cpu_before));
     all.sort_by(|a, b| a.total_cmp(b));
     Ok(Run {
         sessions: n,
