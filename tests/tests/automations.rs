@@ -542,6 +542,15 @@ async fn a_run_still_going_after_ninety_minutes_fails() {
     use inspect_tests::capture_provider::CaptureProvider;
     // A provider whose sandboxes never connect: the run's session never ends by itself.
     let mut provider = CaptureProvider::start().await.unwrap();
+    // Its schedule is 12 hours away, so the later tick below does not fire it again.
+    let hour = (std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        / 3600
+        + 12)
+        % 24;
+    let far_from_now = format!("0 {hour} * * *");
     let mut options = inspect_tests::StackOptions::local();
     options.vars = provider.worker_vars();
     let stack = Stack::start_with(options).await.unwrap();
@@ -556,7 +565,7 @@ async fn a_run_still_going_after_ninety_minutes_fails() {
             "triggerType": "schedule",
             "repositories": [{"owner": "local", "name": "demo"}],
             "instructions": "Take your time.",
-            "schedule": {"cron": "0 4 * * *", "timezone": "UTC"}
+            "schedule": {"cron": far_from_now, "timezone": "UTC"}
         }),
     )
     .await;
@@ -583,7 +592,8 @@ async fn a_run_still_going_after_ninety_minutes_fails() {
     // The cron step 91 minutes later ends it as failed.
     let later = r.body["createdAt"].as_i64().unwrap() + 91 * 60_000;
     tick(&stack, later).await;
-    let run = &runs(&stack, &id).await[0];
+    let all = runs(&stack, &id).await;
+    let run = all.iter().find(|run| run["id"] == r.body["id"]).unwrap();
     assert_eq!(run["status"], "failed", "{run}");
     assert!(
         run["sessions"][0]["error"]
