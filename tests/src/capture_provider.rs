@@ -125,6 +125,20 @@ impl CaptureProvider {
         })
     }
 
+    /// An unthrottled stack whose sandboxes this provider makes, with `local/<repo>`
+    /// registered; the folder returned is the repository's source (keep it while the stack
+    /// runs).
+    pub async fn stack_with_repo(&self, repo: &str) -> Result<(Stack, tempfile::TempDir)> {
+        let mut options = crate::StackOptions::unthrottled();
+        options.vars.extend(self.worker_vars());
+        let stack = Stack::start_with(options)
+            .await
+            .context("starting the stack")?;
+        let source = crate::repo::source_repo();
+        crate::client::register_repo(&stack.base_url, repo, source.path()).await?;
+        Ok((stack, source))
+    }
+
     /// The Worker variables that point it at this provider.
     pub fn worker_vars(&self) -> Vec<(String, String)> {
         vec![

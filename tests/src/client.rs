@@ -279,3 +279,30 @@ impl WsClient {
         self.pending.clear();
     }
 }
+
+/// `n` sessions on the registered repository `local/<repo>`, each with one subscribed
+/// client (`watcher<i>`), made 16 at a time: what the benchmarks hold open.
+pub async fn watched_sessions(
+    stack: &crate::Stack,
+    repo: &str,
+    n: usize,
+) -> Result<Vec<(String, WsClient)>> {
+    let mut clients = Vec::with_capacity(n);
+    let ids: Vec<usize> = (0..n).collect();
+    for chunk in ids.chunks(16) {
+        let made = futures::future::join_all(chunk.iter().map(|i| {
+            let (base, wsb) = (stack.base_url.clone(), stack.ws_url(""));
+            async move {
+                let body = serde_json::json!({"repoOwner": "local", "repoName": repo});
+                let id = create_session(&base, repo, body).await?;
+                let (ws, _) = WsClient::join(&base, &wsb, &id, &format!("watcher{i}")).await?;
+                Ok::<_, anyhow::Error>((id, ws))
+            }
+        }))
+        .await;
+        for m in made {
+            clients.push(m?);
+        }
+    }
+    Ok(clients)
+}

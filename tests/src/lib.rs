@@ -23,6 +23,19 @@ pub use stack::{Stack, StackOptions};
 
 use std::path::PathBuf;
 
+/// A benchmark's setting from the environment (`INSPECT_…`), when it is set and reads as `T`.
+pub fn setting<T: std::str::FromStr>(name: &str) -> Option<T> {
+    std::env::var(name).ok().and_then(|v| v.parse().ok())
+}
+
+/// The `p` quantile (0–1) of values sorted ascending (NaN when there are none).
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
 /// The repository root.
 pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

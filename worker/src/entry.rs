@@ -10,12 +10,12 @@ use crate::http::{
 };
 use crate::index;
 use crate::listing;
-use crate::objects::{create_session_with, known_session};
+use crate::objects::create_session_with;
 use crate::plane::Plane;
 use crate::repos;
 use crate::routes::SecretOp;
 use crate::routes::{match_route, not_found, AutomationOp, Route, Served, SessionAction};
-use crate::{api_tokens, caller, settings, signin};
+use crate::{api_tokens, settings, signin};
 use inspect_protocol::session::{CreateSessionRequest, RegisterRepository};
 use inspect_protocol::ApiError;
 use inspect_runtime::plane::Freshness;
@@ -49,19 +49,8 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
     if route.served_by() == Served::Session {
         return Err(ApiError::not_found("served by the session Worker"));
     }
-    // A made-up session id never reaches the runtime: it would make an object. Routes
-    // that carry their own credentials (a sandbox's) are checked here; the others once the
-    // caller is known, so a stranger learns nothing about which sessions exist.
-    let sandbox_route = route.is_sandbox_call(
-        req.headers()
-            .has(inspect_protocol::auth::SANDBOX_ID_HEADER)
-            .unwrap_or(false),
-    );
-    if sandbox_route {
-        if let Some(id) = route.session_id() {
-            known_session(env, id).await?;
-        }
-    }
+    // A sandbox's own call is checked here; a person's once the caller is known.
+    let sandbox_route = crate::objects::sandbox_call(&route, &req, env).await?;
     // Routes that carry their own credentials (or none).
     match &route {
         Route::Health => return crate::health::health(env).await,
@@ -130,12 +119,7 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
     } else {
         Vec::new()
     };
-    let caller = caller::resolve(&req, &body, env).await?;
-    if !sandbox_route {
-        if let Some(id) = route.session_id() {
-            known_session(env, id).await?;
-        }
-    }
+    let caller = crate::objects::person_call(&route, sandbox_route, &req, &body, env).await?;
     let actor = &caller.actor;
     let now = now_ms() as i64;
     match route {

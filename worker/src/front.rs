@@ -11,8 +11,8 @@ use crate::http::{
 };
 use crate::index;
 use crate::objects::{
-    attachment_for_sandbox, forward, forward_as_sandbox, known_session, pull_requests,
-    store_attachment, typed_session_body,
+    attachment_for_sandbox, forward, forward_as_sandbox, pull_requests, store_attachment,
+    typed_session_body,
 };
 use crate::routes::{match_route, not_found, Route, Served, SessionAction};
 use inspect_protocol::plane::PLANE_BINDING;
@@ -69,19 +69,8 @@ fn is_page_navigation(req: &Request) -> bool {
 }
 
 async fn serve(route: Route, mut req: Request, env: &Env) -> ApiResult<Response> {
-    // A made-up session id never reaches the runtime: it would make an object. Routes
-    // that carry their own credentials (a sandbox's) are checked here; the others once the
-    // caller is known, so a stranger learns nothing about which sessions exist.
-    let sandbox_route = route.is_sandbox_call(
-        req.headers()
-            .has(inspect_protocol::auth::SANDBOX_ID_HEADER)
-            .unwrap_or(false),
-    );
-    if sandbox_route {
-        if let Some(id) = route.session_id() {
-            known_session(env, id).await?;
-        }
-    }
+    // A sandbox's own call is checked here; a person's once the caller is known.
+    let sandbox_route = crate::objects::sandbox_call(&route, &req, env).await?;
     // Routes that carry their own credentials.
     match &route {
         Route::Session {
@@ -142,12 +131,7 @@ async fn serve(route: Route, mut req: Request, env: &Env) -> ApiResult<Response>
     } else {
         Vec::new()
     };
-    let caller = caller::resolve(&req, &body, env).await?;
-    if !sandbox_route {
-        if let Some(id) = route.session_id() {
-            known_session(env, id).await?;
-        }
-    }
+    let caller = crate::objects::person_call(&route, sandbox_route, &req, &body, env).await?;
     let actor = &caller.actor;
     match route {
         Route::AttachmentUpload { id } => {

@@ -264,6 +264,45 @@ pub(crate) fn new_session_id(env: &Env) -> ApiResult<String> {
     Ok(session_ids::mint(session_id_key(env).as_ref(), &bytes))
 }
 
+/// Whether `route` is a sandbox's own call (its credentials are checked by its object);
+/// for such a call the session is checked to exist here, before anything else: a made-up
+/// id never reaches the runtime (it would make an object).
+pub(crate) async fn sandbox_call(
+    route: &crate::routes::Route,
+    req: &Request,
+    env: &Env,
+) -> ApiResult<bool> {
+    let names_a_sandbox = req
+        .headers()
+        .has(inspect_protocol::auth::SANDBOX_ID_HEADER)
+        .unwrap_or(false);
+    let sandbox_route = route.is_sandbox_call(names_a_sandbox);
+    if sandbox_route {
+        if let Some(id) = route.session_id() {
+            known_session(env, id).await?;
+        }
+    }
+    Ok(sandbox_route)
+}
+
+/// Who is calling a person's route, and then whether the session it names exists (so a
+/// stranger learns nothing about which sessions do).
+pub(crate) async fn person_call(
+    route: &crate::routes::Route,
+    sandbox_route: bool,
+    req: &Request,
+    body: &[u8],
+    env: &Env,
+) -> ApiResult<crate::caller::Caller> {
+    let caller = crate::caller::resolve(req, body, env).await?;
+    if !sandbox_route {
+        if let Some(id) = route.session_id() {
+            known_session(env, id).await?;
+        }
+    }
+    Ok(caller)
+}
+
 /// Refuses (404) a session id this control plane did not make: its tag says so, or, for
 /// an id without one, the index does.
 pub(crate) async fn known_session(env: &Env, id: &str) -> ApiResult<()> {

@@ -13,7 +13,7 @@
 use anyhow::{ensure, Context, Result};
 use inspect_tests::capture_provider::CaptureProvider;
 use inspect_tests::client::send;
-use inspect_tests::{Stack, StackOptions};
+use inspect_tests::Stack;
 use reqwest::Method;
 use serde_json::{json, Value};
 use std::collections::HashSet;
@@ -47,13 +47,7 @@ struct Outcome {
 
 async fn once(n: usize, cap: Option<usize>) -> Result<Outcome> {
     let mut provider = CaptureProvider::start_capped(cap).await?;
-    let mut options = StackOptions::unthrottled();
-    options.vars.extend(provider.worker_vars());
-    let stack = Stack::start_with(options)
-        .await
-        .context("starting the stack")?;
-    let source = inspect_tests::repo::source_repo();
-    inspect_tests::client::register_repo(&stack.base_url, "bench", source.path()).await?;
+    let (stack, _source) = provider.stack_with_repo("bench").await?;
 
     let made = Instant::now();
     let mut ids = Vec::with_capacity(n);
@@ -159,17 +153,9 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 #[tokio::main]
 async fn main() -> Result<()> {
-    let n: usize = std::env::var("INSPECT_AUTOMATIONS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1000);
-    let runs: usize = std::env::var("INSPECT_BENCH_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1);
-    let cap: Option<usize> = std::env::var("INSPECT_BENCH_CAP")
-        .ok()
-        .and_then(|v| v.parse().ok());
+    let n: usize = inspect_tests::setting("INSPECT_AUTOMATIONS").unwrap_or(1000);
+    let runs: usize = inspect_tests::setting("INSPECT_BENCH_RUNS").unwrap_or(1);
+    let cap: Option<usize> = inspect_tests::setting("INSPECT_BENCH_CAP");
     let mut ticks = Vec::new();
     for r in 0..runs {
         let o = once(n, cap).await?;

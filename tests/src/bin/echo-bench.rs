@@ -8,62 +8,22 @@
 //! built the Workers, or with `INSPECT_WORKER_PREBUILT=1`). `INSPECT_ECHO=2000` picks N,
 //! `INSPECT_ECHO_PROVIDER_MS=2000` how long the provider takes to answer a spawn.
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use inspect_tests::capture_provider::CaptureProvider;
-use inspect_tests::client::{create_session, WsClient};
-use inspect_tests::{Stack, StackOptions};
+use inspect_tests::percentile;
 use serde_json::json;
 use std::time::{Duration, Instant};
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
-}
-
 #[tokio::main]
 async fn main() -> Result<()> {
-    let n: usize = std::env::var("INSPECT_ECHO")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(2000);
-    let provider_ms: u64 = std::env::var("INSPECT_ECHO_PROVIDER_MS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(2000);
+    let n: usize = inspect_tests::setting("INSPECT_ECHO").unwrap_or(2000);
+    let provider_ms: u64 = inspect_tests::setting("INSPECT_ECHO_PROVIDER_MS").unwrap_or(2000);
     let provider = CaptureProvider::start_with(None, Duration::from_millis(provider_ms)).await?;
-    let mut options = StackOptions::unthrottled();
-    options.vars.extend(provider.worker_vars());
-    let stack = Stack::start_with(options)
-        .await
-        .context("starting the stack")?;
-    let source = inspect_tests::repo::source_repo();
-    inspect_tests::client::register_repo(&stack.base_url, "echo", source.path()).await?;
+    let (stack, _source) = provider.stack_with_repo("echo").await?;
 
     // Sessions and their clients, 16 at a time.
     let setup = Instant::now();
-    let mut clients: Vec<WsClient> = Vec::with_capacity(n);
-    let ids: Vec<usize> = (0..n).collect();
-    for chunk in ids.chunks(16) {
-        let made = futures::future::join_all(chunk.iter().map(|i| {
-            let (base, wsb) = (stack.base_url.clone(), stack.ws_url(""));
-            async move {
-                let id = create_session(
-                    &base,
-                    "echo",
-                    json!({"repoOwner": "local", "repoName": "echo"}),
-                )
-                .await?;
-                let (ws, _) = WsClient::join(&base, &wsb, &id, &format!("watcher{i}")).await?;
-                Ok::<_, anyhow::Error>(ws)
-            }
-        }))
-        .await;
-        for m in made {
-            clients.push(m?);
-        }
-    }
+    let clients = inspect_tests::client::watched_sessions(&stack, "echo", n).await?;
     eprintln!(
         "  {n} sessions: created and watched in {:.1} s",
         setup.elapsed().as_secs_f64()
@@ -73,7 +33,7 @@ async fn main() -> Result<()> {
     let (go, ready) = tokio::sync::watch::channel(false);
     let burst: Vec<_> = clients
         .into_iter()
-        .map(|mut ws| {
+        .map(|(_, mut ws)| {
             let mut ready = ready.clone();
             tokio::spawn(async move {
                 let _ = ready.wait_for(|go| *go).await;

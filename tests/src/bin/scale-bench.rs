@@ -10,21 +10,13 @@
 use anyhow::{Context, Result};
 use futures::{SinkExt, StreamExt};
 use inspect_tests::capture_provider::{connect_sandbox, next_command, CaptureProvider};
-use inspect_tests::client::{create_session, WsClient};
-use inspect_tests::{Stack, StackOptions};
+use inspect_tests::percentile;
 use serde_json::json;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 use tokio_tungstenite::tungstenite::Message;
 
 const PER_BATCH: usize = 10;
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
-}
 
 struct Run {
     sessions: usize,
@@ -40,37 +32,13 @@ struct Run {
 
 async fn run(n: usize, secs: u64) -> Result<Run> {
     let mut provider = CaptureProvider::start().await?;
-    let mut options = StackOptions::unthrottled();
-    options.vars.extend(provider.worker_vars());
-    let stack = Stack::start_with(options)
-        .await
-        .context("starting the stack")?;
-    let source = inspect_tests::repo::source_repo();
-    inspect_tests::client::register_repo(&stack.base_url, "scale", source.path()).await?;
+    let (stack, _source) = provider.stack_with_repo("scale").await?;
 
     // Sessions, their clients and their first prompts, 16 at a time.
     let setup = Instant::now();
-    let mut clients: Vec<(String, WsClient)> = Vec::with_capacity(n);
-    let ids: Vec<usize> = (0..n).collect();
-    for chunk in ids.chunks(16) {
-        let made = futures::future::join_all(chunk.iter().map(|i| {
-            let (base, wsb) = (stack.base_url.clone(), stack.ws_url(""));
-            async move {
-                let id = create_session(
-                    &base,
-                    "scale",
-                    json!({"repoOwner": "local", "repoName": "scale"}),
-                )
-                .await?;
-                let (mut ws, _) = WsClient::join(&base, &wsb, &id, &format!("watcher{i}")).await?;
-                ws.send(json!({"type": "prompt", "content": "go"})).await?;
-                Ok::<_, anyhow::Error>((id, ws))
-            }
-        }))
-        .await;
-        for m in made {
-            clients.push(m?);
-        }
+    let mut clients = inspect_tests::client::watched_sessions(&stack, "scale", n).await?;
+    for (_, ws) in &mut clients {
+        ws.send(json!({"type": "prompt", "content": "go"})).await?;
     }
     let created_s = setup.elapsed().as_secs_f64();
     eprintln!("  {n} sessions: created and watched in {created_s:.1} s");
