@@ -2,7 +2,8 @@
 //! one subscribed client, and a provider that takes its time to make each sandbox. Every
 //! client sends one prompt at the same moment; measured for each, from its send to its own
 //! `user_message` reaching it (the echo), p50/p99/max, and how long until every echo
-//! arrived. The echo must not wait on the provider, whatever it is doing.
+//! arrived. The echo must not wait on the provider, whatever it is doing. Also workerd's
+//! memory for the N sessions idle, each with its client, before the burst.
 //!
 //! Run: `cargo run --release -p inspect-tests --bin echo-bench` (after `./scripts/bench.sh`
 //! built the Workers, or with `INSPECT_WORKER_PREBUILT=1`). `INSPECT_ECHO=2000` picks N,
@@ -21,7 +22,9 @@ async fn main() -> Result<()> {
     let provider = CaptureProvider::start_with(None, Duration::from_millis(provider_ms)).await?;
     let (stack, _source) = provider.stack_with_repo("echo").await?;
 
-    // Sessions and their clients, 16 at a time.
+    // Sessions and their clients, 16 at a time; workerd's memory before and after (the
+    // sessions idle, each with its client).
+    let rss_before = inspect_tests::stack::workerd().map_or(0, |w| w.1);
     let setup = Instant::now();
     let clients = inspect_tests::client::watched_sessions(&stack, "echo", n).await?;
     eprintln!(
@@ -29,6 +32,13 @@ async fn main() -> Result<()> {
         setup.elapsed().as_secs_f64()
     );
 
+    let rss_idle = inspect_tests::stack::workerd().map_or(0, |w| w.1);
+    eprintln!(
+        "  workerd RSS {:.0} MiB before, {:.0} MiB with {n} idle sessions and their clients: {:.2} MiB a session",
+        rss_before as f64 / 1024.0,
+        rss_idle as f64 / 1024.0,
+        rss_idle.saturating_sub(rss_before) as f64 / 1024.0 / n as f64
+    );
     // The burst: every client sends its prompt at once.
     let (go, ready) = tokio::sync::watch::channel(false);
     let burst: Vec<_> = clients
