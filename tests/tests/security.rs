@@ -286,6 +286,54 @@ async fn a_person_cannot_choose_where_a_prompts_outcome_is_posted() {
 }
 
 #[tokio::test]
+async fn the_control_planes_internal_call_is_not_reachable_from_outside() {
+    let slack = FakeSlack::start().await.unwrap();
+    let mut options = StackOptions::local();
+    options.vars = slack.worker_vars();
+    let stack = Stack::start_with(options).await.unwrap();
+    let id = create_session(&stack.base_url, "mallory", json!({"title": "t"}))
+        .await
+        .unwrap();
+    // What a session's object would ask: the bot posting into someone else's thread.
+    let thread = json!({"channel": "C0VICTIM", "threadTs": "1700000000.000100", "target": "acme/web", "startedAt": 0});
+    let call = json!({"type": "slack_progress", "thread": thread, "ts": "1700000000.000200", "tool": "bash", "elapsedSecs": 1, "sessionUrl": "http://x"});
+    let client = reqwest::Client::new();
+    for host in [None, Some("plane.internal"), Some("plane.internal:443")] {
+        for path in ["/internal/call", "/internal/call/", "//internal/call"] {
+            let mut req = client
+                .post(stack.url(path))
+                .header("Content-Type", "application/json")
+                .body(call.to_string());
+            if let Some(host) = host {
+                req = req.header("Host", host);
+            }
+            let r = req.send().await.unwrap();
+            let status = r.status().as_u16();
+            assert!(
+                status == 404 || status == 405,
+                "{host:?} {path}: {status} {}",
+                r.text().await.unwrap()
+            );
+        }
+    }
+    // Another session's wake-up is an object's path, never a client's.
+    for path in [
+        format!("/sessions/{id}/capacity-freed"),
+        "/capacity-freed".to_owned(),
+    ] {
+        let r = send(Method::POST, &stack.url(&path), None).await.unwrap();
+        assert!(r.status == 404 || r.status == 405, "{path}: {}", r.status);
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let posted: Vec<String> = slack
+        .calls()
+        .into_iter()
+        .filter(|c| c.starts_with("chat."))
+        .collect();
+    assert!(posted.is_empty(), "the bot posted: {posted:?}");
+}
+
+#[tokio::test]
 async fn the_agent_cannot_read_its_sandbox_token() {
     // The agent looks through every process's environment it can read.
     let script = vec![

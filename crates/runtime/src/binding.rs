@@ -1,8 +1,8 @@
 //! The session Worker's calls to the control plane Worker over its service binding (the
 //! objects' reports, progress, pull requests and reviews, the cron's tick): what reaches
 //! GitHub, Slack, Linear and the automations is done there, so the session script carries
-//! none of their clients. A
-//! refused call comes back as the plane's `ApiError`, for the caller's retries to judge.
+//! none of their clients. A refused call comes back as the plane's `ApiError`, for the
+//! caller's retries to judge.
 
 use inspect_protocol::plane::{PlaneCall, PLANE_BINDING, PLANE_CALL_URL};
 use inspect_protocol::{ApiError, ErrorBody};

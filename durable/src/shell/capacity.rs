@@ -9,6 +9,9 @@ use super::*;
 /// Waiters told per stop at most, skipping those that no longer wait.
 const WAKE_TRIES: usize = 3;
 
+/// The object's path another object tells it on (reached only from objects).
+pub(super) const CAPACITY_FREED: &str = "capacity-freed";
+
 impl SessionDO {
     /// The session waits for room (refused at `now`): its place (its first wait) is kept
     /// in D1, and how many wait ahead of it decides how soon it asks again by itself.
@@ -114,7 +117,7 @@ async fn tell(env: &Env, session_id: &str) -> bool {
         headers.set(SESSION_HEADER, session_id)?;
         let mut init = worker::RequestInit::new();
         init.with_method(Method::Post).with_headers(headers);
-        let req = Request::new_with_init("https://session/capacity-freed", &init)?;
+        let req = Request::new_with_init(&format!("https://session/{CAPACITY_FREED}"), &init)?;
         let stub = env.durable_object("SESSION")?.get_by_name(session_id)?;
         let mut resp = stub.fetch_with_request(req).await?;
         let answer: serde_json::Value = resp.json().await?;

@@ -613,7 +613,7 @@ impl SessionDO {
             }
             // Another session's sandbox stopped and this one waited longest for room: it
             // asks the provider again at once (only objects reach this path).
-            (Method::Post, "capacity-freed") => match engine.capacity_freed() {
+            (Method::Post, super::capacity::CAPACITY_FREED) => match engine.capacity_freed() {
                 Ok((waiting, fx)) => {
                     self.carry_out(fx).await;
                     json_ok(&serde_json::json!({ "waiting": waiting }))
