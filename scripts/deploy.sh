@@ -66,6 +66,7 @@ if [ "$DRY_RUN" = 1 ]; then
   for config in wrangler.toml worker/plane.toml; do
     out="$CARGO_TARGET_DIR/deploy-dry-run/$(basename "$config" .toml)"
     rm -rf "$out"
+    mkdir -p "$(dirname "$out")"
     (cd "$ROOT" && wrangler deploy --dry-run -c "$config" --outdir "$out") >"$out.log" 2>&1 || {
       cat "$out.log" >&2; log "wrangler deploy --dry-run -c $config failed"; exit 1
     }
