@@ -7,7 +7,49 @@ export type Me = { user: Actor,
 /**
  * `local`, `browser`, `api_token` or `service`.
  */
-via: string, };
+via: string, 
+/**
+ * What they may change (`admin`: what the deployment shares too).
+ */
+role: Role, };
+
+export type Role = "admin" | "member";
+
+export type RoleSource = "setting" | "app" | "unset" | "default" | "local";
+
+export type LinkRule = "code" | "email";
+
+export type LinkedIdentity = { 
+/**
+ * `slack:U123`, `linear:<id>`.
+ */
+identity: string, 
+/**
+ * `slack`, `linear`.
+ */
+provider: string, 
+/**
+ * As that service names them.
+ */
+name: string, rule: LinkRule, linkedAt: number, };
+
+export type Identities = { 
+/**
+ * The identity they sign in with (`github:<id>`, or `local`).
+ */
+signIn: string, linked: Array<LinkedIdentity>, };
+
+export type LinkRequest = { code: string, };
+
+export type Person = { userId: string, name: string, email: string | null, avatar: string | null, role: Role, roleSource: RoleSource, 
+/**
+ * Identities linked to them (`slack:U123`, …).
+ */
+linked: Array<string>, };
+
+export type People = { people: Array<Person>, };
+
+export type SetRole = { role: Role, };
 
 export type CreateApiToken = { name: string, };
 

@@ -72,6 +72,15 @@ pub async fn get(env: &Env, id: &str) -> ApiResult<Automation> {
     Ok(stored(env, id).await?.automation)
 }
 
+/// Changing an automation is its owner's, or an admin's.
+pub async fn require_owner(env: &Env, caller: &crate::caller::Caller, id: &str) -> ApiResult<()> {
+    let automation = get(env, id).await?;
+    if automation.created_by == caller.actor.user_id {
+        return Ok(());
+    }
+    crate::people::require_admin(env, caller, "another person's automation").await
+}
+
 pub async fn create(
     env: &Env,
     actor: &Actor,

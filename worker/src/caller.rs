@@ -182,13 +182,19 @@ async fn service(req: &Request, body: &[u8], env: &Env) -> Result<Caller, ApiErr
         ));
     }
     let user_id = sig1::acting_for(&name, &actor_id).map_err(ApiError::bad_request)?;
-    Ok(Caller {
-        actor: Actor {
+    // An identity linked to a person acts as that person.
+    let actor = crate::people::resolve(
+        env,
+        &Actor {
             name: user_id.clone(),
             user_id,
             email: None,
             avatar: None,
         },
+    )
+    .await?;
+    Ok(Caller {
+        actor,
         via: Via::Service { name },
     })
 }

@@ -91,6 +91,9 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
         Route::SlackInteractions => {
             return inspect_slack::bot::interactions(req, env, ctx, Plane::new(env)).await
         }
+        Route::SlackCommands => {
+            return inspect_slack::bot::command(req, env, Plane::new(env)).await
+        }
         Route::LinearWebhook => {
             return inspect_linear::bot::webhook(req, env, ctx, Plane::new(env)).await
         }
@@ -120,10 +123,37 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
         Vec::new()
     };
     let caller = crate::objects::person_call(&route, sandbox_route, &req, &body, env).await?;
+    // What the whole deployment shares is changed by admins only.
+    if let Some(what) = route.admin_only(&method_name(&req)) {
+        crate::people::require_admin(env, &caller, what).await?;
+    }
     let actor = &caller.actor;
     let now = now_ms() as i64;
     match route {
-        Route::Me => signin::me(&caller),
+        Route::Me => signin::me(env, &caller).await,
+        Route::Identities => json(&crate::people::identities(env, &caller).await?, 200),
+        Route::LinkIdentity => {
+            let ask: inspect_protocol::people::LinkRequest = body_as(&body)?;
+            json(
+                &crate::people::link(env, &caller, &ask.code, now).await?,
+                200,
+            )
+        }
+        Route::UnlinkIdentity { identity } => {
+            crate::people::unlink(env, &caller, &identity).await?;
+            json(
+                &serde_json::json!({ "unlinked": true, "identity": identity }),
+                200,
+            )
+        }
+        Route::People => json(&crate::people::list(env).await?, 200),
+        Route::SetRole { user_id } => {
+            let ask: inspect_protocol::people::SetRole = body_as(&body)?;
+            json(
+                &crate::people::set_role(env, &caller, &user_id, ask.role, now).await?,
+                200,
+            )
+        }
         Route::SignOut => signin::sign_out(&req, env, &caller).await,
         Route::CreateSession => {
             let mut create: CreateSessionRequest =
@@ -287,7 +317,12 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
             )
         }
         Route::Children { id, .. } => crate::children::list(env, &id).await,
-        Route::Automations { op } => automation_route(env, op, &req, actor, &body, now).await,
+        Route::Automations { op } => {
+            if let Some(id) = op.changes() {
+                crate::automations::require_owner(env, &caller, id).await?;
+            }
+            automation_route(env, op, &req, actor, &body, now).await
+        }
         Route::LinearStatus => json(&inspect_linear::bot::status(env).await?, 200),
         Route::LinearSettings => json(
             &inspect_linear::bot::put_settings(env, &body, now).await?,
@@ -344,6 +379,7 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
         | Route::AutomationWebhook { .. }
         | Route::SentryWebhook { .. }
         | Route::SlackInteractions
+        | Route::SlackCommands
         | Route::LinearWebhook
         | Route::LinearCallback => Err(ApiError::internal("route served above")),
         Route::Session { .. }
@@ -354,7 +390,11 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
     }
 }
 
-/// `/automations…`: any caller, as for sessions.
+fn method_name(req: &Request) -> String {
+    req.method().to_string()
+}
+
+/// `/automations…`: any caller, as for sessions; changing another person's is an admin's.
 async fn automation_route(
     env: &Env,
     op: AutomationOp,

@@ -51,6 +51,8 @@ mod internal;
 #[cfg(target_arch = "wasm32")]
 mod objects;
 #[cfg(target_arch = "wasm32")]
+mod people;
+#[cfg(target_arch = "wasm32")]
 mod plane;
 #[cfg(target_arch = "wasm32")]
 mod pull_requests;

@@ -30,7 +30,20 @@ impl ControlPlane for Plane {
         create: CreateSessionRequest,
         branch_overrides: &[RepositoryRef],
     ) -> Result<CreateSessionResponse, ApiError> {
-        objects::create_session_with(&self.env, origin, actor, create, branch_overrides).await
+        // A linked identity is its person: the session, the rate limit and the pull
+        // request are theirs.
+        let actor = crate::people::resolve(&self.env, actor).await?;
+        let now = crate::http::now_ms() as i64;
+        let charge = crate::ratelimit::charge_session(&self.env, &actor.user_id, now).await?;
+        match objects::create_session_with(&self.env, origin, &actor, create, branch_overrides)
+            .await
+        {
+            Ok(created) => Ok(created),
+            Err(e) => {
+                crate::ratelimit::refund(&self.env, charge).await;
+                Err(e)
+            }
+        }
     }
 
     async fn prompt(
@@ -40,10 +53,12 @@ impl ControlPlane for Plane {
         actor: &Actor,
         prompt: &PromptRequest,
     ) -> Result<(), ApiError> {
-        objects::prompt(&self.env, session, origin, actor, prompt).await
+        let actor = crate::people::resolve(&self.env, actor).await?;
+        objects::prompt(&self.env, session, origin, &actor, prompt).await
     }
 
     async fn stop(&self, session: &str, origin: &str, actor: &Actor) -> Result<bool, ApiError> {
+        let actor = &crate::people::resolve(&self.env, actor).await?;
         let resp = objects::call_object(
             &self.env,
             session,
@@ -118,5 +133,20 @@ impl ControlPlane for Plane {
 
     async fn channel_user_admitted(&self, automation: &str, user: &str) -> Result<bool, ApiError> {
         crate::automations::slack_user_admitted(&self.env, automation, user).await
+    }
+
+    async fn link_code(&self, identity: &str, display_name: &str) -> Result<String, ApiError> {
+        let now = crate::http::now_ms() as i64;
+        crate::people::link_code(&self.env, identity, display_name, now).await
+    }
+
+    async fn link_by_email(
+        &self,
+        identity: &str,
+        display_name: &str,
+        email: &str,
+    ) -> Result<Option<String>, ApiError> {
+        let now = crate::http::now_ms() as i64;
+        crate::people::link_by_email(&self.env, identity, display_name, email, now).await
     }
 }

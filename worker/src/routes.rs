@@ -147,6 +147,22 @@ pub enum Route {
     SentryWebhook {
         id: String,
     },
+    /// `GET /auth/identities`: the caller's sign-in identity and those linked to it.
+    Identities,
+    /// `POST /auth/identities/link`: links the identity a one-time code was sent to.
+    LinkIdentity,
+    /// `DELETE /auth/identities/:identity`: unlinks one of the caller's identities.
+    UnlinkIdentity {
+        identity: String,
+    },
+    /// `GET /people`: everyone who signed in, with their roles (admins).
+    People,
+    /// `PUT /people/:userId/role` (admins).
+    SetRole {
+        user_id: String,
+    },
+    /// `POST /webhooks/slack/commands`: the `/inspect` slash command (Slack-signed).
+    SlackCommands,
     /// A route served by the session's Durable Object; `action` is the object's path.
     Session {
         id: String,
@@ -181,6 +197,33 @@ impl Route {
             | Route::PortLink { .. }
             | Route::CloseTerminal { .. } => Served::Session,
             _ => Served::Plane,
+        }
+    }
+
+    /// What an admin-only route changes (for the member's 403), or `None` when any signed-in
+    /// person may call it. Automations are a member's own: changing another person's is
+    /// checked where the automation is read.
+    pub fn admin_only(&self, method: &str) -> Option<&'static str> {
+        let write = method != "GET";
+        match self {
+            Route::RegisterRepo | Route::RemoveRepo { .. } => Some("the repository registry"),
+            Route::RepoSettings { write: true, .. } => Some("a repository's settings"),
+            Route::CreateEnvironment
+            | Route::UpdateEnvironment { .. }
+            | Route::DeleteEnvironment { .. } => Some("environments"),
+            Route::Secrets {
+                op: SecretOp::Set | SecretOp::Delete { .. },
+                ..
+            } => Some("secrets"),
+            Route::Skills { .. } if write => Some("managed skills"),
+            Route::McpServers { .. } if write => Some("MCP servers"),
+            Route::SaveModelSettings => Some("the models offered"),
+            Route::ModelGrants { .. } if write => Some("model grants"),
+            Route::SlackSettings { write: true } => Some("the Slack integration"),
+            Route::LinearSettings | Route::LinearInstall => Some("the Linear integration"),
+            Route::BuildImage | Route::ImageSchedule => Some("prebuilt images"),
+            Route::People | Route::SetRole { .. } => Some("people's roles"),
+            _ => None,
         }
     }
 
@@ -253,6 +296,26 @@ pub enum AutomationOp {
     Runs {
         id: String,
     },
+}
+
+impl AutomationOp {
+    /// The automation this operation changes, if it changes one (its owner or an admin
+    /// may).
+    pub fn changes(&self) -> Option<&str> {
+        match self {
+            AutomationOp::Update { id }
+            | AutomationOp::Delete { id }
+            | AutomationOp::Trigger { id }
+            | AutomationOp::Pause { id }
+            | AutomationOp::Resume { id }
+            | AutomationOp::RotateKey { id } => Some(id),
+            AutomationOp::List
+            | AutomationOp::Create
+            | AutomationOp::Preview
+            | AutomationOp::Get { .. }
+            | AutomationOp::Runs { .. } => None,
+        }
+    }
 }
 
 /// Automation ids are ours (`auto_` + hex), but arrive from outside: short and plain.
@@ -443,6 +506,23 @@ pub fn match_route(method: &str, path: &str) -> Option<Result<Route, ApiError>> 
             _ => Err(not_allowed(method, &["GET", "POST"])),
         },
         ["auth", "me"] => only(method, &["GET"], Route::Me),
+        ["auth", "identities"] => only(method, &["GET"], Route::Identities),
+        ["auth", "identities", "link"] => only(method, &["POST"], Route::LinkIdentity),
+        ["auth", "identities", identity] => only(
+            method,
+            &["DELETE"],
+            Route::UnlinkIdentity {
+                identity: (*identity).to_owned(),
+            },
+        ),
+        ["people"] => only(method, &["GET"], Route::People),
+        ["people", user_id, "role"] => only(
+            method,
+            &["PUT"],
+            Route::SetRole {
+                user_id: (*user_id).to_owned(),
+            },
+        ),
         ["webhooks", "github"] => only(method, &["POST"], Route::GitHubWebhook),
         ["webhooks", "automation", id] => only(
             method,
@@ -592,6 +672,7 @@ pub fn match_route(method: &str, path: &str) -> Option<Result<Route, ApiError>> 
         },
         ["webhooks", "slack", "events"] => only(method, &["POST"], Route::SlackEvents),
         ["webhooks", "slack", "interactions"] => only(method, &["POST"], Route::SlackInteractions),
+        ["webhooks", "slack", "commands"] => only(method, &["POST"], Route::SlackCommands),
         ["webhooks", "linear"] => only(method, &["POST"], Route::LinearWebhook),
         ["integrations", "linear"] => only(method, &["GET"], Route::LinearStatus),
         ["integrations", "linear", "settings"] => only(method, &["PUT"], Route::LinearSettings),
@@ -785,6 +866,63 @@ mod tests {
         assert_eq!(match_route("GET", "/health/"), Some(Ok(Route::Health)));
         let err = match_route("POST", "/health").unwrap().unwrap_err();
         assert_eq!(err.code, ErrorCode::MethodNotAllowed);
+    }
+
+    #[test]
+    fn what_the_deployment_shares_is_changed_by_admins_only() {
+        let admin = |m: &str, p: &str| match_route(m, p).unwrap().unwrap().admin_only(m);
+        for (m, p) in [
+            ("POST", "/repos"),
+            ("DELETE", "/repos/acme/web"),
+            ("PUT", "/repos/acme/web/settings"),
+            ("POST", "/environments"),
+            ("PUT", "/environments/env1"),
+            ("DELETE", "/environments/env1"),
+            ("PUT", "/secrets"),
+            ("DELETE", "/repos/acme/web/secrets/TOKEN"),
+            ("PUT", "/environments/env1/secrets"),
+            ("POST", "/skills"),
+            ("PUT", "/skills/review"),
+            ("DELETE", "/skills/review"),
+            ("POST", "/mcp-servers"),
+            ("DELETE", "/mcp-servers/docs"),
+            ("PUT", "/settings/models"),
+            ("PUT", "/model-grants"),
+            ("DELETE", "/model-grants/g1"),
+            ("PUT", "/integrations/slack/settings"),
+            ("PUT", "/integrations/linear/settings"),
+            ("POST", "/integrations/linear/install"),
+            ("POST", "/images/builds"),
+            ("PUT", "/images/schedule"),
+            ("GET", "/people"),
+            ("PUT", "/people/github:1/role"),
+        ] {
+            assert!(admin(m, p).is_some(), "{m} {p} is an admin's");
+        }
+        for (m, p) in [
+            ("GET", "/repos"),
+            ("GET", "/repos/acme/web/settings"),
+            ("GET", "/environments"),
+            ("GET", "/secrets"),
+            ("GET", "/skills"),
+            ("GET", "/mcp-servers"),
+            ("GET", "/models"),
+            ("GET", "/model-grants"),
+            ("GET", "/integrations/slack/settings"),
+            ("GET", "/integrations/linear"),
+            ("POST", "/sessions"),
+            ("GET", "/sessions"),
+            ("POST", "/tokens"),
+            ("DELETE", "/tokens/t1"),
+            ("PUT", "/skill-profiles/mine"),
+            ("POST", "/automations"),
+            ("PUT", "/automations/auto_1"),
+            ("GET", "/auth/identities"),
+            ("POST", "/auth/identities/link"),
+            ("DELETE", "/auth/identities/slack:U1"),
+        ] {
+            assert_eq!(admin(m, p), None, "{m} {p} is any person's");
+        }
     }
 
     #[test]

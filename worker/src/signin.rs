@@ -284,6 +284,9 @@ pub async fn finish(req: &Request, env: &Env) -> Result<Response, ApiError> {
         ],
     )
     .await?;
+    // Every verified address, for linking by the email rule and for ADMIN_USERS.
+    let verified_emails: Vec<String> = verified.iter().map(|e| e.email.clone()).collect();
+    crate::people::remember_emails(env, &user_id, &verified_emails).await?;
     // Kept sealed, so pull requests the agent opens for this person are theirs.
     inspect_github::api::store_user_token(
         env,
@@ -356,7 +359,8 @@ pub async fn sign_out(req: &Request, env: &Env, caller: &Caller) -> Result<Respo
     )
 }
 
-pub fn me(caller: &Caller) -> Result<Response, ApiError> {
+pub async fn me(env: &Env, caller: &Caller) -> Result<Response, ApiError> {
+    let (role, _) = crate::people::role_of(env, caller).await?;
     let via = match &caller.via {
         Via::Local => "local",
         Via::Browser { .. } => "browser",
@@ -366,6 +370,7 @@ pub fn me(caller: &Caller) -> Result<Response, ApiError> {
     inspect_runtime::answer::json_ok(&Me {
         user: caller.actor.clone(),
         via: via.into(),
+        role,
     })
     .map_err(internal)
 }

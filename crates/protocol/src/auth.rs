@@ -22,6 +22,8 @@ pub struct Me {
     pub user: Actor,
     /// `local`, `browser`, `api_token` or `service`.
     pub via: String,
+    /// What they may change (`admin`: what the deployment shares too).
+    pub role: crate::people::Role,
 }
 
 /// `POST /tokens`.

@@ -22,6 +22,7 @@ pub mod log;
 pub mod mcp;
 pub mod media;
 pub mod models;
+pub mod people;
 pub mod plane;
 pub mod provider;
 pub mod repository;

@@ -97,4 +97,19 @@ pub trait ControlPlane {
     /// Whether the Slack channel trigger of `automation` admits `user` (its allow and deny
     /// lists) to go on in a thread it started; no longer when it is deleted.
     async fn channel_user_admitted(&self, automation: &str, user: &str) -> Result<bool, ApiError>;
+
+    /// A one-time code that links `identity` (`slack:U123`) to whichever signed-in person
+    /// opens it within 10 minutes: the path of that page on this deployment. Send it to
+    /// the identity privately.
+    async fn link_code(&self, identity: &str, display_name: &str) -> Result<String, ApiError>;
+
+    /// Links `identity` by the email rule when `email` (which the service says is
+    /// verified) is one person's verified address and the identity is not linked yet:
+    /// whom it was linked to.
+    async fn link_by_email(
+        &self,
+        identity: &str,
+        display_name: &str,
+        email: &str,
+    ) -> Result<Option<String>, ApiError>;
 }

@@ -347,6 +347,9 @@ async fn take_request(
     let bot = bot_user(env).await;
     let text = events::without_mention(&r.text, bot.as_deref());
     let mut request = events::Request { text, ..r };
+    if crate::command::asks_to_link(&request.text) {
+        return offer_link(plane, env, origin, &request).await;
+    }
     // `app_mention` events leave the message's files out: read the message itself.
     if request.files.is_empty() && !request.direct {
         request.files = message_files(env, &request).await;
@@ -670,7 +673,31 @@ async fn ask(
 
 /// A person's display name and email (`users.info`); their id when Slack says nothing.
 async fn person(env: &Env, user: &str) -> Actor {
+    profile(env, user).await.0
+}
+
+/// The person who asked, linked to the person they are on this deployment by the email
+/// rule when Slack says their address is confirmed (the plane resolves a linked identity
+/// to its person wherever the actor is used).
+async fn asking_person(plane: &impl ControlPlane, env: &Env, user: &str) -> Actor {
+    let (actor, confirmed) = profile(env, user).await;
+    if let (true, Some(email)) = (confirmed, actor.email.as_deref()) {
+        if let Err(e) = plane
+            .link_by_email(&actor.user_id, &actor.name, email)
+            .await
+        {
+            emit(log("link_failed", &e.message));
+        }
+    }
+    actor
+}
+
+/// [`person`], and whether Slack says the address is confirmed (`is_email_confirmed`).
+async fn profile(env: &Env, user: &str) -> (Actor, bool) {
     let info = api::get(env, "users.info", &[("user", user)]).await.ok();
+    let confirmed = info
+        .as_ref()
+        .is_some_and(|v| v["user"]["is_email_confirmed"] == true);
     let profile = info.as_ref().map(|v| &v["user"]);
     let name = profile
         .and_then(|u| {
@@ -682,12 +709,13 @@ async fn person(env: &Env, user: &str) -> Actor {
         })
         .unwrap_or(user)
         .to_owned();
-    Actor {
+    let actor = Actor {
         user_id: format!("slack:{user}"),
         name,
         email: profile.and_then(|u| u["profile"]["email"].as_str().map(str::to_owned)),
         avatar: profile.and_then(|u| u["profile"]["image_72"].as_str().map(str::to_owned)),
-    }
+    };
+    (actor, confirmed)
 }
 
 /// The thread's messages (after `after`, when given), without the bot's and without the
@@ -844,7 +872,7 @@ async fn start(
     bot: Option<&str>,
 ) -> Result<String, ApiError> {
     let now = now_ms();
-    let actor = person(env, &p.user).await;
+    let actor = asking_person(plane, env, &p.user).await;
     let prefs = preferences(env, &p.user).await;
     react(env, p).await;
     let posted = api::post(
@@ -1004,7 +1032,7 @@ async fn follow_up(
     if state.status == SessionStatus::Archived {
         return Err(ApiError::not_found("the thread's session is archived"));
     }
-    let actor = person(env, &p.user).await;
+    let actor = asking_person(plane, env, &p.user).await;
     react(env, p).await;
     let posted = api::post(
         env,
@@ -1099,6 +1127,73 @@ async fn publish_home(env: &Env, user: &str) -> Result<String, ApiError> {
     )
     .await?;
     Ok("home published".into())
+}
+
+/// The link page's address on this deployment: `PUBLIC_URL`, else where Slack reached us.
+async fn link_url(
+    plane: &impl ControlPlane,
+    env: &Env,
+    origin: &str,
+    user: &str,
+    name: &str,
+) -> Result<String, ApiError> {
+    let path = plane.link_code(&format!("slack:{user}"), name).await?;
+    let base = setting(env, "PUBLIC_URL").unwrap_or_else(|| origin.to_owned());
+    Ok(format!("{}{path}", base.trim_end_matches('/')))
+}
+
+/// "link" in a DM or a mention: the one-time link, to that person only (the DM is theirs;
+/// in a channel, a message only they see).
+async fn offer_link(
+    plane: &impl ControlPlane,
+    env: &Env,
+    origin: &str,
+    r: &events::Request,
+) -> Result<String, ApiError> {
+    let name = person(env, &r.user).await.name;
+    let url = link_url(plane, env, origin, &r.user, &name).await?;
+    let text = crate::command::link_text(&url);
+    if r.direct {
+        api::post(
+            env,
+            "chat.postMessage",
+            &json!({"channel": r.channel, "text": text}),
+        )
+        .await?;
+    } else {
+        api::post(
+            env,
+            "chat.postEphemeral",
+            &json!({"channel": r.channel, "user": r.user, "thread_ts": r.thread(), "text": text}),
+        )
+        .await?;
+    }
+    Ok("a link code sent".into())
+}
+
+/// `POST /webhooks/slack/commands`: the `/inspect` slash command, answered at once and only
+/// to the person who typed it.
+pub async fn command(
+    mut req: Request,
+    env: &Env,
+    plane: impl ControlPlane,
+) -> Result<Response, ApiError> {
+    let body = signed_body(&mut req, env).await?;
+    let command = crate::command::read(&body).map_err(ApiError::bad_request)?;
+    let text = match crate::command::ask(&command) {
+        crate::command::Ask::Link => {
+            let name = if command.user_name.is_empty() {
+                command.user_id.clone()
+            } else {
+                command.user_name.clone()
+            };
+            let url = link_url(&plane, env, &origin_of(&req), &command.user_id, &name).await?;
+            emit(log("handled", "a link code sent").with("command", command.command.as_str()));
+            crate::command::link_text(&url)
+        }
+        crate::command::Ask::Help => crate::command::help_text(&command.command),
+    };
+    answer(200, json!({"response_type": "ephemeral", "text": text}))
 }
 
 /// `POST /webhooks/slack/interactions`: picks, App Home settings, and the options a picker

@@ -9,6 +9,7 @@
 
 pub mod blocks;
 pub mod classifier;
+pub mod command;
 pub mod events;
 pub mod files;
 pub mod interaction;

@@ -4,8 +4,10 @@
 //! browser session cookie, local mode.
 
 pub mod admission;
+pub mod links;
 pub mod local;
 pub mod origin;
+pub mod roles;
 pub mod session_ids;
 pub mod sig1;
 pub mod tokens;
