@@ -350,6 +350,8 @@ async fn take_request(
     if crate::command::asks_to_link(&request.text) {
         return offer_link(plane, env, origin, &request).await;
     }
+    // Linked by the email rule before anything is made for them.
+    link_by_email(plane, env, &request.user).await;
     // `app_mention` events leave the message's files out: read the message itself.
     if request.files.is_empty() && !request.direct {
         request.files = message_files(env, &request).await;
@@ -676,10 +678,10 @@ async fn person(env: &Env, user: &str) -> Actor {
     profile(env, user).await.0
 }
 
-/// The person who asked, linked to the person they are on this deployment by the email
-/// rule when Slack says their address is confirmed (the plane resolves a linked identity
-/// to its person wherever the actor is used).
-async fn asking_person(plane: &impl ControlPlane, env: &Env, user: &str) -> Actor {
+/// Links the person who asked to the person they are on this deployment by the email rule,
+/// when Slack says their address is confirmed (the plane resolves a linked identity to its
+/// person wherever the actor is used).
+async fn link_by_email(plane: &impl ControlPlane, env: &Env, user: &str) {
     let (actor, confirmed) = profile(env, user).await;
     if let (true, Some(email)) = (confirmed, actor.email.as_deref()) {
         if let Err(e) = plane
@@ -689,7 +691,6 @@ async fn asking_person(plane: &impl ControlPlane, env: &Env, user: &str) -> Acto
             emit(log("link_failed", &e.message));
         }
     }
-    actor
 }
 
 /// [`person`], and whether Slack says the address is confirmed (`is_email_confirmed`).
@@ -872,7 +873,7 @@ async fn start(
     bot: Option<&str>,
 ) -> Result<String, ApiError> {
     let now = now_ms();
-    let actor = asking_person(plane, env, &p.user).await;
+    let actor = person(env, &p.user).await;
     let prefs = preferences(env, &p.user).await;
     react(env, p).await;
     let posted = api::post(
@@ -1032,7 +1033,7 @@ async fn follow_up(
     if state.status == SessionStatus::Archived {
         return Err(ApiError::not_found("the thread's session is archived"));
     }
-    let actor = asking_person(plane, env, &p.user).await;
+    let actor = person(env, &p.user).await;
     react(env, p).await;
     let posted = api::post(
         env,

@@ -333,6 +333,50 @@ impl FakeGitHub {
         self.world().signing_in = Some(login.to_owned());
     }
 
+    /// Walks a browser through the Worker's GitHub sign-in at `base` as `login` (the fake
+    /// approves it): the session cookie's value the Worker set.
+    pub async fn browser_sign_in(&self, base: &str, login: &str) -> Result<String> {
+        self.sign_in_as(login);
+        let b = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()?;
+        let cookie = |r: &reqwest::Response, name: &str| {
+            r.headers()
+                .get_all(reqwest::header::SET_COOKIE)
+                .iter()
+                .find_map(|c| {
+                    let first = c.to_str().ok()?.split(';').next()?;
+                    let (k, v) = first.split_once('=')?;
+                    (k == name && !v.is_empty()).then(|| v.to_owned())
+                })
+        };
+        let location = |r: &reqwest::Response| -> Result<String> {
+            Ok(r.headers()
+                .get(reqwest::header::LOCATION)
+                .context("no redirect")?
+                .to_str()?
+                .to_owned())
+        };
+        let start = b.get(format!("{base}/auth/github")).send().await?;
+        let state = cookie(&start, "inspect_oauth_state").context("no state cookie")?;
+        let back = b.get(location(&start)?).send().await?;
+        let done = b
+            .get(location(&back)?)
+            .header(
+                reqwest::header::COOKIE,
+                format!("inspect_oauth_state={state}"),
+            )
+            .send()
+            .await?;
+        anyhow::ensure!(
+            done.status() == reqwest::StatusCode::FOUND,
+            "{login} was not signed in: {} {}",
+            done.status(),
+            done.text().await.unwrap_or_default()
+        );
+        cookie(&done, "inspect_session").context("no session cookie")
+    }
+
     /// From now on user tokens expire after `seconds` and come with refresh tokens.
     pub fn expire_user_tokens_after(&self, seconds: u64) {
         self.world().token_lifetime = Some(seconds);

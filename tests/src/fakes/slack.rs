@@ -45,6 +45,8 @@ struct World {
     views: Vec<Value>,
     files: HashMap<String, Vec<u8>>,
     users: HashMap<String, (String, String)>,
+    /// Users whose address Slack has not confirmed.
+    unconfirmed: Vec<String>,
     channels: HashMap<String, (String, String)>,
     /// The next call of this method answers `ratelimited`.
     limit_next: Option<String>,
@@ -109,6 +111,11 @@ impl FakeSlack {
 
     pub fn add_user(&self, id: &str, name: &str, email: &str) {
         self.with(|w| w.users.insert(id.into(), (name.into(), email.into())));
+    }
+
+    /// Slack has not confirmed this user's address (`is_email_confirmed: false`).
+    pub fn unconfirm_email(&self, id: &str) {
+        self.with(|w| w.unconfirmed.push(id.into()));
     }
 
     pub fn add_channel(&self, id: &str, name: &str, topic: &str) {
@@ -506,7 +513,7 @@ async fn method(
         },
         "users.info" => match w.users.get(&s("user")) {
             Some((n, email)) => ok(
-                json!({"user": {"id": s("user"), "name": n.to_lowercase(), "real_name": n, "profile": {"display_name": n, "email": email, "image_72": "https://avatars.slack-edge.com/x.png"}}}),
+                json!({"user": {"id": s("user"), "name": n.to_lowercase(), "real_name": n, "is_email_confirmed": !w.unconfirmed.contains(&s("user")), "profile": {"display_name": n, "email": email, "image_72": "https://avatars.slack-edge.com/x.png"}}}),
             ),
             None => fail("user_not_found"),
         },
