@@ -78,6 +78,7 @@ function App() {
           <Route path="/" component={() => <SessionsList me={me} />} />
           <Route path="/new" component={() => <NewSession me={me} />} />
           <Route path="/settings" component={() => <Settings me={me} />} />
+          <Route path="/settings/account" component={() => <Settings me={me} />} />
           <Route path="/automations" component={() => <AutomationsList />} />
           <Route path="/automations/:id" component={({ id }: { id: string }) => <AutomationPage id={id} />} />
           <Route path="/sessions/:id" component={({ id }: { id: string }) => <SessionPage id={id} me={me} />} />

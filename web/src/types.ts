@@ -4,6 +4,11 @@
 
 export type {
   Actor,
+  Identities,
+  LinkedIdentity,
+  People,
+  Person,
+  Role,
   AgentKind,
   Automation,
   ChangedFile,

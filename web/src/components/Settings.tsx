@@ -21,6 +21,7 @@ import { ModelPicker, useModels } from "./ModelPicker";
 import { Skills } from "./Skills";
 import { McpServers } from "./McpServers";
 import { Linear } from "./Linear";
+import { Account, PeopleRoles } from "./People";
 
 function Secrets({ repos, environments }: { repos: Repository[]; environments: Environment[] }) {
   const [scope, setScope] = useState("");
@@ -869,6 +870,8 @@ export function Settings({ me }: { me: Me }) {
   return (
     <section class="narrow">
       <h1>Settings</h1>
+      {me.via !== "service" && <Account me={me} />}
+      {me.role === "admin" && me.via !== "local" && <PeopleRoles />}
       <Environments repos={repos} environments={environments} reload={() => void reloadEnvironments()} />
       <Secrets repos={repos} environments={environments} />
       <Models />
