@@ -3,13 +3,16 @@
 //! a Slack user linked by a one-time code starts a session in a thread and the pull request
 //! is opened with *their* GitHub token; link codes refuse replays, expiry and a second
 //! person; the email rule links only on an address Slack confirmed; members are refused
-//! what the deployment shares, admins give roles.
+//! what the deployment shares, admins give roles; Google sign-in (against a fake OpenID
+//! provider that signs with rotating keys) admits an allowed Workspace domain, links to the
+//! GitHub person with the same verified address, and refuses every bad token.
 
 #![allow(clippy::unwrap_used)] // a test fails loudly by design
 
 use inspect_tests::agent::AgentStack;
 use inspect_tests::client::send;
 use inspect_tests::fakes::github::{Account, FakeGitHub};
+use inspect_tests::fakes::google::{FakeGoogle, Flaw, GoogleAccount};
 use inspect_tests::fakes::model::Reply;
 use inspect_tests::fakes::slack::{envelope, signed, FakeSlack, BOT_USER, SIGNING_SECRET};
 use inspect_tests::repo::{git, init_repo};
@@ -296,6 +299,31 @@ async fn a_person_linked_from_slack_gets_their_own_pull_request() {
     let bare = gh.repos_root.join("acme/web.git");
     let log = git(&bare, &["log", "-1", "--format=%an", &pr.head]);
     assert_eq!(log, "alice");
+    // Alice joins from the web too: presence shows one person, not a Slack stranger.
+    let (status, token) = as_person(
+        &stack,
+        &alice,
+        Method::POST,
+        &format!("/sessions/{id}/ws-token"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{token}");
+    let (_, people) = as_person(
+        &stack,
+        &alice,
+        Method::GET,
+        &format!("/sessions/{id}/participants"),
+        None,
+    )
+    .await;
+    let who: Vec<&str> = people["participants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["userId"].as_str().unwrap())
+        .collect();
+    assert_eq!(who, ["github:1001"], "{people}");
     // Her sessions list has it, once, as hers.
     let (_, mine) = as_person(&stack, &alice, Method::GET, "/sessions?mine=true", None).await;
     let listed: Vec<&Value> = mine["sessions"]
@@ -680,4 +708,167 @@ async fn members_are_refused_what_the_deployment_shares() {
     )
     .await;
     assert_eq!(status, 403);
+}
+
+/// Walks a browser through the Worker's Google sign-in as `account`: the session cookie, or
+/// the callback's refusal.
+async fn google_sign_in(
+    stack: &Stack,
+    google: &FakeGoogle,
+    account: &GoogleAccount,
+) -> Result<String, (u16, Value)> {
+    google.sign_in_as(account.clone());
+    let b = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let start = b
+        .get(stack.url("/auth/google?returnTo=/settings"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(start.status(), 302, "{:?}", start.text().await);
+    let cookie_of = |r: &reqwest::Response, name: &str| {
+        r.headers()
+            .get_all(reqwest::header::SET_COOKIE)
+            .iter()
+            .find_map(|c| {
+                let first = c.to_str().ok()?.split(';').next()?;
+                let (k, v) = first.split_once('=')?;
+                (k == name && !v.is_empty()).then(|| v.to_owned())
+            })
+    };
+    let state = cookie_of(&start, "inspect_oauth_state").unwrap();
+    let to_google = start.headers()[reqwest::header::LOCATION]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(to_google.starts_with(&format!("{}/o/oauth2/v2/auth?", google.base_url)));
+    assert!(
+        to_google.contains("code_challenge_method=S256"),
+        "{to_google}"
+    );
+    let back = b.get(&to_google).send().await.unwrap();
+    assert_eq!(back.status(), 302, "{:?}", back.text().await);
+    let callback = back.headers()[reqwest::header::LOCATION]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let done = b
+        .get(&callback)
+        .header(COOKIE, format!("inspect_oauth_state={state}"))
+        .send()
+        .await
+        .unwrap();
+    if done.status() == 302 {
+        assert_eq!(done.headers()[reqwest::header::LOCATION], "/settings");
+        // The same callback again: its state was used.
+        let again = b
+            .get(&callback)
+            .header(COOKIE, format!("inspect_oauth_state={state}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(again.status(), 400);
+        return Ok(cookie_of(&done, "inspect_session").unwrap());
+    }
+    let status = done.status().as_u16();
+    Err((status, done.json().await.unwrap_or(Value::Null)))
+}
+
+fn workspace(sub: &str, email: &str, hd: Option<&str>, verified: bool) -> GoogleAccount {
+    GoogleAccount {
+        sub: sub.into(),
+        email: email.into(),
+        email_verified: verified,
+        hd: hd.map(str::to_owned),
+        name: email.split('@').next().unwrap().into(),
+    }
+}
+
+#[tokio::test]
+async fn google_sign_in_admits_an_allowed_domain_and_refuses_the_rest() {
+    let gh = FakeGitHub::start(accounts()).await.unwrap();
+    let google = FakeGoogle::start().await.unwrap();
+    let mut vars = gh.worker_vars();
+    vars.extend(google.worker_vars());
+    vars.push(("ALLOWED_USERS".into(), "carol".into()));
+    vars.push(("ALLOWED_EMAIL_DOMAINS".into(), "corp.example".into()));
+    vars.push(("GOOGLE_WORKSPACE_DOMAINS".into(), "corp.example".into()));
+    let stack = Stack::start_with(StackOptions {
+        vars,
+        local_mode: false,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let offered = send(Method::GET, &stack.url("/auth/providers"), None)
+        .await
+        .unwrap();
+    assert_eq!(offered.body, json!({"github": true, "google": true}));
+
+    // A Workspace account of the allowed domain is admitted, as a person of its own.
+    let dana = workspace("1001001", "dana@corp.example", Some("corp.example"), true);
+    let cookie = google_sign_in(&stack, &google, &dana).await.unwrap();
+    let (_, me) = as_person(&stack, &cookie, Method::GET, "/auth/me", None).await;
+    assert_eq!(me["user"]["userId"], "google:1001001", "{me}");
+    assert_eq!(me["user"]["email"], "dana@corp.example");
+    assert_eq!(me["via"], "browser");
+    assert_eq!(google.key_fetches(), 1);
+    // Again: the same person, the keys kept.
+    let again = google_sign_in(&stack, &google, &dana).await.unwrap();
+    let (_, me) = as_person(&stack, &again, Method::GET, "/auth/me", None).await;
+    assert_eq!(me["user"]["userId"], "google:1001001", "{me}");
+    assert_eq!(google.key_fetches(), 1, "the keys were kept");
+
+    // Carol signed in with GitHub, where corp.example is a verified address of hers: her
+    // Google account is her, linked by the email rule.
+    let carol_gh = gh.browser_sign_in(&stack.base_url, "carol").await.unwrap();
+    let carol = workspace("2002002", "carol@corp.example", Some("corp.example"), true);
+    let cookie = google_sign_in(&stack, &google, &carol).await.unwrap();
+    let (_, me) = as_person(&stack, &cookie, Method::GET, "/auth/me", None).await;
+    assert_eq!(me["user"]["userId"], "github:1002", "{me}");
+    let (_, ids) = as_person(&stack, &carol_gh, Method::GET, "/auth/identities", None).await;
+    assert_eq!(ids["linked"][0]["identity"], "google:2002002", "{ids}");
+    assert_eq!(ids["linked"][0]["rule"], "email");
+
+    // Refused, each with its reason, and nobody signed in.
+    let refused = [
+        (
+            workspace("3", "eve@gmail.com", None, true),
+            None,
+            "Workspace",
+        ),
+        (
+            workspace("4", "mallory@other.example", Some("other.example"), true),
+            None,
+            "Workspace",
+        ),
+        (
+            workspace("5", "frank@corp.example", Some("corp.example"), false),
+            None,
+            "not verified",
+        ),
+        (dana.clone(), Some(Flaw::Audience), "audience"),
+        (dana.clone(), Some(Flaw::Expired), "expired"),
+        (dana.clone(), Some(Flaw::Unsigned), "RS256"),
+        (dana.clone(), Some(Flaw::ForeignKey), "signature"),
+    ];
+    for (account, flaw, says) in refused {
+        if let Some(f) = flaw {
+            google.flaw_next(f);
+        }
+        let (status, body) = google_sign_in(&stack, &google, &account).await.unwrap_err();
+        assert_eq!(status, 403, "{account:?} {flaw:?}: {body}");
+        let why = body["error"]["message"].as_str().unwrap_or_default();
+        assert!(why.contains(says), "{flaw:?}: {why} (wanted {says})");
+    }
+
+    // Google rotates its keys: a token signed with the new one is checked against the new
+    // key, fetched once.
+    google.rotate().unwrap();
+    let cookie = google_sign_in(&stack, &google, &dana).await.unwrap();
+    let (_, me) = as_person(&stack, &cookie, Method::GET, "/auth/me", None).await;
+    assert_eq!(me["user"]["userId"], "google:1001001");
+    assert!(google.key_fetches() >= 2, "the new key was fetched");
 }

@@ -51,6 +51,8 @@ export type People = { people: Array<Person>, };
 
 export type SetRole = { role: Role, };
 
+export type SignInProviders = { github: boolean, google: boolean, };
+
 export type CreateApiToken = { name: string, };
 
 export type CreatedApiToken = { id: string, name: string, token: string, createdAt: number, };

@@ -71,6 +71,17 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
         }
         Route::SignIn => return signin::start(&req, env).await,
         Route::SignInCallback => return signin::finish(&req, env).await,
+        Route::SignInGoogle => return crate::google::start(&req, env).await,
+        Route::SignInGoogleCallback => return crate::google::finish(&req, env).await,
+        Route::SignInProviders => {
+            return json(
+                &inspect_protocol::people::SignInProviders {
+                    github: crate::db::setting(env, "GITHUB_CLIENT_ID").is_some(),
+                    google: crate::google::configured(env),
+                },
+                200,
+            )
+        }
         // A sandbox's git credentials (its own bearer token, checked by its object).
         Route::Session {
             id,
@@ -371,6 +382,9 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
         Route::Health
         | Route::SignIn
         | Route::SignInCallback
+        | Route::SignInGoogle
+        | Route::SignInGoogleCallback
+        | Route::SignInProviders
         | Route::GitHubWebhook
         | Route::ImageBuildReport { .. }
         | Route::AttachmentDownload { .. }

@@ -39,6 +39,8 @@ mod entry;
 #[cfg(all(target_arch = "wasm32", feature = "session"))]
 mod front;
 #[cfg(target_arch = "wasm32")]
+mod google;
+#[cfg(target_arch = "wasm32")]
 mod health;
 #[cfg(target_arch = "wasm32")]
 mod http;

@@ -120,8 +120,8 @@ pub async fn link_by_email(
     }
     let owners: Vec<Owner> = db::all(
         env,
-        "SELECT DISTINCT user_id FROM user_emails WHERE email = ?1 LIMIT 2",
-        &[email.as_str().into()],
+        "SELECT DISTINCT user_id FROM user_emails WHERE email = ?1 AND user_id != ?2 LIMIT 2",
+        &[email.as_str().into(), identity.into()],
     )
     .await?;
     // Two people claiming one address decide nothing.
@@ -496,4 +496,48 @@ pub async fn set_role(
         .into_iter()
         .find(|p| p.user_id == user_id)
         .ok_or_else(|| ApiError::internal("the person went away"))
+}
+
+/// The person a Google sign-in is: whoever `google:<sub>` is linked to; else the one person
+/// whose verified addresses include Google's verified address (linked now, by the email
+/// rule); else a person of its own, `google:<sub>`.
+pub async fn google_person(
+    env: &Env,
+    who: &crate::auth::oidc::Verified,
+    now: i64,
+) -> Result<String, ApiError> {
+    let identity = format!("google:{}", who.sub);
+    #[derive(Deserialize)]
+    struct Owner {
+        user_id: String,
+    }
+    let linked: Option<Owner> = db::first(
+        env,
+        "SELECT user_id FROM identity_links WHERE identity = ?1",
+        &[identity.as_str().into()],
+    )
+    .await?;
+    if let Some(owner) = linked {
+        return Ok(owner.user_id);
+    }
+    let name = who.name.clone().unwrap_or_else(|| who.email.clone());
+    if let Some(owner) = link_by_email(env, &identity, &name, &who.email, now).await? {
+        return Ok(owner);
+    }
+    db::run(
+        env,
+        "INSERT INTO users (id, login, name, email, avatar_url, created_at, last_sign_in_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)
+         ON CONFLICT(id) DO UPDATE SET name = excluded.name, email = excluded.email, avatar_url = excluded.avatar_url, last_sign_in_at = excluded.last_sign_in_at",
+        &[
+            identity.as_str().into(),
+            who.email.as_str().into(),
+            name.as_str().into(),
+            who.email.as_str().into(),
+            db::opt(who.picture.as_deref()),
+            num(now),
+        ],
+    )
+    .await?;
+    remember_emails(env, &identity, std::slice::from_ref(&who.email)).await?;
+    Ok(identity)
 }

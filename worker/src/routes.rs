@@ -19,6 +19,12 @@ pub enum Route {
     SignIn,
     /// `GET /auth/github/callback`: GitHub sends the browser back here.
     SignInCallback,
+    /// `GET /auth/google`: start the Google (OpenID Connect) sign-in.
+    SignInGoogle,
+    /// `GET /auth/google/callback`: Google sends the browser back here.
+    SignInGoogleCallback,
+    /// `GET /auth/providers`: which sign-ins this deployment offers (anyone).
+    SignInProviders,
     /// `POST /auth/logout`.
     SignOut,
     ListTokens,
@@ -607,6 +613,9 @@ pub fn match_route(method: &str, path: &str) -> Option<Result<Route, ApiError>> 
         },
         ["auth", "github"] => only(method, &["GET"], Route::SignIn),
         ["auth", "github", "callback"] => only(method, &["GET"], Route::SignInCallback),
+        ["auth", "google"] => only(method, &["GET"], Route::SignInGoogle),
+        ["auth", "google", "callback"] => only(method, &["GET"], Route::SignInGoogleCallback),
+        ["auth", "providers"] => only(method, &["GET"], Route::SignInProviders),
         ["auth", "logout"] => only(method, &["POST"], Route::SignOut),
         ["tokens"] => match method {
             "GET" => Ok(Route::ListTokens),

@@ -19,7 +19,7 @@ fn internal(e: worker::Error) -> ApiError {
     ApiError::internal(e.to_string())
 }
 
-fn query(req: &Request, name: &str) -> Option<String> {
+pub(crate) fn query(req: &Request, name: &str) -> Option<String> {
     req.url()
         .ok()?
         .query_pairs()
@@ -28,7 +28,7 @@ fn query(req: &Request, name: &str) -> Option<String> {
 }
 
 /// Where this control plane is reached: `PUBLIC_URL`, else the request's origin.
-fn public_origin(req: &Request, env: &Env) -> String {
+pub(crate) fn public_origin(req: &Request, env: &Env) -> String {
     setting(env, "PUBLIC_URL")
         .map(|u| u.trim_end_matches('/').to_owned())
         .unwrap_or_else(|| {
@@ -39,13 +39,13 @@ fn public_origin(req: &Request, env: &Env) -> String {
 }
 
 /// Cookies are `Secure` except when the browser talks to us on loopback over plain HTTP.
-fn secure_cookies(req: &Request) -> bool {
+pub(crate) fn secure_cookies(req: &Request) -> bool {
     req.url()
         .map(|u| !(u.scheme() == "http" && is_loopback_host(u.host_str().unwrap_or_default())))
         .unwrap_or(true)
 }
 
-fn redirect(location: &str, cookies: &[String]) -> Result<Response, ApiError> {
+pub(crate) fn redirect(location: &str, cookies: &[String]) -> Result<Response, ApiError> {
     let headers = Headers::new();
     headers.set("Location", location).map_err(internal)?;
     headers.set("Cache-Control", "no-store").map_err(internal)?;
@@ -175,7 +175,7 @@ pub async fn finish(req: &Request, env: &Env) -> Result<Response, ApiError> {
     // Single use: the row goes as it is read.
     let row: Option<StateRow> = db::first(
         env,
-        "DELETE FROM oauth_states WHERE state_hash = ?1 AND expires_at > ?2 RETURNING return_to",
+        "DELETE FROM oauth_states WHERE state_hash = ?1 AND expires_at > ?2 AND provider = 'github' RETURNING return_to",
         &[tokens::hash(&state).into(), num(now_ms())],
     )
     .await?;
@@ -300,6 +300,19 @@ pub async fn finish(req: &Request, env: &Env) -> Result<Response, ApiError> {
         now,
     )
     .await?;
+    open_browser_session(req, env, &user_id, &return_to, "/auth/github", now).await
+}
+
+/// Signs the browser in as `user_id`: a new session (its token's hash in D1, the token in
+/// an HttpOnly cookie), the sign-in's state cookie cleared, and back to `return_to`.
+pub(crate) async fn open_browser_session(
+    req: &Request,
+    env: &Env,
+    user_id: &str,
+    return_to: &str,
+    state_path: &str,
+    now: i64,
+) -> Result<Response, ApiError> {
     // Expired and revoked sessions are swept as new ones are made.
     db::run(
         env,
@@ -313,7 +326,7 @@ pub async fn finish(req: &Request, env: &Env) -> Result<Response, ApiError> {
         "INSERT INTO auth_sessions (token_hash, user_id, created_at, expires_at) VALUES (?1, ?2, ?3, ?4)",
         &[
             tokens::hash(&session_token).into(),
-            user_id.as_str().into(),
+            user_id.into(),
             num(now),
             num(now + tokens::SESSION_TTL_MS),
         ],
@@ -321,7 +334,7 @@ pub async fn finish(req: &Request, env: &Env) -> Result<Response, ApiError> {
     .await?;
     let secure = secure_cookies(req);
     redirect(
-        &return_to,
+        return_to,
         &[
             tokens::set_cookie(
                 tokens::SESSION_COOKIE,
@@ -330,7 +343,7 @@ pub async fn finish(req: &Request, env: &Env) -> Result<Response, ApiError> {
                 tokens::SESSION_TTL_MS / 1000,
                 secure,
             ),
-            tokens::clear_cookie(tokens::STATE_COOKIE, "/auth/github", secure),
+            tokens::clear_cookie(tokens::STATE_COOKIE, state_path, secure),
         ],
     )
 }

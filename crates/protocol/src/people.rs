@@ -132,5 +132,13 @@ pub struct SetRole {
     pub role: Role,
 }
 
+/// `GET /auth/providers`: the sign-ins a deployment offers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+pub struct SignInProviders {
+    pub github: bool,
+    pub google: bool,
+}
+
 /// Minutes a link code stays good.
 pub const LINK_CODE_TTL_MS: i64 = 10 * 60 * 1000;

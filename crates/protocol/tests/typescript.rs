@@ -32,6 +32,7 @@ fn wire_ts_is_generated_from_the_protocol() {
         decl::<inspect_protocol::people::Person>(&cfg),
         decl::<inspect_protocol::people::People>(&cfg),
         decl::<inspect_protocol::people::SetRole>(&cfg),
+        decl::<inspect_protocol::people::SignInProviders>(&cfg),
         decl::<inspect_protocol::auth::CreateApiToken>(&cfg),
         decl::<inspect_protocol::auth::CreatedApiToken>(&cfg),
         decl::<inspect_protocol::auth::ApiTokenSummary>(&cfg),

@@ -204,8 +204,11 @@ async fn update(env: &Env, e: &AgentSessionEvent, input: Value) {
     }
 }
 
-/// Who asked, as the session's actor (`linear:<user id>`, named as Linear names them).
-async fn person(env: &Env, e: &AgentSessionEvent) -> Actor {
+/// Who asked, as the session's actor (`linear:<user id>`, named as Linear names them),
+/// linked by the email rule to the person their Linear address belongs to (Linear signs a
+/// user in only through that address, so it is verified; the control plane then resolves
+/// the identity to its person wherever the actor is used).
+async fn person(plane: &impl ControlPlane, env: &Env, e: &AgentSessionEvent) -> Actor {
     let id = e.asker().unwrap_or("unknown").to_owned();
     let from_payload = e
         .agent_session
@@ -229,12 +232,21 @@ async fn person(env: &Env, e: &AgentSessionEvent) -> Actor {
             email = data["user"]["email"].as_str().map(str::to_owned);
         }
     }
-    Actor {
+    let actor = Actor {
         user_id: format!("linear:{id}"),
         name: name.unwrap_or_else(|| format!("Linear user {id}")),
         email,
         avatar: None,
+    };
+    if let Some(email) = actor.email.as_deref() {
+        if let Err(err) = plane
+            .link_by_email(&actor.user_id, &actor.name, email)
+            .await
+        {
+            emit(log("link_failed", &err.message));
+        }
     }
+    actor
 }
 
 /// What is kept while the person is asked where to work.
@@ -580,7 +592,7 @@ async fn start(
         true,
     )
     .await;
-    let actor = person(env, e).await;
+    let actor = person(plane, env, e).await;
     let mut create = CreateSessionRequest {
         title: Some(
             format!("{}: {}", issue.identifier, issue.title)
@@ -730,7 +742,7 @@ async fn prompted(
     }
     match (&r.session_id, &r.pending) {
         (Some(session), _) => {
-            let actor = person(env, e).await;
+            let actor = person(plane, env, e).await;
             let settings = api::settings(env).await.unwrap_or_default();
             say(env, e, Kind::Thought, "Got it, passing that on.", true).await;
             let issue_id = e.issue_id().unwrap_or_default().to_owned();
@@ -816,7 +828,7 @@ async fn stop(
         .await;
         return Ok("stopped before a session".into());
     };
-    let actor = person(env, e).await;
+    let actor = person(plane, env, e).await;
     let running = plane.stop(&session, origin, &actor).await?;
     if !running {
         // Nothing was running, so no prompt's answer will say it: this does.

@@ -173,7 +173,7 @@ impl Drop for FakeGitHub {
     }
 }
 
-fn openssl(args: &[&str], stdin: Option<&str>) -> Result<String> {
+pub(crate) fn openssl(args: &[&str], stdin: Option<&str>) -> Result<String> {
     use std::io::Write;
     let mut child = std::process::Command::new("openssl")
         .args(args)
@@ -200,7 +200,7 @@ fn openssl(args: &[&str], stdin: Option<&str>) -> Result<String> {
     Ok(String::from_utf8(out.stdout)?)
 }
 
-fn random_hex(n: usize) -> String {
+pub(crate) fn random_hex(n: usize) -> String {
     use rand::RngCore;
     let mut b = vec![0u8; n];
     rand::rng().fill_bytes(&mut b);

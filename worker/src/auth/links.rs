@@ -16,6 +16,8 @@ pub fn provider(identity: &str) -> Option<&'static str> {
     match kind {
         "slack" if plain => Some("slack"),
         "linear" if plain => Some("linear"),
+        // A Google sign-in linked to a person who signs in with GitHub too.
+        "google" if plain => Some("google"),
         _ => None,
     }
 }
@@ -49,7 +51,6 @@ mod tests {
         );
         for not in [
             "github:1001",
-            "google:123",
             "local",
             "service:slack-bot",
             "slack:",
@@ -59,6 +60,10 @@ mod tests {
         ] {
             assert_eq!(provider(not), None, "{not}");
         }
+        assert_eq!(
+            provider("google:10769150350006150715113082367"),
+            Some("google")
+        );
         assert_eq!(display_name("  Ann\nO'Neil "), "Ann O'Neil");
         assert!(plausible_code("0123456789abcdef0123456789abcdef"));
         assert!(!plausible_code("0123456789abcdef0123456789abcde"));

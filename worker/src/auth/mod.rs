@@ -6,6 +6,7 @@
 pub mod admission;
 pub mod links;
 pub mod local;
+pub mod oidc;
 pub mod origin;
 pub mod roles;
 pub mod session_ids;
