@@ -1461,3 +1461,125 @@ async fn the_fake_github_refuses_the_reviews_github_refuses() {
     assert_eq!(review["state"], "COMMENTED");
     assert_eq!(gh.reviews().len(), 1);
 }
+
+#[tokio::test]
+async fn a_repository_that_requires_signed_commits_gets_them_through_the_git_data_api() {
+    let gh = FakeGitHub::start(vec![alice()]).await.unwrap();
+    github_repo(&gh, "acme", "web");
+    let AgentStack {
+        model: _model,
+        host,
+        stack,
+    } = AgentStack::start(
+        vec![
+            Reply::tool("write", json!({"filePath": "notes.md", "content": "one\n"})),
+            Reply::tool(
+                "bash",
+                json!({"command": "open-inspect pr --title 'Add notes' --body 'Notes.'", "description": "open a PR"}),
+            ),
+            Reply::text("Opened."),
+            Reply::tool("write", json!({"filePath": "more.md", "content": "two\n"})),
+            Reply::tool(
+                "bash",
+                json!({"command": "open-inspect pr --title 'Add notes' --body 'Notes.'", "description": "update the PR"}),
+            ),
+            Reply::text("Updated."),
+        ],
+        gh.worker_vars(),
+    )
+    .await
+    .unwrap();
+    let r = send(
+        Method::PUT,
+        &stack.url("/repos/acme/web/settings"),
+        Some(json!({"defaultModel": "inspect/fake-model", "signCommits": true})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = send(
+        Method::POST,
+        &stack.url("/sessions"),
+        Some(json!({"repoOwner": "acme", "repoName": "web"})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 201, "{}", r.body);
+    let id = r.body["sessionId"].as_str().unwrap().to_owned();
+    let branch = format!("open-inspect/{id}");
+    let bare = gh.repos_root.join("acme/web.git");
+    let events_url = stack.url(&format!("/sessions/{id}/events?limit=500"));
+    let run = |text: &'static str, n: usize| {
+        let prompt_url = stack.url(&format!("/sessions/{id}/prompt"));
+        let events_url = events_url.clone();
+        async move {
+            let r = send(Method::POST, &prompt_url, Some(json!({"content": text})))
+                .await
+                .unwrap();
+            assert_eq!(r.status, 200, "{}", r.body);
+            let deadline = Instant::now() + Duration::from_secs(180);
+            loop {
+                let r = send(Method::GET, &events_url, None).await.unwrap();
+                let done = r.body["events"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter(|e| e["type"] == "execution_complete")
+                    .count();
+                if done >= n {
+                    return r.body["events"].clone();
+                }
+                assert!(Instant::now() < deadline, "prompt {n} never completed");
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+        }
+    };
+    let unsigned_on_branch = || {
+        let signed = gh.signed_commits();
+        git(&bare, &["rev-list", &format!("main..{branch}")])
+            .lines()
+            .filter(|sha| !signed.iter().any(|s| s == sha))
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+
+    let events = run("add notes and open a PR", 1).await;
+    assert_eq!(gh.pulls().len(), 1, "{events}\n{}", host.sandbox_logs());
+    assert!(events.to_string().contains("signed"), "{events}");
+    let first = git(&bare, &["rev-parse", &branch]);
+    assert!(gh.signed_commits().contains(&first), "{first}");
+    assert!(
+        unsigned_on_branch().is_empty(),
+        "{:?}",
+        unsigned_on_branch()
+    );
+    // GitHub's signature is in the commit, GitHub is its committer, the author kept.
+    let raw = git(&bare, &["cat-file", "commit", &first]);
+    assert!(
+        raw.contains("gpgsig -----BEGIN PGP SIGNATURE-----"),
+        "{raw}"
+    );
+    assert!(
+        raw.contains("committer GitHub <noreply@github.com>"),
+        "{raw}"
+    );
+    assert_eq!(git(&bare, &["show", &format!("{branch}:notes.md")]), "one");
+
+    // More work and the pull request updated: the sandbox moved its new commit onto the
+    // signed one (not over it), and that commit is signed too.
+    let events = run("add more and update the PR", 2).await;
+    let second = git(&bare, &["rev-parse", &branch]);
+    assert_ne!(second, first, "{events}");
+    git(&bare, &["merge-base", "--is-ancestor", &first, &second]);
+    assert!(
+        unsigned_on_branch().is_empty(),
+        "{:?}",
+        unsigned_on_branch()
+    );
+    assert_eq!(
+        git(&bare, &["rev-list", "--count", &format!("main..{branch}")]),
+        "2"
+    );
+    assert_eq!(git(&bare, &["show", &format!("{branch}:more.md")]), "two");
+    assert_eq!(gh.pulls().len(), 1);
+}

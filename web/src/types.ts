@@ -9,6 +9,7 @@ export type {
   People,
   Person,
   Role,
+  SignInProviders,
   AgentKind,
   Automation,
   ChangedFile,

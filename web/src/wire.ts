@@ -812,7 +812,12 @@ reviewInstructions?: string | null,
 /**
  * Ports a session on this repository exposes when it names none itself.
  */
-tunnelPorts?: Array<number>, };
+tunnelPorts?: Array<number>, 
+/**
+ * The repository requires signed commits: a session's pull request carries commits
+ * GitHub made again through its Git Data API with the App's token, and signed.
+ */
+signCommits: boolean, };
 
 export type Completion = { sessionId: string, messageId: string, success: boolean, error?: string | null, 
 /**

@@ -61,7 +61,10 @@ pub(crate) async fn health(env: &Env) -> ApiResult<Response> {
         github_app.ok = Some(minted.is_ok());
         github_app.detail = minted.err().map(|e| e.message);
     }
-    let sign_in = part(configured(&["GITHUB_CLIENT_ID", "GITHUB_CLIENT_SECRET"]));
+    let sign_in = part(
+        configured(&["GITHUB_CLIENT_ID", "GITHUB_CLIENT_SECRET"])
+            || configured(&["GOOGLE_CLIENT_ID", "GOOGLE_CLIENT_SECRET"]),
+    );
     let github_bot = part(configured(&["GITHUB_WEBHOOK_SECRET"]) && github_app.configured);
     let secrets_key = part(configured(&[inspect_secrets::KEY_VAR]));
     // Only what is set up counts against the status.

@@ -145,6 +145,10 @@ pub struct RepoSettings {
     /// Ports a session on this repository exposes when it names none itself.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tunnel_ports: Vec<u16>,
+    /// The repository requires signed commits: a session's pull request carries commits
+    /// GitHub made again through its Git Data API with the App's token, and signed.
+    #[serde(default)]
+    pub sign_commits: bool,
 }
 
 /// At most this many characters of review instructions in a repository's settings.

@@ -10,6 +10,7 @@
 pub mod pem;
 pub mod pulls;
 pub mod review;
+pub mod signing;
 pub mod tokens;
 pub mod untrusted;
 pub mod webhook;
@@ -28,5 +29,7 @@ pub mod installation;
 pub mod publish;
 #[cfg(target_arch = "wasm32")]
 pub mod rest;
+#[cfg(target_arch = "wasm32")]
+pub mod sign;
 #[cfg(target_arch = "wasm32")]
 pub mod submit;

@@ -202,6 +202,13 @@ pub async fn for_session(
         draft: p.draft || settings.always_draft,
         label: settings.pr_label.as_deref(),
     };
+    // Where the repository requires signed commits, the pushed branch is made again by
+    // GitHub (signed) before the pull request is opened or updated on it.
+    let signed = if settings.sign_commits {
+        Some(crate::sign::sign_branch(env, &p.owner, &p.name, &p.base, &p.head, now).await?)
+    } else {
+        None
+    };
     let published = open_or_reuse(env, &token, &proposal, &p.known).await?;
     let result_of = |pull: &Pull, updated: bool, message: Option<String>| PullRequestResult {
         repo_owner: p.owner.clone(),
@@ -215,12 +222,19 @@ pub async fn for_session(
         authored_as: authored,
         message,
     };
-    let note = (authored == AuthoredAs::App).then(|| {
-        format!(
+    let mut notes = Vec::new();
+    if authored == AuthoredAs::App {
+        notes.push(format!(
             "authored by the GitHub App: {} has no GitHub token on file (signing in with GitHub lets PRs be yours)",
             p.user
-        )
-    });
+        ));
+    }
+    if let Some((_, remade)) = signed.filter(|(_, n)| *n > 0) {
+        notes.push(format!(
+            "{remade} commit(s) made again by GitHub through its Git Data API, signed (the repository requires signed commits)"
+        ));
+    }
+    let note = (!notes.is_empty()).then(|| notes.join("; "));
     Ok(inspect_protocol::plane::PublishedPullRequests {
         result: result_of(&published.pull, published.updated, note),
         ended: published

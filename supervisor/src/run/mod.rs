@@ -646,8 +646,14 @@ async fn push_on_request(
         return;
     };
     let (author, subject) = author.unwrap_or_else(|| (bot_author(), "Work in progress".into()));
+    let last = (spec.branch == cfg.spawn.work_branch)
+        .then(|| pushed.heads.get(dir).cloned())
+        .flatten();
     let outcome = async {
         commit_pending(dir, &author, &subject).await?;
+        if let Some(last) = &last {
+            realign(dir, &spec.branch, last).await;
+        }
         boot::git(
             dir,
             &[
@@ -761,6 +767,11 @@ async fn commit_and_push(
     pushed: &mut Pushed,
 ) -> Result<Option<String>> {
     commit_pending(dir, author, prompt).await?;
+    if let Some(last) = pushed.heads.get(dir).cloned() {
+        if let Some(remote) = realign(dir, branch, &last).await {
+            pushed.heads.insert(dir.to_path_buf(), remote);
+        }
+    }
     let head = boot::git(dir, &["rev-parse", "HEAD"]).await?;
     let base = boot::git(dir, &["rev-parse", "@{upstream}"]).await.ok();
     let last = pushed.heads.get(dir);
@@ -780,6 +791,49 @@ async fn commit_and_push(
     .await?;
     pushed.heads.insert(dir.to_path_buf(), head.clone());
     Ok(Some(head))
+}
+
+/// When the branch on the remote is no longer what this sandbox last pushed (`last`) but
+/// holds the same tree — GitHub made the commits again, signed, for a repository that
+/// requires signed commits — the commits made here since go on top of the remote's, so the
+/// next push moves the branch forward instead of throwing the signed ones away. The
+/// remote's head when that was done; `None` when there was nothing to do (the branch is as
+/// pushed, absent, or changed by someone else: the push's lease decides then).
+async fn realign(dir: &std::path::Path, branch: &str, last: &str) -> Option<String> {
+    let listed = boot::git(
+        dir,
+        &["ls-remote", "origin", &format!("refs/heads/{branch}")],
+    )
+    .await
+    .ok()?;
+    let remote = listed.split_whitespace().next()?.to_owned();
+    if remote == last {
+        return None;
+    }
+    let tracking = format!("+refs/heads/{branch}:refs/remotes/origin/{branch}");
+    boot::git(dir, &["fetch", "--quiet", "origin", &tracking])
+        .await
+        .ok()?;
+    let tree = |sha: String| async move {
+        boot::git(dir, &["rev-parse", &format!("{sha}^{{tree}}")])
+            .await
+            .ok()
+    };
+    let (theirs, ours) = (tree(remote.clone()).await?, tree(last.to_owned()).await?);
+    if theirs != ours {
+        return None;
+    }
+    match boot::git(dir, &["rebase", "--quiet", "--onto", &remote, last]).await {
+        Ok(_) => {
+            tracing::info!(%branch, "the branch was signed on GitHub: local work moved onto it");
+            Some(remote)
+        }
+        Err(e) => {
+            tracing::warn!("moving onto the signed branch failed: {e:#}");
+            let _ = boot::git(dir, &["rebase", "--abort"]).await;
+            None
+        }
+    }
 }
 
 /// Commits whatever changed, with `author` (the bot is the committer).

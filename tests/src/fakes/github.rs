@@ -71,6 +71,9 @@ struct World {
     archived: Vec<String>,
     /// Every REST call: method, path, who (login or the App's bot).
     calls: Vec<(String, String, String)>,
+    /// Commits made through `POST /git/commits` that GitHub signed (the App's token, no
+    /// committer of the caller's own): their shas.
+    signed: Vec<String>,
 }
 
 /// A pull request on the fake.
@@ -309,6 +312,12 @@ impl FakeGitHub {
                 "/repos/{owner}/{repo}/collaborators/{login}/permission",
                 get(collaborator_permission),
             )
+            .route("/repos/{owner}/{repo}/compare/{basehead}", get(compare))
+            .route("/repos/{owner}/{repo}/git/commits", post(create_commit))
+            .route(
+                "/repos/{owner}/{repo}/git/refs/heads/{*branch}",
+                axum::routing::patch(update_ref),
+            )
             .route("/{owner}/{repo}/{*rest}", any(git_http))
             .with_state(shared.clone());
         let task = tokio::spawn(async move {
@@ -415,6 +424,12 @@ impl FakeGitHub {
 
     /// The App's bot account, as GitHub names it (`<slug>[bot]`).
     pub const BOT_LOGIN: &'static str = "inspect-bot[bot]";
+
+    /// The shas of commits GitHub signed (made through the Git Data API with the App's
+    /// token).
+    pub fn signed_commits(&self) -> Vec<String> {
+        self.world().signed.clone()
+    }
 
     pub fn pulls(&self) -> Vec<Pull> {
         self.world().pulls.clone()
@@ -2119,4 +2134,364 @@ async fn review_comments(
         })
         .collect();
     Json(list).into_response()
+}
+
+fn git_in(
+    s: &Shared,
+    owner: &str,
+    repo: &str,
+    args: &[&str],
+    stdin: Option<&str>,
+) -> Option<String> {
+    use std::io::Write;
+    let mut cmd = std::process::Command::new("git");
+    cmd.arg("--git-dir")
+        .arg(s.repos_root.join(owner).join(format!("{repo}.git")))
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    let mut child = cmd.spawn().ok()?;
+    if let Some(input) = stdin {
+        child.stdin.take()?.write_all(input.as_bytes()).ok()?;
+    } else {
+        drop(child.stdin.take());
+    }
+    let out = child.wait_with_output().ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim_end().to_owned())
+}
+
+/// A commit as the REST API shows it (`GET /compare`, `POST /git/commits`).
+fn commit_json(s: &Shared, owner: &str, repo: &str, sha: &str) -> Option<Value> {
+    let fields = git_in(
+        s,
+        owner,
+        repo,
+        &[
+            "show",
+            "-s",
+            "--format=%T%x00%P%x00%an%x00%ae%x00%aI%x00%cn%x00%ce%x00%cI%x00%B",
+            sha,
+        ],
+        None,
+    )?;
+    let f: Vec<&str> = fields.splitn(9, '\0').collect();
+    if f.len() < 9 {
+        return None;
+    }
+    let verified = s
+        .world
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .signed
+        .iter()
+        .any(|x| x == sha);
+    let parents: Vec<Value> = f[1].split_whitespace().map(|p| json!({"sha": p})).collect();
+    Some(json!({
+        "sha": sha,
+        "commit": {
+            "author": {"name": f[2], "email": f[3], "date": f[4]},
+            "committer": {"name": f[5], "email": f[6], "date": f[7]},
+            "message": f[8].trim_end(),
+            "tree": {"sha": f[0]},
+            "verification": {"verified": verified, "reason": if verified { "valid" } else { "unsigned" }, "signature": null, "payload": null}
+        },
+        "parents": parents
+    }))
+}
+
+/// `GET /repos/{owner}/{repo}/compare/{base}...{head}`: the merge base and the commits
+/// from it to head, oldest first (at most 250, as GitHub lists them).
+async fn compare(
+    State(s): State<Arc<Shared>>,
+    Path((owner, repo, basehead)): Path<(String, String, String)>,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(r) = gate(&s, &headers, "GET", &uri, &owner, &repo) {
+        return r;
+    }
+    let Some((base, head)) = basehead.split_once("...") else {
+        return error(StatusCode::NOT_FOUND, "Not Found");
+    };
+    let (Some(base_sha), Some(head_sha)) = (
+        git_in(
+            &s,
+            &owner,
+            &repo,
+            &["rev-parse", "--verify", &format!("{base}^{{commit}}")],
+            None,
+        ),
+        git_in(
+            &s,
+            &owner,
+            &repo,
+            &["rev-parse", "--verify", &format!("{head}^{{commit}}")],
+            None,
+        ),
+    ) else {
+        return error(StatusCode::NOT_FOUND, "Not Found");
+    };
+    let Some(merge_base) = git_in(
+        &s,
+        &owner,
+        &repo,
+        &["merge-base", &base_sha, &head_sha],
+        None,
+    ) else {
+        return error(
+            StatusCode::NOT_FOUND,
+            "No common ancestor between the base and head.",
+        );
+    };
+    let list = git_in(
+        &s,
+        &owner,
+        &repo,
+        &[
+            "rev-list",
+            "--reverse",
+            "--topo-order",
+            &format!("{merge_base}..{head_sha}"),
+        ],
+        None,
+    )
+    .unwrap_or_default();
+    let commits: Vec<Value> = list
+        .lines()
+        .take(250)
+        .filter_map(|sha| commit_json(&s, &owner, &repo, sha))
+        .collect();
+    let behind = git_in(
+        &s,
+        &owner,
+        &repo,
+        &["rev-list", "--count", &format!("{merge_base}..{base_sha}")],
+        None,
+    )
+    .and_then(|n| n.parse::<i64>().ok())
+    .unwrap_or(0);
+    let ahead = list.lines().count() as i64;
+    Json(json!({
+        "status": match (ahead, behind) { (0, 0) => "identical", (_, 0) => "ahead", (0, _) => "behind", _ => "diverged" },
+        "ahead_by": ahead,
+        "behind_by": behind,
+        "total_commits": ahead,
+        "merge_base_commit": commit_json(&s, &owner, &repo, &merge_base),
+        "base_commit": commit_json(&s, &owner, &repo, &base_sha),
+        "commits": commits
+    }))
+    .into_response()
+}
+
+#[derive(Deserialize)]
+struct Person {
+    name: String,
+    email: String,
+    #[serde(default)]
+    date: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct NewCommit {
+    message: String,
+    tree: String,
+    #[serde(default)]
+    parents: Vec<String>,
+    #[serde(default)]
+    author: Option<Person>,
+    #[serde(default)]
+    committer: Option<Person>,
+    #[serde(default)]
+    signature: Option<String>,
+}
+
+/// `POST /repos/{owner}/{repo}/git/commits`. GitHub signs a commit made with a GitHub App's
+/// installation token when the caller names no committer and brings no signature: the
+/// committer is then GitHub, and the commit carries GitHub's signature.
+async fn create_commit(
+    State(s): State<Arc<Shared>>,
+    Path((owner, repo)): Path<(String, String)>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let who = match gate(&s, &headers, "POST", &uri, &owner, &repo) {
+        Ok(w) => w,
+        Err(r) => return r,
+    };
+    let Ok(c) = serde_json::from_slice::<NewCommit>(&body) else {
+        return (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Json(json!({"message": "Invalid request."})),
+        )
+            .into_response();
+    };
+    let is_tree =
+        git_in(&s, &owner, &repo, &["cat-file", "-t", &c.tree], None).as_deref() == Some("tree");
+    let parents_ok = c.parents.iter().all(|p| {
+        git_in(&s, &owner, &repo, &["cat-file", "-t", p], None).as_deref() == Some("commit")
+    });
+    if !is_tree || !parents_ok {
+        return (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Json(json!({"message": "Tree SHA does not exist"})),
+        )
+            .into_response();
+    }
+    let author = c.author.unwrap_or(Person {
+        name: who.clone(),
+        email: format!("{who}@users.noreply.github.com"),
+        date: None,
+    });
+    let signs = who == FakeGitHub::BOT_LOGIN && c.committer.is_none() && c.signature.is_none();
+    let committer = c.committer.unwrap_or(Person {
+        name: "GitHub".into(),
+        email: "noreply@github.com".into(),
+        date: None,
+    });
+    // git writes the object (and reads the dates); GitHub's signature goes in after the
+    // committer line, as `gpgsig` does.
+    let mut cmd = std::process::Command::new("git");
+    cmd.arg("--git-dir")
+        .arg(s.repos_root.join(&owner).join(format!("{repo}.git")))
+        .arg("commit-tree")
+        .arg(&c.tree)
+        .arg("-m")
+        .arg(&c.message)
+        .env("GIT_AUTHOR_NAME", &author.name)
+        .env("GIT_AUTHOR_EMAIL", &author.email)
+        .env("GIT_COMMITTER_NAME", &committer.name)
+        .env("GIT_COMMITTER_EMAIL", &committer.email);
+    for p in &c.parents {
+        cmd.arg("-p").arg(p);
+    }
+    if let Some(d) = &author.date {
+        cmd.env("GIT_AUTHOR_DATE", d);
+    }
+    if let Some(d) = &committer.date {
+        cmd.env("GIT_COMMITTER_DATE", d);
+    }
+    let unsigned = match cmd.output() {
+        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).trim().to_owned(),
+        _ => {
+            return error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "could not write the commit",
+            )
+        }
+    };
+    let sha = if signs {
+        let Some(raw) = git_in(&s, &owner, &repo, &["cat-file", "commit", &unsigned], None) else {
+            return error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "could not read the commit",
+            );
+        };
+        let (head, message) = raw.split_once("\n\n").unwrap_or((raw.as_str(), ""));
+        let object = format!(
+            "{head}\ngpgsig -----BEGIN PGP SIGNATURE-----\n \n wsBcBAABCAAQBQJfake-github-web-flow-signature\n -----END PGP SIGNATURE-----\n\n{message}\n"
+        );
+        match git_in(
+            &s,
+            &owner,
+            &repo,
+            &["hash-object", "-t", "commit", "-w", "--stdin"],
+            Some(&object),
+        ) {
+            Some(sha) => sha,
+            None => {
+                return error(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "could not sign the commit",
+                )
+            }
+        }
+    } else {
+        unsigned
+    };
+    if signs {
+        s.world
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .signed
+            .push(sha.clone());
+    }
+    let mut made = commit_json(&s, &owner, &repo, &sha).unwrap_or(Value::Null);
+    // `POST /git/commits` answers the commit itself, not the list shape.
+    if let Some(inner) = made.get("commit").cloned() {
+        made = json!({
+            "sha": sha, "author": inner["author"], "committer": inner["committer"],
+            "message": inner["message"], "tree": inner["tree"], "parents": made["parents"],
+            "verification": inner["verification"]
+        });
+    }
+    (StatusCode::CREATED, Json(made)).into_response()
+}
+
+#[derive(Deserialize)]
+struct RefUpdate {
+    sha: String,
+    #[serde(default)]
+    force: bool,
+}
+
+/// `PATCH /repos/{owner}/{repo}/git/refs/heads/{branch}`: moves a branch; without `force`
+/// only forward.
+async fn update_ref(
+    State(s): State<Arc<Shared>>,
+    Path((owner, repo, branch)): Path<(String, String, String)>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if let Err(r) = gate(&s, &headers, "PATCH", &uri, &owner, &repo) {
+        return r;
+    }
+    let Ok(u) = serde_json::from_slice::<RefUpdate>(&body) else {
+        return (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Json(json!({"message": "Invalid request."})),
+        )
+            .into_response();
+    };
+    let name = format!("refs/heads/{branch}");
+    let Some(old) = git_in(&s, &owner, &repo, &["rev-parse", "--verify", &name], None) else {
+        return (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Json(json!({"message": "Reference does not exist"})),
+        )
+            .into_response();
+    };
+    if git_in(&s, &owner, &repo, &["cat-file", "-t", &u.sha], None).as_deref() != Some("commit") {
+        return (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Json(json!({"message": "Object does not exist"})),
+        )
+            .into_response();
+    }
+    let forward = git_in(
+        &s,
+        &owner,
+        &repo,
+        &["merge-base", "--is-ancestor", &old, &u.sha],
+        None,
+    )
+    .is_some();
+    if !u.force && !forward {
+        return (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Json(json!({"message": "Update is not a fast forward"})),
+        )
+            .into_response();
+    }
+    if git_in(&s, &owner, &repo, &["update-ref", &name, &u.sha], None).is_none() {
+        return error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "could not move the branch",
+        );
+    }
+    Json(json!({"ref": name, "object": {"type": "commit", "sha": u.sha}})).into_response()
 }

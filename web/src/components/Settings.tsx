@@ -629,7 +629,7 @@ function Slack({ repos, environments }: { repos: Repository[]; environments: Env
   );
 }
 
-const NO_SETTINGS: RepoSettings = { alwaysDraft: false, botEnabled: false, autoReviewOnOpen: false };
+const NO_SETTINGS: RepoSettings = { alwaysDraft: false, botEnabled: false, autoReviewOnOpen: false, signCommits: false };
 
 /** Per-repository settings: the bot, pull requests, the default model. */
 function RepositorySettings({ repos }: { repos: Repository[] }) {
@@ -684,7 +684,7 @@ function RepositorySettings({ repos }: { repos: Repository[] }) {
     }
   };
   if (repos.length === 0) return null;
-  const flag = (key: "botEnabled" | "autoReviewOnOpen" | "alwaysDraft", text: string) => (
+  const flag = (key: "botEnabled" | "autoReviewOnOpen" | "alwaysDraft" | "signCommits", text: string) => (
     <label class="check">
       <input
         type="checkbox"
@@ -713,6 +713,7 @@ function RepositorySettings({ repos }: { repos: Repository[] }) {
           {flag("botEnabled", "The GitHub bot answers in this repository")}
           {flag("autoReviewOnOpen", "Review every new pull request")}
           {flag("alwaysDraft", "Open pull requests as drafts")}
+          {flag("signCommits", "Signed commits (GitHub makes the pull request's commits again, signed)")}
         </div>
         <label>
           Pull request label
