@@ -235,6 +235,7 @@ const SETTINGS_FIELDS: &[&str] = &[
     "reviewVerdicts",
     "reviewInstructions",
     "tunnelPorts",
+    "signCommits",
 ];
 
 /// `PUT /repos/:owner/:name/settings`: changes the fields the body names and keeps the

@@ -312,7 +312,7 @@ impl FakeGitHub {
                 "/repos/{owner}/{repo}/collaborators/{login}/permission",
                 get(collaborator_permission),
             )
-            .route("/repos/{owner}/{repo}/compare/{basehead}", get(compare))
+            .route("/repos/{owner}/{repo}/compare/{*basehead}", get(compare))
             .route("/repos/{owner}/{repo}/git/commits", post(create_commit))
             .route(
                 "/repos/{owner}/{repo}/git/refs/heads/{*branch}",
