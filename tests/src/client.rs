@@ -306,3 +306,16 @@ pub async fn watched_sessions(
     }
     Ok(clients)
 }
+
+/// The value of the cookie `name` a response sets (`Set-Cookie`), if it sets one that is
+/// not empty.
+pub fn set_cookie(resp: &reqwest::Response, name: &str) -> Option<String> {
+    resp.headers()
+        .get_all(reqwest::header::SET_COOKIE)
+        .iter()
+        .find_map(|c| {
+            let first = c.to_str().ok()?.split(';').next()?;
+            let (k, v) = first.split_once('=')?;
+            (k == name && !v.is_empty()).then(|| v.to_owned())
+        })
+}

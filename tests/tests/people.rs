@@ -204,6 +204,8 @@ async fn a_person_linked_from_slack_gets_their_own_pull_request() {
     vars.extend(slack.worker_vars());
     vars.push(("SLACK_MODELS".into(), "inspect/fake-model".into()));
     vars.push(("ALLOWED_USERS".into(), "alice,carol".into()));
+    // Two sessions an hour a person: the one from Slack counts against alice's too.
+    vars.push(("RATE_LIMIT_SESSIONS_PER_HOUR".into(), "2".into()));
     let AgentStack {
         model: _model,
         host,
@@ -331,6 +333,20 @@ async fn a_person_linked_from_slack_gets_their_own_pull_request() {
         .map(|a| a.iter().filter(|s| s["id"] == id.as_str()).collect())
         .unwrap_or_default();
     assert_eq!(listed.len(), 1, "{mine}");
+
+    // The rate limit counts her once, whichever door she came through.
+    let create = json!({"repoOwner": "acme", "repoName": "web"});
+    let (status, body) = as_person(
+        &stack,
+        &alice,
+        Method::POST,
+        "/sessions",
+        Some(create.clone()),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = as_person(&stack, &alice, Method::POST, "/sessions", Some(create)).await;
+    assert_eq!(status, 429, "the Slack session counted as alice's: {body}");
 
     // Unlinking leaves the session with alice.
     let (status, ids) = as_person(&stack, &alice, Method::GET, "/auth/identities", None).await;
@@ -648,41 +664,18 @@ async fn members_are_refused_what_the_deployment_shares() {
         roles.contains(&("github:1002".into(), "member".into(), "default".into())),
         "{roles:?}"
     );
-    let (status, body) = as_person(
-        &stack,
-        &alice,
-        Method::PUT,
-        "/people/github:1001/role",
-        Some(json!({"role": "member"})),
-    )
-    .await;
+    let set_role = |cookie: &str, user: &str, role: &str| {
+        let (stack, cookie) = (&stack, cookie.to_owned());
+        let (path, body) = (format!("/people/{user}/role"), json!({ "role": role }));
+        async move { as_person(stack, &cookie, Method::PUT, &path, Some(body)).await }
+    };
+    let (status, body) = set_role(&alice, "github:1001", "member").await;
     assert_eq!(status, 409, "{body}");
-    let (status, body) = as_person(
-        &stack,
-        &alice,
-        Method::PUT,
-        "/people/github:1002/role",
-        Some(json!({"role": "boss"})),
-    )
-    .await;
+    let (status, body) = set_role(&alice, "github:1002", "boss").await;
     assert_eq!(status, 400, "{body}");
-    let (status, body) = as_person(
-        &stack,
-        &alice,
-        Method::PUT,
-        "/people/github:9999/role",
-        Some(json!({"role": "admin"})),
-    )
-    .await;
+    let (status, body) = set_role(&alice, "github:9999", "admin").await;
     assert_eq!(status, 404, "{body}");
-    let (status, body) = as_person(
-        &stack,
-        &alice,
-        Method::PUT,
-        "/people/github:1002/role",
-        Some(json!({"role": "admin"})),
-    )
-    .await;
+    let (status, body) = set_role(&alice, "github:1002", "admin").await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["roleSource"], "app");
     let (_, me) = as_person(&stack, &carol, Method::GET, "/auth/me", None).await;
@@ -690,23 +683,9 @@ async fn members_are_refused_what_the_deployment_shares() {
     let (status, answer) = as_person(&stack, &carol, Method::GET, "/people", None).await;
     assert_eq!(status, 200, "{answer}");
     // A member may not make herself an admin.
-    let (status, _) = as_person(
-        &stack,
-        &alice,
-        Method::PUT,
-        "/people/github:1002/role",
-        Some(json!({"role": "member"})),
-    )
-    .await;
+    let (status, _) = set_role(&alice, "github:1002", "member").await;
     assert_eq!(status, 200);
-    let (status, _) = as_person(
-        &stack,
-        &carol,
-        Method::PUT,
-        "/people/github:1002/role",
-        Some(json!({"role": "admin"})),
-    )
-    .await;
+    let (status, _) = set_role(&carol, "github:1002", "admin").await;
     assert_eq!(status, 403);
 }
 
@@ -728,16 +707,7 @@ async fn google_sign_in(
         .await
         .unwrap();
     assert_eq!(start.status(), 302, "{:?}", start.text().await);
-    let cookie_of = |r: &reqwest::Response, name: &str| {
-        r.headers()
-            .get_all(reqwest::header::SET_COOKIE)
-            .iter()
-            .find_map(|c| {
-                let first = c.to_str().ok()?.split(';').next()?;
-                let (k, v) = first.split_once('=')?;
-                (k == name && !v.is_empty()).then(|| v.to_owned())
-            })
-    };
+    let cookie_of = inspect_tests::client::set_cookie;
     let state = cookie_of(&start, "inspect_oauth_state").unwrap();
     let to_google = start.headers()[reqwest::header::LOCATION]
         .to_str()

@@ -15,9 +15,7 @@ use base64::Engine;
 use inspect_protocol::{ApiError, ErrorCode};
 use serde::Deserialize;
 use std::cell::RefCell;
-use worker::js_sys::{Array, Function, Object, Promise, Reflect, Uint8Array};
-use worker::wasm_bindgen::{JsCast, JsValue};
-use worker::wasm_bindgen_futures::JsFuture;
+use worker::wasm_bindgen::JsValue;
 use worker::{Env, Request, Response};
 
 const STATE_PATH: &str = "/auth/google";
@@ -110,60 +108,6 @@ async fn key(jwks_uri: &str, kid: Option<&str>) -> Result<oidc::Jwk, ApiError> {
     found.ok_or_else(|| refused("the id_token is signed with a key Google does not publish"))
 }
 
-async fn call(target: &JsValue, method: &str, args: &Array) -> Result<JsValue, ApiError> {
-    let js = |e: JsValue| ApiError::internal(format!("WebCrypto: {e:?}"));
-    let f: Function = Reflect::get(target, &method.into())
-        .map_err(js)?
-        .dyn_into()
-        .map_err(js)?;
-    let promise: Promise = f.apply(target, args).map_err(js)?.dyn_into().map_err(js)?;
-    JsFuture::from(promise).await.map_err(js)
-}
-
-/// RSASSA-PKCS1-v1_5 with SHA-256 over `data`, by the runtime's WebCrypto.
-async fn signature_holds(jwk: &oidc::Jwk, data: &[u8], signature: &[u8]) -> Result<bool, ApiError> {
-    let js = |e: JsValue| ApiError::internal(format!("WebCrypto: {e:?}"));
-    let crypto = Reflect::get(&worker::js_sys::global(), &"crypto".into()).map_err(js)?;
-    let subtle = Reflect::get(&crypto, &"subtle".into()).map_err(js)?;
-    let algorithm = Object::new();
-    Reflect::set(&algorithm, &"name".into(), &"RSASSA-PKCS1-v1_5".into()).map_err(js)?;
-    Reflect::set(&algorithm, &"hash".into(), &"SHA-256".into()).map_err(js)?;
-    let key_data = Object::new();
-    for (k, v) in [
-        ("kty", "RSA"),
-        ("n", &jwk.n),
-        ("e", &jwk.e),
-        ("alg", "RS256"),
-    ] {
-        Reflect::set(&key_data, &k.into(), &v.into()).map_err(js)?;
-    }
-    let key = call(
-        &subtle,
-        "importKey",
-        &Array::of5(
-            &"jwk".into(),
-            &key_data,
-            &algorithm,
-            &false.into(),
-            &Array::of1(&"verify".into()),
-        ),
-    )
-    .await
-    .map_err(|_| refused("Google's published key could not be read"))?;
-    let holds = call(
-        &subtle,
-        "verify",
-        &Array::of4(
-            &algorithm,
-            &key,
-            &Uint8Array::from(signature),
-            &Uint8Array::from(data),
-        ),
-    )
-    .await?;
-    Ok(holds.as_bool().unwrap_or(false))
-}
-
 fn client(env: &Env) -> Result<(String, String), ApiError> {
     match (
         setting(env, "GOOGLE_CLIENT_ID"),
@@ -240,19 +184,7 @@ struct TokenReply {
 
 /// `GET /auth/google/callback?code&state`: back from Google.
 pub async fn finish(req: &Request, env: &Env) -> Result<Response, ApiError> {
-    let state = query(req, "state").unwrap_or_default();
-    let cookie_state = req
-        .headers()
-        .get("Cookie")
-        .ok()
-        .flatten()
-        .and_then(|c| tokens::cookie(&c, tokens::STATE_COOKIE).map(str::to_owned))
-        .unwrap_or_default();
-    if state.is_empty() || !tokens::same(&state, &cookie_state) {
-        return Err(ApiError::bad_request(
-            "this sign-in did not start in this browser (state mismatch); start again",
-        ));
-    }
+    let state = crate::signin::state_of_this_browser(req)?;
     #[derive(Deserialize)]
     struct StateRow {
         return_to: String,
@@ -309,7 +241,15 @@ pub async fn finish(req: &Request, env: &Env) -> Result<Response, ApiError> {
     };
     let parsed = oidc::parse(&id_token).map_err(refused)?;
     let jwk = key(&endpoints.jwks_uri, parsed.header.kid.as_deref()).await?;
-    if !signature_holds(&jwk, parsed.signing_input.as_bytes(), &parsed.signature).await? {
+    let holds = inspect_runtime::webcrypto::rs256_verify(
+        &jwk.n,
+        &jwk.e,
+        parsed.signing_input.as_bytes(),
+        &parsed.signature,
+    )
+    .await?
+    .ok_or_else(|| refused("Google's published key could not be read"))?;
+    if !holds {
         return Err(refused("the id_token's signature does not hold"));
     }
     let domains = oidc::domains(setting(env, "GOOGLE_WORKSPACE_DOMAINS").as_deref());

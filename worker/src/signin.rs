@@ -153,8 +153,8 @@ fn refused(message: impl Into<String>) -> ApiError {
     ApiError::bad_request(message)
 }
 
-/// `GET /auth/github/callback?code&state`: back from GitHub.
-pub async fn finish(req: &Request, env: &Env) -> Result<Response, ApiError> {
+/// The callback's `state`, when it is the one this browser's state cookie holds.
+pub(crate) fn state_of_this_browser(req: &Request) -> Result<String, ApiError> {
     let state = query(req, "state").unwrap_or_default();
     let cookie_state = req
         .headers()
@@ -168,6 +168,12 @@ pub async fn finish(req: &Request, env: &Env) -> Result<Response, ApiError> {
             "this sign-in did not start in this browser (state mismatch); start again",
         ));
     }
+    Ok(state)
+}
+
+/// `GET /auth/github/callback?code&state`: back from GitHub.
+pub async fn finish(req: &Request, env: &Env) -> Result<Response, ApiError> {
+    let state = state_of_this_browser(req)?;
     #[derive(Deserialize)]
     struct StateRow {
         return_to: String,

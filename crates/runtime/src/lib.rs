@@ -13,6 +13,8 @@ pub mod binding;
 pub mod d1;
 #[cfg(target_arch = "wasm32")]
 pub mod log;
+#[cfg(target_arch = "wasm32")]
+pub mod webcrypto;
 
 /// A Worker secret or, failing that, a plain variable; empty counts as unset.
 #[cfg(target_arch = "wasm32")]

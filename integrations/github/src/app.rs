@@ -12,9 +12,7 @@ use inspect_protocol::auth::ScmCredentials;
 use inspect_protocol::{ApiError, ErrorCode};
 use inspect_runtime::setting;
 use serde::Deserialize;
-use worker::js_sys::{self, Array, Function, Object, Promise, Reflect, Uint8Array};
-use worker::wasm_bindgen::{JsCast, JsValue};
-use worker::wasm_bindgen_futures::JsFuture;
+use worker::js_sys;
 use worker::{Env, Method};
 
 fn unconfigured(what: &str) -> ApiError {
@@ -24,53 +22,18 @@ fn unconfigured(what: &str) -> ApiError {
     )
 }
 
-fn js(e: JsValue) -> ApiError {
-    ApiError::internal(format!("WebCrypto: {e:?}"))
-}
-
 pub use crate::pem::pkcs8_der;
-
-async fn call(target: &JsValue, method: &str, args: &Array) -> Result<JsValue, ApiError> {
-    let f: Function = Reflect::get(target, &method.into())
-        .map_err(js)?
-        .dyn_into()
-        .map_err(js)?;
-    let promise: Promise = f.apply(target, args).map_err(js)?.dyn_into().map_err(js)?;
-    JsFuture::from(promise).await.map_err(js)
-}
 
 /// RSASSA-PKCS1-v1_5 with SHA-256, by the runtime's WebCrypto.
 async fn rs256(der: &[u8], data: &[u8]) -> Result<Vec<u8>, ApiError> {
-    let crypto = Reflect::get(&js_sys::global(), &"crypto".into()).map_err(js)?;
-    let subtle = Reflect::get(&crypto, &"subtle".into()).map_err(js)?;
-    let algorithm = Object::new();
-    Reflect::set(&algorithm, &"name".into(), &"RSASSA-PKCS1-v1_5".into()).map_err(js)?;
-    Reflect::set(&algorithm, &"hash".into(), &"SHA-256".into()).map_err(js)?;
-    let key = call(
-        &subtle,
-        "importKey",
-        &Array::of5(
-            &"pkcs8".into(),
-            &Uint8Array::from(der),
-            &algorithm,
-            &false.into(),
-            &Array::of1(&"sign".into()),
-        ),
-    )
-    .await
-    .map_err(|_| {
-        ApiError::new(
-            ErrorCode::Unavailable,
-            "GITHUB_APP_PRIVATE_KEY is not an RSA PKCS#8 key WebCrypto accepts",
-        )
-    })?;
-    let signature = call(
-        &subtle,
-        "sign",
-        &Array::of3(&algorithm, &key, &Uint8Array::from(data)),
-    )
-    .await?;
-    Ok(Uint8Array::new(&signature).to_vec())
+    inspect_runtime::webcrypto::rs256_sign(der, data)
+        .await?
+        .ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::Unavailable,
+                "GITHUB_APP_PRIVATE_KEY is not an RSA PKCS#8 key WebCrypto accepts",
+            )
+        })
 }
 
 /// The App's JWT: issued a minute ago (clock drift), valid nine minutes.

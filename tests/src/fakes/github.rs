@@ -203,6 +203,20 @@ pub(crate) fn openssl(args: &[&str], stdin: Option<&str>) -> Result<String> {
     Ok(String::from_utf8(out.stdout)?)
 }
 
+/// A new 2048-bit RSA private key (PKCS#8 PEM), by openssl.
+pub(crate) fn rsa_private_key() -> Result<String> {
+    openssl(
+        &[
+            "genpkey",
+            "-algorithm",
+            "RSA",
+            "-pkeyopt",
+            "rsa_keygen_bits:2048",
+        ],
+        None,
+    )
+}
+
 pub(crate) fn random_hex(n: usize) -> String {
     use rand::RngCore;
     let mut b = vec![0u8; n];
@@ -220,16 +234,7 @@ fn now_s() -> u64 {
 impl FakeGitHub {
     pub async fn start(accounts: Vec<Account>) -> Result<FakeGitHub> {
         let dir = tempfile::Builder::new().prefix("fake-github-").tempdir()?;
-        let private_key_pem = openssl(
-            &[
-                "genpkey",
-                "-algorithm",
-                "RSA",
-                "-pkeyopt",
-                "rsa_keygen_bits:2048",
-            ],
-            None,
-        )?;
+        let private_key_pem = rsa_private_key()?;
         let public_key_pem = openssl(&["pkey", "-pubout"], Some(&private_key_pem))?;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let base_url = format!("http://{}", listener.local_addr()?);
@@ -349,16 +354,7 @@ impl FakeGitHub {
         let b = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .build()?;
-        let cookie = |r: &reqwest::Response, name: &str| {
-            r.headers()
-                .get_all(reqwest::header::SET_COOKIE)
-                .iter()
-                .find_map(|c| {
-                    let first = c.to_str().ok()?.split(';').next()?;
-                    let (k, v) = first.split_once('=')?;
-                    (k == name && !v.is_empty()).then(|| v.to_owned())
-                })
-        };
+        let cookie = crate::client::set_cookie;
         let location = |r: &reqwest::Response| -> Result<String> {
             Ok(r.headers()
                 .get(reqwest::header::LOCATION)

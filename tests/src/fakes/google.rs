@@ -10,7 +10,7 @@
 //! A test can make the next token wrong in one way (another audience, expired, unsigned,
 //! signed with a key Google does not publish).
 
-use crate::fakes::github::{openssl, random_hex};
+use crate::fakes::github::{openssl, random_hex, rsa_private_key};
 use anyhow::{Context, Result};
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
@@ -88,16 +88,7 @@ impl Drop for FakeGoogle {
 }
 
 fn new_key() -> Result<Key> {
-    let pem = openssl(
-        &[
-            "genpkey",
-            "-algorithm",
-            "RSA",
-            "-pkeyopt",
-            "rsa_keygen_bits:2048",
-        ],
-        None,
-    )?;
+    let pem = rsa_private_key()?;
     let modulus = openssl(&["rsa", "-noout", "-modulus"], Some(&pem))?;
     let hex_n = modulus
         .trim()

@@ -16,7 +16,8 @@ pub struct Policy {
     pub everyone: bool,
 }
 
-fn list(value: Option<&str>) -> Vec<String> {
+/// A comma-separated list of names, compared without case (a leading `@` dropped).
+pub fn list(value: Option<&str>) -> Vec<String> {
     value
         .unwrap_or_default()
         .split(',')

@@ -255,12 +255,7 @@ pub fn max_age(cache_control: Option<&str>) -> i64 {
 
 /// `GOOGLE_WORKSPACE_DOMAINS`, parsed.
 pub fn domains(value: Option<&str>) -> Vec<String> {
-    value
-        .unwrap_or_default()
-        .split(',')
-        .map(|d| d.trim().trim_start_matches('@').to_ascii_lowercase())
-        .filter(|d| !d.is_empty())
-        .collect()
+    super::admission::list(value)
 }
 
 #[cfg(test)]

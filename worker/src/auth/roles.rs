@@ -6,12 +6,7 @@ use inspect_protocol::people::{Role, RoleSource};
 
 /// `ADMIN_USERS`: comma-separated GitHub logins and addresses, compared without case.
 pub fn admin_list(value: Option<&str>) -> Vec<String> {
-    value
-        .unwrap_or_default()
-        .split(',')
-        .map(|s| s.trim().trim_start_matches('@').to_ascii_lowercase())
-        .filter(|s| !s.is_empty())
-        .collect()
+    super::admission::list(value)
 }
 
 /// What decides a signed-in person's role.
