@@ -53,6 +53,54 @@ export type SetRole = { role: Role, };
 
 export type SignInProviders = { github: boolean, google: boolean, };
 
+export type UsageGroup = "person" | "repository" | "week";
+
+export type UsageRow = { 
+/**
+ * The person's user id, `owner/name`, or the week's Monday (`YYYY-MM-DD`).
+ */
+key: string, 
+/**
+ * What to show: the person's name, else the key.
+ */
+label: string, sessions: number, prompts: number, toolCalls: number, tokensIn: number, tokensOut: number, 
+/**
+ * Millionths of a dollar, as the agents reported cost.
+ */
+costMicros: number, sandboxMs: number, 
+/**
+ * Sessions with a pull request, and those whose newest one was merged.
+ */
+pullRequests: number, merged: number, };
+
+export type UsageReport = { by: UsageGroup, 
+/**
+ * Sessions made from `since` (inclusive) to `until` (exclusive), epoch ms.
+ */
+since: number, until: number, 
+/**
+ * Everyone's (an admin), or only the caller's own sessions.
+ */
+everyone: boolean, rows: Array<UsageRow>, };
+
+export type SessionUsage = { prompts: number, toolCalls: number, 
+/**
+ * The model's tokens, as the agent reported them per step.
+ */
+tokensIn: number, tokensOut: number, 
+/**
+ * The model's cost as the agent reported it, in millionths of a dollar.
+ */
+costMicros: number, 
+/**
+ * How long a sandbox was live for the session.
+ */
+sandboxMs: number, 
+/**
+ * When its first pull request was recorded.
+ */
+firstPrAt?: number | null, };
+
 export type CreateApiToken = { name: string, };
 
 export type CreatedApiToken = { id: string, name: string, token: string, createdAt: number, };
@@ -1015,7 +1063,11 @@ participants: Array<string>,
 /**
  * The newest pull request's URL and state.
  */
-prUrl?: string | null, prState?: string | null, };
+prUrl?: string | null, prState?: string | null, 
+/**
+ * What the session has used so far.
+ */
+usage: SessionUsage, };
 
 export type MessageStatus = "pending" | "processing" | "completed" | "failed" | "cancelled";
 

@@ -158,6 +158,15 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
             )
         }
         Route::People => json(&crate::people::list(env).await?, 200),
+        Route::Usage => {
+            let q = crate::usage_query::parse(&query_pairs(&req)?, now)?;
+            let report = crate::usage::report(env, &caller, &q).await?;
+            if q.csv {
+                csv(&report.csv())
+            } else {
+                json(&report, 200)
+            }
+        }
         Route::SetRole { user_id } => {
             let ask: inspect_protocol::people::SetRole = body_as(&body)?;
             json(
@@ -402,6 +411,19 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
         | Route::PortLink { .. }
         | Route::CloseTerminal { .. } => Err(ApiError::internal("the session Worker's route")),
     }
+}
+
+/// A CSV download.
+fn csv(text: &str) -> ApiResult<Response> {
+    let headers = worker::Headers::new();
+    let internal = |e: worker::Error| ApiError::internal(e.to_string());
+    headers
+        .set("Content-Type", "text/csv; charset=utf-8")
+        .map_err(internal)?;
+    headers
+        .set("Content-Disposition", "attachment; filename=\"usage.csv\"")
+        .map_err(internal)?;
+    Ok(Response::ok(text).map_err(internal)?.with_headers(headers))
 }
 
 fn method_name(req: &Request) -> String {

@@ -21,6 +21,7 @@
 pub mod auth;
 pub mod listing;
 pub mod routes;
+pub mod usage_query;
 
 #[cfg(target_arch = "wasm32")]
 mod api_tokens;
@@ -66,6 +67,8 @@ mod repos;
 mod settings;
 #[cfg(target_arch = "wasm32")]
 mod signin;
+#[cfg(target_arch = "wasm32")]
+mod usage;
 #[cfg(all(target_arch = "wasm32", feature = "session"))]
 pub use inspect_durable::SessionDO;
 

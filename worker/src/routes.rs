@@ -169,6 +169,8 @@ pub enum Route {
     },
     /// `POST /webhooks/slack/commands`: the `/inspect` slash command (Slack-signed).
     SlackCommands,
+    /// `GET /usage`: what sessions used, grouped (everyone's for an admin, else one's own).
+    Usage,
     /// A route served by the session's Durable Object; `action` is the object's path.
     Session {
         id: String,
@@ -522,6 +524,7 @@ pub fn match_route(method: &str, path: &str) -> Option<Result<Route, ApiError>> 
             },
         ),
         ["people"] => only(method, &["GET"], Route::People),
+        ["usage"] => only(method, &["GET"], Route::Usage),
         ["people", user_id, "role"] => only(
             method,
             &["PUT"],

@@ -32,6 +32,7 @@ pub mod session;
 pub mod skills;
 pub mod slack;
 pub mod terminal;
+pub mod usage;
 pub mod vendor;
 
 pub use error::{ApiError, ErrorBody, ErrorCode};

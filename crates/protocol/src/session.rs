@@ -235,6 +235,29 @@ pub struct IndexUpdate {
     pub pr_url: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pr_state: Option<String>,
+    /// What the session has used so far.
+    #[serde(default)]
+    pub usage: SessionUsage,
+}
+
+/// What a session has used: counted by its object from what it keeps, written to the D1
+/// index with the rest of its row.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct SessionUsage {
+    pub prompts: i64,
+    pub tool_calls: i64,
+    /// The model's tokens, as the agent reported them per step.
+    pub tokens_in: i64,
+    pub tokens_out: i64,
+    /// The model's cost as the agent reported it, in millionths of a dollar.
+    pub cost_micros: i64,
+    /// How long a sandbox was live for the session.
+    pub sandbox_ms: i64,
+    /// When its first pull request was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_pr_at: Option<i64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -23,6 +23,7 @@ pub mod staged;
 pub mod state;
 pub mod terminals;
 pub mod timeline;
+pub mod usage;
 
 pub use effects::{Effects, Outbound, Target};
 

@@ -199,6 +199,8 @@ impl<S: Store> Session<'_, S> {
             status: status.into(),
             error: error.map(str::to_owned),
         });
+        // A sandbox that stops ends a stretch of sandbox time: the index row counts it.
+        fx.index_changed |= !LIVE_STATES.contains(&status);
         Ok(fx)
     }
 

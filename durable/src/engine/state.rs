@@ -363,7 +363,7 @@ impl<S: Store> Session<'_, S> {
     }
 
     /// What the D1 index needs to follow this session.
-    pub fn index_update(&self) -> EngineResult<IndexUpdate> {
+    pub fn index_update(&self, now: i64) -> EngineResult<IndexUpdate> {
         let s = self.state()?;
         let participants = self
             .store
@@ -382,6 +382,7 @@ impl<S: Store> Session<'_, S> {
             participants,
             pr_url: pr.as_ref().map(|p| p.0.clone()),
             pr_state: pr.map(|p| p.1),
+            usage: self.usage(now)?,
         })
     }
 

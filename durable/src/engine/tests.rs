@@ -528,6 +528,22 @@ mod sandbox_flow {
         s.on_sandbox_frame(&frame(&ticket.sandbox_id, json!({"type": "tool_call", "messageId": a.message_id, "tool": "bash", "callId": "c1", "status": "completed", "args": {"command": "ls"}})), 18);
         assert_eq!(st.take_statements().len(), 3);
 
+        // What the session used, read from what it keeps (not counted on the way in).
+        s.on_sandbox_frame(&frame(&ticket.sandbox_id, json!({"type": "step_finish", "messageId": a.message_id, "cost": 0.0125, "tokens": {"input": 120, "output": 30, "reasoning": 0, "cache": {"read": 0, "write": 0}}})), 18);
+        let used = s.usage(100).unwrap();
+        assert_eq!(
+            (
+                used.prompts,
+                used.tool_calls,
+                used.tokens_in,
+                used.tokens_out,
+                used.cost_micros
+            ),
+            (2, 1, 120, 30, 12_500)
+        );
+        assert!(used.sandbox_ms > 0 && used.sandbox_ms <= 100, "{used:?}");
+        assert_eq!(s.index_update(100).unwrap().usage, used);
+
         // Completion is acked once, even when resent; the next prompt follows.
         let done = frame(
             &ticket.sandbox_id,
@@ -1752,7 +1768,7 @@ fn pull_requests_are_one_artifact_each_updated_in_place() {
         .unwrap()
         .is_empty());
     assert_eq!(
-        s.index_update().unwrap().pr_state.as_deref(),
+        s.index_update(0).unwrap().pr_state.as_deref(),
         Some("merged")
     );
     assert_eq!(s.pr_user().unwrap(), "u-ann");
@@ -1781,7 +1797,7 @@ fn pull_requests_are_one_artifact_each_updated_in_place() {
         (meta["state"].clone(), meta["stateAt"].clone()),
         (json!("open"), json!(30))
     );
-    assert_eq!(s.index_update().unwrap().pr_state.as_deref(), Some("open"));
+    assert_eq!(s.index_update(0).unwrap().pr_state.as_deref(), Some("open"));
     // The same again changes nothing; a review is kept beside the state.
     assert!(s
         .update_pull_request(&change(Some("open"), None), 32)

@@ -7,7 +7,9 @@ pub(super) async fn write_index(env: &Env, update: &IndexUpdate) -> Result<()> {
     let db = env.d1("DB")?;
     let mut statements = vec![db
         .prepare(
-            "UPDATE sessions SET title = ?1, status = ?2, message_count = ?3, updated_at = ?4, pr_url = ?6, pr_state = ?7 WHERE id = ?5 AND updated_at <= ?4",
+            "UPDATE sessions SET title = ?1, status = ?2, message_count = ?3, updated_at = ?4, pr_url = ?6, pr_state = ?7,
+                prompts = ?8, tool_calls = ?9, tokens_in = ?10, tokens_out = ?11, cost_micros = ?12, sandbox_ms = ?13, first_pr_at = ?14
+             WHERE id = ?5 AND updated_at <= ?4",
         )
         .bind(&[
             update.title.clone().map_or(wasm_bindgen::JsValue::NULL, Into::into),
@@ -17,6 +19,16 @@ pub(super) async fn write_index(env: &Env, update: &IndexUpdate) -> Result<()> {
             update.id.as_str().into(),
             update.pr_url.clone().map_or(wasm_bindgen::JsValue::NULL, Into::into),
             update.pr_state.clone().map_or(wasm_bindgen::JsValue::NULL, Into::into),
+            (update.usage.prompts as f64).into(),
+            (update.usage.tool_calls as f64).into(),
+            (update.usage.tokens_in as f64).into(),
+            (update.usage.tokens_out as f64).into(),
+            (update.usage.cost_micros as f64).into(),
+            (update.usage.sandbox_ms as f64).into(),
+            update
+                .usage
+                .first_pr_at
+                .map_or(wasm_bindgen::JsValue::NULL, |t| (t as f64).into()),
         ])?];
     for user in &update.participants {
         statements.push(
@@ -50,7 +62,7 @@ impl SessionDO {
             loop {
                 sync.borrow_mut().dirty = false;
                 let started = now_ms();
-                if let Ok(update) = Session::new(&store).index_update() {
+                if let Ok(update) = Session::new(&store).index_update(started) {
                     if let Err(e) = write_index(&env, &update).await {
                         inspect_runtime::log::emit(
                             inspect_runtime::log::LogLine::error("session", "index_update_failed")
