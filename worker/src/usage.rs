@@ -42,10 +42,10 @@ pub async fn report(env: &Env, caller: &Caller, q: &UsageQuery) -> Result<UsageR
     let mine = if everyone { "" } else { "AND created_by = ?3" };
     let sql = format!(
         "SELECT {key} AS key, {label} AS label, COUNT(*) AS sessions,
-                SUM(prompts) AS prompts, SUM(tool_calls) AS tool_calls,
-                SUM(tokens_in) AS tokens_in, SUM(tokens_out) AS tokens_out,
-                SUM(cost_micros) AS cost_micros, SUM(sandbox_ms) AS sandbox_ms,
-                SUM(pr_url IS NOT NULL) AS pull_requests, SUM(pr_state = 'merged') AS merged
+                TOTAL(prompts) AS prompts, TOTAL(tool_calls) AS tool_calls,
+                TOTAL(tokens_in) AS tokens_in, TOTAL(tokens_out) AS tokens_out,
+                TOTAL(cost_micros) AS cost_micros, TOTAL(sandbox_ms) AS sandbox_ms,
+                TOTAL(pr_url IS NOT NULL) AS pull_requests, TOTAL(pr_state = 'merged') AS merged
          FROM sessions WHERE created_at >= ?1 AND created_at < ?2 {mine}
          GROUP BY 1 ORDER BY 1 LIMIT 1000"
     );
