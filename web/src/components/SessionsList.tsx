@@ -110,7 +110,9 @@ export function SessionsList({ me }: { me: Me }) {
                 )}
                 {s.repositories.length > 0 && <span>{s.repositories.map(repoLabel).join(", ")}</span>}
                 <span>by {s.createdBy === me.user.userId ? "you" : s.createdByName}</span>
-                <span>{s.messageCount} prompts</span>
+                <span>
+                  {s.messageCount} {s.messageCount === 1 ? "prompt" : "prompts"}
+                </span>
                 <span title={new Date(s.updatedAt).toLocaleString()}>{ago(s.updatedAt)}</span>
               </span>
             </a>

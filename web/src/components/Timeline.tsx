@@ -15,6 +15,8 @@ const HIDDEN = new Set([
   "boot_step",
   "ready",
   "step_start",
+  // A step's tokens and cost are folded into its turn's summary.
+  "step_finish",
   "snapshot_ready",
   "snapshot_saved",
   "sandbox_status",
@@ -114,7 +116,35 @@ export function MediaFigure({ url, caption }: { url: string; caption: string }) 
   );
 }
 
-const Row = memo(({ e }: { e: TimelineEvent }) => {
+/** What a turn's steps used, summed for its summary line. */
+type TurnUse = { steps: number; cost: number; input: number; output: number };
+
+function turnUse(events: TimelineEvent[]): Map<string, TurnUse> {
+  const out = new Map<string, TurnUse>();
+  for (const e of events) {
+    if (e.type !== "step_finish" || typeof e.messageId !== "string") continue;
+    const t = out.get(e.messageId) ?? { steps: 0, cost: 0, input: 0, output: 0 };
+    const tokens = (e.tokens ?? {}) as { input?: number; output?: number };
+    t.steps += 1;
+    t.cost += Number(e.cost ?? 0);
+    t.input += Number(tokens.input ?? 0);
+    t.output += Number(tokens.output ?? 0);
+    out.set(e.messageId, t);
+  }
+  return out;
+}
+
+const plural = (n: number, one: string, many: string) => `${n} ${n === 1 ? one : many}`;
+
+function turnText(t: TurnUse | undefined): string {
+  if (!t) return "";
+  const parts = [plural(t.steps, "step", "steps")];
+  if (t.input || t.output) parts.push(`${t.input} in / ${t.output} out tokens`);
+  if (t.cost > 0) parts.push(`$${t.cost.toFixed(4)}`);
+  return ` · ${parts.join(" · ")}`;
+}
+
+const Row = memo(({ e, turn }: { e: TimelineEvent; turn?: TurnUse }) => {
   switch (e.type) {
     case "user_message": {
       const author = (e.author ?? {}) as { name?: string; avatar?: string };
@@ -138,23 +168,15 @@ const Row = memo(({ e }: { e: TimelineEvent }) => {
       return <Markdown text={str(e.content)} />;
     case "tool_call":
       return <ToolRow e={e} />;
-    case "step_finish": {
-      const tokens = (e.tokens ?? {}) as { input?: number; output?: number };
-      return (
-        <div class="row-step muted small">
-          step · ${Number(e.cost ?? 0).toFixed(4)}
-          {tokens.input !== undefined && ` · ${tokens.input} in / ${tokens.output ?? 0} out tokens`}
-        </div>
-      );
-    }
     case "execution_complete":
       return e.success ? (
         <div class="row-done" data-testid="execution-complete">
-          ✓ Done
+          ✓ Done<span class="muted small">{turnText(turn)}</span>
         </div>
       ) : (
         <div class="row-error" role="alert" data-testid="execution-failed">
           ✗ Failed{e.error ? `: ${str(e.error)}` : ""}
+          <span class="muted small">{turnText(turn)}</span>
         </div>
       );
     case "error":
@@ -237,6 +259,7 @@ export function Timeline({
   onLoadOlder: () => void;
 }) {
   const visible = useMemo(() => events.filter((e) => !HIDDEN.has(e.type)), [events]);
+  const turns = useMemo(() => turnUse(events), [events]);
   // The rendered window, by sequence numbers so it survives older pages arriving in
   // front: from `top`, to `bottom` or (null) the newest event, followed live.
   const [win, setWin] = useState<{ top: number | null; bottom: number | null }>({ top: null, bottom: null });
@@ -354,7 +377,7 @@ export function Timeline({
       {moreAbove && <p class="muted small center">{loadingOlder ? "Loading older events…" : "Scroll up for older events"}</p>}
       {rows.map((e) => (
         <div class="event" key={coalescingKey(e) ?? e.id} data-type={e.type} data-seq={e.seq}>
-          <Row e={e} />
+          <Row e={e} turn={e.type === "execution_complete" && typeof e.messageId === "string" ? turns.get(e.messageId) : undefined} />
         </div>
       ))}
       {win.bottom !== null && (
