@@ -1,11 +1,13 @@
 //! Usage through the real runtime: a session's object counts what it used (prompts, tool
 //! calls, the model's tokens and cost as OpenCode reported them, sandbox time) into its D1
-//! index row, and `GET /usage` sums it by person, repository and week, as JSON or CSV.
+//! index row, and `GET /usage` sums it by person, repository and week, as JSON or CSV; a
+//! spent monthly budget refuses new prompts (HTTP and socket) and automation runs until an
+//! admin raises it.
 
 #![allow(clippy::unwrap_used)] // a test fails loudly by design
 
 use inspect_tests::agent::AgentStack;
-use inspect_tests::client::send;
+use inspect_tests::client::{send, WsClient};
 use inspect_tests::fakes::model::Reply;
 use inspect_tests::repo::source_repo;
 use reqwest::Method;
@@ -113,4 +115,156 @@ async fn a_sessions_usage_is_counted_and_summed() {
             .unwrap();
         assert_eq!(r.status, 400, "{bad}: {}", r.body);
     }
+}
+
+#[tokio::test]
+async fn a_spent_budget_refuses_new_work_until_an_admin_raises_it() {
+    let agent = AgentStack::start(
+        vec![
+            Reply::tool(
+                "bash",
+                json!({"command": "ls", "description": "look around"}),
+            ),
+            Reply::text("Looked."),
+            Reply::text("Looked again."),
+        ],
+        vec![],
+    )
+    .await
+    .unwrap();
+    let stack = &agent.stack;
+    let repo = source_repo();
+    agent.register_repo("demo", repo.path()).await.unwrap();
+
+    // Bad budgets are refused.
+    for bad in [
+        json!({"scope": "person", "subject": "*", "metric": "tokens", "monthlyLimit": -1}),
+        json!({"scope": "person", "subject": "*", "metric": "tokens", "monthlyLimit": 1e20}),
+        json!({"scope": "person", "subject": "", "metric": "tokens", "monthlyLimit": 5}),
+        json!({"scope": "team", "metric": "tokens", "monthlyLimit": 5}),
+        json!({"scope": "person", "subject": "*", "metric": "dollars", "monthlyLimit": 5}),
+    ] {
+        let r = send(Method::PUT, &stack.url("/budgets"), Some(bad.clone()))
+            .await
+            .unwrap();
+        assert_eq!(r.status, 400, "{bad}: {}", r.body);
+    }
+    // Each person may use 1 token a month: the first prompt runs (nothing used yet).
+    let r = send(
+        Method::PUT,
+        &stack.url("/budgets"),
+        Some(json!({"scope": "person", "subject": "*", "metric": "tokens", "monthlyLimit": 1})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = send(
+        Method::POST,
+        &stack.url("/sessions"),
+        Some(json!({"repoOwner": "local", "repoName": "demo"})),
+    )
+    .await
+    .unwrap();
+    let id = r.body["sessionId"].as_str().unwrap().to_owned();
+    let prompt = |text: &'static str| {
+        let url = stack.url(&format!("/sessions/{id}/prompt"));
+        async move {
+            send(Method::POST, &url, Some(json!({ "content": text })))
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(prompt("look around").await.status, 200);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let spent = loop {
+        let r = send(Method::GET, &stack.url("/budgets"), None)
+            .await
+            .unwrap();
+        let used = r.body["budgets"][0]["used"].as_f64().unwrap_or(0.0);
+        if used >= 1.0 {
+            break r.body;
+        }
+        assert!(Instant::now() < deadline, "never used: {}", r.body);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    assert!(
+        spent["budgets"][0]["resetsAt"].as_i64().unwrap() > 0,
+        "{spent}"
+    );
+
+    // Spent: the next prompt is refused with which budget and when it resets, whichever
+    // way it comes; nothing of the session is lost.
+    let refused = prompt("look again").await;
+    assert_eq!(refused.status, 429, "{}", refused.body);
+    let why = refused.body["error"]["message"].as_str().unwrap();
+    assert!(
+        why.contains("model tokens") && why.contains("resets"),
+        "{why}"
+    );
+    let (mut ws, _) = WsClient::join(&stack.base_url, &stack.ws_url(""), &id, "local")
+        .await
+        .unwrap();
+    ws.send(json!({"type": "prompt", "content": "over the socket"}))
+        .await
+        .unwrap();
+    let err = ws.recv_type("error").await.unwrap();
+    assert!(err.to_string().contains("model tokens"), "{err}");
+    // An automation's run is refused too, and says why.
+    let made = send(
+        Method::POST,
+        &stack.url("/automations"),
+        Some(
+            json!({"name": "nightly", "triggerType": "webhook", "instructions": "look",
+                    "repositories": [{"owner": "local", "name": "demo"}]}),
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(made.status, 201, "{}", made.body);
+    let auto = made.body["automation"]["id"].as_str().unwrap().to_owned();
+    let run = send(
+        Method::POST,
+        &stack.url(&format!("/automations/{auto}/trigger")),
+        None,
+    )
+    .await
+    .unwrap();
+    assert!(
+        run.body.to_string().contains("model tokens"),
+        "{}",
+        run.body
+    );
+    let events = send(
+        Method::GET,
+        &stack.url(&format!("/sessions/{id}/events")),
+        None,
+    )
+    .await
+    .unwrap();
+    let prompts = events.body["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "user_message")
+        .count();
+    assert_eq!(prompts, 1, "the refused prompts were never queued");
+
+    // An admin raises it: at once, the next prompt runs.
+    let r = send(
+        Method::PUT,
+        &stack.url("/budgets"),
+        Some(json!({"scope": "person", "subject": "*", "metric": "tokens", "monthlyLimit": 1e9})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(prompt("look again").await.status, 200);
+    let r = send(
+        Method::DELETE,
+        &stack.url("/budgets?scope=person&subject=*&metric=tokens"),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
 }

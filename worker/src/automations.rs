@@ -353,6 +353,11 @@ async fn start_session(
     content: String,
     origin: &str,
 ) -> Result<String, (Option<String>, ApiError)> {
+    // A run is new work: refused, with the reason kept on the run, once a budget of the
+    // owner's is spent.
+    inspect_runtime::budgets::check(env, &automation.actor.user_id, crate::http::now_ms() as i64)
+        .await
+        .map_err(|e| (None, e))?;
     let settings = &automation.automation.settings;
     let create = CreateSessionRequest {
         repositories: repo.map(|r| vec![r]),

@@ -158,6 +158,21 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
             )
         }
         Route::People => json(&crate::people::list(env).await?, 200),
+        Route::Budgets => match req.method() {
+            Method::Get => {
+                let pairs = query_pairs(&req)?;
+                let person = pairs
+                    .iter()
+                    .find(|(k, _)| k == "person")
+                    .map(|(_, v)| v.as_str());
+                json(&crate::budgets::list(env, &caller, person, now).await?, 200)
+            }
+            Method::Put => json(&crate::budgets::put(env, &caller, &body, now).await?, 200),
+            _ => {
+                crate::budgets::delete(env, &query_pairs(&req)?).await?;
+                json(&serde_json::json!({ "deleted": true }), 200)
+            }
+        },
         Route::Usage => {
             let q = crate::usage_query::parse(&query_pairs(&req)?, now)?;
             let report = crate::usage::report(env, &caller, &q).await?;

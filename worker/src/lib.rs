@@ -28,6 +28,8 @@ mod api_tokens;
 #[cfg(target_arch = "wasm32")]
 mod automations;
 #[cfg(target_arch = "wasm32")]
+mod budgets;
+#[cfg(target_arch = "wasm32")]
 mod caller;
 #[cfg(target_arch = "wasm32")]
 mod children;

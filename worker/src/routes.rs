@@ -171,6 +171,8 @@ pub enum Route {
     SlackCommands,
     /// `GET /usage`: what sessions used, grouped (everyone's for an admin, else one's own).
     Usage,
+    /// `GET|PUT|DELETE /budgets`: monthly budgets (set by admins).
+    Budgets,
     /// A route served by the session's Durable Object; `action` is the object's path.
     Session {
         id: String,
@@ -231,6 +233,7 @@ impl Route {
             Route::LinearSettings | Route::LinearInstall => Some("the Linear integration"),
             Route::BuildImage | Route::ImageSchedule => Some("prebuilt images"),
             Route::People | Route::SetRole { .. } => Some("people's roles"),
+            Route::Budgets if write => Some("budgets"),
             _ => None,
         }
     }
@@ -525,6 +528,10 @@ pub fn match_route(method: &str, path: &str) -> Option<Result<Route, ApiError>> 
         ),
         ["people"] => only(method, &["GET"], Route::People),
         ["usage"] => only(method, &["GET"], Route::Usage),
+        ["budgets"] => match method {
+            "GET" | "PUT" | "DELETE" => Ok(Route::Budgets),
+            _ => Err(not_allowed(method, &["GET", "PUT", "DELETE"])),
+        },
         ["people", user_id, "role"] => only(
             method,
             &["PUT"],
@@ -908,6 +915,8 @@ mod tests {
             ("PUT", "/images/schedule"),
             ("GET", "/people"),
             ("PUT", "/people/github:1/role"),
+            ("PUT", "/budgets"),
+            ("DELETE", "/budgets"),
         ] {
             assert!(admin(m, p).is_some(), "{m} {p} is an admin's");
         }
@@ -932,6 +941,8 @@ mod tests {
             ("GET", "/auth/identities"),
             ("POST", "/auth/identities/link"),
             ("DELETE", "/auth/identities/slack:U1"),
+            ("GET", "/budgets"),
+            ("GET", "/usage"),
         ] {
             assert_eq!(admin(m, p), None, "{m} {p} is any person's");
         }

@@ -9,6 +9,7 @@
 pub mod agent;
 pub mod auth;
 pub mod automations;
+pub mod budgets;
 pub mod changes;
 pub mod client;
 pub mod editor;

@@ -10,6 +10,8 @@ pub mod answer;
 #[cfg(target_arch = "wasm32")]
 pub mod binding;
 #[cfg(target_arch = "wasm32")]
+pub mod budgets;
+#[cfg(target_arch = "wasm32")]
 pub mod d1;
 #[cfg(target_arch = "wasm32")]
 pub mod log;

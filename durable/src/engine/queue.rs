@@ -42,6 +42,15 @@ fn read_message(row: Row) -> StoreResult<Message> {
 /// Whether a client's frame is a prompt that names a model or an effort: only then does
 /// the catalog (a D1 read when the object has none cached) need to be at hand. Read with
 /// the same type the frame is handled with, so a frame cannot name one unseen.
+/// Whether a client's frame is a prompt (new work, which a spent budget refuses).
+pub fn frame_is_prompt(text: &str) -> bool {
+    text.contains("prompt")
+        && matches!(
+            serde_json::from_str::<inspect_protocol::client::ClientMessage>(text),
+            Ok(inspect_protocol::client::ClientMessage::Prompt { .. })
+        )
+}
+
 pub fn frame_names_a_model(text: &str) -> bool {
     matches!(
         serde_json::from_str::<inspect_protocol::client::ClientMessage>(text),

@@ -82,6 +82,22 @@ impl<S: Store> Session<'_, S> {
             > 0)
     }
 
+    /// The user id of the person a subscribed client socket speaks for.
+    pub fn socket_user(&self, ws_id: &str) -> EngineResult<Option<String>> {
+        Ok(self
+            .store
+            .query(
+                "SELECT p.user_id FROM ws_client_mapping w JOIN participants p ON p.id = w.participant_id
+                 WHERE w.ws_id = ? AND w.subscribed_at IS NOT NULL",
+                &[ws_id.into()],
+            )
+            .map_err(internal)?
+            .into_iter()
+            .next()
+            .and_then(|r| r.into_iter().next())
+            .and_then(|v| v.into_string()))
+    }
+
     /// Socket ids: all of them, or those of one kind that have subscribed.
     pub fn socket_ids(&self, subscribed_kind: Option<&str>) -> EngineResult<Vec<String>> {
         let rows = match subscribed_kind {

@@ -117,6 +117,15 @@ impl SessionDO {
         Session::new(&self.store)
     }
 
+    /// The refusal of a prompt sent on a client socket when a budget of its person's is
+    /// spent.
+    async fn budget_refusal_for_socket(&self, ws_id: &str) -> Option<ApiError> {
+        let user = self.engine().socket_user(ws_id).ok().flatten()?;
+        inspect_runtime::budgets::check(&self.env, &user, now_ms())
+            .await
+            .err()
+    }
+
     /// The deployment's models (read from D1 at most every 30 s). When D1 cannot answer,
     /// none: prompts are then checked against the efforts any model accepts only.
     async fn models(&self) -> Option<inspect_protocol::models::ModelCatalog> {
@@ -380,6 +389,18 @@ impl DurableObject for SessionDO {
             };
             self.carry_out(fx).await;
             return Ok(());
+        }
+        // New work is refused once a budget of the person's is spent.
+        if text
+            .as_deref()
+            .is_some_and(crate::engine::queue::frame_is_prompt)
+        {
+            if let Some(refused) = self.budget_refusal_for_socket(&id).await {
+                let mut fx = Effects::none();
+                fx.to(&id, ServerMessage::error(&refused));
+                self.carry_out(fx).await;
+                return Ok(());
+            }
         }
         let fx = match text {
             Some(text) => {

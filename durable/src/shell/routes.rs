@@ -437,6 +437,8 @@ impl SessionDO {
             (Method::Post, "prompt") => {
                 let result = async {
                     let actor = actor_of(&req)?;
+                    // New work is refused once a budget of the person's is spent.
+                    inspect_runtime::budgets::check(&self.env, &actor.user_id, now).await?;
                     let mut body: PromptRequest = body_json(&mut req).await?;
                     // Where the outcome goes is never a person's to say.
                     if !req.headers().has(VOUCHED_HEADER).unwrap_or(false) {

@@ -1,0 +1,180 @@
+//! Monthly budgets, checked before new work (a prompt, an automation's run) by whichever
+//! Worker takes it: the budgets are kept per isolate for half a minute (none set: no D1 read
+//! at all for most prompts), the month's use summed from the sessions index, and a spent
+//! budget is read again from D1 before it refuses, so an admin's raise counts at once.
+
+use crate::d1;
+use inspect_protocol::budgets::{self, Budget, BudgetMetric, BudgetScope, BudgetStatus};
+use inspect_protocol::ApiError;
+use serde::Deserialize;
+use std::cell::RefCell;
+use worker::Env;
+
+const KEEP_MS: i64 = 30_000;
+
+thread_local! {
+    static KEPT: RefCell<Option<(i64, Vec<Budget>)>> = const { RefCell::new(None) };
+}
+
+#[derive(Deserialize)]
+struct Row {
+    scope: String,
+    subject: String,
+    metric: String,
+    monthly_limit: f64,
+}
+
+/// Every budget set, from D1.
+pub async fn all(env: &Env) -> Result<Vec<Budget>, ApiError> {
+    let rows: Vec<Row> = d1::all(
+        env,
+        "SELECT scope, subject, metric, monthly_limit FROM budgets ORDER BY scope, subject, metric",
+        &[],
+    )
+    .await?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|r| {
+            Some(Budget {
+                scope: match r.scope.as_str() {
+                    "deployment" => BudgetScope::Deployment,
+                    "person" => BudgetScope::Person,
+                    _ => return None,
+                },
+                subject: r.subject,
+                metric: BudgetMetric::parse(&r.metric)?,
+                monthly_limit: r.monthly_limit,
+            })
+        })
+        .collect())
+}
+
+async fn kept(env: &Env, now: i64) -> Result<Vec<Budget>, ApiError> {
+    if let Some(b) = KEPT.with(|k| {
+        k.borrow()
+            .as_ref()
+            .filter(|(at, _)| now - at < KEEP_MS)
+            .map(|(_, b)| b.clone())
+    }) {
+        return Ok(b);
+    }
+    let fresh = all(env).await?;
+    forget_after(now, fresh.clone());
+    Ok(fresh)
+}
+
+fn forget_after(now: i64, budgets: Vec<Budget>) {
+    KEPT.with(|k| *k.borrow_mut() = Some((now, budgets)));
+}
+
+/// Drops what this isolate kept (after a budget is set here).
+pub fn forget() {
+    KEPT.with(|k| *k.borrow_mut() = None);
+}
+
+#[derive(Deserialize)]
+struct Used {
+    sandbox_ms: f64,
+    tokens: f64,
+    cost_micros: f64,
+}
+
+async fn used(env: &Env, since: i64, user_id: Option<&str>) -> Result<Used, ApiError> {
+    let mine = if user_id.is_some() {
+        "AND created_by = ?2"
+    } else {
+        ""
+    };
+    let sql = format!(
+        "SELECT TOTAL(sandbox_ms) AS sandbox_ms, TOTAL(tokens_in + tokens_out) AS tokens,
+                TOTAL(cost_micros) AS cost_micros
+         FROM sessions WHERE created_at >= ?1 {mine}"
+    );
+    let mut args = vec![d1::num(since)];
+    if let Some(u) = user_id {
+        args.push(u.into());
+    }
+    d1::first(env, &sql, &args)
+        .await?
+        .ok_or_else(|| ApiError::internal("the usage sum returned nothing"))
+}
+
+/// How much of each budget that applies to `user_id` this month has used (sessions made
+/// this month, by their index rows).
+pub async fn statuses_of(
+    env: &Env,
+    budgets: &[Budget],
+    user_id: &str,
+    now: i64,
+) -> Result<Vec<BudgetStatus>, ApiError> {
+    let applying = budgets::applying(budgets, user_id);
+    if applying.is_empty() {
+        return Ok(Vec::new());
+    }
+    let (start, end) = budgets::month(now);
+    let mut person = None;
+    let mut deployment = None;
+    let mut out = Vec::new();
+    for b in applying {
+        let u = match b.scope {
+            BudgetScope::Person => {
+                if person.is_none() {
+                    person = Some(used(env, start, Some(user_id)).await?);
+                }
+                person.as_ref()
+            }
+            BudgetScope::Deployment => {
+                if deployment.is_none() {
+                    deployment = Some(used(env, start, None).await?);
+                }
+                deployment.as_ref()
+            }
+        }
+        .ok_or_else(|| ApiError::internal("usage not read"))?;
+        let amount = match b.metric {
+            BudgetMetric::SandboxHours => u.sandbox_ms / 3_600_000.0,
+            BudgetMetric::Tokens => u.tokens,
+            BudgetMetric::CostUsd => u.cost_micros / 1_000_000.0,
+        };
+        out.push(BudgetStatus {
+            budget: b,
+            used: amount,
+            resets_at: end,
+        });
+    }
+    Ok(out)
+}
+
+/// Refuses new work for `user_id` once a budget that applies to them is spent (429, which
+/// budget, and when it resets). D1 not answering refuses nothing (it is logged): a budget
+/// must not stop work it cannot read.
+pub async fn check(env: &Env, user_id: &str, now: i64) -> Result<(), ApiError> {
+    match spent(env, user_id, now).await {
+        Ok(None) => Ok(()),
+        Ok(Some(refused)) => Err(refused),
+        Err(e) => {
+            crate::log::emit(
+                crate::log::LogLine::warn("budgets", "unread")
+                    .actor(user_id)
+                    .detail(&e.message),
+            );
+            Ok(())
+        }
+    }
+}
+
+async fn spent(env: &Env, user_id: &str, now: i64) -> Result<Option<ApiError>, ApiError> {
+    let budgets = kept(env, now).await?;
+    if budgets.is_empty() {
+        return Ok(None);
+    }
+    let statuses = statuses_of(env, &budgets, user_id, now).await?;
+    if budgets::refusal(&statuses, now).is_none() {
+        return Ok(None);
+    }
+    // Before refusing, the budgets as they are now: an admin may have just raised one.
+    let fresh = all(env).await?;
+    forget_after(now, fresh.clone());
+    let statuses = statuses_of(env, &fresh, user_id, now).await?;
+    Ok(budgets::refusal(&statuses, now))
+}
