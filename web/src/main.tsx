@@ -21,7 +21,7 @@ function Header({ me }: { me: Me }) {
     location.href = "/";
   };
   const link = (href: string, label: string) => (
-    <a href={href} aria-current={path === href ? "page" : undefined}>
+    <a href={href} aria-current={path === href || (href !== "/" && path.startsWith(href + "/")) ? "page" : undefined}>
       {label}
     </a>
   );
@@ -78,7 +78,7 @@ function App() {
           <Route path="/" component={() => <SessionsList me={me} />} />
           <Route path="/new" component={() => <NewSession me={me} />} />
           <Route path="/settings" component={() => <Settings me={me} />} />
-          <Route path="/settings/account" component={() => <Settings me={me} />} />
+          <Route path="/settings/:section" component={({ section }: { section: string }) => <Settings me={me} section={section} />} />
           <Route path="/automations" component={() => <AutomationsList />} />
           <Route path="/automations/:id" component={({ id }: { id: string }) => <AutomationPage id={id} />} />
           <Route path="/sessions/:id" component={({ id }: { id: string }) => <SessionPage id={id} me={me} />} />

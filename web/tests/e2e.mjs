@@ -123,7 +123,7 @@ try {
   await page.setViewportSize({ width: 1280, height: 900 });
 
   step("settings: a secret shows by name only");
-  await page.goto(BASE + "/settings");
+  await page.goto(BASE + "/settings/environments");
   await expectVisible(page, page.getByRole("heading", { name: "Secrets" }), "settings");
   await page.getByLabel("Secret name").fill("E2E_TOKEN");
   await page.getByLabel("Secret value").fill("e2e-secret-value-9d2f");

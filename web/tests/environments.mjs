@@ -11,7 +11,7 @@ try {
   page.on("pageerror", (e) => console.log(`[page error] ${e.message}`));
 
   step("Settings › Environments: create staging with two repositories");
-  await page.goto(`${BASE}/settings`);
+  await page.goto(`${BASE}/settings/environments`);
   const panel = page.getByRole("region", { name: "Environments" });
   await expectVisible(page, panel, "the environments panel");
   await panel.getByRole("button", { name: "New environment" }).click();
@@ -32,6 +32,7 @@ try {
   await shot(page, "env-settings");
 
   step("Settings › Skills: a skill for every session; Settings › Models lists the catalog");
+  await page.goto(`${BASE}/settings/models`);
   const skills = page.getByRole("region", { name: "Skills", exact: true });
   await skills.getByRole("button", { name: "New skill" }).click();
   await skills.getByLabel("Name", { exact: true }).fill("house-style");
@@ -71,7 +72,7 @@ try {
   await shot(page, "env-session");
 
   step("edit the environment: the running session is unchanged");
-  await page.goto(`${BASE}/settings`);
+  await page.goto(`${BASE}/settings/environments`);
   await panel.getByRole("button", { name: "Edit staging" }).click();
   await panel.getByLabel("Environment name").fill("staging-2");
   await panel.getByRole("button", { name: "Remove local/other" }).click();
@@ -83,7 +84,7 @@ try {
   if (!head.includes("local/other")) throw new Error(`the session lost a repository: ${head}`);
 
   step("delete it: the session says so");
-  await page.goto(`${BASE}/settings`);
+  await page.goto(`${BASE}/settings/environments`);
   await panel.getByRole("button", { name: "Delete staging-2" }).click();
   await expectVisible(page, panel.getByRole("button", { name: "New environment" }), "the panel after delete");
   await page.goto(sessionUrl);

@@ -10,7 +10,7 @@ try {
   page.on("pageerror", (e) => console.log(`[page error] ${e.message}`));
 
   step("Settings › Prebuilt images: the builds so far and the schedule");
-  await page.goto(`${BASE}/settings`);
+  await page.goto(`${BASE}/settings/images`);
   const panel = page.getByRole("region", { name: "Prebuilt images" });
   await expectVisible(page, panel, "the images panel");
   const builds = panel.getByTestId("image-builds");

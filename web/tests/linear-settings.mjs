@@ -10,7 +10,7 @@ try {
   page.on("pageerror", (e) => console.log(`[page error] ${e.message}`));
 
   step("Settings › Linear: installed, a team mapping, issues moved on start");
-  await page.goto(`${BASE}/settings`);
+  await page.goto(`${BASE}/settings/integrations`);
   const panel = page.getByRole("region", { name: "Linear" });
   await expectVisible(page, panel, "the Linear panel");
   await expectVisible(page, panel.getByTestId("linear-installations").getByText("Acme"), "the installation");

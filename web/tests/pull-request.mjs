@@ -29,7 +29,7 @@ try {
   await shot(page, "pr-sessions");
 
   step("repository settings: the bot is on for acme/web; turn on review-on-open");
-  await page.goto(`${BASE}/settings`);
+  await page.goto(`${BASE}/settings/repositories`);
   const panel = page.getByRole("region", { name: "Repository settings" });
   await expectVisible(page, panel, "the repository settings");
   await panel.getByLabel("Repository to configure").selectOption("acme/web");

@@ -9,7 +9,7 @@ try {
   page.on("pageerror", (e) => console.log(`[page error] ${e.message}`));
 
   step("Settings › Slack: a rule and a channel");
-  await page.goto(`${BASE}/settings`);
+  await page.goto(`${BASE}/settings/integrations`);
   const panel = page.getByRole("region", { name: "Slack" });
   await expectVisible(page, panel, "the Slack panel");
   await panel.getByLabel("Keyword").fill("billing");

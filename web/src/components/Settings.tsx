@@ -852,7 +852,18 @@ function Models() {
   );
 }
 
-export function Settings({ me }: { me: Me }) {
+/** The sections of Settings, each at its own URL (`/settings/<id>`). */
+const SECTIONS = [
+  { id: "account", label: "Account" },
+  { id: "repositories", label: "Repositories" },
+  { id: "environments", label: "Environments and secrets" },
+  { id: "models", label: "Models, skills, MCP" },
+  { id: "images", label: "Prebuilt images" },
+  { id: "integrations", label: "Slack and Linear" },
+] as const;
+
+export function Settings({ me, section }: { me: Me; section?: string }) {
+  const current = SECTIONS.find((s) => s.id === section)?.id ?? "account";
   const [repos, setRepos] = useState<Repository[]>([]);
   const [environments, setEnvironments] = useState<Environment[]>([]);
   const reloadEnvironments = () =>
@@ -869,21 +880,52 @@ export function Settings({ me }: { me: Me }) {
     void reload();
   }, []);
   return (
-    <section class="narrow">
+    <section class="settings">
       <h1>Settings</h1>
-      {me.via !== "service" && <Account me={me} />}
-      {me.role === "admin" && me.via !== "local" && <PeopleRoles />}
-      <Environments repos={repos} environments={environments} reload={() => void reloadEnvironments()} />
-      <Secrets repos={repos} environments={environments} />
-      <Models />
-      <Skills repos={repos} environments={environments} />
-      <McpServers repos={repos} environments={environments} />
-      <RepositorySettings repos={repos} />
-      <Images repos={repos} environments={environments} />
-      <Slack repos={repos} environments={environments} />
-      <Linear repos={repos} environments={environments} />
-      {me.via === "local" && <LocalRepos repos={repos.filter((r) => r.kind === "local")} reload={reload} />}
-      <Tokens />
+      <div class="settings-layout">
+        <nav class="settings-nav" aria-label="Settings sections">
+          {SECTIONS.map((s) => (
+            <a href={`/settings/${s.id}`} aria-current={s.id === current ? "page" : undefined}>
+              {s.label}
+            </a>
+          ))}
+        </nav>
+        <div class="settings-body" data-section={current}>
+          {current === "account" && (
+            <>
+              {me.via !== "service" && <Account me={me} />}
+              {me.role === "admin" && me.via !== "local" && <PeopleRoles />}
+              <Tokens />
+            </>
+          )}
+          {current === "repositories" && (
+            <>
+              {me.via === "local" && <LocalRepos repos={repos.filter((r) => r.kind === "local")} reload={reload} />}
+              <RepositorySettings repos={repos} />
+            </>
+          )}
+          {current === "environments" && (
+            <>
+              <Environments repos={repos} environments={environments} reload={() => void reloadEnvironments()} />
+              <Secrets repos={repos} environments={environments} />
+            </>
+          )}
+          {current === "models" && (
+            <>
+              <Models />
+              <Skills repos={repos} environments={environments} />
+              <McpServers repos={repos} environments={environments} />
+            </>
+          )}
+          {current === "images" && <Images repos={repos} environments={environments} />}
+          {current === "integrations" && (
+            <>
+              <Slack repos={repos} environments={environments} />
+              <Linear repos={repos} environments={environments} />
+            </>
+          )}
+        </div>
+      </div>
     </section>
   );
 }
