@@ -307,3 +307,12 @@ async fn environments_are_made_used_edited_and_deleted_in_the_browser() {
         panic!("{e:?}\n{}", agent.host.sandbox_logs());
     }
 }
+
+#[tokio::test]
+async fn every_page_has_its_labels_by_their_controls_at_desktop_and_phone_widths() {
+    let stack = Stack::start().await.unwrap();
+    let out = artifacts("layout");
+    let base = stack.base_url.clone();
+    let run = tokio::task::spawn_blocking(move || run_script("layout.mjs", &base, &out, &[])).await;
+    run.unwrap();
+}

@@ -169,7 +169,20 @@ export function NewSession({ me }: { me: Me }) {
   return (
     <section class="narrow">
       <h1>New session</h1>
-      <form onSubmit={start}>
+      <form class="new-session" onSubmit={start}>
+        <label class="wide" for="first-prompt">
+          First prompt
+        </label>
+        <textarea
+          id="first-prompt"
+          rows={6}
+          value={prompt}
+          placeholder="What should the agent do?"
+          onInput={(e) => void onType(e.currentTarget.value)}
+          onKeyDown={(e) => {
+            if (e.key === "Enter" && !e.shiftKey && !e.isComposing) void start(e);
+          }}
+        />
         <fieldset>
           <legend>Target</legend>
           {environments.length > 0 && (
@@ -315,40 +328,34 @@ export function NewSession({ me }: { me: Me }) {
           )}
           {repos.length === 0 && mode !== "none" && mode !== "environment" && (
             <p class="muted small">
-              No repositories yet: {me.via === "local" ? <a href="/settings">register a local one</a> : "ask an admin to add one"}.
+              No repositories yet: {me.via === "local" ? <a href="/settings/repositories">register a local one</a> : "ask an admin to add one"}.
             </p>
           )}
         </fieldset>
-        <ModelPicker value={model} onChange={setModel} id="new-model" />
-        <label>
-          Agent{" "}
-          <select value={agent} onChange={(e) => setAgent(e.currentTarget.value as "" | AgentKind)} aria-label="Agent">
-            <option value="">the repository&apos;s default</option>
-            <option value="opencode">OpenCode</option>
-            <option value="claude-code">Claude Code</option>
-          </select>
-        </label>
-        <label>
-          Skills{" "}
-          <select value={skills} onChange={(e) => setSkills(e.currentTarget.value)} aria-label="Skills">
-            <option value="all">all applicable</option>
-            <option value="none">none</option>
-            {profiles.map((p) => (
-              <option value={`profile:${p}`}>profile: {p}</option>
-            ))}
-          </select>
-        </label>
-        <label for="first-prompt">First prompt</label>
-        <textarea
-          id="first-prompt"
-          rows={6}
-          value={prompt}
-          placeholder="What should the agent do?"
-          onInput={(e) => void onType(e.currentTarget.value)}
-          onKeyDown={(e) => {
-            if (e.key === "Enter" && !e.shiftKey && !e.isComposing) void start(e);
-          }}
-        />
+        <fieldset>
+          <legend>Options</legend>
+          <div class="options-grid">
+            <ModelPicker value={model} onChange={setModel} id="new-model" />
+            <label>
+              Agent{" "}
+              <select value={agent} onChange={(e) => setAgent(e.currentTarget.value as "" | AgentKind)} aria-label="Agent">
+                <option value="">the repository&apos;s default</option>
+                <option value="opencode">OpenCode</option>
+                <option value="claude-code">Claude Code</option>
+              </select>
+            </label>
+            <label>
+              Skills{" "}
+              <select value={skills} onChange={(e) => setSkills(e.currentTarget.value)} aria-label="Skills">
+                <option value="all">all applicable</option>
+                <option value="none">none</option>
+                {profiles.map((p) => (
+                  <option value={`profile:${p}`}>profile: {p}</option>
+                ))}
+              </select>
+            </label>
+          </div>
+        </fieldset>
         <ErrorNote text={error} />
         <button type="submit" class="primary" disabled={busy}>
           {busy ? "Starting…" : "Start"}
