@@ -316,3 +316,61 @@ async fn every_page_has_its_labels_by_their_controls_at_desktop_and_phone_widths
     let run = tokio::task::spawn_blocking(move || run_script("layout.mjs", &base, &out, &[])).await;
     run.unwrap();
 }
+
+#[tokio::test]
+async fn the_analytics_page_charts_the_sessions_made_here() {
+    let agent = AgentStack::start(
+        vec![
+            Reply::tool(
+                "bash",
+                json!({"command": "ls", "description": "look around"}),
+            ),
+            Reply::text("Looked."),
+        ],
+        vec![],
+    )
+    .await
+    .unwrap();
+    let demo = source_repo();
+    agent.register_repo("demo", demo.path()).await.unwrap();
+    let stack = &agent.stack;
+    let r = send(
+        Method::POST,
+        &stack.url("/sessions"),
+        Some(json!({"repoOwner": "local", "repoName": "demo"})),
+    )
+    .await
+    .unwrap();
+    let id = r.body["sessionId"].as_str().unwrap().to_owned();
+    let r = send(
+        Method::POST,
+        &stack.url(&format!("/sessions/{id}/prompt")),
+        Some(json!({"content": "look around"})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    // Its row counts the prompt's tool call once the prompt ended.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let r = send(Method::GET, &stack.url("/usage?by=person"), None)
+            .await
+            .unwrap();
+        if r.body["rows"][0]["toolCalls"].as_i64() == Some(1) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never counted: {}",
+            r.body
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    let out = artifacts("analytics");
+    let base = stack.base_url.clone();
+    let run =
+        tokio::task::spawn_blocking(move || run_script("analytics.mjs", &base, &out, &[])).await;
+    if let Err(e) = run {
+        panic!("{e:?}\n{}", agent.host.sandbox_logs());
+    }
+}

@@ -13,6 +13,8 @@ import "./style.css";
 
 // The session page carries the markdown and highlighting code: loaded when first needed.
 const SessionPage = lazy(() => import("./components/SessionPage").then((m) => m.SessionPage));
+// The analytics page carries the chart library: loaded when first opened.
+const Analytics = lazy(() => import("./components/Analytics").then((m) => m.Analytics));
 
 function Header({ me }: { me: Me }) {
   const { path } = useLocation();
@@ -34,6 +36,7 @@ function Header({ me }: { me: Me }) {
         {link("/", "Sessions")}
         {link("/new", "New session")}
         {link("/automations", "Automations")}
+        {link("/analytics", "Analytics")}
         {link("/settings", "Settings")}
       </nav>
       <span class="who">
@@ -80,6 +83,7 @@ function App() {
           <Route path="/settings" component={() => <Settings me={me} />} />
           <Route path="/settings/:section" component={({ section }: { section: string }) => <Settings me={me} section={section} />} />
           <Route path="/automations" component={() => <AutomationsList />} />
+          <Route path="/analytics" component={() => <Analytics />} />
           <Route path="/automations/:id" component={({ id }: { id: string }) => <AutomationPage id={id} />} />
           <Route path="/sessions/:id" component={({ id }: { id: string }) => <SessionPage id={id} me={me} />} />
           <Route default component={() => <p class="center">Nothing here. <a href="/">Back to sessions</a></p>} />

@@ -7,6 +7,7 @@ const PAGES = [
   ["sessions", "/"],
   ["new-session", "/new"],
   ["automations", "/automations"],
+  ["analytics", "/analytics"],
   ["settings-account", "/settings/account"],
   ["settings-repositories", "/settings/repositories"],
   ["settings-environments", "/settings/environments"],
