@@ -102,6 +102,41 @@ async fn a_sessions_usage_is_counted_and_summed() {
         "{text}"
     );
 
+    // The session is found by what was asked, by its repository and by its new title.
+    let found = |q: &'static str| {
+        let url = stack.url(&format!("/sessions?q={q}"));
+        async move {
+            let r = send(Method::GET, &url, None).await.unwrap();
+            assert_eq!(r.status, 200, "{}", r.body);
+            r.body["sessions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s["id"].as_str().unwrap().to_owned())
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(found("around").await, vec![id.clone()]);
+    assert_eq!(found("DEMO").await, vec![id.clone()]);
+    assert!(found("nothing%20like%20this").await.is_empty());
+    assert!(
+        found("100%25").await.is_empty(),
+        "a % is looked for, not a wildcard"
+    );
+    let r = send(
+        Method::PATCH,
+        &stack.url(&format!("/sessions/{id}/title")),
+        Some(json!({"title": "Quarterly cleanup"})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while found("quarterly").await.is_empty() {
+        assert!(Instant::now() < deadline, "the new title was never indexed");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+
     // Bad queries are refused, with what is allowed.
     for bad in [
         "by=team",

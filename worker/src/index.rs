@@ -113,6 +113,12 @@ pub async fn list(env: &Env, q: &ListQuery) -> Result<SessionList, ApiError> {
             "EXISTS (SELECT 1 FROM session_participants p WHERE p.session_id = s.id AND p.user_id = {u})"
         ));
     }
+    if let Some(text) = &q.text {
+        let p = arg(crate::listing::like_pattern(text).into(), &mut args);
+        filters.push(format!(
+            "(s.title LIKE {p} ESCAPE '\\' OR s.repositories LIKE {p} ESCAPE '\\' OR s.created_by_name LIKE {p} ESCAPE '\\' OR s.prompt_text LIKE {p} ESCAPE '\\')"
+        ));
+    }
     if let Some((t, id)) = &q.before {
         let tp = arg((*t as f64).into(), &mut args);
         let ip = arg(id.as_str().into(), &mut args);

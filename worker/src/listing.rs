@@ -17,6 +17,24 @@ pub struct ListQuery {
     pub limit: usize,
     /// Sessions created before this point (created_at, id), newest first.
     pub before: Option<(i64, String)>,
+    /// Words to find in the title, the repositories, the author's name or the prompts.
+    pub text: Option<String>,
+}
+
+/// The longest search text taken.
+pub const MAX_SEARCH_CHARS: usize = 200;
+
+/// A `LIKE` pattern that finds `text` anywhere, with `\` escaping its wildcards.
+pub fn like_pattern(text: &str) -> String {
+    let mut out = String::from("%");
+    for c in text.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('%');
+    out
 }
 
 /// Parses the query string's pairs. `me` is the caller's user id, for `mine=true`.
@@ -52,6 +70,15 @@ pub fn parse(pairs: &[(String, String)], me: &str) -> Result<ListQuery, ApiError
                     .ok_or_else(|| ApiError::bad_request(format!("limit is 1 to {LIST_MAX}")))?;
             }
             "cursor" => q.before = Some(decode_cursor(v)?),
+            "q" => {
+                let t = v.trim();
+                if t.chars().count() > MAX_SEARCH_CHARS {
+                    return Err(ApiError::bad_request(format!(
+                        "q is at most {MAX_SEARCH_CHARS} characters"
+                    )));
+                }
+                q.text = (!t.is_empty()).then(|| t.to_owned());
+            }
             _ => {}
         }
     }
@@ -106,5 +133,15 @@ mod tests {
             parse(&pairs(&[("status", "all")]), "u").unwrap().status,
             Some(None)
         );
+        assert_eq!(
+            parse(&pairs(&[("q", "  login bug ")]), "u")
+                .unwrap()
+                .text
+                .as_deref(),
+            Some("login bug")
+        );
+        assert_eq!(parse(&pairs(&[("q", " ")]), "u").unwrap().text, None);
+        assert!(parse(&pairs(&[("q", &"x".repeat(201))]), "u").is_err());
+        assert_eq!(like_pattern("50%_a\\b"), "%50\\%\\_a\\\\b%");
     }
 }

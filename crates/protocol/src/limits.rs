@@ -184,3 +184,6 @@ mod branch_tests {
         assert!(check_branch(&"x".repeat(251)).is_err());
     }
 }
+
+/// How much of a session's prompts the sessions index keeps for search.
+pub const MAX_INDEXED_PROMPT_TEXT: usize = 4096;

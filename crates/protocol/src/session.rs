@@ -238,6 +238,10 @@ pub struct IndexUpdate {
     /// What the session has used so far.
     #[serde(default)]
     pub usage: SessionUsage,
+    /// The prompts' text (the first [`crate::limits::MAX_INDEXED_PROMPT_TEXT`] bytes), for
+    /// finding the session by what was asked.
+    #[serde(default)]
+    pub prompt_text: String,
 }
 
 /// What a session has used: counted by its object from what it keeps, written to the D1

@@ -383,6 +383,7 @@ impl<S: Store> Session<'_, S> {
             pr_url: pr.as_ref().map(|p| p.0.clone()),
             pr_state: pr.map(|p| p.1),
             usage: self.usage(now)?,
+            prompt_text: self.prompt_text()?,
         })
     }
 

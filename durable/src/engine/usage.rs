@@ -30,7 +30,39 @@ pub fn sandbox_ms(changes: &[(i64, String)], now: i64) -> i64 {
     total
 }
 
+/// The prompts' text as the index keeps it: in order, a line each, cut at
+/// [`MAX_INDEXED_PROMPT_TEXT`](inspect_protocol::limits::MAX_INDEXED_PROMPT_TEXT) bytes on
+/// a character's boundary.
+pub fn indexed_text(prompts: &[String]) -> String {
+    let max = inspect_protocol::limits::MAX_INDEXED_PROMPT_TEXT;
+    let mut out = String::new();
+    for p in prompts {
+        for c in p.chars().chain(std::iter::once('\n')) {
+            if out.len() + c.len_utf8() > max {
+                return out;
+            }
+            out.push(c);
+        }
+    }
+    out
+}
+
 impl<S: Store> Session<'_, S> {
+    /// The prompts' text, for search (see [`indexed_text`]).
+    pub fn prompt_text(&self) -> EngineResult<String> {
+        let prompts: Vec<String> = self
+            .store
+            .query(
+                "SELECT substr(content, 1, ?) FROM messages ORDER BY seq LIMIT 50",
+                &[(inspect_protocol::limits::MAX_INDEXED_PROMPT_TEXT as i64).into()],
+            )
+            .map_err(internal)?
+            .into_iter()
+            .filter_map(|r| r.into_iter().next().and_then(|v| v.into_string()))
+            .collect();
+        Ok(indexed_text(&prompts))
+    }
+
     pub fn usage(&self, now: i64) -> EngineResult<SessionUsage> {
         let row = self
             .store
@@ -83,6 +115,18 @@ impl<S: Store> Session<'_, S> {
 #[cfg(test)]
 mod tests {
     use super::sandbox_ms;
+
+    #[test]
+    fn the_indexed_text_is_cut_on_a_character() {
+        assert_eq!(
+            super::indexed_text(&["fix the login".into(), "and the footer".into()]),
+            "fix the login\nand the footer\n"
+        );
+        let long = "é".repeat(5000);
+        let cut = super::indexed_text(&[long]);
+        assert!(cut.len() <= inspect_protocol::limits::MAX_INDEXED_PROMPT_TEXT);
+        assert!(cut.chars().all(|c| c == 'é'));
+    }
 
     #[test]
     fn sandbox_time_is_the_live_stretches() {

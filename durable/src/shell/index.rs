@@ -8,7 +8,8 @@ pub(super) async fn write_index(env: &Env, update: &IndexUpdate) -> Result<()> {
     let mut statements = vec![db
         .prepare(
             "UPDATE sessions SET title = ?1, status = ?2, message_count = ?3, updated_at = ?4, pr_url = ?6, pr_state = ?7,
-                prompts = ?8, tool_calls = ?9, tokens_in = ?10, tokens_out = ?11, cost_micros = ?12, sandbox_ms = ?13, first_pr_at = ?14
+                prompts = ?8, tool_calls = ?9, tokens_in = ?10, tokens_out = ?11, cost_micros = ?12, sandbox_ms = ?13, first_pr_at = ?14,
+                prompt_text = ?15
              WHERE id = ?5 AND updated_at <= ?4",
         )
         .bind(&[
@@ -29,6 +30,7 @@ pub(super) async fn write_index(env: &Env, update: &IndexUpdate) -> Result<()> {
                 .usage
                 .first_pr_at
                 .map_or(wasm_bindgen::JsValue::NULL, |t| (t as f64).into()),
+            update.prompt_text.as_str().into(),
         ])?];
     for user in &update.participants {
         statements.push(
