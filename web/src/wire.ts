@@ -53,6 +53,29 @@ export type SetRole = { role: Role, };
 
 export type SignInProviders = { github: boolean, google: boolean, };
 
+export type BudgetMetric = "sandbox_hours" | "tokens" | "cost_usd";
+
+export type BudgetScope = "deployment" | "person";
+
+export type Budget = { scope: BudgetScope, 
+/**
+ * For a person's budget: their user id, or `*` for each person's own. Empty for the
+ * deployment's.
+ */
+subject: string, metric: BudgetMetric, 
+/**
+ * How much a calendar month (UTC) may use.
+ */
+monthlyLimit: number, };
+
+export type BudgetStatus = { budget: Budget, used: number, 
+/**
+ * When the month ends (epoch ms): the budget starts anew.
+ */
+resetsAt: number, };
+
+export type BudgetList = { budgets: Array<BudgetStatus>, };
+
 export type UsageGroup = "person" | "repository" | "week";
 
 export type UsageRow = { 
@@ -1067,7 +1090,12 @@ prUrl?: string | null, prState?: string | null,
 /**
  * What the session has used so far.
  */
-usage: SessionUsage, };
+usage: SessionUsage, 
+/**
+ * The prompts' text (the first [`crate::limits::MAX_INDEXED_PROMPT_TEXT`] bytes), for
+ * finding the session by what was asked.
+ */
+promptText: string, };
 
 export type MessageStatus = "pending" | "processing" | "completed" | "failed" | "cancelled";
 
