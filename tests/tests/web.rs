@@ -318,7 +318,7 @@ async fn every_page_has_its_labels_by_their_controls_at_desktop_and_phone_widths
 }
 
 #[tokio::test]
-async fn the_analytics_page_charts_the_sessions_made_here() {
+async fn the_analytics_page_charts_the_sessions_made_here_and_they_are_found_and_renamed() {
     let agent = AgentStack::start(
         vec![
             Reply::tool(
@@ -366,11 +366,12 @@ async fn the_analytics_page_charts_the_sessions_made_here() {
         );
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     }
-    let out = artifacts("analytics");
-    let base = stack.base_url.clone();
-    let run =
-        tokio::task::spawn_blocking(move || run_script("analytics.mjs", &base, &out, &[])).await;
-    if let Err(e) = run {
-        panic!("{e:?}\n{}", agent.host.sandbox_logs());
+    for (script, name) in [("analytics.mjs", "analytics"), ("search.mjs", "search")] {
+        let out = artifacts(name);
+        let base = stack.base_url.clone();
+        let run = tokio::task::spawn_blocking(move || run_script(script, &base, &out, &[])).await;
+        if let Err(e) = run {
+            panic!("{script}: {e:?}\n{}", agent.host.sandbox_logs());
+        }
     }
 }

@@ -5,6 +5,7 @@ import { ApiError, get, post } from "./api";
 import { AutomationPage, AutomationsList } from "./components/Automations";
 import { NewSession } from "./components/NewSession";
 import { SessionsList } from "./components/SessionsList";
+import { Jump } from "./components/Jump";
 import { Settings } from "./components/Settings";
 import { SignIn } from "./components/SignIn";
 import { Avatar } from "./components/bits";
@@ -76,6 +77,7 @@ function App() {
   return (
     <LocationProvider>
       <Header me={me} />
+      <Jump />
       <main>
         <Router>
           <Route path="/" component={() => <SessionsList me={me} />} />

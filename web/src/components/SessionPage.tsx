@@ -1,5 +1,5 @@
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
-import { errorText, get, post, upload } from "../api";
+import { api, errorText, get, post, upload } from "../api";
 import { LiveSession, initialLiveState, type LiveState } from "../live";
 import { bootSteps, ordered } from "../timeline";
 import type { ChildSummary, Me, QueuedPrompt } from "../types";
@@ -369,7 +369,7 @@ export function SessionPage({ id, me }: { id: string; me: Me }) {
     <div class="session-page">
       <header class="session-head">
         <div>
-          <h1>{s?.title || (s?.repositories[0] ? repoLabel(s.repositories[0]) : "Session")}</h1>
+          <TitleEditor id={id} title={s?.title || (s?.repositories[0] ? repoLabel(s.repositories[0]) : "Session")} />
           <p class="muted small">
             {s?.repositories.map(repoLabel).join(", ") || "no repository"}
             {s?.environmentId && <EnvironmentLabel id={s.environmentId} name={s.environmentName} />}
@@ -451,5 +451,70 @@ export function SessionPage({ id, me }: { id: string; me: Me }) {
         </aside>
       </div>
     </div>
+  );
+}
+
+/** The session's title, renamed in place: Rename, type, Enter (Escape keeps it). */
+function TitleEditor({ id, title }: { id: string; title: string }) {
+  const [editing, setEditing] = useState(false);
+  const [draft, setDraft] = useState(title);
+  const [shown, setShown] = useState(title);
+  const [error, setError] = useState("");
+  useEffect(() => setShown(title), [title]);
+  const save = async () => {
+    const next = draft.trim();
+    if (!next || next === shown) {
+      setEditing(false);
+      return;
+    }
+    try {
+      await api("PATCH", `/sessions/${id}/title`, { title: next });
+      setShown(next);
+      setEditing(false);
+      setError("");
+    } catch (e) {
+      setError(errorText(e));
+    }
+  };
+  if (!editing) {
+    return (
+      <h1 class="title-row">
+        {shown}{" "}
+        <button
+          type="button"
+          class="small link"
+          onClick={() => {
+            setDraft(shown);
+            setEditing(true);
+          }}
+        >
+          Rename
+        </button>
+      </h1>
+    );
+  }
+  return (
+    <form
+      class="inline-form"
+      onSubmit={(e) => {
+        e.preventDefault();
+        void save();
+      }}
+    >
+      <input
+        aria-label="Session title"
+        value={draft}
+        maxLength={200}
+        ref={(el) => el?.focus()}
+        onInput={(e) => setDraft(e.currentTarget.value)}
+        onKeyDown={(e) => {
+          if (e.key === "Escape") setEditing(false);
+        }}
+      />
+      <button type="submit" class="small">
+        Save
+      </button>
+      <ErrorNote text={error} />
+    </form>
   );
 }

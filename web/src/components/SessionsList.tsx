@@ -7,8 +7,10 @@ const PAGE = 25;
 
 export function SessionsList({ me }: { me: Me }) {
   const [status, setStatus] = useState("");
-  const [repo, setRepo] = useState("");
+  const [repo, setRepo] = useState(() => new URLSearchParams(location.search).get("repo") ?? "");
   const [mine, setMine] = useState(false);
+  const [text, setText] = useState(() => new URLSearchParams(location.search).get("q") ?? "");
+  const [searched, setSearched] = useState(text);
   const [sessions, setSessions] = useState<SessionSummary[]>([]);
   const [cursor, setCursor] = useState<string | null>(null);
   const [hasMore, setHasMore] = useState(false);
@@ -21,6 +23,7 @@ export function SessionsList({ me }: { me: Me }) {
     if (status) q.set("status", status);
     if (repo) q.set("repo", repo);
     if (mine) q.set("mine", "true");
+    if (searched.trim()) q.set("q", searched.trim());
     if (after) q.set("cursor", after);
     return `/sessions?${q}`;
   };
@@ -42,7 +45,12 @@ export function SessionsList({ me }: { me: Me }) {
 
   useEffect(() => {
     void load(null);
-  }, [status, repo, mine]);
+  }, [status, repo, mine, searched]);
+  // Searched as the person types, once they pause.
+  useEffect(() => {
+    const t = setTimeout(() => setSearched(text), 250);
+    return () => clearTimeout(t);
+  }, [text]);
   useEffect(() => {
     get<{ repositories: Repository[] }>("/repos")
       .then((r) => setRepos(r.repositories))
@@ -67,6 +75,16 @@ export function SessionsList({ me }: { me: Me }) {
         </a>
       </div>
       <form class="filters" onSubmit={(e) => e.preventDefault()} aria-label="Filter sessions">
+        <label>
+          Search{" "}
+          <input
+            type="search"
+            value={text}
+            placeholder="title, repository, author, prompt…"
+            onInput={(e) => setText(e.currentTarget.value)}
+            data-testid="session-search"
+          />
+        </label>
         <label>
           Status{" "}
           <select value={status} onChange={(e) => setStatus(e.currentTarget.value)}>
@@ -93,7 +111,7 @@ export function SessionsList({ me }: { me: Me }) {
       <ErrorNote text={error} />
       {!loading && sessions.length === 0 && (
         <p class="muted">
-          No sessions yet. <a href="/new">Start one</a>.
+          {searched.trim() ? "No session matches." : <>No sessions yet. <a href="/new">Start one</a>.</>}
         </p>
       )}
       <ul class="sessions" aria-busy={loading}>
