@@ -183,7 +183,7 @@ async fn service(req: &Request, body: &[u8], env: &Env) -> Result<Caller, ApiErr
     }
     let user_id = sig1::acting_for(&name, &actor_id).map_err(ApiError::bad_request)?;
     // An identity linked to a person acts as that person.
-    let actor = crate::people::resolve(
+    let actor = crate::linked::resolve(
         env,
         &Actor {
             name: user_id.clone(),

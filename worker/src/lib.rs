@@ -54,6 +54,8 @@ mod index;
 #[cfg(all(target_arch = "wasm32", feature = "plane"))]
 mod internal;
 #[cfg(target_arch = "wasm32")]
+mod linked;
+#[cfg(target_arch = "wasm32")]
 mod objects;
 #[cfg(target_arch = "wasm32")]
 mod people;

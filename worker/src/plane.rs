@@ -32,7 +32,7 @@ impl ControlPlane for Plane {
     ) -> Result<CreateSessionResponse, ApiError> {
         // A linked identity is its person: the session, the rate limit and the pull
         // request are theirs.
-        let actor = crate::people::resolve(&self.env, actor).await?;
+        let actor = crate::linked::resolve(&self.env, actor).await?;
         let now = crate::http::now_ms() as i64;
         let charge = crate::ratelimit::charge_session(&self.env, &actor.user_id, now).await?;
         match objects::create_session_with(&self.env, origin, &actor, create, branch_overrides)
@@ -53,12 +53,12 @@ impl ControlPlane for Plane {
         actor: &Actor,
         prompt: &PromptRequest,
     ) -> Result<(), ApiError> {
-        let actor = crate::people::resolve(&self.env, actor).await?;
+        let actor = crate::linked::resolve(&self.env, actor).await?;
         objects::prompt(&self.env, session, origin, &actor, prompt).await
     }
 
     async fn stop(&self, session: &str, origin: &str, actor: &Actor) -> Result<bool, ApiError> {
-        let actor = &crate::people::resolve(&self.env, actor).await?;
+        let actor = &crate::linked::resolve(&self.env, actor).await?;
         let resp = objects::call_object(
             &self.env,
             session,
