@@ -41,6 +41,16 @@ pub(crate) async fn call(mut req: Request, env: &Env) -> ApiResult<Response> {
                 inspect_github::publish::base_for(env, &user, (&owner, &name), base, now).await?;
             return json(&inspect_protocol::plane::PullRequestBase { base }, 200);
         }
+        PlaneCall::BudgetCheck { user_id } => {
+            let refused = inspect_runtime::budgets::check(env, &user_id, now)
+                .await
+                .err();
+            let verdict = inspect_protocol::plane::BudgetVerdict {
+                refused,
+                any: inspect_runtime::budgets::any(env, now).await,
+            };
+            return json(&verdict, 200);
+        }
         PlaneCall::PublishPullRequest { proposal } => {
             let published = inspect_github::publish::for_session(env, &proposal, now).await?;
             return json(&published, 200);

@@ -81,6 +81,12 @@ pub enum PlaneCall {
         /// When it was scheduled (ms since the epoch).
         at: i64,
     },
+    /// Whether new work for a person may start (a prompt sent to a session): a spent
+    /// budget of theirs refuses it. Answered with [`BudgetVerdict`].
+    BudgetCheck {
+        #[serde(rename = "userId")]
+        user_id: String,
+    },
     /// A picture the agent took, shared into the Slack thread its prompt came from.
     SlackMedia {
         channel: String,
@@ -91,6 +97,17 @@ pub enum PlaneCall {
         /// The picture's bytes, base64 (standard alphabet, padded).
         bytes: String,
     },
+}
+
+/// The answer to [`PlaneCall::BudgetCheck`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BudgetVerdict {
+    /// Why the work is refused, when a budget is spent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<crate::ApiError>,
+    /// Whether any budget is set at all: with none, the asker need not ask again for a
+    /// while.
+    pub any: bool,
 }
 
 /// The answer to [`PlaneCall::PullRequestBase`].

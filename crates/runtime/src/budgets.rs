@@ -145,6 +145,44 @@ pub async fn statuses_of(
     Ok(out)
 }
 
+/// Whether any budget is set, as this isolate last knew it (the control plane's side).
+pub async fn any(env: &Env, now: i64) -> bool {
+    kept(env, now).await.is_ok_and(|b| !b.is_empty())
+}
+
+thread_local! {
+    /// The session Worker's side: until when the control plane said no budget is set.
+    static NONE_UNTIL: RefCell<i64> = const { RefCell::new(0) };
+}
+
+/// The session Worker's check: the control plane decides over the binding (the budgets'
+/// sums live there); while it last said no budget is set, for half a minute, nothing is
+/// asked. A control plane that does not answer refuses nothing (logged).
+pub async fn check_over_binding(env: &Env, user_id: &str, now: i64) -> Result<(), ApiError> {
+    if NONE_UNTIL.with(|n| *n.borrow() > now) {
+        return Ok(());
+    }
+    let call = inspect_protocol::plane::PlaneCall::BudgetCheck {
+        user_id: user_id.to_owned(),
+    };
+    match crate::binding::ask_plane::<inspect_protocol::plane::BudgetVerdict>(env, &call).await {
+        Ok(verdict) => {
+            if !verdict.any {
+                NONE_UNTIL.with(|n| *n.borrow_mut() = now + KEEP_MS);
+            }
+            verdict.refused.map_or(Ok(()), Err)
+        }
+        Err(e) => {
+            crate::log::emit(
+                crate::log::LogLine::warn("budgets", "unasked")
+                    .actor(user_id)
+                    .detail(&e.message),
+            );
+            Ok(())
+        }
+    }
+}
+
 /// Refuses new work for `user_id` once a budget that applies to them is spent (429, which
 /// budget, and when it resets). D1 not answering refuses nothing (it is logged): a budget
 /// must not stop work it cannot read.

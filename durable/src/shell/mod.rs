@@ -121,7 +121,7 @@ impl SessionDO {
     /// spent.
     async fn budget_refusal_for_socket(&self, ws_id: &str) -> Option<ApiError> {
         let user = self.engine().socket_user(ws_id).ok().flatten()?;
-        inspect_runtime::budgets::check(&self.env, &user, now_ms())
+        inspect_runtime::budgets::check_over_binding(&self.env, &user, now_ms())
             .await
             .err()
     }

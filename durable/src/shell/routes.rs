@@ -438,7 +438,8 @@ impl SessionDO {
                 let result = async {
                     let actor = actor_of(&req)?;
                     // New work is refused once a budget of the person's is spent.
-                    inspect_runtime::budgets::check(&self.env, &actor.user_id, now).await?;
+                    inspect_runtime::budgets::check_over_binding(&self.env, &actor.user_id, now)
+                        .await?;
                     let mut body: PromptRequest = body_json(&mut req).await?;
                     // Where the outcome goes is never a person's to say.
                     if !req.headers().has(VOUCHED_HEADER).unwrap_or(false) {
