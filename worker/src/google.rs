@@ -15,7 +15,7 @@ use base64::Engine;
 use inspect_protocol::{ApiError, ErrorCode};
 use serde::Deserialize;
 use std::cell::RefCell;
-use worker::wasm_bindgen::JsValue;
+
 use worker::{Env, Request, Response};
 
 const STATE_PATH: &str = "/auth/google";
@@ -224,7 +224,7 @@ pub async fn finish(req: &Request, env: &Env) -> Result<Response, ApiError> {
         .append_pair("redirect_uri", &redirect_uri)
         .append_pair("code_verifier", &verifier)
         .finish();
-    let (status, text) = post_form(&endpoints.token_endpoint, &form).await?;
+    let (status, text) = inspect_runtime::form::post_form(&endpoints.token_endpoint, &form).await?;
     let reply: TokenReply = serde_json::from_str(&text)
         .map_err(|_| unavailable(format!("the token endpoint answered {status}")))?;
     let id_token = match (reply.id_token, reply.error) {
@@ -287,24 +287,4 @@ pub async fn finish(req: &Request, env: &Env) -> Result<Response, ApiError> {
             .with("provider", "google"),
     );
     open_browser_session(req, env, &user_id, &row.return_to, STATE_PATH, now).await
-}
-
-async fn post_form(url: &str, form: &str) -> Result<(u16, String), ApiError> {
-    let headers = worker::Headers::new();
-    headers
-        .set("Content-Type", "application/x-www-form-urlencoded")
-        .map_err(unavailable)?;
-    headers
-        .set("Accept", "application/json")
-        .map_err(unavailable)?;
-    let mut init = worker::RequestInit::new();
-    init.with_method(worker::Method::Post)
-        .with_headers(headers)
-        .with_body(Some(JsValue::from_str(form)));
-    let req = Request::new_with_init(url, &init).map_err(unavailable)?;
-    let mut resp = worker::Fetch::Request(req)
-        .send()
-        .await
-        .map_err(unavailable)?;
-    Ok((resp.status_code(), resp.text().await.unwrap_or_default()))
 }

@@ -246,7 +246,7 @@ async fn refresh(
     now: i64,
 ) -> Result<ModelToken, ApiError> {
     let refresh = key.open(&held.refresh_sealed)?;
-    let answered = post_form(
+    let answered = inspect_runtime::form::post_form(
         &held.token_url,
         &grants::refresh_form(&held.client_id, &refresh),
     )
@@ -313,22 +313,4 @@ async fn release(env: &Env, id: &str) {
         &[id.into()],
     )
     .await;
-}
-
-async fn post_form(url: &str, form: &str) -> Result<(u16, String), ApiError> {
-    let headers = worker::Headers::new();
-    let fail = |e: worker::Error| {
-        ApiError::new(ErrorCode::Unavailable, format!("the token endpoint: {e}"))
-    };
-    headers
-        .set("Content-Type", "application/x-www-form-urlencoded")
-        .map_err(fail)?;
-    headers.set("Accept", "application/json").map_err(fail)?;
-    let mut init = worker::RequestInit::new();
-    init.with_method(worker::Method::Post)
-        .with_headers(headers)
-        .with_body(Some(wasm_bindgen::JsValue::from_str(form)));
-    let req = worker::Request::new_with_init(url, &init).map_err(fail)?;
-    let mut resp = worker::Fetch::Request(req).send().await.map_err(fail)?;
-    Ok((resp.status_code(), resp.text().await.unwrap_or_default()))
 }

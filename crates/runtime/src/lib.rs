@@ -14,6 +14,8 @@ pub mod budgets;
 #[cfg(target_arch = "wasm32")]
 pub mod d1;
 #[cfg(target_arch = "wasm32")]
+pub mod form;
+#[cfg(target_arch = "wasm32")]
 pub mod log;
 #[cfg(target_arch = "wasm32")]
 pub mod webcrypto;
