@@ -173,6 +173,33 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
                 json(&serde_json::json!({ "deleted": true }), 200)
             }
         },
+        Route::Inbox => json(
+            &crate::inbox::page(env, &caller, &query_pairs(&req)?).await?,
+            200,
+        ),
+        Route::InboxRead => json(
+            &crate::inbox::mark_read(env, &caller, &body, now).await?,
+            200,
+        ),
+        Route::InboxSocket => crate::inbox::socket(env, &caller, req).await,
+        Route::NotificationPrefs => match req.method() {
+            Method::Put => json(
+                &crate::inbox::put_prefs(env, &caller, &body, now).await?,
+                200,
+            ),
+            _ => json(&crate::inbox::prefs_of(env, &actor.user_id).await?, 200),
+        },
+        Route::PushKey => json(&crate::inbox::push_key(env)?, 200),
+        Route::PushSubscriptions => match req.method() {
+            Method::Delete => {
+                crate::inbox::unsubscribe(env, &caller, &query_pairs(&req)?).await?;
+                json(&serde_json::json!({ "removed": true }), 200)
+            }
+            _ => {
+                crate::inbox::subscribe(env, &caller, &body, now).await?;
+                json(&serde_json::json!({ "subscribed": true }), 201)
+            }
+        },
         Route::Usage => {
             let q = crate::usage_query::parse(&query_pairs(&req)?, now)?;
             let report = crate::usage::report(env, &caller, &q).await?;

@@ -94,6 +94,9 @@ pub(crate) async fn call(mut req: Request, env: &Env) -> ApiResult<Response> {
             tool,
             args,
         } => inspect_linear::panel::progress(env, &session, &tool, &args).await?,
+        PlaneCall::Attention { items, session_url } => {
+            crate::inbox::attention(env, &items, &session_url, now).await?
+        }
         PlaneCall::Scheduled { cron, at } => crate::crons::run(env, &cron, at).await,
         PlaneCall::SlackMedia {
             channel,

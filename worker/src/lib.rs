@@ -22,6 +22,7 @@ pub mod auth;
 pub mod listing;
 pub mod routes;
 pub mod usage_query;
+pub mod webpush;
 
 #[cfg(target_arch = "wasm32")]
 mod api_tokens;
@@ -50,6 +51,10 @@ mod http;
 #[cfg(target_arch = "wasm32")]
 mod images;
 #[cfg(target_arch = "wasm32")]
+mod inbox;
+#[cfg(all(target_arch = "wasm32", feature = "plane"))]
+mod inbox_object;
+#[cfg(target_arch = "wasm32")]
 mod index;
 #[cfg(all(target_arch = "wasm32", feature = "plane"))]
 mod internal;
@@ -63,6 +68,8 @@ mod people;
 mod plane;
 #[cfg(target_arch = "wasm32")]
 mod pull_requests;
+#[cfg(target_arch = "wasm32")]
+mod push;
 #[cfg(target_arch = "wasm32")]
 mod ratelimit;
 #[cfg(target_arch = "wasm32")]

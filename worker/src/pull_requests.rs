@@ -15,10 +15,14 @@ pub async fn changed(env: &Env, change: &PullRequestChange) -> ApiResult<usize> 
     #[derive(Deserialize)]
     struct Row {
         session_id: String,
+        created_by: Option<String>,
+        title: Option<String>,
     }
     let rows: Vec<Row> = db::all(
         env,
-        "SELECT session_id FROM session_pull_requests WHERE owner = ?1 AND repo = ?2 AND number = ?3",
+        "SELECT p.session_id, s.created_by, s.title FROM session_pull_requests p
+         LEFT JOIN sessions s ON s.id = p.session_id
+         WHERE p.owner = ?1 AND p.repo = ?2 AND p.number = ?3",
         &[
             change.owner.as_str().into(),
             change.repo.as_str().into(),
@@ -39,6 +43,17 @@ pub async fn changed(env: &Env, change: &PullRequestChange) -> ApiResult<usize> 
         )
         .await?;
         objects::object_answer(resp, 200).await?;
+        if let Some(owner) = &r.created_by {
+            // The inbox is told after the session; its failure loses the session nothing.
+            if let Err(e) = tell_owner(env, change, &r.session_id, owner, r.title.as_deref()).await
+            {
+                inspect_runtime::log::emit(
+                    inspect_runtime::log::LogLine::warn("inbox", "pull_request_not_told")
+                        .session(&r.session_id)
+                        .detail(e.message),
+                );
+            }
+        }
     }
     if let Some(state) = &change.state {
         db::run(
@@ -56,6 +71,45 @@ pub async fn changed(env: &Env, change: &PullRequestChange) -> ApiResult<usize> 
         .await?;
     }
     Ok(rows.len())
+}
+
+/// The session's owner hears of a merge, a close or a review in their inbox.
+async fn tell_owner(
+    env: &Env,
+    change: &PullRequestChange,
+    session_id: &str,
+    owner: &str,
+    title: Option<&str>,
+) -> ApiResult<()> {
+    let pr = format!("{}/{}#{}", change.owner, change.repo, change.number);
+    let (what, key) = match (&change.state, &change.review) {
+        (Some(state), _) if matches!(state.as_str(), "merged" | "closed") => {
+            (format!("{pr} was {state}"), format!("pr:{pr}:{state}"))
+        }
+        (_, Some(review)) => {
+            let by = change.reviewer.as_deref().unwrap_or("someone");
+            let verdict = review.replace('_', " ");
+            (
+                format!("{pr}: {by} reviewed ({verdict})"),
+                format!("pr:{pr}:review:{by}:{}", change.at),
+            )
+        }
+        _ => return Ok(()),
+    };
+    let url = format!("/sessions/{session_id}");
+    let link = match db::setting(env, "PUBLIC_URL") {
+        Some(base) => format!("{}{url}", base.trim_end_matches('/')),
+        None => url.clone(),
+    };
+    let item = crate::inbox::NewItem {
+        kind: inspect_protocol::inbox::InboxKind::PullRequest,
+        session_id,
+        title: title.unwrap_or(&pr),
+        detail: &what,
+        url: &url,
+        key: &key,
+    };
+    crate::inbox::add(env, owner, &item, &link, change.at).await
 }
 
 /// Pull requests asked about per cron step (every 30 minutes): a missed delivery is caught

@@ -173,6 +173,18 @@ pub enum Route {
     Usage,
     /// `GET|PUT|DELETE /budgets`: monthly budgets (set by admins).
     Budgets,
+    /// `GET /inbox`: the caller's inbox.
+    Inbox,
+    /// `POST /inbox/read`: marks the caller's items read.
+    InboxRead,
+    /// `GET /inbox/socket`: the caller's live inbox (WebSocket).
+    InboxSocket,
+    /// `GET|PUT /notifications/preferences`: where the caller is told of each kind.
+    NotificationPrefs,
+    /// `GET /notifications/push-key`: the VAPID public key browsers subscribe with.
+    PushKey,
+    /// `POST|DELETE /notifications/push-subscriptions`: the caller's browsers for Web Push.
+    PushSubscriptions,
     /// A route served by the session's Durable Object; `action` is the object's path.
     Session {
         id: String,
@@ -528,6 +540,14 @@ pub fn match_route(method: &str, path: &str) -> Option<Result<Route, ApiError>> 
         ),
         ["people"] => only(method, &["GET"], Route::People),
         ["usage"] => only(method, &["GET"], Route::Usage),
+        ["inbox"] => only(method, &["GET"], Route::Inbox),
+        ["inbox", "read"] => only(method, &["POST"], Route::InboxRead),
+        ["inbox", "socket"] => only(method, &["GET"], Route::InboxSocket),
+        ["notifications", "preferences"] => only(method, &["GET", "PUT"], Route::NotificationPrefs),
+        ["notifications", "push-key"] => only(method, &["GET"], Route::PushKey),
+        ["notifications", "push-subscriptions"] => {
+            only(method, &["POST", "DELETE"], Route::PushSubscriptions)
+        }
         ["budgets"] => match method {
             "GET" | "PUT" | "DELETE" => Ok(Route::Budgets),
             _ => Err(not_allowed(method, &["GET", "PUT", "DELETE"])),

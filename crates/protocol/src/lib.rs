@@ -16,6 +16,7 @@ pub mod editor;
 pub mod error;
 pub mod health;
 pub mod images;
+pub mod inbox;
 pub mod json;
 pub mod limits;
 pub mod linear;

@@ -87,6 +87,13 @@ pub enum PlaneCall {
         #[serde(rename = "userId")]
         user_id: String,
     },
+    /// Events that may need people outside the session: the control plane fills their
+    /// inboxes and tells them where they asked to be told.
+    Attention {
+        items: Vec<crate::inbox::Attention>,
+        #[serde(rename = "sessionUrl")]
+        session_url: String,
+    },
     /// A picture the agent took, shared into the Slack thread its prompt came from.
     SlackMedia {
         channel: String,

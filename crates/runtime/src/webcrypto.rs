@@ -86,3 +86,123 @@ pub async fn rs256_verify(
     .await?;
     Ok(Some(holds.as_bool().unwrap_or(false)))
 }
+
+fn named(name: &str, extra: &[(&str, &JsValue)]) -> Result<JsValue, ApiError> {
+    let algorithm = Object::new();
+    Reflect::set(&algorithm, &"name".into(), &name.into()).map_err(js)?;
+    for (k, v) in extra {
+        Reflect::set(&algorithm, &(*k).into(), v).map_err(js)?;
+    }
+    Ok(algorithm.into())
+}
+
+fn bytes(data: &[u8]) -> JsValue {
+    Uint8Array::from(data).into()
+}
+
+/// Signs `data` with ECDSA on P-256 and SHA-256 (ES256): the private scalar `d` and the
+/// public point's `x`, `y` (32 bytes each). The signature is `r ‖ s`, as JWS wants it.
+pub async fn es256_sign(d: &[u8], x: &[u8], y: &[u8], data: &[u8]) -> Result<Vec<u8>, ApiError> {
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let jwk = Object::new();
+    for (k, v) in [
+        ("kty", "EC".to_owned()),
+        ("crv", "P-256".to_owned()),
+        ("d", b64.encode(d)),
+        ("x", b64.encode(x)),
+        ("y", b64.encode(y)),
+    ] {
+        Reflect::set(&jwk, &k.into(), &v.into()).map_err(js)?;
+    }
+    let ecdsa = named("ECDSA", &[("namedCurve", &"P-256".into())])?;
+    let key = call(
+        &subtle()?,
+        "importKey",
+        &Array::of5(
+            &"jwk".into(),
+            &jwk,
+            &ecdsa,
+            &false.into(),
+            &Array::of1(&"sign".into()),
+        ),
+    )
+    .await?;
+    let with = named("ECDSA", &[("hash", &"SHA-256".into())])?;
+    let signature = call(&subtle()?, "sign", &Array::of3(&with, &key, &bytes(data))).await?;
+    Ok(Uint8Array::new(&signature).to_vec())
+}
+
+/// A fresh P-256 key pair's agreement with `peer` (an uncompressed point, 65 bytes): the
+/// shared secret (32 bytes) and the fresh public key (65 bytes), the private half dropped.
+pub async fn ecdh_p256_ephemeral(peer: &[u8]) -> Result<(Vec<u8>, Vec<u8>), ApiError> {
+    let ecdh = named("ECDH", &[("namedCurve", &"P-256".into())])?;
+    let pair = call(
+        &subtle()?,
+        "generateKey",
+        &Array::of3(&ecdh, &true.into(), &Array::of1(&"deriveBits".into())),
+    )
+    .await?;
+    let private = Reflect::get(&pair, &"privateKey".into()).map_err(js)?;
+    let public = Reflect::get(&pair, &"publicKey".into()).map_err(js)?;
+    let own = call(&subtle()?, "exportKey", &Array::of2(&"raw".into(), &public)).await?;
+    let theirs = call(
+        &subtle()?,
+        "importKey",
+        &Array::of5(
+            &"raw".into(),
+            &bytes(peer),
+            &ecdh,
+            &true.into(),
+            &Array::new(),
+        ),
+    )
+    .await?;
+    let with = named("ECDH", &[("public", &theirs)])?;
+    let shared = call(
+        &subtle()?,
+        "deriveBits",
+        &Array::of3(&with, &private, &256.into()),
+    )
+    .await?;
+    Ok((
+        Uint8Array::new(&shared).to_vec(),
+        Uint8Array::new(&own).to_vec(),
+    ))
+}
+
+/// HKDF with SHA-256 (RFC 5869), extract and expand: `len` bytes.
+pub async fn hkdf_sha256(
+    ikm: &[u8],
+    salt: &[u8],
+    info: &[u8],
+    len: usize,
+) -> Result<Vec<u8>, ApiError> {
+    let key = call(
+        &subtle()?,
+        "importKey",
+        &Array::of5(
+            &"raw".into(),
+            &bytes(ikm),
+            &"HKDF".into(),
+            &false.into(),
+            &Array::of1(&"deriveBits".into()),
+        ),
+    )
+    .await?;
+    let with = named(
+        "HKDF",
+        &[
+            ("hash", &"SHA-256".into()),
+            ("salt", &bytes(salt)),
+            ("info", &bytes(info)),
+        ],
+    )?;
+    let out = call(
+        &subtle()?,
+        "deriveBits",
+        &Array::of3(&with, &key, &((len * 8) as u32).into()),
+    )
+    .await?;
+    Ok(Uint8Array::new(&out).to_vec())
+}

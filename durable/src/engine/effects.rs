@@ -46,6 +46,8 @@ pub struct Effects {
     pub snapshot_sandbox: Option<String>,
     /// Prompts with a callback that ended: report each where its context says.
     pub completions: Vec<inspect_protocol::scm::Completion>,
+    /// Events people outside the session may need to hear of (their inbox).
+    pub attention: Vec<inspect_protocol::inbox::Attention>,
     /// A client's subscription to record once the messages above are on their way: its
     /// `subscribed` then leaves without waiting for the write to be made durable.
     pub subscription: Option<Subscription>,
@@ -111,6 +113,7 @@ impl Effects {
             && self.stop_sandbox.is_none()
             && self.snapshot_sandbox.is_none()
             && self.completions.is_empty()
+            && self.attention.is_empty()
             && self.subscription.is_none()
             && self.outbound.iter().all(|o| {
                 matches!(o.target, Target::AllClients)
@@ -176,6 +179,7 @@ impl Effects {
             self.snapshot_sandbox = other.snapshot_sandbox;
         }
         self.completions.extend(other.completions);
+        self.attention.extend(other.attention);
         if other.subscription.is_some() {
             self.subscription = other.subscription;
         }

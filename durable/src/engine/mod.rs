@@ -4,6 +4,7 @@
 //! and the native store) that returns [`Effects`] for the shell to carry out.
 
 pub mod attachments;
+pub mod attention;
 pub mod changes;
 pub mod children;
 pub mod deadlines;

@@ -315,16 +315,7 @@ impl<S: Store> Session<'_, S> {
             return Ok(None);
         };
         // The agent's last words of the turn: its newest streamed text.
-        let summary = self
-            .store
-            .scalar(
-                "SELECT data FROM events WHERE message_id = ? AND kind = 'token' ORDER BY seq DESC LIMIT 1",
-                &[message_id.into()],
-            )
-            .map_err(internal)?
-            .and_then(|v| v.into_string())
-            .and_then(|d| serde_json::from_str::<Value>(&d).ok())
-            .and_then(|d| d["content"].as_str().map(str::to_owned));
+        let summary = self.last_words(message_id)?;
         Ok(Some(Completion {
             session_id: self.session_id()?,
             message_id: message_id.to_owned(),

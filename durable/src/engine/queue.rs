@@ -257,6 +257,8 @@ impl<S: Store> Session<'_, S> {
         fx.broadcast(ServerMessage::PromptQueueUpdated { prompt_queue });
         fx.index_changed = true;
         // A ready sandbox takes it at once; with none alive, one should be spawned.
+        fx.attention
+            .extend(self.prompt_mentions(&author.user_id, &id, &req.content)?);
         fx.merge(self.dispatch_next(now)?);
         fx.spawn_wanted = self.needs_sandbox()?;
         Ok((
@@ -475,6 +477,8 @@ impl<S: Store> Session<'_, S> {
             prompt_queue: self.queue()?,
         });
         fx.index_changed = true;
+        fx.attention
+            .extend(self.prompt_ended(message_id, success, error.as_deref())?);
         if let Some(completion) = self.completion(message_id, success, error)? {
             fx.completions.push(completion);
         }

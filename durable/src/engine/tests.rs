@@ -2500,3 +2500,65 @@ fn only_a_prompt_naming_a_model_or_effort_needs_the_catalog() {
     ));
     assert!(!frame_names_a_model("not json"));
 }
+
+#[test]
+fn every_ended_prompt_tells_its_author_and_names_tell_the_named() {
+    use inspect_protocol::inbox::InboxKind;
+    use serde_json::json;
+    let frame = |sandbox: &str, mut v: serde_json::Value| {
+        v["sandboxId"] = json!(sandbox);
+        v["timestamp"] = json!(1);
+        v.to_string()
+    };
+    let st = store();
+    let s = created(&st);
+    let ann = s.participant_by_user("u-ann").unwrap().unwrap();
+    let (a, fx) = s
+        .enqueue(
+            &ann,
+            &prompt("fix it, then ask @Bob and mail x@y.z", None),
+            10,
+        )
+        .unwrap();
+    assert_eq!(fx.attention.len(), 1);
+    let mention = &fx.attention[0];
+    assert_eq!(mention.kind, InboxKind::Mention);
+    assert_eq!(mention.mentions, vec!["bob"]);
+    assert_eq!(mention.by.as_deref(), Some("u-ann"));
+    assert_eq!(mention.key, format!("mention:{}", a.message_id));
+    let (b, fx) = s.enqueue(&ann, &prompt("then this", None), 11).unwrap();
+    assert!(fx.attention.is_empty(), "no names, no mention");
+    let (c, _) = s.enqueue(&ann, &prompt("and this", None), 12).unwrap();
+
+    let (ticket, _) = s.begin_spawn(13).unwrap().unwrap();
+    s.spawn_accepted(&ticket.sandbox_id, 14).unwrap();
+    s.sandbox_opened("sbws", 15).unwrap();
+    let sb = ticket.sandbox_id.clone();
+    s.on_sandbox_frame(&frame(&sb, json!({"type": "ready"})), 16);
+    s.on_sandbox_frame(&frame(&sb, json!({"type": "token", "messageId": a.message_id, "partId": "p1", "content": "Fixed.\n\nAll   tests pass."})), 21);
+    let fx = s.complete(&a.message_id, true, None, 30).unwrap();
+    let told = &fx.attention[0];
+    assert_eq!(told.kind, InboxKind::PromptFinished);
+    assert_eq!(told.people, vec!["u-ann"]);
+    assert_eq!(told.detail, "Fixed. All tests pass.");
+    assert_eq!(told.session_id, "sess1");
+    assert_eq!(told.key, format!("prompt:{}", a.message_id));
+
+    s.start_next(31).unwrap();
+    s.on_sandbox_frame(&frame(&sb, json!({"type": "token", "messageId": b.message_id, "partId": "p2", "content": "Which branch should I use?"})), 32);
+    let fx = s.complete(&b.message_id, true, None, 40).unwrap();
+    assert_eq!(fx.attention[0].kind, InboxKind::Question);
+
+    s.start_next(41).unwrap();
+    let fx = s
+        .complete(&c.message_id, false, Some("the sandbox died".into()), 50)
+        .unwrap();
+    assert_eq!(fx.attention[0].kind, InboxKind::PromptFailed);
+    assert_eq!(fx.attention[0].detail, "the sandbox died");
+    // The same end told twice is nothing new.
+    assert!(s
+        .complete(&c.message_id, false, None, 51)
+        .unwrap()
+        .attention
+        .is_empty());
+}

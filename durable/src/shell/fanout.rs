@@ -122,6 +122,7 @@ impl SessionDO {
         // Tells held for the next zero-delay timer go first: nothing overtakes them.
         self.send_tells();
         let completions = std::mem::take(&mut fx.completions);
+        let attention = std::mem::take(&mut fx.attention);
         for out in &fx.outbound {
             match &out.message {
                 ServerMessage::SandboxEvent { event } => self.tool_progress(event),
@@ -214,6 +215,9 @@ impl SessionDO {
         }
         if !completions.is_empty() {
             self.deliver_completions(completions);
+        }
+        if !attention.is_empty() {
+            self.tell_attention(attention);
         }
     }
 }

@@ -32,6 +32,7 @@ use worker::{
     SqlStorageValue, State, WebSocket, WebSocketIncomingMessage, WebSocketPair,
 };
 
+mod attention;
 mod capacity;
 mod fanout;
 mod index;

@@ -18,6 +18,7 @@ pub mod modal;
 pub mod model;
 pub mod oauth;
 pub mod opencomputer;
+pub mod push;
 pub mod sentry;
 pub mod slack;
 pub mod vercel;
