@@ -138,6 +138,25 @@ impl WsClient {
         })
     }
 
+    /// Connects with these headers on the upgrade (a cookie, an `Origin`).
+    pub async fn connect_with(ws_url: &str, headers: &[(&str, &str)]) -> Result<WsClient> {
+        use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+        let mut req = ws_url.into_client_request()?;
+        for (k, v) in headers {
+            req.headers_mut().insert(
+                tokio_tungstenite::tungstenite::http::HeaderName::from_bytes(k.as_bytes())?,
+                v.parse()?,
+            );
+        }
+        let (stream, _) = tokio_tungstenite::connect_async(req).await?;
+        Ok(WsClient {
+            stream,
+            pending: Default::default(),
+            batches: 0,
+            unbatched: Default::default(),
+        })
+    }
+
     /// Gets a token for `actor`, connects and subscribes; returns the client and the
     /// `subscribed` message.
     pub async fn join(

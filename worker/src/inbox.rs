@@ -18,6 +18,10 @@ use worker::{Env, Method, Request, RequestInit, Response};
 
 /// The person objects' binding (the control plane's own class).
 pub const INBOX_BINDING: &str = "INBOX";
+/// Whose object it is (set by the control plane, which alone reaches it).
+pub const USER_HEADER: &str = "X-Inspect-Inbox-User";
+/// The unread count a new socket is greeted with.
+pub const UNREAD_HEADER: &str = "X-Inspect-Inbox-Unread";
 /// The most items one page lists.
 const PAGE_LIMIT: i64 = 100;
 
@@ -204,7 +208,7 @@ async fn tell_object<T: serde::Serialize>(
     let req = Request::new_with_init(&format!("https://inbox{path}"), &init)
         .map_err(|e| ApiError::internal(e.to_string()))?;
     req.headers()
-        .set(crate::inbox_object::USER_HEADER, user_id)
+        .set(USER_HEADER, user_id)
         .map_err(|e| ApiError::internal(e.to_string()))?;
     let resp = object(env, user_id)?
         .fetch_with_request(req)
@@ -246,17 +250,14 @@ pub async fn socket(env: &Env, caller: &Caller, req: Request) -> ApiResult<Respo
     let forwarded = Request::new("https://inbox/socket", Method::Get)
         .map_err(|e| ApiError::internal(e.to_string()))?;
     let headers = forwarded.headers();
-    for (k, v) in [
-        ("Upgrade", "websocket"),
-        (crate::inbox_object::USER_HEADER, user_id.as_str()),
-    ] {
+    for (k, v) in [("Upgrade", "websocket"), (USER_HEADER, user_id.as_str())] {
         headers
             .set(k, v)
             .map_err(|e| ApiError::internal(e.to_string()))?;
     }
     let unread = unread(env, user_id).await?;
     headers
-        .set(crate::inbox_object::UNREAD_HEADER, &unread.to_string())
+        .set(UNREAD_HEADER, &unread.to_string())
         .map_err(|e| ApiError::internal(e.to_string()))?;
     object(env, user_id)?
         .fetch_with_request(forwarded)

@@ -15,10 +15,7 @@ use worker::{
     WebSocketIncomingMessage, WebSocketPair,
 };
 
-/// Whose object it is (set by the control plane, which alone reaches it).
-pub const USER_HEADER: &str = "X-Inspect-Inbox-User";
-/// The unread count a new socket is greeted with.
-pub const UNREAD_HEADER: &str = "X-Inspect-Inbox-Unread";
+use crate::inbox::{UNREAD_HEADER, USER_HEADER};
 
 const LAST_SENT: &str = "last_sent";
 const HELD: &str = "held";

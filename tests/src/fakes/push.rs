@@ -45,6 +45,8 @@ struct World {
     gone: HashSet<String>,
     delivered: Vec<Delivered>,
     refused: Vec<String>,
+    /// Messages sent to a subscription after it was gone.
+    gone_hits: usize,
     /// The application server key a subscription was made with (its `k` must match).
     server_key: Option<String>,
 }
@@ -119,9 +121,22 @@ impl FakePush {
         self.world.lock().unwrap().delivered.clone()
     }
 
+    /// How many messages were sent to dropped subscriptions (and answered 410).
+    pub fn gone_hits(&self) -> usize {
+        self.world.lock().unwrap().gone_hits
+    }
+
     pub fn refused(&self) -> Vec<String> {
         self.world.lock().unwrap().refused.clone()
     }
+}
+
+/// A new application server key pair, as `web-push generate-vapid-keys` prints it
+/// (base64url: the public point, the private scalar): the deployment's VAPID settings.
+pub fn vapid_keys() -> (String, String) {
+    let secret = p256::SecretKey::random(&mut p256::elliptic_curve::rand_core::OsRng);
+    let public = secret.public_key().to_encoded_point(false);
+    (B64.encode(public.as_bytes()), B64.encode(secret.to_bytes()))
 }
 
 async fn push(
@@ -131,6 +146,7 @@ async fn push(
     body: Bytes,
 ) -> (StatusCode, String) {
     if shared.world.lock().unwrap().gone.contains(&id) {
+        shared.world.lock().unwrap().gone_hits += 1;
         return (
             StatusCode::GONE,
             "push subscription has unsubscribed or expired".into(),
