@@ -7,7 +7,7 @@ export default defineConfig({
   test: { environment: "node", include: ["src/**/*.test.ts"] },
   server: {
     proxy: {
-      "^/(auth|sessions|repos|secrets|environments|tokens|health)": {
+      "^/(auth|sessions|repos|secrets|environments|tokens|health|inbox|notifications)": {
         target: "http://127.0.0.1:8787",
         ws: true,
       },

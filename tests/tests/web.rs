@@ -375,3 +375,39 @@ async fn the_analytics_page_charts_the_sessions_made_here_and_they_are_found_and
         }
     }
 }
+
+#[tokio::test]
+async fn a_prompt_that_ends_elsewhere_raises_the_inbox_count_and_opening_it_clears_it() {
+    let agent = AgentStack::start(
+        vec![
+            Reply::tool(
+                "bash",
+                json!({"command": "sleep 3", "description": "take a moment"}),
+            ),
+            Reply::text("Tidied."),
+        ],
+        vec![],
+    )
+    .await
+    .unwrap();
+    let demo = source_repo();
+    agent.register_repo("demo", demo.path()).await.unwrap();
+    let stack = &agent.stack;
+    let r = send(
+        Method::POST,
+        &stack.url("/sessions"),
+        Some(json!({"repoOwner": "local", "repoName": "demo", "title": "Tidy the demo"})),
+    )
+    .await
+    .unwrap();
+    let id = r.body["sessionId"].as_str().unwrap().to_owned();
+    let out = artifacts("inbox");
+    let base = stack.base_url.clone();
+    let run = tokio::task::spawn_blocking(move || {
+        run_script("inbox.mjs", &base, &out, &[("SESSION_ID", id)])
+    })
+    .await;
+    if let Err(e) = run {
+        panic!("inbox.mjs: {e:?}\n{}", agent.host.sandbox_logs());
+    }
+}

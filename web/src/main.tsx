@@ -9,6 +9,8 @@ import { Jump } from "./components/Jump";
 import { Settings } from "./components/Settings";
 import { SignIn } from "./components/SignIn";
 import { Avatar } from "./components/bits";
+import { Inbox } from "./components/Inbox";
+import { startInbox, useInbox } from "./inbox";
 import type { Me } from "./types";
 import "./style.css";
 
@@ -19,6 +21,7 @@ const Analytics = lazy(() => import("./components/Analytics").then((m) => m.Anal
 
 function Header({ me }: { me: Me }) {
   const { path } = useLocation();
+  const inbox = useInbox();
   const signOut = async () => {
     await post("/auth/logout").catch(() => undefined);
     location.href = "/";
@@ -35,6 +38,14 @@ function Header({ me }: { me: Me }) {
       </a>
       <nav aria-label="Main">
         {link("/", "Sessions")}
+        <a href="/inbox" aria-current={path === "/inbox" ? "page" : undefined} data-testid="inbox-link">
+          Inbox
+          {inbox.unread > 0 && (
+            <span class="count" data-testid="inbox-badge" aria-label={`${inbox.unread} unread`}>
+              {inbox.unread}
+            </span>
+          )}
+        </a>
         {link("/new", "New session")}
         {link("/automations", "Automations")}
         {link("/analytics", "Analytics")}
@@ -62,6 +73,7 @@ function App() {
       .then((m) => {
         setMe(m);
         setState("ready");
+        startInbox();
       })
       .catch((e: unknown) => {
         if (e instanceof ApiError && e.status === 401) setState("signed-out");
@@ -81,6 +93,7 @@ function App() {
       <main>
         <Router>
           <Route path="/" component={() => <SessionsList me={me} />} />
+          <Route path="/inbox" component={() => <Inbox />} />
           <Route path="/new" component={() => <NewSession me={me} />} />
           <Route path="/settings" component={() => <Settings me={me} />} />
           <Route path="/settings/:section" component={({ section }: { section: string }) => <Settings me={me} section={section} />} />

@@ -106,6 +106,71 @@ since: number, until: number,
  */
 everyone: boolean, rows: Array<UsageRow>, };
 
+export type InboxKind = "prompt_finished" | "prompt_failed" | "question" | "pull_request" | "automation_failed" | "mention";
+
+export type InboxItem = { id: string, kind: InboxKind, sessionId: string, 
+/**
+ * The session's title (or what it works on).
+ */
+title: string, 
+/**
+ * What happened, in a line: the agent's last words, the error, the PR's new state.
+ */
+detail: string, 
+/**
+ * Where to open it (the session's page; the PR for a PR's change).
+ */
+url: string, createdAt: number, readAt?: number, };
+
+export type InboxPage = { items: Array<InboxItem>, 
+/**
+ * Every unread item of the person's, not only those on this page.
+ */
+unread: number, };
+
+export type MarkRead = { ids?: Array<string>, sessionId?: string, all?: boolean, };
+
+export type MarkedRead = { marked: number, unread: number, };
+
+export type InboxMessage = { "type": "item", item: InboxItem, unread: number, 
+/**
+ * Whether this tab should show a browser notification (the person asked for them
+ * for this kind).
+ */
+notify: boolean, } | { "type": "unread", unread: number, };
+
+export type Channels = { 
+/**
+ * A notification from an open tab.
+ */
+browser: boolean, 
+/**
+ * Web Push to the person's subscribed browsers (tabs closed).
+ */
+push: boolean, 
+/**
+ * A Slack direct message (a linked Slack identity).
+ */
+slack: boolean, };
+
+export type NotificationPrefs = { kinds: { [key in InboxKind]?: Channels }, };
+
+export type PushSubscription = { endpoint: string, 
+/**
+ * When the push service will drop it (ms since the epoch), if it says.
+ */
+expirationTime?: number, keys: PushKeys, };
+
+export type PushKeys = { p256dh: string, auth: string, };
+
+export type PushKey = { publicKey?: string, };
+
+export type Notice = { title: string, body: string, url: string, 
+/**
+ * Folded notices share a tag, so a browser shows the newest in place of the older.
+ */
+tag: string, };
+
 export type SessionUsage = { prompts: number, toolCalls: number, 
 /**
  * The model's tokens, as the agent reported them per step.

@@ -5,10 +5,12 @@ import { BASE, launch, shot, step } from "./browser.mjs";
 
 const PAGES = [
   ["sessions", "/"],
+  ["inbox", "/inbox"],
   ["new-session", "/new"],
   ["automations", "/automations"],
   ["analytics", "/analytics"],
   ["settings-account", "/settings/account"],
+  ["settings-notifications", "/settings/notifications"],
   ["settings-repositories", "/settings/repositories"],
   ["settings-environments", "/settings/environments"],
   ["settings-models", "/settings/models"],

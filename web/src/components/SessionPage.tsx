@@ -1,5 +1,6 @@
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { api, errorText, get, post, upload } from "../api";
+import { readSession, useInbox } from "../inbox";
 import { LiveSession, initialLiveState, type LiveState } from "../live";
 import { bootSteps, ordered } from "../timeline";
 import type { ChildSummary, Me, QueuedPrompt } from "../types";
@@ -356,6 +357,11 @@ function EnvironmentLabel({ id, name }: { id: string; name?: string | null }) {
 export function SessionPage({ id, me }: { id: string; me: Me }) {
   const [state, live] = useLive(id);
   const [error, setError] = useState("");
+  // Opening the session reads what the inbox held of it (and again as new items come).
+  const inbox = useInbox();
+  useEffect(() => {
+    void readSession(id);
+  }, [id, inbox.items.length]);
   const events = useMemo(() => ordered(state.timeline), [state.timeline.version]);
   const s = state.session;
   const setArchived = async (archive: boolean) => {

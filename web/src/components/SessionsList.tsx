@@ -1,5 +1,6 @@
 import { useEffect, useState } from "preact/hooks";
 import { errorText, get, post } from "../api";
+import { useInbox } from "../inbox";
 import type { Me, Repository, SessionList, SessionSummary } from "../types";
 import { ErrorNote, ago, repoLabel } from "./bits";
 
@@ -17,6 +18,8 @@ export function SessionsList({ me }: { me: Me }) {
   const [repos, setRepos] = useState<Repository[]>([]);
   const [error, setError] = useState("");
   const [loading, setLoading] = useState(true);
+  const inbox = useInbox();
+  const unreadIn = new Set(inbox.items.map((i) => i.sessionId));
 
   const query = (after: string | null) => {
     const q = new URLSearchParams({ limit: String(PAGE) });
@@ -74,6 +77,13 @@ export function SessionsList({ me }: { me: Me }) {
           New session
         </a>
       </div>
+      {inbox.unread > 0 && (
+        <p class="inbox-note" data-testid="sessions-unread">
+          <a href="/inbox">
+            {inbox.unread} unread in your inbox
+          </a>
+        </p>
+      )}
       <form class="filters" onSubmit={(e) => e.preventDefault()} aria-label="Filter sessions">
         <label>
           Search{" "}
@@ -118,6 +128,7 @@ export function SessionsList({ me }: { me: Me }) {
         {sessions.map((s) => (
           <li key={s.id} class="session-row">
             <a href={`/sessions/${s.id}`} class="session-link">
+              {unreadIn.has(s.id) && <span class="dot" aria-label="unread" title="Unread in your inbox" />}
               <span class="title">{s.title || (s.repositories[0] ? repoLabel(s.repositories[0]) : "Untitled session")}</span>
               <span class="meta">
                 <span class={`badge status-${s.status}`}>{s.status}</span>

@@ -1,3 +1,4 @@
+import { NotificationSettings } from "./Inbox";
 import { useEffect, useState } from "preact/hooks";
 import { del, errorText, get, post, put } from "../api";
 import type {
@@ -855,6 +856,7 @@ function Models() {
 /** The sections of Settings, each at its own URL (`/settings/<id>`). */
 const SECTIONS = [
   { id: "account", label: "Account" },
+  { id: "notifications", label: "Notifications" },
   { id: "repositories", label: "Repositories" },
   { id: "environments", label: "Environments and secrets" },
   { id: "models", label: "Models, skills, MCP" },
@@ -898,6 +900,7 @@ export function Settings({ me, section }: { me: Me; section?: string }) {
               <Tokens />
             </>
           )}
+          {current === "notifications" && <NotificationSettings />}
           {current === "repositories" && (
             <>
               {me.via === "local" && <LocalRepos repos={repos.filter((r) => r.kind === "local")} reload={reload} />}
