@@ -276,6 +276,17 @@ async fn a_person_linked_from_slack_gets_their_own_pull_request() {
         .unwrap()
         .contains("already used"));
 
+    // Alice wants to hear in Slack when a prompt of hers finishes.
+    let (status, prefs) = as_person(
+        &stack,
+        &alice,
+        Method::PUT,
+        "/notifications/preferences",
+        Some(json!({"kinds": {"prompt_finished": {"slack": true}}})),
+    )
+    .await;
+    assert_eq!(status, 200, "{prefs}");
+
     // Ann asks for work in the channel: the session is alice's, and so is the PR.
     let asked = mention(&stack, &slack, "EvW1", "U1", "add notes and open a PR").await;
     let deadline = Instant::now() + Duration::from_secs(180);
@@ -297,6 +308,13 @@ async fn a_person_linked_from_slack_gets_their_own_pull_request() {
         .await
         .unwrap();
     assert_eq!(state.body["createdBy"], "github:1001", "{}", state.body);
+    // The prompt's end reaches her as a direct message, with the session's link.
+    let dm = eventually(60, "the direct message", || {
+        slack.direct_messages("U1").into_iter().next()
+    })
+    .await;
+    assert!(dm.text.contains("Finished"), "{dm:?}");
+    assert!(dm.text.contains(&format!("/sessions/{id}")), "{dm:?}");
     // The commit carries her name.
     let bare = gh.repos_root.join("acme/web.git");
     let log = git(&bare, &["log", "-1", "--format=%an", &pr.head]);

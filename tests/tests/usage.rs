@@ -284,16 +284,40 @@ async fn a_spent_budget_refuses_new_work_until_an_admin_raises_it() {
         .count();
     assert_eq!(prompts, 1, "the refused prompts were never queued");
 
-    // An admin raises it: at once, the next prompt runs.
+    // An admin raises it: at once, the next prompt runs; with 90 % of the new limit used,
+    // the person is told so in their inbox, once.
+    let used = spent["budgets"][0]["used"].as_f64().unwrap();
     let r = send(
         Method::PUT,
         &stack.url("/budgets"),
-        Some(json!({"scope": "person", "subject": "*", "metric": "tokens", "monthlyLimit": 1e9})),
+        Some(json!({"scope": "person", "subject": "*", "metric": "tokens", "monthlyLimit": used / 0.9})),
     )
     .await
     .unwrap();
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(prompt("look again").await.status, 200);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let told = loop {
+        let r = send(Method::GET, &stack.url("/inbox"), None).await.unwrap();
+        let budget: Vec<Value> = r.body["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|i| i["kind"] == "budget")
+            .cloned()
+            .collect();
+        if !budget.is_empty() {
+            break budget;
+        }
+        assert!(Instant::now() < deadline, "never told of 80 %: {}", r.body);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    assert_eq!(told.len(), 1, "{told:?}");
+    let detail = told[0]["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("model tokens") && detail.contains("your monthly"),
+        "{detail}"
+    );
     let r = send(
         Method::DELETE,
         &stack.url("/budgets?scope=person&subject=*&metric=tokens"),

@@ -39,6 +39,7 @@ const KIND_WORDS: Record<string, string> = {
   pull_request: "Pull request",
   automation_failed: "Automation failed",
   mention: "You were mentioned",
+  budget: "Budget",
 };
 
 export function kindWords(kind: string): string {

@@ -106,7 +106,7 @@ since: number, until: number,
  */
 everyone: boolean, rows: Array<UsageRow>, };
 
-export type InboxKind = "prompt_finished" | "prompt_failed" | "question" | "pull_request" | "automation_failed" | "mention";
+export type InboxKind = "prompt_finished" | "prompt_failed" | "question" | "pull_request" | "automation_failed" | "mention" | "budget";
 
 export type InboxItem = { id: string, kind: InboxKind, sessionId: string, 
 /**

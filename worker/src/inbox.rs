@@ -503,3 +503,41 @@ pub async fn unsubscribe(env: &Env, caller: &Caller, pairs: &[(String, String)])
     }
     Ok(())
 }
+
+/// A budget of the person's 80 % used: told once a month per budget, in their inbox and
+/// where they chose.
+pub async fn budget_nearly_spent(env: &Env, user_id: &str, now: i64) -> ApiResult<()> {
+    for status in inspect_runtime::budgets::nearly_spent(env, user_id, now).await? {
+        let b = &status.budget;
+        let (month, _) = inspect_protocol::budgets::month(now);
+        let whose = match b.scope {
+            inspect_protocol::budgets::BudgetScope::Deployment => "the deployment's",
+            inspect_protocol::budgets::BudgetScope::Person => "your",
+        };
+        let detail = format!(
+            "{} of {whose} monthly {} used; new work stops at the limit (it resets at the start of next month).",
+            b.metric.words(status.used),
+            b.metric.words(b.monthly_limit),
+        );
+        let key = format!(
+            "budget:{}:{}:{}:{month}",
+            b.scope.as_str(),
+            b.subject,
+            b.metric.as_str()
+        );
+        let item = NewItem {
+            kind: InboxKind::Budget,
+            session_id: "",
+            title: "80 % of a monthly budget used",
+            detail: &detail,
+            url: "/analytics",
+            key: &key,
+        };
+        let link = match db::setting(env, "PUBLIC_URL") {
+            Some(base) => format!("{}/analytics", base.trim_end_matches('/')),
+            None => "/analytics".into(),
+        };
+        add(env, user_id, &item, &link, now).await?;
+    }
+    Ok(())
+}

@@ -45,6 +45,17 @@ pub(crate) async fn call(mut req: Request, env: &Env) -> ApiResult<Response> {
             let refused = inspect_runtime::budgets::check(env, &user_id, now)
                 .await
                 .err();
+            if refused.is_none() {
+                // 80 % used: the person is told once a month (never holding the prompt up
+                // on a failure).
+                if let Err(e) = crate::inbox::budget_nearly_spent(env, &user_id, now).await {
+                    inspect_runtime::log::emit(
+                        inspect_runtime::log::LogLine::warn("inbox", "budget_not_told")
+                            .actor(&user_id)
+                            .detail(e.message),
+                    );
+                }
+            }
             let verdict = inspect_protocol::plane::BudgetVerdict {
                 refused,
                 any: inspect_runtime::budgets::any(env, now).await,

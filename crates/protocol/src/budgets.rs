@@ -33,7 +33,7 @@ impl BudgetMetric {
         }
     }
 
-    fn words(self, amount: f64) -> String {
+    pub fn words(self, amount: f64) -> String {
         match self {
             BudgetMetric::SandboxHours => format!("{amount:.1} sandbox hours"),
             BudgetMetric::Tokens => format!("{} model tokens", amount.round() as i64),

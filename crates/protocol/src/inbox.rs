@@ -26,16 +26,19 @@ pub enum InboxKind {
     AutomationFailed,
     /// Someone named them (`@login`) in a session's prompt.
     Mention,
+    /// A monthly budget that applies to them is 80 % used.
+    Budget,
 }
 
 impl InboxKind {
-    pub const ALL: [InboxKind; 6] = [
+    pub const ALL: [InboxKind; 7] = [
         InboxKind::PromptFinished,
         InboxKind::PromptFailed,
         InboxKind::Question,
         InboxKind::PullRequest,
         InboxKind::AutomationFailed,
         InboxKind::Mention,
+        InboxKind::Budget,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -46,6 +49,7 @@ impl InboxKind {
             InboxKind::PullRequest => "pull_request",
             InboxKind::AutomationFailed => "automation_failed",
             InboxKind::Mention => "mention",
+            InboxKind::Budget => "budget",
         }
     }
 
@@ -190,7 +194,8 @@ impl Default for NotificationPrefs {
                     InboxKind::PromptFinished
                     | InboxKind::PromptFailed
                     | InboxKind::Question
-                    | InboxKind::Mention => loud,
+                    | InboxKind::Mention
+                    | InboxKind::Budget => loud,
                     InboxKind::PullRequest | InboxKind::AutomationFailed => Channels {
                         browser: true,
                         ..Channels::default()
@@ -435,6 +440,7 @@ pub fn notice(held: &[Delivery], inbox_link: &str) -> Option<Notice> {
             InboxKind::PullRequest => "Pull request",
             InboxKind::AutomationFailed => "Automation failed",
             InboxKind::Mention => "You were mentioned",
+            InboxKind::Budget => "Budget",
         };
         return Some(Notice {
             title: format!("{what}: {}", first.title),

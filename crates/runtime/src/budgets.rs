@@ -216,3 +216,21 @@ async fn spent(env: &Env, user_id: &str, now: i64) -> Result<Option<ApiError>, A
     let statuses = statuses_of(env, &fresh, user_id, now).await?;
     Ok(budgets::refusal(&statuses, now))
 }
+
+/// The budgets that apply to `user_id` and are 80 % used but not spent (none set: no D1
+/// read beyond the isolate's kept list).
+pub async fn nearly_spent(
+    env: &Env,
+    user_id: &str,
+    now: i64,
+) -> Result<Vec<BudgetStatus>, ApiError> {
+    let budgets = kept(env, now).await?;
+    if budgets.is_empty() {
+        return Ok(Vec::new());
+    }
+    Ok(statuses_of(env, &budgets, user_id, now)
+        .await?
+        .into_iter()
+        .filter(|s| s.nearly_spent() && !s.spent())
+        .collect())
+}

@@ -180,6 +180,18 @@ impl FakeSlack {
         self.with(|w| w.messages.retain(|m| !(m.channel == channel && m.ts == ts)));
     }
 
+    /// What the app said to a person in its direct message with them.
+    pub fn direct_messages(&self, user: &str) -> Vec<Posted> {
+        let dm = format!("D{user}");
+        self.with(|w| {
+            w.messages
+                .iter()
+                .filter(|m| m.user == BOT_USER && m.channel == dm)
+                .cloned()
+                .collect()
+        })
+    }
+
     pub fn bot_messages(&self, channel: &str, thread_ts: &str) -> Vec<Posted> {
         self.with(|w| {
             w.messages
@@ -312,8 +324,14 @@ async fn method(
             }
             let ts = next_ts(&mut w);
             let thread = s("thread_ts");
+            // A user's id as the channel posts in the app's direct message with them
+            // (its `D…` channel, which the answer names).
+            let channel = match s("channel") {
+                c if c.starts_with('U') || c.starts_with('W') => format!("D{c}"),
+                c => c,
+            };
             w.messages.push(Posted {
-                channel: s("channel"),
+                channel: channel.clone(),
                 ts: ts.clone(),
                 thread_ts: (!thread.is_empty()).then_some(thread),
                 user: BOT_USER.into(),
@@ -322,7 +340,7 @@ async fn method(
                 updates: Vec::new(),
                 files: Value::Null,
             });
-            ok(json!({"channel": s("channel"), "ts": ts}))
+            ok(json!({"channel": channel, "ts": ts}))
         }
         // Outbound files, as Slack takes them: an upload URL for a named, sized file; the
         // bytes posted there; then the upload completed into a channel (or a thread).

@@ -53,6 +53,7 @@ const KINDS: { kind: InboxKind; label: string }[] = [
   { kind: "mention", label: "Someone mentions me" },
   { kind: "pull_request", label: "A pull request of mine is merged, closed or reviewed" },
   { kind: "automation_failed", label: "An automation of mine fails" },
+  { kind: "budget", label: "A budget of mine is 80 % used" },
 ];
 const CHANNELS: { key: keyof Channels; label: string }[] = [
   { key: "browser", label: "Browser" },
