@@ -308,6 +308,19 @@ async fn a_person_linked_from_slack_gets_their_own_pull_request() {
         .await
         .unwrap();
     assert_eq!(state.body["createdBy"], "github:1001", "{}", state.body);
+    // Its door is Slack's, for the analytics page.
+    let sources = send(Method::GET, &stack.url("/usage?by=source"), None)
+        .await
+        .unwrap();
+    assert!(
+        sources.body["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["key"] == "slack"),
+        "{}",
+        sources.body
+    );
     // The prompt's end reaches her as a direct message, with the session's link.
     let dm = eventually(60, "the direct message", || {
         slack.direct_messages("U1").into_iter().next()

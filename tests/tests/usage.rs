@@ -80,6 +80,14 @@ async fn a_sessions_usage_is_counted_and_summed() {
         "{}",
         by_repo.body
     );
+    let by_source = send(Method::GET, &stack.url("/usage?by=source"), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        by_source.body["rows"][0]["key"], "web",
+        "{}",
+        by_source.body
+    );
     let by_week = send(Method::GET, &stack.url("/usage?by=week"), None)
         .await
         .unwrap();

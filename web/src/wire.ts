@@ -76,7 +76,7 @@ resetsAt: number, };
 
 export type BudgetList = { budgets: Array<BudgetStatus>, };
 
-export type UsageGroup = "person" | "repository" | "week";
+export type UsageGroup = "person" | "repository" | "week" | "source";
 
 export type UsageRow = { 
 /**
@@ -105,6 +105,8 @@ since: number, until: number,
  * Everyone's (an admin), or only the caller's own sessions.
  */
 everyone: boolean, rows: Array<UsageRow>, };
+
+export type SessionSource = "web" | "api" | "slack" | "github" | "linear" | "automation" | "child";
 
 export type InboxKind = "prompt_finished" | "prompt_failed" | "question" | "pull_request" | "automation_failed" | "mention" | "budget";
 

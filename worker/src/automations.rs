@@ -367,9 +367,16 @@ async fn start_session(
         automation: Some(from.clone()),
         ..Default::default()
     };
-    let created = crate::objects::create_session_with(env, origin, &automation.actor, create, &[])
-        .await
-        .map_err(|e| (None, e))?;
+    let created = crate::objects::create_session_with(
+        env,
+        origin,
+        &automation.actor,
+        create,
+        &[],
+        inspect_protocol::usage::SessionSource::Automation,
+    )
+    .await
+    .map_err(|e| (None, e))?;
     let session = created.session_id;
     let failed = |e: ApiError| (Some(session.clone()), e);
     store::add_session(

@@ -135,7 +135,14 @@ async fn make_child(
         ..Default::default()
     };
     let origin = origin_of(req);
-    let created = create_session(env, &origin, &plan.actor, create).await?;
+    let created = create_session(
+        env,
+        &origin,
+        &plan.actor,
+        create,
+        inspect_protocol::usage::SessionSource::Child,
+    )
+    .await?;
     let record = serde_json::json!({
         "sessionId": created.session_id,
         "title": plan.title,

@@ -225,7 +225,17 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
             create.depth = None;
             create.automation = None;
             let charge = crate::ratelimit::charge_session(env, &actor.user_id, now).await?;
-            match create_session_with(env, &origin_of(&req), actor, create, &[]).await {
+            use inspect_protocol::usage::SessionSource;
+            let source = match &caller.via {
+                crate::caller::Via::Local | crate::caller::Via::Browser { .. } => {
+                    SessionSource::Web
+                }
+                crate::caller::Via::ApiToken => SessionSource::Api,
+                crate::caller::Via::Service { name } => {
+                    SessionSource::of_bot_identity(&format!("{name}:"))
+                }
+            };
+            match create_session_with(env, &origin_of(&req), actor, create, &[], source).await {
                 Ok(created) => json(&created, 201),
                 Err(e) => {
                     crate::ratelimit::refund(env, charge).await;

@@ -22,13 +22,18 @@ fn opt(v: &Option<String>) -> JsValue {
 }
 
 /// Indexes a new session.
-pub async fn insert(env: &Env, state: &SessionState, actor: &Actor) -> Result<(), ApiError> {
+pub async fn insert(
+    env: &Env,
+    state: &SessionState,
+    actor: &Actor,
+    source: inspect_protocol::usage::SessionSource,
+) -> Result<(), ApiError> {
     let db = env.d1("DB").map_err(unavailable)?;
     let repos = serde_json::to_string(&state.repositories).unwrap_or_else(|_| "[]".into());
     let row = db
         .prepare(
-            "INSERT INTO sessions (id, title, status, repo_owner, repo_name, repositories, created_by, created_by_name, message_count, created_at, updated_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 0, ?9, ?9)",
+            "INSERT INTO sessions (id, title, status, repo_owner, repo_name, repositories, created_by, created_by_name, message_count, created_at, updated_at, source)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 0, ?9, ?9, ?10)",
         )
         .bind(&[
             state.id.as_str().into(),
@@ -40,6 +45,7 @@ pub async fn insert(env: &Env, state: &SessionState, actor: &Actor) -> Result<()
             actor.user_id.as_str().into(),
             actor.name.as_str().into(),
             (state.created_at as f64).into(),
+            source.as_str().into(),
         ])
         .map_err(unavailable)?;
     let member = db

@@ -11,6 +11,7 @@ use inspect_durable::headers::{ACTOR_HEADER, ORIGIN_HEADER, SESSION_HEADER, VOUC
 use inspect_github::app as github_app;
 use inspect_protocol::auth::ScmCredentialsRequest;
 use inspect_protocol::session::{Actor, CreateSessionRequest};
+use inspect_protocol::usage::SessionSource;
 use inspect_protocol::{ApiError, ErrorCode};
 use worker::{Env, Headers, Method, Request, RequestInit, Response};
 
@@ -472,8 +473,9 @@ pub(crate) async fn create_session(
     origin: &str,
     actor: &Actor,
     create: CreateSessionRequest,
+    source: SessionSource,
 ) -> ApiResult<inspect_protocol::session::CreateSessionResponse> {
-    create_session_with(env, origin, actor, create, &[]).await
+    create_session_with(env, origin, actor, create, &[], source).await
 }
 
 /// [`create_session`], with branches that replace an environment's for some of its
@@ -485,6 +487,7 @@ pub(crate) async fn create_session_with(
     actor: &Actor,
     mut create: CreateSessionRequest,
     branch_overrides: &[inspect_protocol::session::RepositoryRef],
+    source: SessionSource,
 ) -> ApiResult<inspect_protocol::session::CreateSessionResponse> {
     create.environment_name = None;
     let mut repositories = match &create.environment_id {
@@ -645,7 +648,7 @@ pub(crate) async fn create_session_with(
                 call_object(env, &id, Method::Post, "/init", origin, Some(actor), &body).await?;
             object_answer(resp, 201).await.map(drop)
         },
-        index::insert(env, &state, actor),
+        index::insert(env, &state, actor, source),
     );
     if let Err(e) = stored {
         if indexed.is_ok() {

@@ -32,11 +32,19 @@ impl ControlPlane for Plane {
     ) -> Result<CreateSessionResponse, ApiError> {
         // A linked identity is its person: the session, the rate limit and the pull
         // request are theirs.
+        let source = inspect_protocol::usage::SessionSource::of_bot_identity(&actor.user_id);
         let actor = crate::linked::resolve(&self.env, actor).await?;
         let now = crate::http::now_ms() as i64;
         let charge = crate::ratelimit::charge_session(&self.env, &actor.user_id, now).await?;
-        match objects::create_session_with(&self.env, origin, &actor, create, branch_overrides)
-            .await
+        match objects::create_session_with(
+            &self.env,
+            origin,
+            &actor,
+            create,
+            branch_overrides,
+            source,
+        )
+        .await
         {
             Ok(created) => Ok(created),
             Err(e) => {

@@ -38,6 +38,7 @@ pub async fn report(env: &Env, caller: &Caller, q: &UsageQuery) -> Result<UsageR
             "date(created_at / 1000, 'unixepoch', 'weekday 0', '-6 days')",
             "date(created_at / 1000, 'unixepoch', 'weekday 0', '-6 days')",
         ),
+        UsageGroup::Source => ("source", "source"),
     };
     let mine = if everyone { "" } else { "AND created_by = ?3" };
     let sql = format!(

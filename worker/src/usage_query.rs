@@ -32,8 +32,9 @@ pub fn parse(pairs: &[(String, String)], now: i64) -> Result<UsageQuery, ApiErro
     for (k, v) in pairs {
         match k.as_str() {
             "by" => {
-                q.by = UsageGroup::parse(v)
-                    .ok_or_else(|| ApiError::bad_request("by is person, repository or week"))?
+                q.by = UsageGroup::parse(v).ok_or_else(|| {
+                    ApiError::bad_request("by is person, repository, week or source")
+                })?
             }
             "since" => q.since = number(k, v)?,
             "until" => q.until = number(k, v)?,

@@ -12,6 +12,49 @@ pub enum UsageGroup {
     Repository,
     /// The week a session was made in (its Monday, UTC).
     Week,
+    /// The door a session came through ([`SessionSource`]).
+    Source,
+}
+
+/// The door a session came through, kept in its index row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "lowercase")]
+pub enum SessionSource {
+    /// The web app (a browser, or the local user).
+    Web,
+    /// The REST API with a token.
+    Api,
+    Slack,
+    Github,
+    Linear,
+    Automation,
+    /// Made by another session's agent.
+    Child,
+}
+
+impl SessionSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionSource::Web => "web",
+            SessionSource::Api => "api",
+            SessionSource::Slack => "slack",
+            SessionSource::Github => "github",
+            SessionSource::Linear => "linear",
+            SessionSource::Automation => "automation",
+            SessionSource::Child => "child",
+        }
+    }
+
+    /// The bot a session came from, by the identity it was asked as (`slack:U…`).
+    pub fn of_bot_identity(user_id: &str) -> SessionSource {
+        match user_id.split(':').next() {
+            Some("slack") => SessionSource::Slack,
+            Some("linear") => SessionSource::Linear,
+            Some("github") => SessionSource::Github,
+            _ => SessionSource::Api,
+        }
+    }
 }
 
 impl UsageGroup {
@@ -20,6 +63,7 @@ impl UsageGroup {
             "person" => Some(UsageGroup::Person),
             "repository" => Some(UsageGroup::Repository),
             "week" => Some(UsageGroup::Week),
+            "source" => Some(UsageGroup::Source),
             _ => None,
         }
     }

@@ -41,6 +41,7 @@ fn wire_ts_is_generated_from_the_protocol() {
         decl::<inspect_protocol::usage::UsageGroup>(&cfg),
         decl::<inspect_protocol::usage::UsageRow>(&cfg),
         decl::<inspect_protocol::usage::UsageReport>(&cfg),
+        decl::<inspect_protocol::usage::SessionSource>(&cfg),
         decl::<inspect_protocol::inbox::InboxKind>(&cfg),
         decl::<inspect_protocol::inbox::InboxItem>(&cfg),
         decl::<inspect_protocol::inbox::InboxPage>(&cfg),

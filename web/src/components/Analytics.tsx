@@ -8,7 +8,7 @@ const DAY = 24 * 60 * 60 * 1000;
 const dollars = (micros: number) => `$${(micros / 1_000_000).toFixed(2)}`;
 const hours = (ms: number) => (ms / 3_600_000).toFixed(2);
 
-/** What sessions used, by person, repository or week: a chart, the table, and its CSV. An
+/** What sessions used, by person, repository, week or source: a chart, the table, and its CSV. An
  *  admin sees everyone's; anyone else their own. */
 export function Analytics() {
   const [by, setBy] = useState<UsageGroup>("week");
@@ -73,6 +73,7 @@ export function Analytics() {
             <option value="week">week</option>
             <option value="person">person</option>
             <option value="repository">repository</option>
+            <option value="source">source (web, Slack, GitHub, Linear, automation…)</option>
           </select>
         </label>
         <label>
