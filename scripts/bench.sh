@@ -27,6 +27,9 @@ INSPECT_BENCH_RUNS=3 cargo run --release --quiet -p inspect-tests --bin automati
 INSPECT_BENCH_CAP=1 cargo run --release --quiet -p inspect-tests --bin automations-bench
 # A burst of 2,000 prompts over 2,000 watched sessions, the provider slow: each prompt's echo.
 cargo run --release --quiet -p inspect-tests --bin echo-bench
+# The inbox: a prompt's end to its author's open inbox socket; the analytics query over
+# 10,000 sessions in the index.
+cargo run --release --quiet -p inspect-tests --bin inbox-bench
 # The changes panel's capture: 20,000 files with 200 changed, median of 9.
 cargo run --release --quiet -p inspect-tests --bin changes-bench
 # A terminal's keystroke → echo through the Worker, the object, the supervisor and a PTY.

@@ -411,3 +411,70 @@ async fn a_prompt_that_ends_elsewhere_raises_the_inbox_count_and_opening_it_clea
         panic!("inbox.mjs: {e:?}\n{}", agent.host.sandbox_logs());
     }
 }
+
+#[tokio::test]
+async fn a_web_push_the_control_plane_sent_is_shown_by_the_apps_service_worker() {
+    use inspect_tests::fakes::push::{vapid_keys, FakePush};
+    let push = FakePush::start().await.unwrap();
+    let (public, private) = vapid_keys();
+    let agent = AgentStack::start(
+        vec![Reply::text("Tidied.")],
+        vec![
+            ("VAPID_PUBLIC_KEY".into(), public.clone()),
+            ("VAPID_PRIVATE_KEY".into(), private),
+        ],
+    )
+    .await
+    .unwrap();
+    let demo = source_repo();
+    agent.register_repo("demo", demo.path()).await.unwrap();
+    let stack = &agent.stack;
+    // The local person's browser subscribed; every tab is closed.
+    let r = send(
+        Method::POST,
+        &stack.url("/notifications/push-subscriptions"),
+        Some(push.subscribe(&public)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 201, "{}", r.body);
+    let r = send(
+        Method::POST,
+        &stack.url("/sessions"),
+        Some(json!({"repoOwner": "local", "repoName": "demo", "title": "Tidy the demo"})),
+    )
+    .await
+    .unwrap();
+    let id = r.body["sessionId"].as_str().unwrap().to_owned();
+    let r = send(
+        Method::POST,
+        &stack.url(&format!("/sessions/{id}/prompt")),
+        Some(json!({"content": "tidy up"})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let delivered = loop {
+        if let Some(d) = push.delivered().into_iter().next() {
+            break d;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no push: {:?}\n{}",
+            push.refused(),
+            agent.host.sandbox_logs()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    };
+    assert_eq!(delivered.payload["title"], "Finished: Tidy the demo");
+    let out = artifacts("push");
+    let base = stack.base_url.clone();
+    let extra = [
+        ("PUSH_PAYLOAD", delivered.payload.to_string()),
+        ("PUSH_URL", format!("/sessions/{id}")),
+    ];
+    let run =
+        tokio::task::spawn_blocking(move || run_script("push.mjs", &base, &out, &extra)).await;
+    run.unwrap();
+}
