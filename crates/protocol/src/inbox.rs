@@ -272,7 +272,8 @@ pub fn check_subscription(
         )));
     }
     let secure = endpoint.starts_with("https://") && endpoint.len() > "https://".len();
-    if !secure && !(local_mode && endpoint.starts_with("http://")) {
+    let loopback_plain = local_mode && endpoint.starts_with("http://");
+    if !(secure || loopback_plain) {
         return Err(ApiError::bad_request(
             "a push endpoint must be an https URL (a push service's)",
         ));

@@ -51,6 +51,10 @@ struct World {
     server_key: Option<String>,
 }
 
+fn locked(m: &Mutex<World>) -> std::sync::MutexGuard<'_, World> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 #[derive(Clone)]
 struct Shared {
     base_url: String,
@@ -98,7 +102,7 @@ impl FakePush {
         let public = secret.public_key().to_encoded_point(false);
         let auth: [u8; 16] = rand::random();
         let id = format!("{:016x}", rand::random::<u64>());
-        let mut world = self.world.lock().unwrap();
+        let mut world = locked(&self.world);
         world.server_key = Some(application_server_key.to_owned());
         world.browsers.insert(id.clone(), Browser { secret, auth });
         json!({
@@ -114,20 +118,20 @@ impl FakePush {
     /// The push service forgets a subscription: its endpoint answers 410 from now on.
     pub fn drop_subscription(&self, endpoint: &str) {
         let id = endpoint.rsplit('/').next().unwrap_or_default().to_owned();
-        self.world.lock().unwrap().gone.insert(id);
+        locked(&self.world).gone.insert(id);
     }
 
     pub fn delivered(&self) -> Vec<Delivered> {
-        self.world.lock().unwrap().delivered.clone()
+        locked(&self.world).delivered.clone()
     }
 
     /// How many messages were sent to dropped subscriptions (and answered 410).
     pub fn gone_hits(&self) -> usize {
-        self.world.lock().unwrap().gone_hits
+        locked(&self.world).gone_hits
     }
 
     pub fn refused(&self) -> Vec<String> {
-        self.world.lock().unwrap().refused.clone()
+        locked(&self.world).refused.clone()
     }
 }
 
@@ -145,8 +149,8 @@ async fn push(
     headers: HeaderMap,
     body: Bytes,
 ) -> (StatusCode, String) {
-    if shared.world.lock().unwrap().gone.contains(&id) {
-        shared.world.lock().unwrap().gone_hits += 1;
+    if locked(&shared.world).gone.contains(&id) {
+        locked(&shared.world).gone_hits += 1;
         return (
             StatusCode::GONE,
             "push subscription has unsubscribed or expired".into(),
@@ -154,11 +158,11 @@ async fn push(
     }
     match check(&shared, &id, &headers, &body) {
         Ok(delivered) => {
-            shared.world.lock().unwrap().delivered.push(delivered);
+            locked(&shared.world).delivered.push(delivered);
             (StatusCode::CREATED, String::new())
         }
         Err((status, why)) => {
-            shared.world.lock().unwrap().refused.push(why.clone());
+            locked(&shared.world).refused.push(why.clone());
             (status, why)
         }
     }
@@ -190,10 +194,10 @@ fn check(
             "no VAPID authorization".to_owned(),
         )
     })?;
-    let server_key = shared.world.lock().unwrap().server_key.clone();
+    let server_key = locked(&shared.world).server_key.clone();
     let claims = vapid(&authorization, &shared.base_url, server_key.as_deref())
         .map_err(|e| (StatusCode::FORBIDDEN, format!("VAPID: {e}")))?;
-    let world = shared.world.lock().unwrap();
+    let world = locked(&shared.world);
     let browser = world
         .browsers
         .get(id)
