@@ -18,7 +18,7 @@ log "clippy (wasm32)"
 # Every crate but the native-only ones (tokio) builds for the Workers; the Worker crate with
 # both scripts' features, so every handler is reached (each build alone leaves the other's
 # handlers unreached).
-cargo clippy --workspace --exclude inspect-supervisor --exclude inspect-tests --exclude inspect-changes \
+cargo clippy --workspace --exclude inspect-supervisor --exclude inspect-tests --exclude inspect-changes --exclude inspect-cli \
   --target wasm32-unknown-unknown --features inspect-worker/session,inspect-worker/plane \
   --quiet -- -D warnings
 
@@ -40,9 +40,10 @@ build_worker --release
 export INSPECT_WORKER_PREBUILT=1
 log "deploy configuration (scripts/deploy.sh --dry-run)"
 ./scripts/deploy.sh --dry-run
-log "building the supervisor"
-cargo build --quiet -p inspect-supervisor
+log "building the supervisor and the CLI"
+cargo build --quiet -p inspect-supervisor -p inspect-cli
 export INSPECT_SUPERVISOR_BIN="$CARGO_TARGET_DIR/debug/inspect-supervisor"
+export INSPECT_CLI_BIN="$CARGO_TARGET_DIR/debug/inspect"
 log "the sandbox image (scripts/build-image.sh; cached): the terminal suite runs its sandboxes in it"
 INSPECT_TEST_SANDBOX_IMAGE="$("$ROOT/scripts/build-image.sh" | tail -1)"
 log "the built image holds every listed tool, its supervisor stripped"

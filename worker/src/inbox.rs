@@ -120,26 +120,86 @@ pub async fn add(
     let id = format!("inb_{}", hex(&db::random::<12>()?));
     let title = inbox::detail_line(new.title);
     let detail = inbox::detail_line(new.detail);
-    let added = db::run(
-        env,
-        "INSERT OR IGNORE INTO inbox_items (id, user_id, session_id, kind, title, detail, url, event_key, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-        &[
-            id.as_str().into(),
-            user_id.into(),
-            new.session_id.into(),
-            new.kind.as_str().into(),
-            title.as_str().into(),
-            detail.as_str().into(),
-            new.url.into(),
-            new.key.into(),
-            num(now),
-        ],
-    )
-    .await?;
+    // One round trip: the item (once per key), then what its delivery needs.
+    let database = db::database(env)?;
+    let prepare = |sql: &str, args: &[worker::wasm_bindgen::JsValue]| {
+        database
+            .prepare(sql)
+            .bind(args)
+            .map_err(inspect_runtime::d1::unavailable)
+    };
+    let statements = vec![
+        prepare(
+            "INSERT OR IGNORE INTO inbox_items (id, user_id, session_id, kind, title, detail, url, event_key, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            &[
+                id.as_str().into(),
+                user_id.into(),
+                new.session_id.into(),
+                new.kind.as_str().into(),
+                title.as_str().into(),
+                detail.as_str().into(),
+                new.url.into(),
+                new.key.into(),
+                num(now),
+            ],
+        )?,
+        prepare(
+            "SELECT COUNT(*) AS n FROM inbox_items WHERE user_id = ?1 AND read_at IS NULL",
+            &[user_id.into()],
+        )?,
+        prepare(
+            "SELECT prefs FROM notification_prefs WHERE user_id = ?1",
+            &[user_id.into()],
+        )?,
+        prepare(
+            "SELECT identity FROM identity_links WHERE user_id = ?1 AND identity LIKE 'slack:%' ORDER BY linked_at DESC LIMIT 1",
+            &[user_id.into()],
+        )?,
+    ];
+    let results = database
+        .batch(statements)
+        .await
+        .map_err(inspect_runtime::d1::unavailable)?;
+    let added = results
+        .first()
+        .and_then(|r| r.meta().ok().flatten())
+        .and_then(|m| m.changes)
+        .unwrap_or(0);
     if added == 0 {
         return Ok(());
     }
+    #[derive(Deserialize)]
+    struct Count {
+        n: i64,
+    }
+    #[derive(Deserialize)]
+    struct Prefs {
+        prefs: String,
+    }
+    #[derive(Deserialize)]
+    struct Identity {
+        identity: String,
+    }
+    let first_row = |i: usize| results.get(i);
+    let unread = first_row(1)
+        .and_then(|r| r.results::<Count>().ok())
+        .and_then(|rows| rows.into_iter().next())
+        .map_or(1, |c| c.n);
+    let prefs: NotificationPrefs = first_row(2)
+        .and_then(|r| r.results::<Prefs>().ok())
+        .and_then(|rows| rows.into_iter().next())
+        .and_then(|p| serde_json::from_str(&p.prefs).ok())
+        .unwrap_or_default();
+    let channels = prefs.channels(new.kind);
+    let slack_user = if channels.slack {
+        first_row(3)
+            .and_then(|r| r.results::<Identity>().ok())
+            .and_then(|rows| rows.into_iter().next())
+            .and_then(|r| r.identity.strip_prefix("slack:").map(str::to_owned))
+    } else {
+        None
+    };
     let item = InboxItem {
         id,
         kind: new.kind,
@@ -150,35 +210,14 @@ pub async fn add(
         created_at: now,
         read_at: None,
     };
-    let channels = prefs_of(env, user_id).await?.channels(new.kind);
-    let slack_user = if channels.slack {
-        slack_user(env, user_id).await?
-    } else {
-        None
-    };
     let delivery = Delivery {
         item,
-        unread: unread(env, user_id).await?,
+        unread,
         channels,
         link: link.to_owned(),
         slack_user,
     };
     tell_object(env, user_id, "/notify", &delivery).await
-}
-
-/// The person's linked Slack user id (`U…`), for a direct message.
-async fn slack_user(env: &Env, user_id: &str) -> ApiResult<Option<String>> {
-    #[derive(Deserialize)]
-    struct Row {
-        identity: String,
-    }
-    let row: Option<Row> = db::first(
-        env,
-        "SELECT identity FROM identity_links WHERE user_id = ?1 AND identity LIKE 'slack:%' ORDER BY linked_at DESC LIMIT 1",
-        &[user_id.into()],
-    )
-    .await?;
-    Ok(row.and_then(|r| r.identity.strip_prefix("slack:").map(str::to_owned)))
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -349,13 +388,16 @@ pub async fn mark_read(env: &Env, caller: &Caller, body: &[u8], now: i64) -> Api
         struct Row {
             n: i64,
         }
+        let mut owned_args: Vec<worker::wasm_bindgen::JsValue> = vec![user_id.into()];
+        owned_args.extend(ask.ids.iter().map(|id| id.as_str().into()));
+        let owned_marks: Vec<String> = (0..ask.ids.len()).map(|i| format!("?{}", i + 2)).collect();
         let owned: Option<Row> = db::first(
             env,
             &format!(
-                "SELECT COUNT(*) AS n FROM inbox_items WHERE user_id = ?1 AND ?2 = ?2 AND id IN ({})",
-                marks.join(", ")
+                "SELECT COUNT(*) AS n FROM inbox_items WHERE user_id = ?1 AND id IN ({})",
+                owned_marks.join(", ")
             ),
-            &args,
+            &owned_args,
         )
         .await?;
         let mut distinct = ask.ids.clone();

@@ -26,13 +26,24 @@ impl<S: Store> Session<'_, S> {
 
     /// What a person calls this session in a list: its title, else its repository.
     fn headline(&self) -> EngineResult<String> {
-        let state = self.state()?;
-        Ok(state
-            .title
+        let row = self
+            .store
+            .query("SELECT title, repositories FROM session WHERE id = 1", &[])
+            .map_err(internal)?
+            .into_iter()
+            .next()
+            .unwrap_or_default();
+        let mut cols = row.into_iter();
+        let title = cols.next().and_then(|v| v.into_string());
+        let repositories: Vec<inspect_protocol::repository::RepositoryRef> = cols
+            .next()
+            .and_then(|v| v.into_string())
+            .and_then(|r| serde_json::from_str(&r).ok())
+            .unwrap_or_default();
+        Ok(title
             .filter(|t| !t.trim().is_empty())
             .or_else(|| {
-                state
-                    .repositories
+                repositories
                     .first()
                     .map(|r| format!("{}/{}", r.owner, r.name))
             })

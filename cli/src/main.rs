@@ -1,0 +1,207 @@
+//! `inspect`: Open-Inspect sessions from the terminal. Start one (and follow it), attach to
+//! one live, list and read them, stop or archive them, and bring a session's change home:
+//! as a patch on this clone (`apply`) or as its branch (`handoff`).
+
+mod api;
+mod commands;
+mod config;
+mod follow;
+mod render;
+
+use api::{exit, Failure};
+use clap::{Args, CommandFactory, Parser, Subcommand};
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  0   done (with --wait: the prompt finished)
+  1   the prompt failed (--wait), or the server refused what was asked
+  2   not signed in, or the token was refused (revoked, expired): run `inspect login`
+  3   no such session
+  4   the server could not be reached
+  64  the command line was wrong
+
+The server and token come from `inspect login` (kept in ~/.config/inspect/config.json,
+mode 0600); INSPECT_URL and INSPECT_TOKEN override them. A server in local mode
+(./scripts/dev.sh) needs no token.";
+
+#[derive(Parser)]
+#[command(
+    name = "inspect",
+    version,
+    about = "Background coding sessions from the terminal: start, follow, apply, hand off.",
+    after_help = EXIT_CODES
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Keep a server's URL and your API token (pasted, or from stdin with --token-stdin).
+    Login {
+        /// The server (default: the local one, http://127.0.0.1:8787).
+        url: Option<String>,
+        /// The token itself (visible in your shell's history: prefer --token-stdin).
+        #[arg(long, conflicts_with = "token_stdin")]
+        token: Option<String>,
+        /// Read the token from stdin.
+        #[arg(long)]
+        token_stdin: bool,
+    },
+    /// Forget the kept token.
+    Logout,
+    /// Start a session; with a prompt (or `-` for stdin), send it and follow it.
+    New(NewArgs),
+    /// Follow a session live; each line you type is sent as a prompt (Ctrl-C detaches,
+    /// the session keeps running).
+    Attach { session: String },
+    /// List sessions, newest first.
+    Ls {
+        /// Only the sessions you made.
+        #[arg(long)]
+        mine: bool,
+        /// created, active, archived or all.
+        #[arg(long)]
+        status: Option<String>,
+        /// owner/name.
+        #[arg(long)]
+        repo: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// A session's state.
+    Show {
+        session: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// A session's timeline, start to end (as lines, or JSON one event a line).
+    Log {
+        session: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop the running prompt.
+    Stop { session: String },
+    /// Archive a session.
+    Archive { session: String },
+    /// The session's change: a unified diff of each repository.
+    Diff {
+        session: String,
+        /// owner/name, when the session has several repositories.
+        #[arg(long)]
+        repo: Option<String>,
+    },
+    /// Apply the session's change to this clone's working tree (refuses a dirty tree
+    /// unless --force).
+    Apply {
+        session: String,
+        #[arg(long)]
+        repo: Option<String>,
+        #[arg(long)]
+        force: bool,
+    },
+    /// Fetch the session's branch from where it was pushed and check it out.
+    Handoff {
+        session: String,
+        /// The remote it was pushed to.
+        #[arg(long, default_value = "origin")]
+        remote: String,
+    },
+    /// Print a shell's completions (bash, zsh, fish).
+    Completions { shell: clap_complete::Shell },
+}
+
+#[derive(Args)]
+pub struct NewArgs {
+    /// owner/name[@branch]; more than once for several repositories.
+    #[arg(long = "repo")]
+    pub repos: Vec<String>,
+    /// An environment, by name.
+    #[arg(long)]
+    pub env: Option<String>,
+    #[arg(long)]
+    pub model: Option<String>,
+    /// The reasoning effort (low, medium, high…).
+    #[arg(long)]
+    pub effort: Option<String>,
+    /// opencode or claude-code.
+    #[arg(long)]
+    pub agent: Option<String>,
+    #[arg(long)]
+    pub title: Option<String>,
+    /// Exit when the prompt ends: 0 if it finished, 1 if it failed.
+    #[arg(long)]
+    pub wait: bool,
+    /// The first prompt; `-` reads it from stdin.
+    pub prompt: Option<String>,
+}
+
+#[tokio::main]
+async fn main() {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { exit::USAGE } else { 0 };
+            let _ = e.print();
+            std::process::exit(code);
+        }
+    };
+    let outcome = match cli.command {
+        Command::Completions { shell } => {
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "inspect",
+                &mut std::io::stdout(),
+            );
+            Ok(0)
+        }
+        Command::Login {
+            url,
+            token,
+            token_stdin,
+        } => commands::login(url, token, token_stdin).await,
+        Command::Logout => commands::logout(),
+        other => match commands::api() {
+            Ok(api) => run(&api, other).await,
+            Err(e) => Err(e),
+        },
+    };
+    match outcome {
+        Ok(code) => std::process::exit(code),
+        Err(Failure { code, message }) => {
+            eprintln!("inspect: {message}");
+            std::process::exit(code);
+        }
+    }
+}
+
+async fn run(api: &api::Api, command: Command) -> api::Result<i32> {
+    match command {
+        Command::New(args) => commands::new(api, args).await,
+        Command::Attach { session } => commands::attach(api, &session).await,
+        Command::Ls {
+            mine,
+            status,
+            repo,
+            json,
+        } => commands::ls(api, mine, status, repo, json).await,
+        Command::Show { session, json } => commands::show(api, &session, json).await,
+        Command::Log { session, json } => commands::log(api, &session, json).await,
+        Command::Stop { session } => commands::act(api, &session, "stop").await,
+        Command::Archive { session } => commands::act(api, &session, "archive").await,
+        Command::Diff { session, repo } => commands::diff(api, &session, repo).await,
+        Command::Apply {
+            session,
+            repo,
+            force,
+        } => commands::apply(api, &session, repo, force).await,
+        Command::Handoff { session, remote } => commands::handoff(api, &session, &remote).await,
+        Command::Login { .. } | Command::Logout | Command::Completions { .. } => Err(Failure::new(
+            exit::USAGE,
+            "handled before the server is asked",
+        )),
+    }
+}

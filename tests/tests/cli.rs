@@ -1,0 +1,290 @@
+//! The `inspect` CLI, the real binary, against the local stack: `new --repo local/demo
+//! --wait "…"` shows the tool lines and the answer and exits 0; `ls`, `show`, `log` read the
+//! session; `diff` prints its change and `apply` leaves it in a clone's working tree
+//! (refusing a dirty tree unless `--force`); `login` keeps the token with mode 0600; a
+//! revoked token exits 2 and says how to sign in again; an unknown session exits 3 and a
+//! server that is not there 4.
+
+#![allow(clippy::unwrap_used)] // a test fails loudly by design
+
+use inspect_tests::agent::AgentStack;
+use inspect_tests::client::send;
+use inspect_tests::fakes::model::Reply;
+use inspect_tests::repo::{git, source_repo};
+use reqwest::Method;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
+/// The CLI binary: `INSPECT_CLI_BIN`, or built once per test process.
+fn cli_bin() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Ok(p) = std::env::var("INSPECT_CLI_BIN") {
+            return PathBuf::from(p);
+        }
+        let root = inspect_tests::root();
+        let status = Command::new("cargo")
+            .args(["build", "--quiet", "-p", "inspect-cli"])
+            .current_dir(&root)
+            .status()
+            .unwrap();
+        assert!(status.success(), "building the CLI failed");
+        std::env::var("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|_| root.join("target"))
+            .join("debug/inspect")
+    })
+    .clone()
+}
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs `inspect ARGS` in `dir` with its own config file, against `url` (without holding
+/// the test's runtime, where the fakes answer).
+async fn inspect(dir: &Path, config: &Path, url: &str, args: &[&str], stdin: Option<&str>) -> Run {
+    let mut cmd = tokio::process::Command::new(cli_bin());
+    cmd.args(args)
+        .current_dir(dir)
+        .env("INSPECT_CONFIG", config)
+        .env("INSPECT_URL", url)
+        .env_remove("INSPECT_TOKEN")
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = cmd.spawn().unwrap();
+    if let Some(text) = stdin {
+        use tokio::io::AsyncWriteExt;
+        let mut input = child.stdin.take().unwrap();
+        input.write_all(text.as_bytes()).await.unwrap();
+        drop(input);
+    }
+    let out = tokio::time::timeout(
+        std::time::Duration::from_secs(300),
+        child.wait_with_output(),
+    )
+    .await
+    .expect("inspect ran past 5 minutes")
+    .unwrap();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+#[tokio::test]
+async fn a_session_from_the_terminal_is_followed_read_and_applied() {
+    let agent = AgentStack::start(
+        vec![
+            Reply::tool(
+                "write",
+                json!({"filePath": "notes.md", "content": "notes from the agent\n"}),
+            ),
+            Reply::text("Wrote the **notes**."),
+        ],
+        vec![],
+    )
+    .await
+    .unwrap();
+    let demo = source_repo();
+    agent.register_repo("demo", demo.path()).await.unwrap();
+    let stack = &agent.stack;
+    let home = tempfile::tempdir().unwrap();
+    let config = home.path().join("config.json");
+    let url = stack.base_url.as_str();
+    let here = home.path();
+
+    let started = inspect(
+        here,
+        &config,
+        url,
+        &[
+            "new",
+            "--repo",
+            "local/demo",
+            "--title",
+            "Notes",
+            "--wait",
+            "write the notes",
+        ],
+        None,
+    )
+    .await;
+    assert_eq!(
+        started.code,
+        0,
+        "{}\n{}\n{}",
+        started.stdout,
+        started.stderr,
+        agent.host.sandbox_logs()
+    );
+    let out = &started.stdout;
+    assert!(out.contains("› local: write the notes"), "{out}");
+    assert!(out.contains("✓ write notes.md"), "{out}");
+    assert!(out.contains("Wrote the **notes**."), "{out}");
+    assert!(out.trim_end().ends_with("✔ done"), "{out}");
+    assert!(started.stderr.contains("/sessions/"), "{}", started.stderr);
+    let id = started
+        .stderr
+        .split("Session ")
+        .nth(1)
+        .and_then(|s| s.split(':').next())
+        .unwrap()
+        .to_owned();
+
+    // Read back: listed (as JSON too), shown, its log.
+    let ls = inspect(here, &config, url, &["ls", "--json"], None).await;
+    assert_eq!(ls.code, 0, "{}", ls.stderr);
+    let listed: Value = serde_json::from_str(&ls.stdout).unwrap();
+    assert_eq!(listed[0]["id"], id.as_str(), "{listed}");
+    let ls = inspect(here, &config, url, &["ls"], None).await;
+    assert!(
+        ls.stdout.contains(&id) && ls.stdout.contains("Notes"),
+        "{}",
+        ls.stdout
+    );
+    let show = inspect(here, &config, url, &["show", &id], None).await;
+    assert_eq!(show.code, 0, "{}", show.stderr);
+    assert!(show.stdout.contains("local/demo"), "{}", show.stdout);
+    let log = inspect(here, &config, url, &["log", &id], None).await;
+    assert_eq!(log.code, 0, "{}", log.stderr);
+    assert!(log.stdout.contains("✓ write notes.md"), "{}", log.stdout);
+    assert!(log.stdout.contains("✔ done"), "{}", log.stdout);
+    let log_json = inspect(here, &config, url, &["log", "--json", &id], None).await;
+    let first: Value = serde_json::from_str(log_json.stdout.lines().next().unwrap()).unwrap();
+    assert!(first["seq"].is_number(), "{first}");
+
+    // Its change, as a diff and applied to a clone (once the sandbox reported it).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let diff = loop {
+        let d = inspect(here, &config, url, &["diff", &id], None).await;
+        if d.code == 0 {
+            break d;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no change: {}",
+            d.stderr
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    };
+    assert!(
+        diff.stdout.contains("+notes from the agent"),
+        "{}",
+        diff.stdout
+    );
+    let clone = tempfile::tempdir().unwrap();
+    git(
+        clone.path(),
+        &["clone", "-q", &demo.path().to_string_lossy(), "."],
+    );
+    std::fs::write(clone.path().join("mine.txt"), "mine\n").unwrap();
+    let refused = inspect(clone.path(), &config, url, &["apply", &id], None).await;
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    assert!(refused.stderr.contains("--force"), "{}", refused.stderr);
+    std::fs::remove_file(clone.path().join("mine.txt")).unwrap();
+    let applied = inspect(clone.path(), &config, url, &["apply", &id], None).await;
+    assert_eq!(applied.code, 0, "{}", applied.stderr);
+    assert_eq!(
+        std::fs::read_to_string(clone.path().join("notes.md")).unwrap(),
+        "notes from the agent\n"
+    );
+
+    // An unknown session, a server that is not there.
+    let unknown = inspect(here, &config, url, &["show", "0123456789abcdef"], None).await;
+    assert_eq!(unknown.code, 3, "{}", unknown.stderr);
+    let gone = inspect(here, &config, "http://127.0.0.1:9", &["ls"], None).await;
+    assert_eq!(gone.code, 4, "{}", gone.stderr);
+    assert!(
+        gone.stderr.contains("could not be reached"),
+        "{}",
+        gone.stderr
+    );
+    // A wrong command line says so.
+    let wrong = inspect(here, &config, url, &["new", "--nope"], None).await;
+    assert_eq!(wrong.code, 64, "{}", wrong.stderr);
+    let help = inspect(here, &config, url, &["--help"], None).await;
+    assert_eq!(help.code, 0);
+    assert!(help.stdout.contains("Exit codes:"), "{}", help.stdout);
+    let completions = inspect(here, &config, url, &["completions", "bash"], None).await;
+    assert!(
+        completions.stdout.contains("inspect"),
+        "{}",
+        completions.stdout
+    );
+}
+
+#[tokio::test]
+async fn a_kept_token_is_private_and_a_revoked_one_exits_2() {
+    use std::os::unix::fs::PermissionsExt;
+    let stack = inspect_tests::Stack::start().await.unwrap();
+    let r = send(
+        Method::POST,
+        &stack.url("/tokens"),
+        Some(json!({"name": "my terminal"})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 201, "{}", r.body);
+    let token = r.body["token"].as_str().unwrap().to_owned();
+    let token_id = r.body["id"].as_str().unwrap().to_owned();
+    let home = tempfile::tempdir().unwrap();
+    let config = home.path().join("inspect/config.json");
+    let url = stack.base_url.as_str();
+    let login = inspect(
+        home.path(),
+        &config,
+        url,
+        &["login", url, "--token-stdin"],
+        Some(&format!("{token}\n")),
+    )
+    .await;
+    assert_eq!(login.code, 0, "{}", login.stderr);
+    assert!(login.stderr.contains("Signed in"), "{}", login.stderr);
+    let kept: Value = serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
+    assert_eq!(kept["token"], token.as_str());
+    let mode = std::fs::metadata(&config).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "the token's file is the person's alone");
+    let ls = inspect(home.path(), &config, url, &["ls"], None).await;
+    assert_eq!(ls.code, 0, "{}", ls.stderr);
+
+    // Revoked: exit 2, and the way back.
+    let r = send(
+        Method::DELETE,
+        &stack.url(&format!("/tokens/{token_id}")),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let refused = inspect(home.path(), &config, url, &["ls"], None).await;
+    assert_eq!(refused.code, 2, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("inspect login"),
+        "{}",
+        refused.stderr
+    );
+    // A wrong token is not kept.
+    let bad = inspect(
+        home.path(),
+        &config,
+        url,
+        &["login", url, "--token-stdin"],
+        Some("oit_not-a-token\n"),
+    )
+    .await;
+    assert_eq!(bad.code, 2, "{}", bad.stderr);
+    let kept: Value = serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
+    assert_eq!(kept["token"], token.as_str(), "the file is untouched");
+}
