@@ -4,7 +4,7 @@ use crate::api::{exit, Api, Failure, Result};
 use crate::config;
 use crate::follow::{follow, Until};
 use crate::render::Printer;
-use crate::NewArgs;
+use crate::{AutomationsOp, NewArgs, SecretsOp};
 use inspect_protocol::changes::ChangesSummary;
 use inspect_protocol::session::{SessionList, SessionSummary};
 use serde_json::{json, Value};
@@ -442,5 +442,115 @@ pub async fn handoff(api: &Api, session: &str, remote: &str) -> Result<i32> {
     .map_err(|e| Failure::failed(format!("{e} (was it pushed? a pull request pushes it)")))?;
     git(&["checkout", "-B", &branch, &format!("{remote}/{branch}")])?;
     eprintln!("On {branch}, from {remote}.");
+    Ok(0)
+}
+
+/// Where a scope's secrets live.
+async fn secrets_path(api: &Api, repo: Option<String>, env: Option<String>) -> Result<String> {
+    match (repo, env) {
+        (Some(r), _) => {
+            let (owner, name) = r
+                .split_once('/')
+                .filter(|(o, n)| !o.is_empty() && !n.is_empty())
+                .ok_or_else(|| Failure::new(exit::USAGE, format!("--repo {r}: say owner/name")))?;
+            Ok(format!("/repos/{owner}/{name}/secrets"))
+        }
+        (None, Some(name)) => {
+            let envs: Value = api.get("/environments").await?;
+            let id = envs["environments"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|e| e["name"].as_str() == Some(name.as_str()))
+                .and_then(|e| e["id"].as_str())
+                .ok_or_else(|| {
+                    Failure::new(exit::NOT_FOUND, format!("no environment named {name}"))
+                })?;
+            Ok(format!("/environments/{id}/secrets"))
+        }
+        (None, None) => Ok("/secrets".to_owned()),
+    }
+}
+
+pub async fn secrets(
+    api: &Api,
+    op: SecretsOp,
+    repo: Option<String>,
+    env: Option<String>,
+) -> Result<i32> {
+    let path = secrets_path(api, repo, env).await?;
+    match op {
+        SecretsOp::Ls { json: as_json } => {
+            let list: inspect_protocol::auth::SecretList = api.get(&path).await?;
+            if as_json {
+                print_json(&list.secrets)?;
+            } else {
+                for s in &list.secrets {
+                    println!("{}", s.key);
+                }
+            }
+        }
+        SecretsOp::Set { name } => {
+            if std::io::stdin().is_terminal() {
+                eprint!("{name}'s value (then Ctrl-D): ");
+                let _ = std::io::stderr().flush();
+            }
+            let mut value = String::new();
+            std::io::stdin()
+                .read_to_string(&mut value)
+                .map_err(|e| Failure::failed(e.to_string()))?;
+            let value = value.strip_suffix('\n').unwrap_or(&value).to_owned();
+            let body = json!({"secrets": {name.clone(): value}});
+            let _: Value = api.call(reqwest::Method::PUT, &path, Some(&body)).await?;
+            eprintln!("{name} is set.");
+        }
+        SecretsOp::Rm { name } => {
+            let _: Value = api
+                .call(reqwest::Method::DELETE, &format!("{path}/{name}"), None)
+                .await?;
+            eprintln!("{name} is removed.");
+        }
+    }
+    Ok(0)
+}
+
+pub async fn automations(api: &Api, op: AutomationsOp) -> Result<i32> {
+    match op {
+        AutomationsOp::Ls { json: as_json } => {
+            let list: Value = api.get("/automations").await?;
+            let all = list["automations"].as_array().cloned().unwrap_or_default();
+            if as_json {
+                print_json(&all)?;
+            } else {
+                for a in &all {
+                    println!(
+                        "{}  {:<8}  {}  ({})",
+                        a["id"].as_str().unwrap_or_default(),
+                        a["status"].as_str().unwrap_or_default(),
+                        a["settings"]["name"].as_str().unwrap_or_default(),
+                        a["settings"]["triggerType"].as_str().unwrap_or_default()
+                    );
+                }
+            }
+        }
+        AutomationsOp::Run { id } => {
+            let run: Value = api
+                .post(&format!("/automations/{id}/trigger"), &json!({}))
+                .await?;
+            println!("{}", serde_json::to_string(&run).unwrap_or_default());
+        }
+        AutomationsOp::Pause { id } => {
+            let _: Value = api
+                .post(&format!("/automations/{id}/pause"), &json!({}))
+                .await?;
+            eprintln!("{id} is paused.");
+        }
+        AutomationsOp::Resume { id } => {
+            let _: Value = api
+                .post(&format!("/automations/{id}/resume"), &json!({}))
+                .await?;
+            eprintln!("{id} is resumed.");
+        }
+    }
     Ok(0)
 }

@@ -38,7 +38,8 @@ pub async fn follow(api: &Api, session: &str, until: Until, typed: bool) -> Resu
     loop {
         match once(api, session, &until, &mut printer, &mut lines_rx).await {
             Ok(Some(ended)) => return Ok(Some(ended)),
-            Ok(None) => {}
+            // It was connected: the next try starts from the shortest wait.
+            Ok(None) => backoff = Duration::from_millis(500),
             // The server refused who we are, or the session: no point in trying again.
             Err(e)
                 if e.code != crate::api::exit::UNREACHABLE

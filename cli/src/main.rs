@@ -109,8 +109,56 @@ enum Command {
         #[arg(long, default_value = "origin")]
         remote: String,
     },
+    /// Secrets given to sandboxes: everywhere, for a repository, or for an environment.
+    Secrets {
+        #[command(subcommand)]
+        op: SecretsOp,
+        /// owner/name: the repository's secrets.
+        #[arg(long, global = true, conflicts_with = "env")]
+        repo: Option<String>,
+        /// An environment's secrets, by name.
+        #[arg(long, global = true)]
+        env: Option<String>,
+    },
+    /// Automations: list them, run one now, pause or resume one.
+    Automations {
+        #[command(subcommand)]
+        op: AutomationsOp,
+    },
     /// Print a shell's completions (bash, zsh, fish).
     Completions { shell: clap_complete::Shell },
+}
+
+#[derive(Subcommand)]
+pub enum SecretsOp {
+    /// Set a secret; its value is read from stdin (never from the command line, never
+    /// echoed).
+    Set { name: String },
+    /// The names set (never the values).
+    Ls {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove a secret.
+    Rm { name: String },
+}
+
+#[derive(Subcommand)]
+pub enum AutomationsOp {
+    Ls {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Start a run now.
+    Run {
+        id: String,
+    },
+    Pause {
+        id: String,
+    },
+    Resume {
+        id: String,
+    },
 }
 
 #[derive(Args)]
@@ -199,6 +247,8 @@ async fn run(api: &api::Api, command: Command) -> api::Result<i32> {
             force,
         } => commands::apply(api, &session, repo, force).await,
         Command::Handoff { session, remote } => commands::handoff(api, &session, &remote).await,
+        Command::Secrets { op, repo, env } => commands::secrets(api, op, repo, env).await,
+        Command::Automations { op } => commands::automations(api, op).await,
         Command::Login { .. } | Command::Logout | Command::Completions { .. } => Err(Failure::new(
             exit::USAGE,
             "handled before the server is asked",

@@ -201,6 +201,48 @@ async fn a_session_from_the_terminal_is_followed_read_and_applied() {
         "notes from the agent\n"
     );
 
+    // Secrets: the value from stdin, never shown; listed by name; removed.
+    let set = inspect(
+        here,
+        &config,
+        url,
+        &["secrets", "set", "DEPLOY_TOKEN", "--repo", "local/demo"],
+        Some("s3cret-value\n"),
+    )
+    .await;
+    assert_eq!(set.code, 0, "{}", set.stderr);
+    assert!(!set.stdout.contains("s3cret") && !set.stderr.contains("s3cret"));
+    let listed = inspect(
+        here,
+        &config,
+        url,
+        &["secrets", "ls", "--repo", "local/demo"],
+        None,
+    )
+    .await;
+    assert_eq!(listed.stdout.trim(), "DEPLOY_TOKEN", "{}", listed.stderr);
+    let removed = inspect(
+        here,
+        &config,
+        url,
+        &["secrets", "rm", "DEPLOY_TOKEN", "--repo", "local/demo"],
+        None,
+    )
+    .await;
+    assert_eq!(removed.code, 0, "{}", removed.stderr);
+    let listed = inspect(
+        here,
+        &config,
+        url,
+        &["secrets", "ls", "--repo", "local/demo"],
+        None,
+    )
+    .await;
+    assert_eq!(listed.stdout.trim(), "", "{}", listed.stderr);
+    let automations = inspect(here, &config, url, &["automations", "ls", "--json"], None).await;
+    assert_eq!(automations.code, 0, "{}", automations.stderr);
+    assert_eq!(automations.stdout.trim(), "[]");
+
     // An unknown session, a server that is not there.
     let unknown = inspect(here, &config, url, &["show", "0123456789abcdef"], None).await;
     assert_eq!(unknown.code, 3, "{}", unknown.stderr);
@@ -287,4 +329,104 @@ async fn a_kept_token_is_private_and_a_revoked_one_exits_2() {
     assert_eq!(bad.code, 2, "{}", bad.stderr);
     let kept: Value = serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
     assert_eq!(kept["token"], token.as_str(), "the file is untouched");
+}
+
+#[tokio::test]
+async fn attach_follows_across_a_restart_with_no_gap_and_no_double() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let mut agent = AgentStack::start(
+        vec![
+            Reply::tool(
+                "bash",
+                json!({"command": "sleep 6 && echo slept", "description": "take a while"}),
+            ),
+            Reply::text("Slept well."),
+            Reply::text("Second answer."),
+        ],
+        vec![],
+    )
+    .await
+    .unwrap();
+    let demo = source_repo();
+    agent.register_repo("demo", demo.path()).await.unwrap();
+    let r = send(
+        Method::POST,
+        &agent.stack.url("/sessions"),
+        Some(json!({"repoOwner": "local", "repoName": "demo"})),
+    )
+    .await
+    .unwrap();
+    let id = r.body["sessionId"].as_str().unwrap().to_owned();
+    let home = tempfile::tempdir().unwrap();
+    let mut child = tokio::process::Command::new(cli_bin())
+        .args(["attach", &id])
+        .current_dir(home.path())
+        .env("INSPECT_CONFIG", home.path().join("config.json"))
+        .env("INSPECT_URL", &agent.stack.base_url)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let seen = lines.clone();
+    let mut out = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    tokio::spawn(async move {
+        while let Ok(Some(l)) = out.next_line().await {
+            seen.lock().unwrap().push(l);
+        }
+    });
+    let wait_for = |what: &'static str, n: usize| {
+        let lines = lines.clone();
+        async move {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+            loop {
+                let count = lines
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .filter(|l| l.contains(what))
+                    .count();
+                if count >= n {
+                    return;
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "never saw {what} ×{n}: {:?}",
+                    lines.lock().unwrap()
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            }
+        }
+    };
+    // A typed line is a prompt.
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"take your time\n").await.unwrap();
+    wait_for("› local: take your time", 1).await;
+    // The control plane restarts while the tool runs; the CLI reconnects and catches up.
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    agent.stack.restart().await.unwrap();
+    wait_for("✔ done", 1).await;
+    stdin.write_all(b"and again\n").await.unwrap();
+    wait_for("Second answer.", 1).await;
+    wait_for("✔ done", 2).await;
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    let all = lines.lock().unwrap().clone();
+    let count = |what: &str| all.iter().filter(|l| l.contains(what)).count();
+    assert_eq!(count("› local: take your time"), 1, "{all:?}");
+    assert_eq!(count("✓ bash"), 1, "{all:?}");
+    assert_eq!(count("Slept well."), 1, "{all:?}");
+    assert_eq!(count("› local: and again"), 1, "{all:?}");
+    assert_eq!(count("✔ done"), 2, "{all:?}");
+    // Ctrl-C detaches: the session goes on.
+    child.kill().await.unwrap();
+    let state = send(
+        Method::GET,
+        &agent.stack.url(&format!("/sessions/{id}")),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(state.body["status"], "active", "{}", state.body);
 }
