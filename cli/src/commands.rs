@@ -72,6 +72,19 @@ pub fn logout() -> Result<i32> {
     Ok(0)
 }
 
+/// An environment's id, by its name.
+async fn environment_id(api: &Api, name: &str) -> Result<String> {
+    let envs: Value = api.get("/environments").await?;
+    envs["environments"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|e| e["name"].as_str() == Some(name))
+        .and_then(|e| e["id"].as_str())
+        .map(str::to_owned)
+        .ok_or_else(|| Failure::new(exit::NOT_FOUND, format!("no environment named {name}")))
+}
+
 /// `owner/name[@branch]`.
 fn repository(spec: &str) -> Result<Value> {
     let (name, branch) = match spec.split_once('@') {
@@ -101,15 +114,7 @@ pub async fn new(api: &Api, args: NewArgs) -> Result<i32> {
         create["repositories"] = Value::Array(repos?);
     }
     if let Some(name) = &args.env {
-        let envs: Value = api.get("/environments").await?;
-        let found = envs["environments"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|e| e["name"].as_str() == Some(name.as_str()))
-            .and_then(|e| e["id"].as_str())
-            .ok_or_else(|| Failure::new(exit::NOT_FOUND, format!("no environment named {name}")))?;
-        create["environmentId"] = json!(found);
+        create["environmentId"] = json!(environment_id(api, name).await?);
     }
     for (k, v) in [
         ("model", &args.model),
@@ -551,6 +556,27 @@ pub async fn automations(api: &Api, op: AutomationsOp) -> Result<i32> {
                 .await?;
             eprintln!("{id} is resumed.");
         }
+    }
+    Ok(0)
+}
+
+pub async fn artifacts(api: &Api, session: &str, as_json: bool) -> Result<i32> {
+    let list: Value = api.get(&format!("/sessions/{session}/artifacts")).await?;
+    let all = list["artifacts"].as_array().cloned().unwrap_or_default();
+    if as_json {
+        print_json(&all)?;
+        return Ok(0);
+    }
+    for a in &all {
+        println!(
+            "{:<14} {}  {}",
+            a["type"].as_str().unwrap_or_default(),
+            a["url"].as_str().unwrap_or_default(),
+            a["metadata"]["title"]
+                .as_str()
+                .or_else(|| a["metadata"]["caption"].as_str())
+                .unwrap_or_default()
+        );
     }
     Ok(0)
 }

@@ -82,6 +82,12 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// What the session made: pull requests, pictures, reviews.
+    Artifacts {
+        session: String,
+        #[arg(long)]
+        json: bool,
+    },
     /// Stop the running prompt.
     Stop { session: String },
     /// Archive a session.
@@ -238,6 +244,7 @@ async fn run(api: &api::Api, command: Command) -> api::Result<i32> {
         } => commands::ls(api, mine, status, repo, json).await,
         Command::Show { session, json } => commands::show(api, &session, json).await,
         Command::Log { session, json } => commands::log(api, &session, json).await,
+        Command::Artifacts { session, json } => commands::artifacts(api, &session, json).await,
         Command::Stop { session } => commands::act(api, &session, "stop").await,
         Command::Archive { session } => commands::act(api, &session, "archive").await,
         Command::Diff { session, repo } => commands::diff(api, &session, repo).await,

@@ -338,3 +338,29 @@ pub fn set_cookie(resp: &reqwest::Response, name: &str) -> Option<String> {
             (k == name && !v.is_empty()).then(|| v.to_owned())
         })
 }
+
+/// A request as a signed-in browser (its session cookie): the status and the JSON (or the
+/// text as a JSON string).
+pub async fn as_person(
+    stack: &crate::Stack,
+    cookie: &str,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let mut req = reqwest::Client::new()
+        .request(method, stack.url(path))
+        .header(reqwest::header::COOKIE, format!("inspect_session={cookie}"));
+    if let Some(b) = body {
+        req = req.json(&b);
+    }
+    let Ok(r) = req.send().await else {
+        return (0, Value::Null);
+    };
+    let status = r.status().as_u16();
+    let text = r.text().await.unwrap_or_default();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}

@@ -201,6 +201,40 @@ async fn a_session_from_the_terminal_is_followed_read_and_applied() {
         "notes from the agent\n"
     );
 
+    // Handed off: its branch, fetched from where it was pushed, checked out.
+    let other = tempfile::tempdir().unwrap();
+    git(
+        other.path(),
+        &["clone", "-q", &demo.path().to_string_lossy(), "."],
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let handed = loop {
+        let h = inspect(other.path(), &config, url, &["handoff", &id], None).await;
+        if h.code == 0 {
+            break h;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never pushed: {}",
+            h.stderr
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    };
+    assert!(handed.stderr.contains("open-inspect/"), "{}", handed.stderr);
+    assert_eq!(
+        git(other.path(), &["rev-parse", "--abbrev-ref", "HEAD"]).trim(),
+        format!("open-inspect/{id}")
+    );
+    assert_eq!(
+        std::fs::read_to_string(other.path().join("notes.md")).unwrap(),
+        "notes from the agent\n"
+    );
+    let artifacts = inspect(here, &config, url, &["artifacts", &id, "--json"], None).await;
+    assert_eq!(artifacts.code, 0, "{}", artifacts.stderr);
+    assert!(serde_json::from_str::<Value>(&artifacts.stdout)
+        .unwrap()
+        .is_array());
+
     // Secrets: the value from stdin, never shown; listed by name; removed.
     let set = inspect(
         here,

@@ -8,15 +8,13 @@
 #![allow(clippy::unwrap_used)] // a test fails loudly by design
 
 use inspect_tests::agent::AgentStack;
-use inspect_tests::client::WsClient;
+use inspect_tests::client::{as_person, WsClient};
 use inspect_tests::fakes::github::{Account, FakeGitHub};
 use inspect_tests::fakes::model::Reply;
 use inspect_tests::fakes::push::{vapid_keys, FakePush};
 use inspect_tests::repo::source_repo;
-use inspect_tests::Stack;
-use reqwest::header::COOKIE;
 use reqwest::Method;
-use serde_json::{json, Value};
+use serde_json::json;
 use std::time::{Duration, Instant};
 
 fn accounts() -> Vec<Account> {
@@ -30,29 +28,6 @@ fn accounts() -> Vec<Account> {
             orgs: vec![],
         })
         .collect()
-}
-
-/// A request as a signed-in browser (its session cookie).
-async fn as_person(
-    stack: &Stack,
-    cookie: &str,
-    method: Method,
-    path: &str,
-    body: Option<Value>,
-) -> (u16, Value) {
-    let mut req = reqwest::Client::new()
-        .request(method, stack.url(path))
-        .header(COOKIE, format!("inspect_session={cookie}"));
-    if let Some(b) = body {
-        req = req.json(&b);
-    }
-    let r = req.send().await.unwrap();
-    let status = r.status().as_u16();
-    let text = r.text().await.unwrap();
-    (
-        status,
-        serde_json::from_str(&text).unwrap_or(Value::String(text)),
-    )
 }
 
 async fn eventually<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {

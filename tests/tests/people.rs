@@ -10,7 +10,7 @@
 #![allow(clippy::unwrap_used)] // a test fails loudly by design
 
 use inspect_tests::agent::AgentStack;
-use inspect_tests::client::send;
+use inspect_tests::client::{as_person, send};
 use inspect_tests::fakes::github::{Account, FakeGitHub};
 use inspect_tests::fakes::google::{FakeGoogle, Flaw, GoogleAccount};
 use inspect_tests::fakes::model::Reply;
@@ -54,29 +54,6 @@ async fn eventually<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) 
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-}
-
-/// A request as a signed-in browser (its session cookie).
-async fn as_person(
-    stack: &Stack,
-    cookie: &str,
-    method: Method,
-    path: &str,
-    body: Option<Value>,
-) -> (u16, Value) {
-    let mut req = reqwest::Client::new()
-        .request(method, stack.url(path))
-        .header(COOKIE, format!("inspect_session={cookie}"));
-    if let Some(b) = body {
-        req = req.json(&b);
-    }
-    let r = req.send().await.unwrap();
-    let status = r.status().as_u16();
-    let text = r.text().await.unwrap();
-    (
-        status,
-        serde_json::from_str(&text).unwrap_or(Value::String(text)),
-    )
 }
 
 /// A mention of the bot, stored in the fake Slack and delivered as Slack sends it.

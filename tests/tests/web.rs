@@ -317,9 +317,32 @@ async fn every_page_has_its_labels_by_their_controls_at_desktop_and_phone_widths
     run.unwrap();
 }
 
+/// A stack whose scripted agent answers with `script`, the repository `local/demo`
+/// registered, and a session on it (titled, when asked): the stack, the repository's
+/// folder (kept for the stack's life) and the session's id.
+async fn demo_session(
+    script: Vec<Reply>,
+    vars: Vec<(String, String)>,
+    title: Option<&str>,
+) -> (AgentStack, tempfile::TempDir, String) {
+    let agent = AgentStack::start(script, vars).await.unwrap();
+    let demo = source_repo();
+    agent.register_repo("demo", demo.path()).await.unwrap();
+    let mut body = json!({"repoOwner": "local", "repoName": "demo"});
+    if let Some(t) = title {
+        body["title"] = json!(t);
+    }
+    let r = send(Method::POST, &agent.stack.url("/sessions"), Some(body))
+        .await
+        .unwrap();
+    assert_eq!(r.status, 201, "{}", r.body);
+    let id = r.body["sessionId"].as_str().unwrap().to_owned();
+    (agent, demo, id)
+}
+
 #[tokio::test]
 async fn the_analytics_page_charts_the_sessions_made_here_and_they_are_found_and_renamed() {
-    let agent = AgentStack::start(
+    let (agent, _demo, id) = demo_session(
         vec![
             Reply::tool(
                 "bash",
@@ -328,20 +351,10 @@ async fn the_analytics_page_charts_the_sessions_made_here_and_they_are_found_and
             Reply::text("Looked."),
         ],
         vec![],
+        None,
     )
-    .await
-    .unwrap();
-    let demo = source_repo();
-    agent.register_repo("demo", demo.path()).await.unwrap();
+    .await;
     let stack = &agent.stack;
-    let r = send(
-        Method::POST,
-        &stack.url("/sessions"),
-        Some(json!({"repoOwner": "local", "repoName": "demo"})),
-    )
-    .await
-    .unwrap();
-    let id = r.body["sessionId"].as_str().unwrap().to_owned();
     let r = send(
         Method::POST,
         &stack.url(&format!("/sessions/{id}/prompt")),
@@ -378,7 +391,7 @@ async fn the_analytics_page_charts_the_sessions_made_here_and_they_are_found_and
 
 #[tokio::test]
 async fn a_prompt_that_ends_elsewhere_raises_the_inbox_count_and_opening_it_clears_it() {
-    let agent = AgentStack::start(
+    let (agent, _demo, id) = demo_session(
         vec![
             Reply::tool(
                 "bash",
@@ -387,20 +400,10 @@ async fn a_prompt_that_ends_elsewhere_raises_the_inbox_count_and_opening_it_clea
             Reply::text("Tidied."),
         ],
         vec![],
+        Some("Tidy the demo"),
     )
-    .await
-    .unwrap();
-    let demo = source_repo();
-    agent.register_repo("demo", demo.path()).await.unwrap();
+    .await;
     let stack = &agent.stack;
-    let r = send(
-        Method::POST,
-        &stack.url("/sessions"),
-        Some(json!({"repoOwner": "local", "repoName": "demo", "title": "Tidy the demo"})),
-    )
-    .await
-    .unwrap();
-    let id = r.body["sessionId"].as_str().unwrap().to_owned();
     let out = artifacts("inbox");
     let base = stack.base_url.clone();
     let run = tokio::task::spawn_blocking(move || {
@@ -417,17 +420,15 @@ async fn a_web_push_the_control_plane_sent_is_shown_by_the_apps_service_worker()
     use inspect_tests::fakes::push::{vapid_keys, FakePush};
     let push = FakePush::start().await.unwrap();
     let (public, private) = vapid_keys();
-    let agent = AgentStack::start(
+    let (agent, _demo, id) = demo_session(
         vec![Reply::text("Tidied.")],
         vec![
             ("VAPID_PUBLIC_KEY".into(), public.clone()),
             ("VAPID_PRIVATE_KEY".into(), private),
         ],
+        Some("Tidy the demo"),
     )
-    .await
-    .unwrap();
-    let demo = source_repo();
-    agent.register_repo("demo", demo.path()).await.unwrap();
+    .await;
     let stack = &agent.stack;
     // The local person's browser subscribed; every tab is closed.
     let r = send(
@@ -438,14 +439,6 @@ async fn a_web_push_the_control_plane_sent_is_shown_by_the_apps_service_worker()
     .await
     .unwrap();
     assert_eq!(r.status, 201, "{}", r.body);
-    let r = send(
-        Method::POST,
-        &stack.url("/sessions"),
-        Some(json!({"repoOwner": "local", "repoName": "demo", "title": "Tidy the demo"})),
-    )
-    .await
-    .unwrap();
-    let id = r.body["sessionId"].as_str().unwrap().to_owned();
     let r = send(
         Method::POST,
         &stack.url(&format!("/sessions/{id}/prompt")),

@@ -62,7 +62,8 @@ impl<S: Store> Session<'_, S> {
             .and_then(|v| v.into_string()))
     }
 
-    /// A prompt that ended, for its author.
+    /// A prompt that ended, for its author (unless they are watching the session live: a
+    /// subscribed client of theirs saw it end).
     pub(crate) fn prompt_ended(
         &self,
         message_id: &str,
@@ -72,6 +73,9 @@ impl<S: Store> Session<'_, S> {
         let Some(m) = self.message(message_id)? else {
             return Ok(None);
         };
+        if self.has_subscribed_socket(&m.author_id)? {
+            return Ok(None);
+        }
         let Some(author) = self.user_of(&m.author_id)? else {
             return Ok(None);
         };

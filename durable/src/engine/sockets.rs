@@ -69,7 +69,7 @@ impl<S: Store> Session<'_, S> {
         Ok(fx)
     }
 
-    fn has_subscribed_socket(&self, participant_id: &str) -> EngineResult<bool> {
+    pub(crate) fn has_subscribed_socket(&self, participant_id: &str) -> EngineResult<bool> {
         Ok(self
             .store
             .scalar(
