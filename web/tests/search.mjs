@@ -27,7 +27,7 @@ try {
   step("⌘K: jump to the session by what was asked");
   await page.keyboard.press("Control+k");
   await jump.getByLabel("Jump to").fill("around");
-  await expectVisible(page, jump.getByRole("option").filter({ hasText: "session" }).first(), "the session in the results");
+  await expectVisible(page, jump.getByRole("option").filter({ hasText: "session ·" }).first(), "the session in the results");
   await shot(page, "jump");
   await page.keyboard.press("Enter");
   await page.waitForURL(/\/sessions\/[0-9a-f]+$/);

@@ -33,6 +33,10 @@ export function Jump() {
     const onKey = (e: KeyboardEvent) => {
       if ((e.metaKey || e.ctrlKey) && e.key.toLowerCase() === "k") {
         e.preventDefault();
+        // Emptied as it opens, before its box can be typed in (an effect after the first
+        // render would wipe what was typed meanwhile).
+        setText("");
+        setAt(0);
         setOpen((o) => !o);
       }
     };
@@ -41,8 +45,6 @@ export function Jump() {
   }, []);
   useEffect(() => {
     if (!open) return;
-    setText("");
-    setAt(0);
     input.current?.focus();
     get<{ repositories: Repository[] }>("/repos")
       .then((r) => setRepos(r.repositories))
