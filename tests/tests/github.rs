@@ -465,6 +465,37 @@ async fn the_bot_answers_a_mention_with_a_pull_request_and_a_comment() {
         assert!(Instant::now() < deadline, "no review: {pr_artifact}");
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
+    // The session's owner (alice, who asked on GitHub) heard of both in her inbox: the
+    // merge and bob's review.
+    let alice_cookie = gh.browser_sign_in(&base, "alice").await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, inbox) =
+            inspect_tests::client::as_person(&stack, &alice_cookie, Method::GET, "/inbox", None)
+                .await;
+        let details: Vec<String> = inbox["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|i| i["kind"] == "pull_request" && i["sessionId"] == id.as_str())
+            .map(|i| i["detail"].as_str().unwrap_or_default().to_owned())
+            .collect();
+        if details.len() == 2 {
+            assert!(
+                details.iter().any(|d| d.ends_with("was merged")),
+                "{details:?}"
+            );
+            assert!(
+                details
+                    .iter()
+                    .any(|d| d.contains("bob reviewed (approved)")),
+                "{details:?}"
+            );
+            break;
+        }
+        assert!(Instant::now() < deadline, "the inbox: {inbox}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
     // Still one session, one agent PR; every reply consumed.
     assert_eq!(sessions(&base).await.len(), 1);
     assert_eq!(

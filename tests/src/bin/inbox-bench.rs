@@ -40,7 +40,7 @@ async fn main() -> Result<()> {
     let (mut client, _) =
         WsClient::join(&stack.base_url, &stack.ws_url(""), &session, "watcher").await?;
     let prompt_url = stack.url(&format!("/sessions/{session}/prompt"));
-    let prompt = |k: usize| {
+    let send_prompt = |k: usize| {
         let url = prompt_url.clone();
         async move {
             send_as(
@@ -60,9 +60,7 @@ async fn main() -> Result<()> {
     let hello = inbox.recv().await?;
     anyhow::ensure!(hello["type"] == "unread", "the inbox greeted: {hello}");
 
-    client
-        .send(json!({"type": "prompt", "content": "go 0"}))
-        .await?;
+    send_prompt(0).await?;
     let spawn = provider.next_spawn().await?;
     let mut sb = connect_sandbox(&stack, &spawn).await?;
     let frame = |v: serde_json::Value| {
@@ -77,7 +75,7 @@ async fn main() -> Result<()> {
     let mut to_client = Vec::with_capacity(runs);
     for k in 0..runs {
         if k > 0 {
-            prompt(k).await?;
+            send_prompt(k).await?;
         }
         let prompt = next_command(&mut sb, "prompt").await?;
         client.clear();
@@ -89,13 +87,13 @@ async fn main() -> Result<()> {
         while seen_client.is_none() || seen_inbox.is_none() {
             tokio::select! {
                 m = client.recv_within(30), if seen_client.is_none() => {
-                    let m = m?;
+                    let m = m.map_err(|e| anyhow::anyhow!("the watching client: {e}"))?;
                     if m["type"] == "sandbox_event" && m["event"]["type"] == "execution_complete" {
                         seen_client = Some(sent.elapsed().as_secs_f64() * 1000.0);
                     }
                 }
                 m = inbox.recv_within(30), if seen_inbox.is_none() => {
-                    let m = m?;
+                    let m = m.map_err(|e| anyhow::anyhow!("the inbox socket: {e}"))?;
                     if m["type"] == "item" {
                         seen_inbox = Some(sent.elapsed().as_secs_f64() * 1000.0);
                     }
