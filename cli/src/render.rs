@@ -47,14 +47,12 @@ impl Printer {
         out.extend(self.flush());
         let mut ended = None;
         match kind {
-            "user_message" => {
-                if self.printed.insert(id) {
-                    let who = e["author"]["name"].as_str().unwrap_or("someone");
-                    out.push(format!(
-                        "› {who}: {}",
-                        one_line(e["content"].as_str().unwrap_or_default())
-                    ));
-                }
+            "user_message" if self.printed.insert(id.clone()) => {
+                let who = e["author"]["name"].as_str().unwrap_or("someone");
+                out.push(format!(
+                    "› {who}: {}",
+                    one_line(e["content"].as_str().unwrap_or_default())
+                ));
             }
             "tool_call" => {
                 let status = e["status"].as_str().unwrap_or_default();
@@ -87,31 +85,27 @@ impl Printer {
                     out.push(format!("  {mark} boot: {step} {status}"));
                 }
             }
-            "execution_complete" => {
-                if self.printed.insert(id) {
-                    let success = e["success"].as_bool().unwrap_or(false);
-                    out.push(if success {
-                        "✔ done".to_owned()
-                    } else {
-                        format!(
-                            "✖ failed: {}",
-                            e["error"].as_str().unwrap_or("the prompt failed")
-                        )
-                    });
-                    ended = Some(Ended {
-                        message_id: e["messageId"].as_str().unwrap_or_default().to_owned(),
-                        success,
-                    });
-                }
+            "execution_complete" if self.printed.insert(id.clone()) => {
+                let success = e["success"].as_bool().unwrap_or(false);
+                out.push(if success {
+                    "✔ done".to_owned()
+                } else {
+                    format!(
+                        "✖ failed: {}",
+                        e["error"].as_str().unwrap_or("the prompt failed")
+                    )
+                });
+                ended = Some(Ended {
+                    message_id: e["messageId"].as_str().unwrap_or_default().to_owned(),
+                    success,
+                });
             }
-            "error" | "warning" => {
-                if self.printed.insert(id) {
-                    let text = e["error"]
-                        .as_str()
-                        .or_else(|| e["message"].as_str())
-                        .unwrap_or_default();
-                    out.push(format!("  ! {kind}: {}", one_line(text)));
-                }
+            "error" | "warning" if self.printed.insert(id.clone()) => {
+                let text = e["error"]
+                    .as_str()
+                    .or_else(|| e["message"].as_str())
+                    .unwrap_or_default();
+                out.push(format!("  ! {kind}: {}", one_line(text)));
             }
             _ => {}
         }

@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 /// The crates that run in the Worker or its objects (what reads Worker settings): every
-/// workspace member but the native ones (the supervisor, the tests).
+/// workspace member but the native ones (the supervisor, the CLI, the tests).
 fn worker_side(root: &Path) -> Vec<String> {
     let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
     let start = manifest.find("members = [").unwrap();
@@ -18,7 +18,7 @@ fn worker_side(root: &Path) -> Vec<String> {
     list.split('"')
         .skip(1)
         .step_by(2)
-        .filter(|m| *m != "supervisor" && *m != "tests")
+        .filter(|m| *m != "supervisor" && *m != "tests" && *m != "cli")
         .map(str::to_owned)
         .collect()
 }
