@@ -83,6 +83,24 @@ async fn inspect(dir: &Path, config: &Path, url: &str, args: &[&str], stdin: Opt
     }
 }
 
+/// Runs `inspect ARGS` until it exits 0 (what it reads may come a moment after the prompt
+/// ends: the change's capture, the branch's push), within a minute.
+async fn until_ok(dir: &Path, config: &Path, url: &str, args: &[&str]) -> Run {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let run = inspect(dir, config, url, args, None).await;
+        if run.code == 0 {
+            return run;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "inspect {args:?} never succeeded: {}",
+            run.stderr
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+}
+
 #[tokio::test]
 async fn a_session_from_the_terminal_is_followed_read_and_applied() {
     let agent = AgentStack::start(
@@ -166,19 +184,7 @@ async fn a_session_from_the_terminal_is_followed_read_and_applied() {
     assert!(first["seq"].is_number(), "{first}");
 
     // Its change, as a diff and applied to a clone (once the sandbox reported it).
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    let diff = loop {
-        let d = inspect(here, &config, url, &["diff", &id], None).await;
-        if d.code == 0 {
-            break d;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no change: {}",
-            d.stderr
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-    };
+    let diff = until_ok(here, &config, url, &["diff", &id]).await;
     assert!(
         diff.stdout.contains("+notes from the agent"),
         "{}",
@@ -207,19 +213,7 @@ async fn a_session_from_the_terminal_is_followed_read_and_applied() {
         other.path(),
         &["clone", "-q", &demo.path().to_string_lossy(), "."],
     );
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    let handed = loop {
-        let h = inspect(other.path(), &config, url, &["handoff", &id], None).await;
-        if h.code == 0 {
-            break h;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "never pushed: {}",
-            h.stderr
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-    };
+    let handed = until_ok(other.path(), &config, url, &["handoff", &id]).await;
     assert!(handed.stderr.contains("open-inspect/"), "{}", handed.stderr);
     assert_eq!(
         git(other.path(), &["rev-parse", "--abbrev-ref", "HEAD"]).trim(),

@@ -139,7 +139,7 @@ export type InboxMessage = { "type": "item", item: InboxItem, unread: number,
  * Whether this tab should show a browser notification (the person asked for them
  * for this kind).
  */
-notify: boolean, } | { "type": "unread", unread: number, };
+notify: boolean, } | { "type": "unread", unread: number, } | { "type": "pong" };
 
 export type Channels = { 
 /**

@@ -220,6 +220,15 @@ pub async fn add(
     tell_object(env, user_id, "/notify", &delivery).await
 }
 
+/// What a notification links to for a page of the app: absolute at `PUBLIC_URL`, else the
+/// path (the service worker opens it on its own origin).
+pub fn link_to(env: &Env, path: &str) -> String {
+    match db::setting(env, "PUBLIC_URL") {
+        Some(base) => format!("{}{path}", base.trim_end_matches('/')),
+        None => path.to_owned(),
+    }
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -546,10 +555,15 @@ pub async fn unsubscribe(env: &Env, caller: &Caller, pairs: &[(String, String)])
     Ok(())
 }
 
-/// A budget of the person's 80 % used: told once a month per budget, in their inbox and
-/// where they chose.
-pub async fn budget_nearly_spent(env: &Env, user_id: &str, now: i64) -> ApiResult<()> {
-    for status in inspect_runtime::budgets::nearly_spent(env, user_id, now).await? {
+/// Budgets of the person's 80 % used: each told once a month, in their inbox and where
+/// they chose.
+pub async fn budget_nearly_spent(
+    env: &Env,
+    user_id: &str,
+    nearly: &[inspect_protocol::budgets::BudgetStatus],
+    now: i64,
+) -> ApiResult<()> {
+    for status in nearly {
         let b = &status.budget;
         let (month, _) = inspect_protocol::budgets::month(now);
         let whose = match b.scope {
@@ -575,11 +589,7 @@ pub async fn budget_nearly_spent(env: &Env, user_id: &str, now: i64) -> ApiResul
             url: "/analytics",
             key: &key,
         };
-        let link = match db::setting(env, "PUBLIC_URL") {
-            Some(base) => format!("{}/analytics", base.trim_end_matches('/')),
-            None => "/analytics".into(),
-        };
-        add(env, user_id, &item, &link, now).await?;
+        add(env, user_id, &item, &link_to(env, "/analytics"), now).await?;
     }
     Ok(())
 }

@@ -73,8 +73,10 @@ impl DurableObject for InboxDO {
     ) -> Result<()> {
         // The socket only listens; a ping is answered so a client can tell it is alive.
         if let WebSocketIncomingMessage::String(text) = message {
-            if text.contains("\"ping\"") {
-                let _ = ws.send_with_str(r#"{"type":"pong"}"#);
+            let asked: Result<inspect_protocol::client::ClientMessage, _> =
+                serde_json::from_str(&text);
+            if matches!(asked, Ok(inspect_protocol::client::ClientMessage::Ping)) {
+                let _ = ws.send(&InboxMessage::Pong);
             }
         }
         Ok(())

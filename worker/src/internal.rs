@@ -42,13 +42,14 @@ pub(crate) async fn call(mut req: Request, env: &Env) -> ApiResult<Response> {
             return json(&inspect_protocol::plane::PullRequestBase { base }, 200);
         }
         PlaneCall::BudgetCheck { user_id } => {
-            let refused = inspect_runtime::budgets::check(env, &user_id, now)
-                .await
-                .err();
-            if refused.is_none() {
+            let (checked, nearly) =
+                inspect_runtime::budgets::check_noting(env, &user_id, now).await;
+            let refused = checked.err();
+            if !nearly.is_empty() {
                 // 80 % used: the person is told once a month (never holding the prompt up
                 // on a failure).
-                if let Err(e) = crate::inbox::budget_nearly_spent(env, &user_id, now).await {
+                if let Err(e) = crate::inbox::budget_nearly_spent(env, &user_id, &nearly, now).await
+                {
                     inspect_runtime::log::emit(
                         inspect_runtime::log::LogLine::warn("inbox", "budget_not_told")
                             .actor(&user_id)

@@ -97,10 +97,7 @@ async fn tell_owner(
         _ => return Ok(()),
     };
     let url = format!("/sessions/{session_id}");
-    let link = match db::setting(env, "PUBLIC_URL") {
-        Some(base) => format!("{}{url}", base.trim_end_matches('/')),
-        None => url.clone(),
-    };
+    let link = crate::inbox::link_to(env, &url);
     let item = crate::inbox::NewItem {
         kind: inspect_protocol::inbox::InboxKind::PullRequest,
         session_id,

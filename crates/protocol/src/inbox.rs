@@ -154,6 +154,8 @@ pub enum InboxMessage {
     },
     /// Items were marked read (in this or another tab): the count now.
     Unread { unread: i64 },
+    /// The answer to a client's `{"type": "ping"}`: the socket is alive.
+    Pong,
 }
 
 /// Where a person wants a kind told, besides the inbox (which always lists it).

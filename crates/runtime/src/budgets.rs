@@ -187,50 +187,53 @@ pub async fn check_over_binding(env: &Env, user_id: &str, now: i64) -> Result<()
 /// budget, and when it resets). D1 not answering refuses nothing (it is logged): a budget
 /// must not stop work it cannot read.
 pub async fn check(env: &Env, user_id: &str, now: i64) -> Result<(), ApiError> {
+    check_noting(env, user_id, now).await.0
+}
+
+/// [`check`], and the budgets that apply to `user_id` that are 80 % used but not spent
+/// (from the same reading; none when one is spent or nothing could be read).
+pub async fn check_noting(
+    env: &Env,
+    user_id: &str,
+    now: i64,
+) -> (Result<(), ApiError>, Vec<BudgetStatus>) {
     match spent(env, user_id, now).await {
-        Ok(None) => Ok(()),
-        Ok(Some(refused)) => Err(refused),
+        Ok((None, statuses)) => (
+            Ok(()),
+            statuses
+                .into_iter()
+                .filter(|s| s.nearly_spent() && !s.spent())
+                .collect(),
+        ),
+        Ok((Some(refused), _)) => (Err(refused), Vec::new()),
         Err(e) => {
             crate::log::emit(
                 crate::log::LogLine::warn("budgets", "unread")
                     .actor(user_id)
                     .detail(&e.message),
             );
-            Ok(())
+            (Ok(()), Vec::new())
         }
     }
 }
 
-async fn spent(env: &Env, user_id: &str, now: i64) -> Result<Option<ApiError>, ApiError> {
+/// The refusal, if a budget is spent, with the statuses it was read from.
+async fn spent(
+    env: &Env,
+    user_id: &str,
+    now: i64,
+) -> Result<(Option<ApiError>, Vec<BudgetStatus>), ApiError> {
     let budgets = kept(env, now).await?;
     if budgets.is_empty() {
-        return Ok(None);
+        return Ok((None, Vec::new()));
     }
     let statuses = statuses_of(env, &budgets, user_id, now).await?;
     if budgets::refusal(&statuses, now).is_none() {
-        return Ok(None);
+        return Ok((None, statuses));
     }
     // Before refusing, the budgets as they are now: an admin may have just raised one.
     let fresh = all(env).await?;
     forget_after(now, fresh.clone());
     let statuses = statuses_of(env, &fresh, user_id, now).await?;
-    Ok(budgets::refusal(&statuses, now))
-}
-
-/// The budgets that apply to `user_id` and are 80 % used but not spent (none set: no D1
-/// read beyond the isolate's kept list).
-pub async fn nearly_spent(
-    env: &Env,
-    user_id: &str,
-    now: i64,
-) -> Result<Vec<BudgetStatus>, ApiError> {
-    let budgets = kept(env, now).await?;
-    if budgets.is_empty() {
-        return Ok(Vec::new());
-    }
-    Ok(statuses_of(env, &budgets, user_id, now)
-        .await?
-        .into_iter()
-        .filter(|s| s.nearly_spent() && !s.spent())
-        .collect())
+    Ok((budgets::refusal(&statuses, now), statuses))
 }
