@@ -19,12 +19,21 @@ export function Analytics() {
   const canvas = useRef<HTMLCanvasElement>(null);
   const query = `by=${by}&since=${since - days * DAY}`;
   useEffect(() => {
+    // A report asked for before the grouping changed may answer after the new one: only
+    // the latest question's answer is shown.
+    let stale = false;
     get<UsageReport>(`/usage?${query}`)
       .then((r) => {
+        if (stale) return;
         setReport(r);
         setError("");
       })
-      .catch((e) => setError(errorText(e)));
+      .catch((e) => {
+        if (!stale) setError(errorText(e));
+      });
+    return () => {
+      stale = true;
+    };
   }, [query]);
   useEffect(() => {
     const el = canvas.current;
