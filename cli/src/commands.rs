@@ -3,7 +3,8 @@
 use crate::api::{exit, Api, Failure, Result};
 use crate::config;
 use crate::follow::{follow, Until};
-use crate::render::Printer;
+use crate::render::{Out, Printer};
+use crate::screen::Screen;
 use crate::{AutomationsOp, NewArgs, SecretsOp};
 use inspect_protocol::changes::ChangesSummary;
 use inspect_protocol::session::{SessionList, SessionSummary};
@@ -17,7 +18,12 @@ pub fn api() -> Result<Api> {
     Ok(Api::new(&config::server(&c), c.token))
 }
 
-pub async fn login(url: Option<String>, token: Option<String>, token_stdin: bool) -> Result<i32> {
+pub async fn login(
+    url: Option<String>,
+    token: Option<String>,
+    token_stdin: bool,
+    open_browser: bool,
+) -> Result<i32> {
     let mut c = config::load()?;
     let url = match url {
         Some(u) => config::check_url(&u)?,
@@ -38,13 +44,7 @@ pub async fn login(url: Option<String>, token: Option<String>, token_stdin: bool
         (Ok(_), t) => t,
         (Err(e), Some(_)) => return Err(e),
         (Err(e), None) if e.code == exit::AUTH => {
-            eprint!("Make a personal API token at {url}/settings/account, then paste it here: ");
-            let _ = std::io::stderr().flush();
-            let mut t = String::new();
-            std::io::stdin()
-                .read_line(&mut t)
-                .map_err(|e| Failure::failed(e.to_string()))?;
-            let t = t.trim().to_owned();
+            let t = crate::signin::token(&url, open_browser).await?;
             Api::new(&url, Some(t.clone()))
                 .get::<Value>("/auth/me")
                 .await?;
@@ -267,6 +267,7 @@ pub async fn show(api: &Api, session: &str, as_json: bool) -> Result<i32> {
 
 pub async fn log(api: &Api, session: &str, as_json: bool) -> Result<i32> {
     let mut printer = Printer::default();
+    let mut screen = Screen::new();
     let mut cursor: Option<String> = None;
     loop {
         let path = match &cursor {
@@ -278,9 +279,13 @@ pub async fn log(api: &Api, session: &str, as_json: bool) -> Result<i32> {
             if as_json {
                 println!("{e}");
             } else {
-                for l in printer.event(e).0 {
-                    println!("{l}");
-                }
+                // A finished timeline: nothing is under way to show.
+                let (outs, _) = printer.event(e);
+                screen.show(
+                    outs.into_iter()
+                        .filter(|o| matches!(o, Out::Line(_) | Out::Text(_)))
+                        .collect(),
+                );
             }
         }
         if !page["hasMore"].as_bool().unwrap_or(false) {
@@ -292,9 +297,7 @@ pub async fn log(api: &Api, session: &str, as_json: bool) -> Result<i32> {
         }
     }
     if !as_json {
-        for l in printer.flush() {
-            println!("{l}");
-        }
+        screen.show(printer.flush());
     }
     Ok(0)
 }

@@ -1,11 +1,14 @@
 //! A session live over its client WebSocket: a token from `POST /sessions/:id/ws-token`,
 //! `subscribe`, then every event printed by the [`Printer`]; a dropped socket is opened
-//! again (backoff 0.5 s → 10 s) and the catch-up it brings prints nothing twice. Lines
-//! typed on stdin (when asked) are sent as prompts.
+//! again (backoff 0.5 s → 10 s) and the catch-up it brings prints nothing twice. Who is
+//! there and what is queued are shown as they change. Lines typed on stdin (when asked) are
+//! sent as prompts.
 
 use crate::api::{Api, Failure, Result};
 use crate::render::{Ended, Printer};
+use crate::screen::Screen;
 use futures::{SinkExt, StreamExt};
+use inspect_protocol::client::ServerMessage;
 use serde_json::{json, Value};
 use std::time::Duration;
 use tokio_tungstenite::tungstenite::Message;
@@ -20,6 +23,7 @@ pub enum Until {
 
 pub async fn follow(api: &Api, session: &str, until: Until, typed: bool) -> Result<Option<Ended>> {
     let mut printer = Printer::default();
+    let mut screen = Screen::new();
     let mut backoff = Duration::from_millis(500);
     let (lines_tx, mut lines_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
     if typed {
@@ -36,7 +40,16 @@ pub async fn follow(api: &Api, session: &str, until: Until, typed: bool) -> Resu
         drop(lines_tx);
     }
     loop {
-        match once(api, session, &until, &mut printer, &mut lines_rx).await {
+        match once(
+            api,
+            session,
+            &until,
+            &mut printer,
+            &mut screen,
+            &mut lines_rx,
+        )
+        .await
+        {
             Ok(Some(ended)) => return Ok(Some(ended)),
             // It was connected: the next try starts from the shortest wait.
             Ok(None) => backoff = Duration::from_millis(500),
@@ -47,7 +60,7 @@ pub async fn follow(api: &Api, session: &str, until: Until, typed: bool) -> Resu
             {
                 return Err(e)
             }
-            Err(e) => eprintln!("  (reconnecting: {e})"),
+            Err(e) => screen.note(&format!("  (reconnecting: {e})")),
         }
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(Duration::from_secs(10));
@@ -60,6 +73,7 @@ async fn once(
     session: &str,
     until: &Until,
     printer: &mut Printer,
+    screen: &mut Screen,
     typed: &mut tokio::sync::mpsc::UnboundedReceiver<String>,
 ) -> Result<Option<Ended>> {
     let token: Value = api
@@ -80,22 +94,34 @@ async fn once(
             msg = ws.next() => {
                 let Some(Ok(msg)) = msg else { return Ok(None) };
                 let Message::Text(text) = msg else { continue };
-                let Ok(v) = serde_json::from_str::<Value>(&text) else { continue };
-                let events: Vec<Value> = match v["type"].as_str().unwrap_or_default() {
-                    "subscribed" => v["timeline"]["events"].as_array().cloned().unwrap_or_default(),
-                    "sandbox_event" => vec![v["event"].clone()],
-                    "sandbox_events" => v["events"].as_array().cloned().unwrap_or_default(),
-                    "error" => {
-                        eprintln!("  ! {}", v["message"].as_str().or_else(|| v["error"]["message"].as_str()).unwrap_or("error"));
+                // A message this CLI does not know (a newer server's) is passed over.
+                let Ok(message) = serde_json::from_str::<ServerMessage>(&text) else { continue };
+                let events = match message {
+                    ServerMessage::Subscribed { timeline, prompt_queue, .. } => {
+                        screen.show(printer.queue(&prompt_queue).into_iter().collect());
+                        timeline.events.parse().unwrap_or_default()
+                    }
+                    ServerMessage::SandboxEvent { event } => vec![event],
+                    ServerMessage::SandboxEvents { events } => events,
+                    ServerMessage::PresenceSync { participants }
+                    | ServerMessage::PresenceUpdate { participants } => {
+                        screen.show(printer.here(&participants).into_iter().collect());
+                        continue;
+                    }
+                    ServerMessage::PromptQueueUpdated { prompt_queue } => {
+                        screen.show(printer.queue(&prompt_queue).into_iter().collect());
+                        continue;
+                    }
+                    ServerMessage::Error { message, .. } => {
+                        screen.note(&format!("  ! {message}"));
                         continue;
                     }
                     _ => continue,
                 };
                 for e in &events {
-                    let (lines, ended) = printer.event(e);
-                    for l in lines {
-                        println!("{l}");
-                    }
+                    let Ok(e) = serde_json::to_value(e) else { continue };
+                    let (outs, ended) = printer.event(&e);
+                    screen.show(outs);
                     if let (Until::PromptEnds(id), Some(ended)) = (until, ended) {
                         if &ended.message_id == id {
                             return Ok(Some(ended));

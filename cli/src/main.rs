@@ -7,6 +7,8 @@ mod commands;
 mod config;
 mod follow;
 mod render;
+mod screen;
+mod signin;
 
 use api::{exit, Failure};
 use clap::{Args, CommandFactory, Parser, Subcommand};
@@ -38,7 +40,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Keep a server's URL and your API token (pasted, or from stdin with --token-stdin).
+    /// Sign in to a server: the browser hands this command a new API token (or paste one,
+    /// or give it with --token-stdin); kept with the server's URL.
     Login {
         /// The server (default: the local one, http://127.0.0.1:8787).
         url: Option<String>,
@@ -48,6 +51,9 @@ enum Command {
         /// Read the token from stdin.
         #[arg(long)]
         token_stdin: bool,
+        /// Print the sign-in page's address instead of opening a browser.
+        #[arg(long)]
+        no_browser: bool,
     },
     /// Forget the kept token.
     Logout,
@@ -216,7 +222,8 @@ async fn main() {
             url,
             token,
             token_stdin,
-        } => commands::login(url, token, token_stdin).await,
+            no_browser,
+        } => commands::login(url, token, token_stdin, !no_browser).await,
         Command::Logout => commands::logout(),
         other => match commands::api() {
             Ok(api) => run(&api, other).await,

@@ -11,6 +11,7 @@
 pub mod agent;
 pub mod browser;
 pub mod capture_provider;
+pub mod cli;
 pub mod client;
 pub mod fakes;
 pub mod flaky;

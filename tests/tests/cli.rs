@@ -8,36 +8,14 @@
 #![allow(clippy::unwrap_used)] // a test fails loudly by design
 
 use inspect_tests::agent::AgentStack;
+use inspect_tests::cli::{cli_bin, on_terminal};
 use inspect_tests::client::send;
 use inspect_tests::fakes::model::Reply;
 use inspect_tests::repo::{git, source_repo};
 use reqwest::Method;
 use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::OnceLock;
-
-/// The CLI binary: `INSPECT_CLI_BIN`, or built once per test process.
-fn cli_bin() -> PathBuf {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        if let Ok(p) = std::env::var("INSPECT_CLI_BIN") {
-            return PathBuf::from(p);
-        }
-        let root = inspect_tests::root();
-        let status = Command::new("cargo")
-            .args(["build", "--quiet", "-p", "inspect-cli"])
-            .current_dir(&root)
-            .status()
-            .unwrap();
-        assert!(status.success(), "building the CLI failed");
-        std::env::var("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|_| root.join("target"))
-            .join("debug/inspect")
-    })
-    .clone()
-}
+use std::path::Path;
+use std::process::Stdio;
 
 struct Run {
     code: i32,
@@ -123,42 +101,57 @@ async fn a_session_from_the_terminal_is_followed_read_and_applied() {
     let url = stack.base_url.as_str();
     let here = home.path();
 
-    let started = inspect(
-        here,
-        &config,
-        url,
-        &[
-            "new",
-            "--repo",
-            "local/demo",
-            "--title",
-            "Notes",
-            "--wait",
-            "write the notes",
-        ],
-        None,
-    )
-    .await;
-    assert_eq!(
-        started.code,
-        0,
-        "{}\n{}\n{}",
-        started.stdout,
-        started.stderr,
-        agent.host.sandbox_logs()
+    // On a terminal, as a person runs it: what is under way drawn as it goes, the lines,
+    // the agent's Markdown rendered.
+    let (dir, cfg, base) = (
+        here.to_owned(),
+        config.display().to_string(),
+        url.to_owned(),
     );
-    let out = &started.stdout;
+    let started = tokio::task::spawn_blocking(move || {
+        on_terminal(
+            &[
+                "new",
+                "--repo",
+                "local/demo",
+                "--title",
+                "Notes",
+                "--wait",
+                "write the notes",
+            ],
+            &dir,
+            &[
+                ("INSPECT_CONFIG", cfg.as_str()),
+                ("INSPECT_URL", base.as_str()),
+            ],
+        )
+    })
+    .await
+    .unwrap();
+    let out = &started.text;
+    assert_eq!(started.code, 0, "{out}\n{}", agent.host.sandbox_logs());
     assert!(out.contains("› local: write the notes"), "{out}");
+    assert!(out.contains("· boot: "), "{out}");
     assert!(out.contains("✓ write notes.md"), "{out}");
-    assert!(out.contains("Wrote the **notes**."), "{out}");
+    // Markdown: the bold is drawn bold, not as asterisks.
+    assert!(out.contains("Wrote the notes."), "{out}");
+    assert!(started.raw.contains("\u{1b}[1mnotes"), "{:?}", started.raw);
     assert!(out.trim_end().ends_with("✔ done"), "{out}");
-    assert!(started.stderr.contains("/sessions/"), "{}", started.stderr);
-    let id = started
-        .stderr
+    // The progress display: a spinner saying what is under way, cleared at the end.
+    assert!(
+        ["⠁", "⠂", "⠄", "⡀", "⢀", "⠠", "⠐", "⠈"]
+            .iter()
+            .any(|s| started.raw.contains(s)),
+        "{:?}",
+        started.raw
+    );
+    assert!(out.contains("/sessions/"), "{out}");
+    let id = out
         .split("Session ")
         .nth(1)
         .and_then(|s| s.split(':').next())
         .unwrap()
+        .trim()
         .to_owned();
 
     // Read back: listed (as JSON too), shown, its log.

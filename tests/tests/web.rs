@@ -241,6 +241,84 @@ async fn a_person_signs_in_with_github_and_out_again() {
         .await
         .unwrap();
     assert!(out.join("signin.png").exists());
+
+    // `inspect login` through the browser, signed out again: the real CLI waits on its
+    // loopback port; the page signs in, makes a token and hands it back.
+    use tokio::io::AsyncBufReadExt;
+    let home = tempfile::tempdir().unwrap();
+    let config = home.path().join("inspect.json");
+    let mut cli = tokio::process::Command::new(inspect_tests::cli::cli_bin())
+        .args(["login", &stack.base_url, "--no-browser"])
+        .env("INSPECT_CONFIG", &config)
+        .env_remove("INSPECT_URL")
+        .env_remove("INSPECT_TOKEN")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut said = tokio::io::BufReader::new(cli.stderr.take().unwrap()).lines();
+    let link = loop {
+        let line = tokio::time::timeout(std::time::Duration::from_secs(30), said.next_line())
+            .await
+            .expect("the CLI printed no sign-in page")
+            .unwrap()
+            .expect("the CLI ended before printing its page");
+        if let Some(at) = line.find(&format!("{}/settings/cli?", stack.base_url)) {
+            break line[at..].trim().to_owned();
+        }
+    };
+    let base = stack.base_url.clone();
+    let dir = out.clone();
+    tokio::task::spawn_blocking(move || {
+        run_script("cli-login.mjs", &base, &dir, &[("LOGIN_URL", link)])
+    })
+    .await
+    .unwrap();
+    let status = tokio::time::timeout(std::time::Duration::from_secs(30), cli.wait())
+        .await
+        .expect("the CLI did not end after the browser answered")
+        .unwrap();
+    let mut rest = String::new();
+    while let Ok(Some(l)) = said.next_line().await {
+        rest.push_str(&l);
+        rest.push('\n');
+    }
+    assert!(status.success(), "inspect login: {status}: {rest}");
+    assert!(rest.contains("as alice"), "{rest}");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&config).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let kept: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
+    let token = kept["token"].as_str().unwrap().to_owned();
+    assert!(token.starts_with("oit_"), "{kept}");
+    // The kept token works for the CLI's next command.
+    let ls = tokio::process::Command::new(inspect_tests::cli::cli_bin())
+        .args(["ls", "--json"])
+        .env("INSPECT_CONFIG", &config)
+        .env_remove("INSPECT_URL")
+        .env_remove("INSPECT_TOKEN")
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        ls.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ls.stderr)
+    );
+    // The token acts as alice (and, being a token, may not manage tokens).
+    let as_token = |path: &str| {
+        reqwest::Client::new()
+            .get(stack.url(path))
+            .bearer_auth(&token)
+            .send()
+    };
+    let me: serde_json::Value = as_token("/auth/me").await.unwrap().json().await.unwrap();
+    assert_eq!(me["user"]["name"], "alice", "{me}");
+    assert_eq!(me["via"], "api_token", "{me}");
+    assert_eq!(as_token("/tokens").await.unwrap().status(), 403);
 }
 
 #[tokio::test]

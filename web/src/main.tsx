@@ -10,6 +10,7 @@ import { Settings } from "./components/Settings";
 import { SignIn } from "./components/SignIn";
 import { Avatar } from "./components/bits";
 import { Inbox } from "./components/Inbox";
+import { CliLogin } from "./components/CliLogin";
 import { startInbox, useInbox } from "./inbox";
 import type { Me } from "./types";
 import "./style.css";
@@ -96,6 +97,7 @@ function App() {
           <Route path="/inbox" component={() => <Inbox />} />
           <Route path="/new" component={() => <NewSession me={me} />} />
           <Route path="/settings" component={() => <Settings me={me} />} />
+          <Route path="/settings/cli" component={() => <CliLogin me={me} />} />
           <Route path="/settings/:section" component={({ section }: { section: string }) => <Settings me={me} section={section} />} />
           <Route path="/automations" component={() => <AutomationsList />} />
           <Route path="/analytics" component={() => <Analytics />} />
