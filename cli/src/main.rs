@@ -4,6 +4,7 @@
 
 mod api;
 mod commands;
+mod complete;
 mod config;
 mod follow;
 mod render;
@@ -12,6 +13,7 @@ mod signin;
 
 use api::{exit, Failure};
 use clap::{Args, CommandFactory, Parser, Subcommand};
+use clap_complete::engine::ArgValueCompleter;
 
 const EXIT_CODES: &str = "\
 Exit codes:
@@ -61,7 +63,10 @@ enum Command {
     New(NewArgs),
     /// Follow a session live; each line you type is sent as a prompt (Ctrl-C detaches,
     /// the session keeps running).
-    Attach { session: String },
+    Attach {
+        #[arg(add = ArgValueCompleter::new(complete::sessions))]
+        session: String,
+    },
     /// List sessions, newest first.
     Ls {
         /// Only the sessions you made.
@@ -71,43 +76,54 @@ enum Command {
         #[arg(long)]
         status: Option<String>,
         /// owner/name.
-        #[arg(long)]
+        #[arg(long, add = ArgValueCompleter::new(complete::repos))]
         repo: Option<String>,
         #[arg(long)]
         json: bool,
     },
     /// A session's state.
     Show {
+        #[arg(add = ArgValueCompleter::new(complete::sessions))]
         session: String,
         #[arg(long)]
         json: bool,
     },
     /// A session's timeline, start to end (as lines, or JSON one event a line).
     Log {
+        #[arg(add = ArgValueCompleter::new(complete::sessions))]
         session: String,
         #[arg(long)]
         json: bool,
     },
     /// What the session made: pull requests, pictures, reviews.
     Artifacts {
+        #[arg(add = ArgValueCompleter::new(complete::sessions))]
         session: String,
         #[arg(long)]
         json: bool,
     },
     /// Stop the running prompt.
-    Stop { session: String },
+    Stop {
+        #[arg(add = ArgValueCompleter::new(complete::sessions))]
+        session: String,
+    },
     /// Archive a session.
-    Archive { session: String },
+    Archive {
+        #[arg(add = ArgValueCompleter::new(complete::sessions))]
+        session: String,
+    },
     /// The session's change: a unified diff of each repository.
     Diff {
+        #[arg(add = ArgValueCompleter::new(complete::sessions))]
         session: String,
         /// owner/name, when the session has several repositories.
-        #[arg(long)]
+        #[arg(long, add = ArgValueCompleter::new(complete::repos))]
         repo: Option<String>,
     },
     /// Apply the session's change to this clone's working tree (refuses a dirty tree
     /// unless --force).
     Apply {
+        #[arg(add = ArgValueCompleter::new(complete::sessions))]
         session: String,
         #[arg(long)]
         repo: Option<String>,
@@ -116,6 +132,7 @@ enum Command {
     },
     /// Fetch the session's branch from where it was pushed and check it out.
     Handoff {
+        #[arg(add = ArgValueCompleter::new(complete::sessions))]
         session: String,
         /// The remote it was pushed to.
         #[arg(long, default_value = "origin")]
@@ -126,7 +143,7 @@ enum Command {
         #[command(subcommand)]
         op: SecretsOp,
         /// owner/name: the repository's secrets.
-        #[arg(long, global = true, conflicts_with = "env")]
+        #[arg(long, global = true, conflicts_with = "env", add = ArgValueCompleter::new(complete::repos))]
         repo: Option<String>,
         /// An environment's secrets, by name.
         #[arg(long, global = true)]
@@ -137,7 +154,9 @@ enum Command {
         #[command(subcommand)]
         op: AutomationsOp,
     },
-    /// Print a shell's completions (bash, zsh, fish).
+    /// Print a shell's completions (bash, zsh, fish, elvish, powershell): e.g.
+    /// `source <(inspect completions bash)`; repository names and sessions come from the
+    /// server as you type.
     Completions { shell: clap_complete::Shell },
 }
 
@@ -176,7 +195,7 @@ pub enum AutomationsOp {
 #[derive(Args)]
 pub struct NewArgs {
     /// owner/name[@branch]; more than once for several repositories.
-    #[arg(long = "repo")]
+    #[arg(long = "repo", add = ArgValueCompleter::new(complete::repos))]
     pub repos: Vec<String>,
     /// An environment, by name.
     #[arg(long)]
@@ -198,26 +217,32 @@ pub struct NewArgs {
     pub prompt: Option<String>,
 }
 
-#[tokio::main]
-async fn main() {
+fn main() {
+    // A shell asking for completions (`COMPLETE=bash inspect …`) is answered here.
+    clap_complete::CompleteEnv::with_factory(Cli::command)
+        .bin("inspect")
+        .complete();
+    let code = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime.block_on(start()),
+        Err(e) => {
+            eprintln!("inspect: {e}");
+            exit::FAILED
+        }
+    };
+    std::process::exit(code);
+}
+
+async fn start() -> i32 {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
             let code = if e.use_stderr() { exit::USAGE } else { 0 };
             let _ = e.print();
-            std::process::exit(code);
+            return code;
         }
     };
     let outcome = match cli.command {
-        Command::Completions { shell } => {
-            clap_complete::generate(
-                shell,
-                &mut Cli::command(),
-                "inspect",
-                &mut std::io::stdout(),
-            );
-            Ok(0)
-        }
+        Command::Completions { shell } => completions(shell),
         Command::Login {
             url,
             token,
@@ -231,12 +256,34 @@ async fn main() {
         },
     };
     match outcome {
-        Ok(code) => std::process::exit(code),
+        Ok(code) => code,
         Err(Failure { code, message }) => {
             eprintln!("inspect: {message}");
-            std::process::exit(code);
+            code
         }
     }
+}
+
+/// The shell's registration: it calls `inspect` back for each completion, so repository
+/// names and sessions come from the server.
+fn completions(shell: clap_complete::Shell) -> api::Result<i32> {
+    let shells = clap_complete::env::Shells::builtins();
+    let completer = shells
+        .completer(&shell.to_string())
+        .ok_or_else(|| Failure::new(exit::USAGE, format!("no completions for {shell}")))?;
+    let me = std::env::current_exe()
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "inspect".to_owned());
+    completer
+        .write_registration(
+            "COMPLETE",
+            "inspect",
+            "inspect",
+            &me,
+            &mut std::io::stdout(),
+        )
+        .map_err(|e| Failure::failed(e.to_string()))?;
+    Ok(0)
 }
 
 async fn run(api: &api::Api, command: Command) -> api::Result<i32> {

@@ -165,6 +165,33 @@ async fn a_session_from_the_terminal_is_followed_read_and_applied() {
         "{}",
         ls.stdout
     );
+    // Completions from the server, as fish asks for them (`value<TAB>help` a line): the
+    // repository's name after `--repo`, the session (its title as help) after `attach`.
+    let fish = |words: &'static [&'static str]| {
+        let mut args = vec!["--", "inspect"];
+        args.extend_from_slice(words);
+        let mut cmd = tokio::process::Command::new(cli_bin());
+        cmd.args(args)
+            .env("COMPLETE", "fish")
+            .env("INSPECT_CONFIG", &config)
+            .env("INSPECT_URL", url)
+            .env_remove("INSPECT_TOKEN");
+        async move {
+            let out = cmd.output().await.unwrap();
+            assert!(out.status.success());
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        }
+    };
+    let repos = fish(&["new", "--repo", "local/d"]).await;
+    assert!(
+        repos.lines().any(|l| l.starts_with("local/demo")),
+        "{repos}"
+    );
+    let sessions = fish(&["attach", ""]).await;
+    assert!(
+        sessions.lines().any(|l| l == format!("{id}\tNotes")),
+        "{sessions}"
+    );
     let show = inspect(here, &config, url, &["show", &id], None).await;
     assert_eq!(show.code, 0, "{}", show.stderr);
     assert!(show.stdout.contains("local/demo"), "{}", show.stdout);
@@ -425,11 +452,14 @@ async fn attach_follows_across_a_restart_with_no_gap_and_no_double() {
     let mut stdin = child.stdin.take().unwrap();
     stdin.write_all(b"take your time\n").await.unwrap();
     wait_for("› local: take your time", 1).await;
+    // Who is there (the CLI itself), and a second prompt waiting its turn.
+    wait_for("◦ here: local", 1).await;
+    stdin.write_all(b"and again\n").await.unwrap();
+    wait_for("◦ queued: and again (local)", 1).await;
     // The control plane restarts while the tool runs; the CLI reconnects and catches up.
-    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
     agent.stack.restart().await.unwrap();
     wait_for("✔ done", 1).await;
-    stdin.write_all(b"and again\n").await.unwrap();
     wait_for("Second answer.", 1).await;
     wait_for("✔ done", 2).await;
     tokio::time::sleep(std::time::Duration::from_secs(1)).await;

@@ -16,6 +16,7 @@ const PAGES = [
   ["settings-models", "/settings/models"],
   ["settings-images", "/settings/images"],
   ["settings-integrations", "/settings/integrations"],
+  ["settings-cli", "/settings/cli?port=40000&state=0123456789abcdef0123"],
 ];
 const WIDTHS = [
   ["desktop", 1280, 900],
