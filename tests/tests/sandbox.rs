@@ -201,6 +201,19 @@ async fn a_prompt_runs_in_a_sandbox_and_commits_on_the_session_branch() {
     assert!(events(&seen, "step_finish")
         .iter()
         .all(|s| s["tokens"].is_object()));
+    // OpenCode installed nothing into its config folder (no registry, no 95 MB a start).
+    for sandbox in std::fs::read_dir(w.host.data_dir().join("sandboxes"))
+        .unwrap()
+        .flatten()
+    {
+        let modules = sandbox.path().join("agent/config/opencode/node_modules");
+        let installed: Vec<_> = std::fs::read_dir(&modules)
+            .unwrap_or_else(|e| panic!("{}: {e}", modules.display()))
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert!(installed.is_empty(), "{installed:?}");
+    }
 
     // The work is on the session branch of the source repository, with the right author.
     let branch = format!("open-inspect/{id}");
