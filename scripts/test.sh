@@ -4,6 +4,7 @@
 # through the real runtime (wrangler dev / workerd, headless Chromium).
 source "$(dirname "$0")/toolchain.sh"
 ensure_toolchain
+ensure_nextest
 ensure_bwrap
 ensure_chromium
 ensure_code_server
@@ -50,5 +51,5 @@ log "the built image holds every listed tool, its supervisor stripped"
 "$ROOT/scripts/check-sandbox-image.sh" --root "$INSPECT_TEST_SANDBOX_IMAGE"
 export INSPECT_TEST_SANDBOX_IMAGE
 
-log "tests"
-cargo test --workspace --quiet -- --test-threads "${INSPECT_TEST_THREADS:-4}"
+log "tests (cargo nextest: every suite's tests from one pool, the slowest first)"
+cargo nextest run --workspace -j "${INSPECT_TEST_THREADS:-4}"

@@ -64,6 +64,15 @@ ensure_bwrap() {
   fi
 }
 
+# cargo-nextest runs the test command's tests: every test of every binary from one pool,
+# each in its own process (.config/nextest.toml). Part of this kind of machine; built
+# from crates.io where it is missing.
+ensure_nextest() {
+  cargo nextest --version >/dev/null 2>&1 && return 0
+  log "installing cargo-nextest (cargo install --locked)"
+  cargo install --locked --quiet cargo-nextest
+}
+
 # The web client's packages (Vite, Preact, Playwright's driver…), from web/'s own lock.
 ensure_web() {
   local stamp="$ROOT/web/node_modules/.installed-stamp"

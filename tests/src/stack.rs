@@ -429,21 +429,31 @@ pub fn ensure_worker_built() -> Result<()> {
         .map_err(anyhow::Error::msg)
 }
 
-/// A state directory with the D1 migrations applied, made once per process and copied
-/// for each stack (applying them takes seconds; copying takes milliseconds).
+/// A state directory with the D1 migrations applied, copied for each stack (applying them
+/// takes seconds; copying takes milliseconds). Made once for a set of migrations and kept
+/// under the target directory by their digest, so every test process (the test command runs
+/// each test in its own) shares it: made aside, then renamed into place; whoever loses that
+/// race uses the winner's.
 fn migrated_template() -> Result<&'static Path> {
     static TEMPLATE: OnceLock<std::result::Result<PathBuf, String>> = OnceLock::new();
     let r = TEMPLATE.get_or_init(|| {
-        let dir = tempfile::Builder::new()
-            .prefix("inspect-template-")
-            .tempdir()
-            .map_err(|e| e.to_string())?
-            .keep();
         let root = crate::root();
+        let kept = target_dir()
+            .join("d1-templates")
+            .join(migrations_digest(&root.join("migrations")).map_err(|e| e.to_string())?);
+        if kept.join("ready").exists() {
+            return Ok(kept);
+        }
+        let parent = kept.parent().unwrap_or(&kept).to_owned();
+        std::fs::create_dir_all(&parent).map_err(|e| e.to_string())?;
+        let dir = tempfile::Builder::new()
+            .prefix("making-")
+            .tempdir_in(&parent)
+            .map_err(|e| e.to_string())?;
         let mut cmd = Command::new(root.join("node_modules/.bin/wrangler"));
         cmd.current_dir(&root)
             .args(["d1", "migrations", "apply", "DB", "--local", "--persist-to"])
-            .arg(&dir);
+            .arg(dir.path());
         apply_tool_env(&mut cmd);
         let out = cmd
             .stdin(Stdio::null())
@@ -456,12 +466,47 @@ fn migrated_template() -> Result<&'static Path> {
                 String::from_utf8_lossy(&out.stderr)
             ));
         }
-        Ok(dir)
+        std::fs::write(dir.path().join("ready"), b"").map_err(|e| e.to_string())?;
+        let made = dir.keep();
+        if std::fs::rename(&made, &kept).is_err() {
+            // Another process put its own there first: the same migrations, applied.
+            let _ = std::fs::remove_dir_all(&made);
+        }
+        if kept.join("ready").exists() {
+            Ok(kept)
+        } else {
+            Err(format!("{} was not made", kept.display()))
+        }
     });
     match r {
         Ok(p) => Ok(p.as_path()),
         Err(e) => bail!("{e}"),
     }
+}
+
+/// Where cargo builds: `CARGO_TARGET_DIR`, or the workspace's `target/`.
+pub fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| crate::root().join("target"))
+}
+
+/// SHA-256 over the migrations' names and contents, in order (hex, 16 bytes).
+fn migrations_digest(dir: &Path) -> Result<String> {
+    use sha2::{Digest, Sha256};
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    files.sort();
+    let mut hash = Sha256::new();
+    for f in files {
+        hash.update(f.file_name().unwrap_or_default().as_encoded_bytes());
+        hash.update(std::fs::read(&f)?);
+    }
+    Ok(hash.finalize()[..16]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
 }
 
 fn copy_dir(from: &Path, to: &Path) -> Result<()> {

@@ -232,18 +232,35 @@ async fn the_inbox_tells_people_live_and_by_web_push() {
         .await;
         assert_eq!(status, 200, "{body}");
     }
+    // The fold's window starts at a push: when the first mention's push was under 10 s
+    // ago the whole burst folds into one notice; when it was longer ago (a loaded machine)
+    // the burst's first goes out at once and the other two fold.
     let folded = eventually(40, "the folded push", || {
-        push.delivered().into_iter().nth(1)
+        push.delivered().into_iter().skip(1).find(|d| {
+            d.payload["title"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("updates in")
+        })
     })
     .await;
-    assert_eq!(
-        folded.payload["title"], "3 updates in 1 sessions",
-        "{:?}",
-        folded
-    );
     assert!(folded.payload["url"].as_str().unwrap().ends_with("/inbox"));
     tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(push.delivered().len(), 2, "one push for the burst");
+    let burst: Vec<String> = push
+        .delivered()
+        .into_iter()
+        .skip(1)
+        .map(|d| d.payload["title"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert!(
+        burst == ["3 updates in 1 sessions"]
+            || burst
+                == [
+                    "You were mentioned: Tidy the demo",
+                    "2 updates in 1 sessions"
+                ],
+        "one notice for the burst: {burst:?}"
+    );
     let (_, bobs) = as_person(stack, &bob, Method::GET, "/inbox", None).await;
     assert_eq!(bobs["unread"], 4, "every mention is an item: {bobs}");
 
