@@ -11,7 +11,9 @@ CARGO_BIN="${CARGO_HOME:-$HOME/.cargo}/bin"
 WASM_BINDGEN_VERSION=0.2.130
 WORKER_BUILD_VERSION=0.8.7
 
-log() { printf '\033[1m[open-inspect]\033[0m %s\n' "$*" >&2; }
+# Each line says how far into the script it is (bash's SECONDS), for reading where a run's
+# time went.
+log() { printf '\033[1m[open-inspect %4ss]\033[0m %s\n' "$SECONDS" "$*" >&2; }
 
 ensure_rust() {
   if ! command -v cargo >/dev/null 2>&1; then
