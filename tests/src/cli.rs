@@ -82,3 +82,92 @@ pub fn on_terminal(args: &[&str], dir: &std::path::Path, envs: &[(&str, &str)]) 
         raw: String::from_utf8_lossy(&raw).into_owned(),
     }
 }
+
+/// `inspect` running on a pseudo-terminal that a test types into and reads as it goes.
+pub struct Terminal {
+    writer: Box<dyn std::io::Write + Send>,
+    drawn: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    child: Box<dyn portable_pty::Child + Send + Sync>,
+    _master: Box<dyn portable_pty::MasterPty + Send>,
+}
+
+impl Terminal {
+    /// Starts `inspect ARGS` (as [`on_terminal`] does) and keeps reading what it draws.
+    pub fn start(args: &[&str], dir: &std::path::Path, envs: &[(&str, &str)]) -> Terminal {
+        use portable_pty::{native_pty_system, CommandBuilder, PtySize};
+        use std::io::Read;
+        let pty = native_pty_system()
+            .openpty(PtySize {
+                rows: 40,
+                cols: 100,
+                pixel_width: 0,
+                pixel_height: 0,
+            })
+            .expect("a pseudo-terminal");
+        let mut cmd = CommandBuilder::new(cli_bin());
+        cmd.args(args);
+        cmd.cwd(dir);
+        cmd.env_remove("INSPECT_TOKEN");
+        cmd.env("TERM", "xterm-256color");
+        for (k, v) in envs {
+            cmd.env(k, v);
+        }
+        let child = pty.slave.spawn_command(cmd).expect("inspect starts");
+        drop(pty.slave);
+        let mut reader = pty
+            .master
+            .try_clone_reader()
+            .expect("the terminal's output");
+        let drawn = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = drawn.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = reader.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                if let Ok(mut all) = sink.lock() {
+                    all.extend_from_slice(&buf[..n]);
+                }
+            }
+        });
+        let writer = pty.master.take_writer().expect("the terminal's input");
+        Terminal {
+            writer,
+            drawn,
+            child,
+            _master: pty.master,
+        }
+    }
+
+    /// Types a line (and Enter).
+    pub fn type_line(&mut self, line: &str) {
+        self.writer
+            .write_all(format!("{line}\r").as_bytes())
+            .and_then(|_| self.writer.flush())
+            .expect("typing reaches the terminal");
+    }
+
+    /// Everything drawn so far, escape sequences taken out.
+    pub fn text(&self) -> String {
+        let raw = self.drawn.lock().map(|d| d.clone()).unwrap_or_default();
+        String::from_utf8_lossy(&strip_ansi_escapes::strip(&raw)).into_owned()
+    }
+
+    /// Ctrl-C, as a person detaches.
+    pub fn interrupt(&mut self) {
+        let _ = self.writer.write_all(&[3]);
+        let _ = self.writer.flush();
+    }
+
+    /// Its exit code, once it has ended.
+    pub fn exited(&mut self) -> Option<u32> {
+        self.child.try_wait().ok().flatten().map(|s| s.exit_code())
+    }
+}
+
+impl Drop for Terminal {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+    }
+}

@@ -1,14 +1,18 @@
 //! The `inspect` CLI, the real binary, against the local stack: `new --repo local/demo
-//! --wait "…"` shows the tool lines and the answer and exits 0; `ls`, `show`, `log` read the
-//! session; `diff` prints its change and `apply` leaves it in a clone's working tree
-//! (refusing a dirty tree unless `--force`); `login` keeps the token with mode 0600; a
-//! revoked token exits 2 and says how to sign in again; an unknown session exits 3 and a
-//! server that is not there 4.
+//! --wait "…"` on a pseudo-terminal shows what is under way, the tool lines and the answer
+//! (Markdown rendered) and exits 0; `attach` on a pseudo-terminal takes typed prompts, shows
+//! who is there and the queue, and follows across a restart of the control plane with no
+//! gap and no double; `ls`, `show`, `log` read the session; completions come from the
+//! server; `diff` prints its change and `apply` leaves it in a clone's working tree
+//! (refusing a dirty tree unless `--force`); `handoff` checks out the pushed branch;
+//! `login` keeps the token with mode 0600; a revoked token exits 2 and says how to sign in
+//! again; an unknown session exits 3 and a server that is not there 4. (`login` through
+//! the browser is in `web.rs`.)
 
 #![allow(clippy::unwrap_used)] // a test fails loudly by design
 
 use inspect_tests::agent::AgentStack;
-use inspect_tests::cli::{cli_bin, on_terminal};
+use inspect_tests::cli::{cli_bin, on_terminal, Terminal};
 use inspect_tests::client::send;
 use inspect_tests::fakes::model::Reply;
 use inspect_tests::repo::{git, source_repo};
@@ -381,7 +385,6 @@ async fn a_kept_token_is_private_and_a_revoked_one_exits_2() {
 
 #[tokio::test]
 async fn attach_follows_across_a_restart_with_no_gap_and_no_double() {
-    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
     let mut agent = AgentStack::start(
         vec![
             Reply::tool(
@@ -406,72 +409,47 @@ async fn attach_follows_across_a_restart_with_no_gap_and_no_double() {
     .unwrap();
     let id = r.body["sessionId"].as_str().unwrap().to_owned();
     let home = tempfile::tempdir().unwrap();
-    let mut child = tokio::process::Command::new(cli_bin())
-        .args(["attach", &id])
-        .current_dir(home.path())
-        .env("INSPECT_CONFIG", home.path().join("config.json"))
-        .env("INSPECT_URL", &agent.stack.base_url)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
-    let seen = lines.clone();
-    let mut out = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    tokio::spawn(async move {
-        while let Ok(Some(l)) = out.next_line().await {
-            seen.lock().unwrap().push(l);
-        }
-    });
-    let wait_for = |what: &'static str, n: usize| {
-        let lines = lines.clone();
-        async move {
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-            loop {
-                let count = lines
-                    .lock()
-                    .unwrap()
-                    .iter()
-                    .filter(|l| l.contains(what))
-                    .count();
-                if count >= n {
-                    return;
-                }
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "never saw {what} ×{n}: {:?}",
-                    lines.lock().unwrap()
-                );
-                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-            }
-        }
-    };
+    // On a pseudo-terminal, as a person attaches.
+    let config = home.path().join("config.json").display().to_string();
+    let mut term = Terminal::start(
+        &["attach", &id],
+        home.path(),
+        &[
+            ("INSPECT_CONFIG", config.as_str()),
+            ("INSPECT_URL", agent.stack.base_url.as_str()),
+        ],
+    );
     // A typed line is a prompt.
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(b"take your time\n").await.unwrap();
-    wait_for("› local: take your time", 1).await;
+    term.type_line("take your time");
+    wait_for(&term, "› local: take your time", 1).await;
     // Who is there (the CLI itself), and a second prompt waiting its turn.
-    wait_for("◦ here: local", 1).await;
-    stdin.write_all(b"and again\n").await.unwrap();
-    wait_for("◦ queued: and again (local)", 1).await;
+    wait_for(&term, "◦ here: local", 1).await;
+    term.type_line("and again");
+    wait_for(&term, "◦ queued: and again (local)", 1).await;
     // The control plane restarts while the tool runs; the CLI reconnects and catches up.
     tokio::time::sleep(std::time::Duration::from_secs(1)).await;
     agent.stack.restart().await.unwrap();
-    wait_for("✔ done", 1).await;
-    wait_for("Second answer.", 1).await;
-    wait_for("✔ done", 2).await;
+    wait_for(&term, "✔ done", 1).await;
+    wait_for(&term, "Second answer.", 1).await;
+    wait_for(&term, "✔ done", 2).await;
     tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-    let all = lines.lock().unwrap().clone();
-    let count = |what: &str| all.iter().filter(|l| l.contains(what)).count();
-    assert_eq!(count("› local: take your time"), 1, "{all:?}");
-    assert_eq!(count("✓ bash"), 1, "{all:?}");
-    assert_eq!(count("Slept well."), 1, "{all:?}");
-    assert_eq!(count("› local: and again"), 1, "{all:?}");
-    assert_eq!(count("✔ done"), 2, "{all:?}");
-    // Ctrl-C detaches: the session goes on.
-    child.kill().await.unwrap();
+    let all = term.text();
+    let count = |what: &str| all.matches(what).count();
+    assert_eq!(count("› local: take your time"), 1, "{all}");
+    assert_eq!(count("✓ bash"), 1, "{all}");
+    assert_eq!(count("Slept well."), 1, "{all}");
+    assert_eq!(count("› local: and again"), 1, "{all}");
+    assert_eq!(count("✔ done"), 2, "{all}");
+    // Ctrl-C detaches (exit 0): the session goes on.
+    term.interrupt();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while term.exited().is_none() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "Ctrl-C did not end attach: {all}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
     let state = send(
         Method::GET,
         &agent.stack.url(&format!("/sessions/{id}")),
@@ -480,4 +458,20 @@ async fn attach_follows_across_a_restart_with_no_gap_and_no_double() {
     .await
     .unwrap();
     assert_eq!(state.body["status"], "active", "{}", state.body);
+}
+
+/// Until the terminal shows `what` at least `n` times (two minutes at most).
+async fn wait_for(term: &Terminal, what: &str, n: usize) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let text = term.text();
+        if text.matches(what).count() >= n {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never saw {what} ×{n}: {text}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
 }
