@@ -34,65 +34,24 @@ pub struct OnTerminal {
     pub text: String,
 }
 
-/// Runs `inspect ARGS` on a pseudo-terminal (80×40), as a person's shell would, with
-/// `envs` set (and `INSPECT_TOKEN` unset); blocking: call it from `spawn_blocking`.
+/// Runs `inspect ARGS` on a pseudo-terminal (100×40), as a person's shell would, with
+/// `envs` set (and `INSPECT_TOKEN` unset), to its end; blocking: call it from
+/// `spawn_blocking`.
 pub fn on_terminal(args: &[&str], dir: &std::path::Path, envs: &[(&str, &str)]) -> OnTerminal {
-    use portable_pty::{native_pty_system, CommandBuilder, PtySize};
-    use std::io::Read;
-    let pty = native_pty_system()
-        .openpty(PtySize {
-            rows: 40,
-            cols: 80,
-            pixel_width: 0,
-            pixel_height: 0,
-        })
-        .expect("a pseudo-terminal");
-    let mut cmd = CommandBuilder::new(cli_bin());
-    cmd.args(args);
-    cmd.cwd(dir);
-    cmd.env_remove("INSPECT_TOKEN");
-    cmd.env("TERM", "xterm-256color");
-    for (k, v) in envs {
-        cmd.env(k, v);
-    }
-    let mut child = pty.slave.spawn_command(cmd).expect("inspect starts");
-    // Only the child holds the terminal's other end: reading ends when it exits.
-    drop(pty.slave);
-    let mut reader = pty
-        .master
-        .try_clone_reader()
-        .expect("the terminal's output");
-    let drawn = std::thread::spawn(move || {
-        let mut all = Vec::new();
-        let mut buf = [0u8; 4096];
-        while let Ok(n) = reader.read(&mut buf) {
-            if n == 0 {
-                break;
-            }
-            all.extend_from_slice(&buf[..n]);
-        }
-        all
-    });
-    let status = child.wait().expect("inspect ends");
-    drop(pty.master);
-    let raw = drawn.join().unwrap_or_default();
-    OnTerminal {
-        code: status.exit_code(),
-        text: String::from_utf8_lossy(&strip_ansi_escapes::strip(&raw)).into_owned(),
-        raw: String::from_utf8_lossy(&raw).into_owned(),
-    }
+    Terminal::start(args, dir, envs).finish()
 }
 
 /// `inspect` running on a pseudo-terminal that a test types into and reads as it goes.
 pub struct Terminal {
     writer: Box<dyn std::io::Write + Send>,
     drawn: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    reading: Option<std::thread::JoinHandle<()>>,
     child: Box<dyn portable_pty::Child + Send + Sync>,
     _master: Box<dyn portable_pty::MasterPty + Send>,
 }
 
 impl Terminal {
-    /// Starts `inspect ARGS` (as [`on_terminal`] does) and keeps reading what it draws.
+    /// Starts `inspect ARGS` and keeps reading what it draws.
     pub fn start(args: &[&str], dir: &std::path::Path, envs: &[(&str, &str)]) -> Terminal {
         use portable_pty::{native_pty_system, CommandBuilder, PtySize};
         use std::io::Read;
@@ -120,7 +79,7 @@ impl Terminal {
             .expect("the terminal's output");
         let drawn = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let sink = drawn.clone();
-        std::thread::spawn(move || {
+        let reading = std::thread::spawn(move || {
             let mut buf = [0u8; 4096];
             while let Ok(n) = reader.read(&mut buf) {
                 if n == 0 {
@@ -135,6 +94,7 @@ impl Terminal {
         Terminal {
             writer,
             drawn,
+            reading: Some(reading),
             child,
             _master: pty.master,
         }
@@ -158,6 +118,21 @@ impl Terminal {
     pub fn interrupt(&mut self) {
         let _ = self.writer.write_all(&[3]);
         let _ = self.writer.flush();
+    }
+
+    /// Waits for the process to end (blocking) and for the last of what it drew.
+    pub fn finish(mut self) -> OnTerminal {
+        let code = self.child.wait().map(|s| s.exit_code()).unwrap_or(u32::MAX);
+        // Only the child held the terminal's other end: reading ends with it.
+        if let Some(reading) = self.reading.take() {
+            let _ = reading.join();
+        }
+        let raw = self.drawn.lock().map(|d| d.clone()).unwrap_or_default();
+        OnTerminal {
+            code,
+            text: String::from_utf8_lossy(&strip_ansi_escapes::strip(&raw)).into_owned(),
+            raw: String::from_utf8_lossy(&raw).into_owned(),
+        }
     }
 
     /// Its exit code, once it has ended.
