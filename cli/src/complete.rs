@@ -26,36 +26,39 @@ fn ask<T: DeserializeOwned>(path: &str) -> Option<T> {
     })
 }
 
-/// `owner/name` of each repository the server knows.
-pub fn repos(current: &OsStr) -> Vec<CompletionCandidate> {
+/// The (value, help) pairs that begin with what is typed.
+fn offer(current: &OsStr, all: impl Iterator<Item = (String, String)>) -> Vec<CompletionCandidate> {
     let typed = current.to_string_lossy();
-    let Some(list) = ask::<RepositoryList>("/repos") else {
-        return Vec::new();
-    };
-    list.repositories
-        .into_iter()
-        .map(|r| {
-            let name = format!("{}/{}", r.owner, r.name);
-            let help = r.description.unwrap_or_default();
-            (name, help)
-        })
-        .filter(|(name, _)| name.starts_with(typed.as_ref()))
-        .map(|(name, help)| CompletionCandidate::new(name).help(Some(help.into())))
+    all.filter(|(value, _)| value.starts_with(typed.as_ref()))
+        .map(|(value, help)| CompletionCandidate::new(value).help(Some(help.into())))
         .collect()
+}
+
+/// `owner/name` of each repository the server knows, its description as help.
+pub fn repos(current: &OsStr) -> Vec<CompletionCandidate> {
+    let repositories = ask::<RepositoryList>("/repos")
+        .map(|l| l.repositories)
+        .unwrap_or_default();
+    offer(
+        current,
+        repositories.into_iter().map(|r| {
+            (
+                format!("{}/{}", r.owner, r.name),
+                r.description.unwrap_or_default(),
+            )
+        }),
+    )
 }
 
 /// The newest sessions' ids, their titles as help.
 pub fn sessions(current: &OsStr) -> Vec<CompletionCandidate> {
-    let typed = current.to_string_lossy();
-    let Some(list) = ask::<SessionList>("/sessions?limit=50") else {
-        return Vec::new();
-    };
-    list.sessions
-        .into_iter()
-        .filter(|s| s.id.starts_with(typed.as_ref()))
-        .map(|s| {
-            let title = s.title.unwrap_or_else(|| "(untitled)".to_owned());
-            CompletionCandidate::new(s.id).help(Some(title.into()))
-        })
-        .collect()
+    let sessions = ask::<SessionList>("/sessions?limit=50")
+        .map(|l| l.sessions)
+        .unwrap_or_default();
+    offer(
+        current,
+        sessions
+            .into_iter()
+            .map(|s| (s.id, s.title.unwrap_or_else(|| "(untitled)".to_owned()))),
+    )
 }

@@ -124,7 +124,8 @@ fn page(text: &str) -> Html<String> {
 
 /// Compared in constant time.
 fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    use subtle::ConstantTimeEq;
+    a.ct_eq(b).into()
 }
 
 /// 24 random bytes, hex.

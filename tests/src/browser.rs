@@ -6,10 +6,7 @@ use std::process::Command;
 
 /// Where a suite's screenshots go: `target/e2e-artifacts/<name>`.
 pub fn artifacts(name: &str) -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| crate::root().join("target"));
-    let dir = target.join("e2e-artifacts").join(name);
+    let dir = crate::stack::target_dir().join("e2e-artifacts").join(name);
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
     dir
 }

@@ -18,10 +18,7 @@ pub fn cli_bin() -> PathBuf {
             .status()
             .expect("cargo runs");
         assert!(status.success(), "building the CLI failed");
-        std::env::var("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|_| root.join("target"))
-            .join("debug/inspect")
+        crate::stack::target_dir().join("debug/inspect")
     })
     .clone()
 }

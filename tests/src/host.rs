@@ -30,10 +30,7 @@ pub fn supervisor_bin() -> Result<PathBuf> {
         if !status.success() {
             return Err("building the supervisor failed".into());
         }
-        let target = std::env::var("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|_| root.join("target"));
-        Ok(target.join("debug/inspect-supervisor"))
+        Ok(crate::stack::target_dir().join("debug/inspect-supervisor"))
     })
     .clone()
     .map_err(anyhow::Error::msg)
