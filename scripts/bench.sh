@@ -7,9 +7,9 @@ ensure_chromium
 build_web
 build_worker --release
 export INSPECT_WORKER_PREBUILT=1
-# Both Workers' sizes (raw and gzip -9 of the wasm; wrangler's own report is in
+# The Workers' sizes (raw and gzip -9 of the wasm; wrangler's own report is in
 # `scripts/deploy.sh --dry-run`).
-for out in build build-plane; do
+for out in build build-plane build-providers; do
   wasm="$ROOT/worker/$out/index_bg.wasm"
   echo "worker/$out: wasm $(stat -c %s "$wasm") B, gzip -9 $(gzip -9 -c "$wasm" | wc -c) B"
 done

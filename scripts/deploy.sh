@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Deploys Open-Inspect to Cloudflare with wrangler:
-#   1. builds the web client and the two Workers (the session Worker, wrangler.toml, and
-#      the control plane Worker, worker/plane.toml, bound by a service binding);
+#   1. builds the web client and the three Workers (the session Worker, wrangler.toml; the
+#      control plane Worker, worker/plane.toml; the providers Worker, worker/providers.toml;
+#      bound by service bindings);
 #   2. finds the D1 database `open-inspect` (creates it when missing) and writes its id
-#      into both configurations;
+#      into the two configurations that use it;
 #   3. applies the D1 migrations to it;
-#   4. sets both Workers' secrets from a file you fill in (KEY=value lines, as in
+#   4. sets the Workers' secrets from a file you fill in (KEY=value lines, as in
 #      .dev.vars.example; empty values are skipped), never printing a value;
-#   5. deploys both (the first time: the session Worker without its binding, the control
-#      plane, then the session Worker again), and checks /health.
+#   5. deploys them: the providers Worker, then (the first time: the session Worker without
+#      its binding to the control plane) the control plane, then the session Worker; and
+#      checks /health.
 #
 #   scripts/deploy.sh [--secrets FILE] [--dry-run]
 #
@@ -63,7 +65,7 @@ else
 fi
 
 if [ "$DRY_RUN" = 1 ]; then
-  for config in wrangler.toml worker/plane.toml; do
+  for config in wrangler.toml worker/plane.toml worker/providers.toml; do
     out="$CARGO_TARGET_DIR/deploy-dry-run/$(basename "$config" .toml)"
     rm -rf "$out"
     mkdir -p "$(dirname "$out")"
@@ -115,19 +117,25 @@ if [ ${#DEPLOY_SECRETS[@]} -gt 0 ]; then
       }
       require("fs").writeFileSync(process.argv[1], JSON.stringify(out));' "$secrets_json"
   )
-  log "setting ${#DEPLOY_SECRETS[@]} secrets on both Workers"
+  log "setting ${#DEPLOY_SECRETS[@]} secrets on the three Workers"
   (cd "$ROOT" && wrangler secret bulk "$secrets_json" >/dev/null)
   (cd "$ROOT" && wrangler secret bulk "$secrets_json" -c worker/plane.toml >/dev/null)
+  (cd "$ROOT" && wrangler secret bulk "$secrets_json" -c worker/providers.toml >/dev/null)
   rm -f "$secrets_json"
 fi
 
-# The two Workers name each other: the session Worker binds the control plane's service,
-# the control plane binds the session Worker's objects. The first time neither exists, so
-# the session Worker goes first without its binding.
+# The providers Worker binds nothing: it goes first, so both others find it.
+log "deploying the providers Worker"
+(cd "$ROOT" && wrangler deploy -c worker/providers.toml)
+# The other two name each other: the session Worker binds the control plane's service, the
+# control plane binds the session Worker's objects. The first time neither exists, so the
+# session Worker goes first without its binding to the control plane.
 if ! (cd "$ROOT" && wrangler deployments list -c worker/plane.toml >/dev/null 2>&1); then
   log "first deploy: the session Worker without its binding to the control plane"
   bootstrap="$ROOT/.wrangler-bootstrap.toml"
-  awk '/^\[\[services\]\]/{skip=3} skip>0{skip--; next} {print}' "$ROOT/wrangler.toml" > "$bootstrap"
+  awk '/^\[\[services\]\]/{block=1; held=$0; next}
+       block==1 {block=0; if ($0 ~ /"PLANE"/) {skip=1; next} print held}
+       skip==1 {skip=0; next} {print}' "$ROOT/wrangler.toml" > "$bootstrap"
   (cd "$ROOT" && wrangler deploy -c "$bootstrap") || { rm -f "$bootstrap"; exit 1; }
   rm -f "$bootstrap"
 fi

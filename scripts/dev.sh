@@ -145,11 +145,12 @@ INSPECT_OPENCODE_BIN="${INSPECT_OPENCODE_BIN:-$ROOT/node_modules/opencode-linux-
   --listen "127.0.0.1:$HOST_PORT" --data-dir "$STATE_DIR/sandboxes" &
 pids+=($!)
 
-# Both Workers in one process: the session Worker (the front door, on $PORT) and the
-# control plane Worker it binds.
-write_plane_config "$STATE_DIR/plane" "$STATE_DIR/worker.env"
+# The three Workers in one process: the session Worker (the front door, on $PORT), the
+# control plane Worker it binds, and the providers Worker both bind.
+write_bound_config plane "$STATE_DIR/plane" "$STATE_DIR/worker.env"
+write_bound_config providers "$STATE_DIR/providers" "$STATE_DIR/worker.env"
 (cd "$ROOT" && exec setsid wrangler dev --local --ip 127.0.0.1 --port "$PORT" \
-  -c wrangler.toml -c "$STATE_DIR/plane/wrangler.toml" \
+  -c wrangler.toml -c "$STATE_DIR/plane/wrangler.toml" -c "$STATE_DIR/providers/wrangler.toml" \
   --persist-to "$STATE_DIR/wrangler" --show-interactive-dev-session=false --test-scheduled \
   --env-file "$STATE_DIR/worker.env") &
 pids+=($!)

@@ -182,38 +182,46 @@ ensure_toolchain() {
 # Builds the Worker's wasm and JS glue into worker/build/.
 build_worker() {
   local profile="${1:---release}"
-  # Two scripts from one crate: the session Worker (worker/build/, the front door with
-  # the SessionDO) and the control plane Worker (worker/build-plane/), bound by a service
-  # binding (wrangler.toml, worker/plane.toml).
-  local script out
-  for script in session plane; do
-    out=build
-    [ "$script" = plane ] && out=build-plane
+  # Three scripts: the session Worker (worker/build/, the front door with the SessionDO)
+  # and the control plane Worker (worker/build-plane/), two builds of the Worker crate, and
+  # the providers Worker (worker/build-providers/, from providers/worker), bound by service
+  # bindings (wrangler.toml, worker/plane.toml, worker/providers.toml).
+  local script out dir features
+  for script in session plane providers; do
+    out="$ROOT/worker/build"
+    dir="$ROOT/worker"
+    features=(--features "$script")
+    [ "$script" = plane ] && out="$ROOT/worker/build-plane"
+    if [ "$script" = providers ]; then
+      out="$ROOT/worker/build-providers"
+      dir="$ROOT/providers/worker"
+      features=()
+    fi
     log "building the $script Worker (worker-build $profile)"
-    (cd "$ROOT/worker" && worker-build "$profile" --out-dir "$out" . --features "$script")
+    (cd "$dir" && worker-build "$profile" --out-dir "$out" . "${features[@]}")
     # The release wasm without its function names: 11 % less to upload gzipped. Panics then
     # show wasm offsets instead of names; INSPECT_KEEP_WASM_NAMES=1 keeps them. Then a size
     # pass (-Os) over worker-build's -O: 0.4 % less gzipped for 20 s (measured: -Os or -Oz
     # in worker-build's own pass, or with the names still there, came out larger).
     if [ "$profile" = "--release" ] && [ "${INSPECT_KEEP_WASM_NAMES:-0}" != "1" ]; then
-      local features=(--enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext
+      local wasm_features=(--enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext
         --enable-mutable-globals)
-      local wasm="$ROOT/worker/$out/index_bg.wasm"
-      "$WASM_OPT_BIN" --strip-debug --strip-producers "${features[@]}" "$wasm" -o "$wasm"
-      "$WASM_OPT_BIN" -Os "${features[@]}" "$wasm" -o "$wasm"
+      local wasm="$out/index_bg.wasm"
+      "$WASM_OPT_BIN" --strip-debug --strip-producers "${wasm_features[@]}" "$wasm" -o "$wasm"
+      "$WASM_OPT_BIN" -Os "${wasm_features[@]}" "$wasm" -o "$wasm"
     fi
   done
 }
 
-# The control plane Worker's configuration for `wrangler dev` in DIR: worker/plane.toml
-# with its paths made absolute, and the settings file given as the `.dev.vars` beside it
-# (wrangler's `--var` and `--env-file` reach only the first configuration it runs).
-write_plane_config() { # dir vars-file
-  mkdir -p "$1"
-  sed -e "s|^main = \"build-plane/index.js\"|main = \"$ROOT/worker/build-plane/index.js\"|" \
+# A bound Worker's configuration for `wrangler dev` in DIR: worker/NAME.toml (plane,
+# providers) with its paths made absolute, and the settings file given as the `.dev.vars`
+# beside it (wrangler's `--var` and `--env-file` reach only the first configuration it runs).
+write_bound_config() { # name dir vars-file
+  mkdir -p "$2"
+  sed -e "s|^main = \"build-$1/index.js\"|main = \"$ROOT/worker/build-$1/index.js\"|" \
     -e "s|^migrations_dir = \"../migrations\"|migrations_dir = \"$ROOT/migrations\"|" \
-    "$ROOT/worker/plane.toml" > "$1/wrangler.toml"
-  (umask 077 && cp "$2" "$1/.dev.vars")
+    "$ROOT/worker/$1.toml" > "$2/wrangler.toml"
+  (umask 077 && cp "$3" "$2/.dev.vars")
 }
 
 # Worker settings files (`.dev.vars`, the deploy secrets file): KEY=value lines in dotenv

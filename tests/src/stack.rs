@@ -178,14 +178,17 @@ impl Stack {
         for (name, value) in &vars {
             cmd.arg("--var").arg(format!("{name}:{value}"));
         }
-        // The control plane Worker, bound by the session Worker's service binding, runs in
-        // the same process: `--var` reaches only the first configuration, so the second
-        // reads the same settings from the `.dev.vars` beside its own.
-        let plane = plane_config(&self.state.path().join("plane"), &vars)?;
+        // The control plane and providers Workers, bound by the session Worker's service
+        // bindings, run in the same process: `--var` reaches only the first configuration,
+        // so the others read the same settings from the `.dev.vars` beside their own.
+        let plane = bound_config("plane", &self.state.path().join("plane"), &vars)?;
+        let providers = bound_config("providers", &self.state.path().join("providers"), &vars)?;
         cmd.arg("-c")
             .arg(root.join("wrangler.toml"))
             .arg("-c")
-            .arg(plane);
+            .arg(plane)
+            .arg("-c")
+            .arg(providers);
         apply_tool_env(&mut cmd);
         cmd.stdin(Stdio::null())
             .stdout(log.try_clone()?)
@@ -353,17 +356,17 @@ fn listener_group(port: u16) -> Option<i32> {
     None
 }
 
-/// The control plane Worker's configuration for one stack, in `dir`: `worker/plane.toml`
-/// with its paths made absolute, and `vars` in a `.dev.vars` beside it (dotenv: newlines
-/// as `\n` in double quotes).
-pub fn plane_config(dir: &Path, vars: &[(String, String)]) -> Result<PathBuf> {
+/// A bound Worker's configuration for one stack, in `dir`: `worker/<name>.toml` (`plane`,
+/// `providers`) with its paths made absolute, and `vars` in a `.dev.vars` beside it (dotenv:
+/// newlines as `\n` in double quotes).
+pub fn bound_config(name: &str, dir: &Path, vars: &[(String, String)]) -> Result<PathBuf> {
     let worker = crate::root().join("worker");
-    let config = std::fs::read_to_string(worker.join("plane.toml"))?
+    let config = std::fs::read_to_string(worker.join(format!("{name}.toml")))?
         .replace(
-            "main = \"build-plane/index.js\"",
+            &format!("main = \"build-{name}/index.js\""),
             &format!(
                 "main = \"{}\"",
-                worker.join("build-plane/index.js").display()
+                worker.join(format!("build-{name}/index.js")).display()
             ),
         )
         .replace(
@@ -404,12 +407,16 @@ pub fn ensure_worker_built() -> Result<()> {
         .get_or_init(|| {
             let root = crate::root();
             if std::env::var_os("INSPECT_WORKER_PREBUILT").is_some() {
-                let built = ["worker/build/index.js", "worker/build-plane/index.js"];
+                let built = [
+                    "worker/build/index.js",
+                    "worker/build-plane/index.js",
+                    "worker/build-providers/index.js",
+                ];
                 return if built.iter().all(|p| root.join(p).exists()) {
                     Ok(())
                 } else {
                     Err(
-                        "INSPECT_WORKER_PREBUILT is set but a Worker's index.js is missing (build/, build-plane/)"
+                        "INSPECT_WORKER_PREBUILT is set but a Worker's index.js is missing (build/, build-plane/, build-providers/)"
                             .into(),
                     )
                 };

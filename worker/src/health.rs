@@ -4,6 +4,7 @@
 use crate::http::{internal, now_ms, ApiResult};
 use inspect_github::app as github_app;
 use inspect_protocol::health::{CheckResult, DurableProbe, HealthReport};
+use inspect_protocol::provider::{ProviderCall, ProviderProbe};
 use worker::{Env, Response};
 
 fn check<T>(started: f64, r: std::result::Result<T, String>) -> CheckResult {
@@ -31,11 +32,12 @@ pub(crate) async fn health(env: &Env) -> ApiResult<Response> {
     };
     // The sandbox provider, asked whether it answers (the local host adds its disk use).
     let mut sandbox_provider = part(false);
-    match inspect_providers::AnyProvider::from_env(env) {
-        Ok(provider) => {
+    let t = now_ms();
+    let probe = ProviderCall::Probe;
+    match inspect_runtime::binding::ask_providers::<ProviderProbe>(env, &probe).await {
+        Ok(probe) if !probe.configured => sandbox_provider.detail = Some(probe.detail),
+        answer => {
             sandbox_provider.configured = true;
-            let t = now_ms();
-            let answer = provider.probe().await;
             sandbox_provider.latency_ms = Some(now_ms() - t);
             sandbox_provider.ok = Some(answer.is_ok());
             match answer {
@@ -46,7 +48,6 @@ pub(crate) async fn health(env: &Env) -> ApiResult<Response> {
                 Err(e) => sandbox_provider.detail = Some(e.to_string()),
             }
         }
-        Err(why) => sandbox_provider.detail = Some(why),
     }
     // The GitHub App: configured, and able to mint an installation token.
     let mut github_app = part(configured(&[

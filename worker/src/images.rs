@@ -11,11 +11,10 @@ use inspect_protocol::images::{
     due, past_keep, BuildImageRequest, BuildReport, BuildStatus, ImageBuild, ImageList,
     ImageRequest, ImageSchedule, ImageScope, DEFAULT_BUILD_TIMEOUT_SECONDS, OUTPUT_LIMIT,
 };
+use inspect_protocol::provider::ProviderCall;
 use inspect_protocol::provider::WorkspaceRepository;
 use inspect_protocol::session::RepositoryRef;
 use inspect_protocol::{ApiError, ErrorCode};
-use inspect_provider::SandboxProvider;
-use inspect_providers::AnyProvider;
 use inspect_runtime::log::{emit, LogLine};
 use serde::Deserialize;
 use worker::Env;
@@ -23,8 +22,14 @@ use worker::Env;
 /// Builds shown per scope.
 const LISTED: u32 = 20;
 
-fn provider(env: &Env) -> Result<AnyProvider, ApiError> {
-    AnyProvider::from_env(env).map_err(|why| ApiError::new(ErrorCode::Unavailable, why))
+/// One call to the sandbox provider (through the providers Worker); a refusal is 503.
+async fn ask_provider<T: serde::de::DeserializeOwned>(
+    env: &Env,
+    call: ProviderCall,
+) -> Result<T, ApiError> {
+    inspect_runtime::binding::ask_providers(env, &call)
+        .await
+        .map_err(|e| ApiError::new(ErrorCode::Unavailable, e.to_string()))
 }
 
 fn build_timeout_seconds(env: &Env) -> u64 {
@@ -198,7 +203,6 @@ async fn start(
     if repositories.iter().any(|r| r.source.is_empty()) {
         return Err(ApiError::bad_request("a repository has no clone source"));
     }
-    let provider = provider(env)?;
     let (kind, key) = scope.key();
     let id = format!("bld_{}", hex::encode(db::random::<8>()?));
     let token = hex::encode(db::random::<32>()?);
@@ -261,10 +265,14 @@ async fn start(
     }
     .await;
     let started = match prepared {
-        Ok(req) => provider
-            .build_image(&req)
+        Ok(req) => {
+            let request = Box::new(req);
+            ask_provider::<inspect_protocol::images::BuildStarted>(
+                env,
+                ProviderCall::BuildImage { request },
+            )
             .await
-            .map_err(|e| ApiError::new(ErrorCode::Unavailable, e.to_string())),
+        }
         Err(e) => Err(e),
     };
     if let Err(e) = started {
@@ -411,13 +419,10 @@ async fn prune(env: &Env, scope: &ImageScope) -> Result<(), ApiError> {
         .map(|r| r.schedule().keep)
         .unwrap_or(inspect_protocol::images::DEFAULT_KEEP);
     let ready = builds(env, scope, Some(BuildStatus::Ready), 100).await?;
-    let provider = provider(env)?;
     for old in past_keep(&ready, keep) {
         if let Some(image) = &old.image_id {
-            provider
-                .delete_image(image)
-                .await
-                .map_err(|e| ApiError::new(ErrorCode::Unavailable, e.to_string()))?;
+            let image_id = image.clone();
+            ask_provider::<()>(env, ProviderCall::DeleteImage { image_id }).await?;
         }
         db::run(
             env,

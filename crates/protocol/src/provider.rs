@@ -302,9 +302,11 @@ pub struct SandboxInfo {
 /// A sandbox as a provider is asked about it: our id, and the vendor's id the provider
 /// gave when it made or resumed it (none for sandboxes from before it was kept, and for
 /// vendors that take our id).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct SandboxRef {
     pub sandbox_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vendor_id: Option<String>,
 }
 
@@ -344,6 +346,267 @@ pub struct Capabilities {
     pub snapshot_ends_sandbox: bool,
 }
 
+/// The sandbox providers `SANDBOX_PROVIDER` may name, each with what it can do. Both
+/// Workers read the kind; only the control plane's holds the vendors' clients and keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProviderKind {
+    Local,
+    Kubernetes,
+    Modal,
+    Daytona,
+    E2b,
+    Vercel,
+    OpenComputer,
+}
+
+impl ProviderKind {
+    pub const ALL: [ProviderKind; 7] = [
+        ProviderKind::Local,
+        ProviderKind::Modal,
+        ProviderKind::Daytona,
+        ProviderKind::E2b,
+        ProviderKind::Vercel,
+        ProviderKind::OpenComputer,
+        ProviderKind::Kubernetes,
+    ];
+
+    /// Its name in `SANDBOX_PROVIDER`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ProviderKind::Local => "local",
+            ProviderKind::Kubernetes => "kubernetes",
+            ProviderKind::Modal => "modal",
+            ProviderKind::Daytona => "daytona",
+            ProviderKind::E2b => "e2b",
+            ProviderKind::Vercel => "vercel",
+            ProviderKind::OpenComputer => "opencomputer",
+        }
+    }
+
+    /// The kind `SANDBOX_PROVIDER` names (any case, spaces around ignored; unset or empty
+    /// is `local`), or in words what it may name.
+    pub fn chosen(setting: Option<&str>) -> Result<ProviderKind, String> {
+        let name = setting
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .unwrap_or("local")
+            .to_ascii_lowercase();
+        ProviderKind::ALL
+            .into_iter()
+            .find(|k| k.name() == name)
+            .ok_or_else(|| {
+                let names: Vec<&str> = ProviderKind::ALL.iter().map(|k| k.name()).collect();
+                format!(
+                    "SANDBOX_PROVIDER={name} is not a provider; one of: {}",
+                    names.join(", ")
+                )
+            })
+    }
+
+    /// What sandboxes of this kind can do (the same whatever the vendor's settings).
+    pub fn capabilities(self) -> Capabilities {
+        let mut c = Capabilities {
+            explicit_stop: true,
+            ..Capabilities::default()
+        };
+        match self {
+            ProviderKind::Local => {
+                c.snapshots = true;
+                c.restore = true;
+            }
+            ProviderKind::Kubernetes => {
+                c.persistent_resume = true;
+                c.timeouts = true;
+            }
+            ProviderKind::Modal => {
+                c.snapshots = true;
+                c.restore = true;
+                c.timeouts = true;
+            }
+            ProviderKind::Daytona => {
+                c.persistent_resume = true;
+                c.resume_in_place = true;
+            }
+            ProviderKind::E2b => {
+                c.persistent_resume = true;
+                c.timeouts = true;
+                c.resume_in_place = true;
+            }
+            ProviderKind::Vercel => {
+                c.snapshots = true;
+                c.restore = true;
+                c.timeouts = true;
+                c.snapshot_ends_sandbox = true;
+            }
+            ProviderKind::OpenComputer => {
+                c.snapshots = true;
+                c.restore = true;
+                c.persistent_resume = true;
+                c.timeouts = true;
+                c.resume_in_place = true;
+            }
+        }
+        c
+    }
+
+    /// How long a sandbox has to become ready (`SANDBOX_READY_TIMEOUT_SECONDS`, 30–3600,
+    /// given as `setting`): by default 120 s, and 600 s on Kubernetes, where a claim is
+    /// provisioned and attached and an image pulled on a node that may itself be on its
+    /// way. A value out of range is the default.
+    pub fn ready_timeout_seconds(self, setting: Option<&str>) -> i64 {
+        let default = match self {
+            ProviderKind::Kubernetes => 600,
+            _ => 120,
+        };
+        setting
+            .and_then(|v| v.trim().parse::<i64>().ok())
+            .filter(|s| (30..=3600).contains(s))
+            .unwrap_or(default)
+    }
+}
+
+/// A provider's refusal, classified for what the session does next. It crosses the
+/// binding between the two Workers as `{"kind": "transient", "message": "…"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "message", rename_all = "snake_case")]
+pub enum ProviderError {
+    /// The provider could not be reached or was busy: retrying later may work.
+    Transient(String),
+    /// The provider refused: retrying the same request will not work.
+    Permanent(String),
+    /// The provider runs as many sandboxes as it may (or rate-limits): wait, then ask
+    /// again. Not a failure of the session's sandbox.
+    AtCapacity(String),
+}
+
+impl ProviderError {
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            ProviderError::Transient(_) | ProviderError::AtCapacity(_)
+        )
+    }
+
+    /// Classifies an HTTP answer the way every provider's API does.
+    pub fn from_status(status: u16, body: &str) -> Self {
+        let detail = format!(
+            "provider answered {status}: {}",
+            body.chars().take(300).collect::<String>()
+        );
+        if status == 429 {
+            ProviderError::AtCapacity(detail)
+        } else if status == 408 || status >= 500 {
+            ProviderError::Transient(detail)
+        } else {
+            ProviderError::Permanent(detail)
+        }
+    }
+
+    /// A vendor API's refusal as the lifecycle takes it (a 404 in the vendor's words too).
+    pub fn from_vendor(vendor: &str, failure: crate::vendor::Failure) -> Self {
+        use crate::vendor::Failure;
+        match failure {
+            Failure::NotFound => ProviderError::Permanent(format!("{vendor}: not found")),
+            Failure::Transient(m) => ProviderError::Transient(m),
+            Failure::Quota(m) => ProviderError::AtCapacity(m),
+            Failure::Permanent(m) => ProviderError::Permanent(m),
+        }
+    }
+}
+
+impl std::fmt::Display for ProviderError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ProviderError::Transient(m) => write!(f, "{m} (transient)"),
+            ProviderError::Permanent(m) => write!(f, "{m}"),
+            ProviderError::AtCapacity(m) => write!(f, "{m} (at capacity)"),
+        }
+    }
+}
+
+/// What resuming a stopped sandbox came to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "outcome", content = "sandbox", rename_all = "snake_case")]
+pub enum Resumed {
+    /// The stopped sandbox's workspace runs again, as the request's sandbox.
+    Started(SandboxInfo),
+    /// Nothing is left to resume (deleted, expired): spawn a fresh one.
+    Gone,
+}
+
+/// The providers Worker's service binding, in the scripts that call it (the session
+/// Worker's objects, the control plane's images and health check).
+pub const PROVIDERS_BINDING: &str = "PROVIDERS";
+/// The host of every call over that binding; the providers Worker answers
+/// [`PROVIDERS_CALL_PATH`] on it and nothing else (it has no public address).
+pub const PROVIDERS_HOST: &str = "providers.internal";
+pub const PROVIDERS_CALL_PATH: &str = "/call";
+pub const PROVIDERS_CALL_URL: &str = "https://providers.internal/call";
+/// A call's body at most (a spawn request carries the session's repositories, settings and
+/// secrets).
+pub const MAX_PROVIDER_CALL_BYTES: usize = 1024 * 1024;
+
+/// One call to the sandbox provider the settings choose, made over the binding to the
+/// providers Worker, which alone holds the vendors' clients and keys. Each is answered with
+/// `Result<T, ProviderError>` as JSON (`{"Ok": …}` or `{"Err": {"kind", "message"}}`),
+/// `T` as the variant says.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProviderCall {
+    /// A new sandbox: a `SandboxInfo`.
+    Create { request: Box<SpawnRequest> },
+    /// Where a sandbox is: a `SandboxInfo`.
+    Status { sandbox: SandboxRef },
+    /// `()`.
+    Stop { sandbox: SandboxRef },
+    /// A sandbox that never became ready, ended for good: `()`.
+    Discard { sandbox: SandboxRef },
+    /// The stopped sandbox `previous` started again as the request's: a `Resumed`.
+    Resume {
+        previous: SandboxRef,
+        request: Box<SpawnRequest>,
+    },
+    /// A `SnapshotInfo`.
+    Snapshot { sandbox: SandboxRef },
+    /// The runtime new sandboxes get: a string.
+    RuntimeVersion,
+    /// Everything kept for a session removed: `()`.
+    DeleteSession {
+        session_id: String,
+        known: Vec<SandboxRef>,
+    },
+    /// A running turn's sandbox kept past its lifetime: `()`.
+    Extend { sandbox: SandboxRef },
+    /// A sandbox's port links signed anew: the new links, or `null`.
+    RefreshLinks {
+        sandbox: SandboxRef,
+        ports: Vec<u16>,
+    },
+    /// One more port exposed: its URL.
+    ExposePort { sandbox: SandboxRef, port: u16 },
+    /// A prebuilt image's build started: a `BuildStarted`.
+    BuildImage {
+        request: Box<crate::images::BuildImageRequest>,
+    },
+    /// An image deleted: `()`.
+    DeleteImage { image_id: String },
+    /// Whether the provider answers, for the health check: a [`ProviderProbe`].
+    Probe,
+}
+
+/// What the provider said when asked whether it answers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProviderProbe {
+    /// Whether the settings name a provider and all it needs; when not, `detail` says
+    /// what is missing.
+    pub configured: bool,
+    pub detail: String,
+    /// The local host's disk use.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk: Option<crate::health::DiskUse>,
+}
+
 /// `POST /repositories/check` on the local sandbox host: is this path a git repository a
 /// sandbox can clone?
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -368,6 +631,66 @@ pub struct RepositoryChecked {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_kind_says_what_it_can_do_and_how_long_it_may_take() {
+        let c = |k: &str| ProviderKind::chosen(Some(k)).unwrap().capabilities();
+        assert_eq!(ProviderKind::chosen(None), Ok(ProviderKind::Local));
+        assert_eq!(ProviderKind::chosen(Some("  ")), Ok(ProviderKind::Local));
+        assert_eq!(ProviderKind::chosen(Some(" E2B ")), Ok(ProviderKind::E2b));
+        let e = ProviderKind::chosen(Some("docker")).unwrap_err();
+        assert!(e.contains("docker") && e.contains("opencomputer"), "{e}");
+        for k in ProviderKind::ALL {
+            assert_eq!(ProviderKind::chosen(Some(k.name())), Ok(k));
+            assert!(k.capabilities().explicit_stop, "{k:?}");
+        }
+        // Restoring needs snapshots; resuming in place needs a workspace that stays.
+        for k in ProviderKind::ALL {
+            let c = k.capabilities();
+            assert!(!c.restore || c.snapshots, "{k:?}");
+            assert!(!c.resume_in_place || c.persistent_resume, "{k:?}");
+        }
+        assert!(c("local").snapshots && !c("local").persistent_resume && !c("local").timeouts);
+        assert!(c("kubernetes").persistent_resume && !c("kubernetes").resume_in_place);
+        assert!(c("daytona").resume_in_place && !c("daytona").timeouts);
+        assert!(c("e2b").resume_in_place && c("e2b").timeouts && !c("e2b").snapshots);
+        assert!(c("modal").restore && !c("modal").persistent_resume);
+        assert!(c("vercel").snapshot_ends_sandbox);
+        assert!(!c("opencomputer").snapshot_ends_sandbox && c("opencomputer").resume_in_place);
+        let k8s = ProviderKind::Kubernetes;
+        assert_eq!(k8s.ready_timeout_seconds(None), 600);
+        assert_eq!(ProviderKind::Local.ready_timeout_seconds(None), 120);
+        assert_eq!(ProviderKind::Local.ready_timeout_seconds(Some("45")), 45);
+        assert_eq!(
+            ProviderKind::Local.ready_timeout_seconds(Some("5")),
+            120,
+            "out of range"
+        );
+        assert_eq!(k8s.ready_timeout_seconds(Some("x")), 600);
+    }
+
+    #[test]
+    fn a_refusal_and_a_resume_cross_the_binding_as_they_were() {
+        let e = ProviderError::AtCapacity("full".into());
+        let text = serde_json::to_string(&e).unwrap();
+        assert_eq!(text, r#"{"kind":"at_capacity","message":"full"}"#);
+        assert_eq!(serde_json::from_str::<ProviderError>(&text).unwrap(), e);
+        let gone = serde_json::to_string(&Resumed::Gone).unwrap();
+        assert_eq!(gone, r#"{"outcome":"gone"}"#);
+        let r = SandboxRef::ours("sb");
+        assert_eq!(serde_json::to_string(&r).unwrap(), r#"{"sandboxId":"sb"}"#);
+        let call = ProviderCall::Extend { sandbox: r };
+        let text = serde_json::to_string(&call).unwrap();
+        assert_eq!(text, r#"{"extend":{"sandbox":{"sandboxId":"sb"}}}"#);
+        assert_eq!(serde_json::from_str::<ProviderCall>(&text).unwrap(), call);
+        let text = serde_json::to_string(&ProviderCall::RuntimeVersion).unwrap();
+        assert_eq!(
+            serde_json::from_str::<ProviderCall>(&text).unwrap(),
+            ProviderCall::RuntimeVersion
+        );
+        assert!(PROVIDERS_CALL_URL.ends_with(PROVIDERS_CALL_PATH));
+        assert!(PROVIDERS_CALL_URL.contains(PROVIDERS_HOST));
+    }
 
     #[test]
     fn a_gated_sandbox_shows_its_gates_and_the_session_keys_them_by_the_apps() {

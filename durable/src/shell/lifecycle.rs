@@ -235,7 +235,7 @@ impl SessionDO {
         }
         let engine = self.engine();
         // The settings are read once: the plan and the spawn use the same provider.
-        let configured = AnyProvider::from_env(&self.env);
+        let configured = ViaBinding::chosen(&self.env);
         let provider = configured.as_ref().ok();
         // Decide before begin_spawn replaces the record of the last sandbox.
         let mut runtime = String::new();
@@ -589,7 +589,7 @@ impl SessionDO {
         url: String,
         now_ms: i64,
     ) -> inspect_protocol::session::PortLink {
-        let local = matches!(self.provider(), Some(AnyProvider::Local(_)));
+        let local = self.provider().map(|p| p.kind()) == Some(ProviderKind::Local);
         let secret = match local {
             true => inspect_runtime::setting(&self.env, "SANDBOX_HOST_SECRET"),
             false => self.sandbox_gate_key(sandbox_id),
@@ -679,15 +679,19 @@ impl SessionDO {
     /// secrets key for that sandbox); none on the local host, whose own gates use its
     /// secret, nor without a secrets key.
     pub(super) fn sandbox_gate_key(&self, sandbox_id: &str) -> Option<String> {
-        if matches!(self.provider(), None | Some(AnyProvider::Local(_))) {
+        if matches!(
+            self.provider().map(|p| p.kind()),
+            None | Some(ProviderKind::Local)
+        ) {
             return None;
         }
         let secret = inspect_runtime::setting(&self.env, inspect_secrets::KEY_VAR)?;
         Some(inspect_ports::sandbox_key(secret.as_bytes(), sandbox_id))
     }
 
-    pub(super) fn provider(&self) -> Option<AnyProvider> {
-        AnyProvider::from_env(&self.env).ok()
+    /// The provider the settings choose, asked through the providers Worker.
+    pub(super) fn provider(&self) -> Option<ViaBinding<'_>> {
+        ViaBinding::chosen(&self.env).ok()
     }
 
     pub(super) fn spawn_request(

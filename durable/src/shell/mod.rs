@@ -13,15 +13,13 @@ use crate::schema;
 use crate::store::{Row, SqlValue, Store, StoreError, StoreResult};
 use inspect_protocol::client::ServerMessage;
 use inspect_protocol::health::DurableProbe;
-use inspect_protocol::provider::SandboxRef;
+use inspect_protocol::provider::{ProviderKind, Resumed, SandboxRef};
 use inspect_protocol::sandbox::SandboxCommand;
 use inspect_protocol::session::{
     Actor, ArtifactList, CreateSessionRequest, IndexUpdate, MessageList, ParticipantList,
     PromptRequest, SessionStatus, TitleRequest,
 };
 use inspect_protocol::ApiError;
-use inspect_provider::{Resumed, SandboxProvider};
-use inspect_providers::AnyProvider;
 use inspect_runtime::log::LogLine;
 use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
@@ -41,8 +39,11 @@ mod progress;
 mod pulls;
 mod reviews;
 mod routes;
+mod sandboxes;
 mod staging;
 mod store;
+
+use sandboxes::ViaBinding;
 
 pub use store::DoStore;
 

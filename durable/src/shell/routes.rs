@@ -364,9 +364,16 @@ impl SessionDO {
                             .filter(|s| *s > 0)
                             .map(|s| s * 1000);
                         let _ = engine.set_idle_timeout(idle);
-                        let ready = inspect_providers::ready_timeout_seconds(|k| {
-                            self.env.var(k).ok().map(|v| v.to_string())
-                        });
+                        let ready = self
+                            .provider()
+                            .map_or(ProviderKind::Local, |p| p.kind())
+                            .ready_timeout_seconds(
+                                inspect_runtime::setting(
+                                    &self.env,
+                                    "SANDBOX_READY_TIMEOUT_SECONDS",
+                                )
+                                .as_deref(),
+                            );
                         let _ = engine.set_ready_timeout(Some(ready * 1000));
                         let rate = self
                             .env

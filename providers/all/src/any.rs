@@ -9,9 +9,9 @@ use inspect_modal::ModalProvider;
 use inspect_opencomputer::OpenComputerProvider;
 use inspect_protocol::images::{BuildImageRequest, BuildStarted};
 use inspect_protocol::provider::{
-    Capabilities, SandboxInfo, SandboxRef, SnapshotInfo, SpawnRequest,
+    ProviderCall, ProviderProbe, SandboxInfo, SandboxRef, SnapshotInfo, SpawnRequest,
 };
-use inspect_provider::{ProviderError, Resumed, SandboxProvider};
+use inspect_provider::{ProviderError, ProviderKind, Resumed, SandboxProvider};
 use inspect_vercel::VercelProvider;
 
 pub enum AnyProvider {
@@ -47,16 +47,9 @@ impl AnyProvider {
     }
 }
 
-/// What a provider said when asked whether it answers.
-pub struct Probe {
-    pub detail: String,
-    /// The local host's disk use.
-    pub disk: Option<inspect_protocol::health::DiskUse>,
-}
-
 impl AnyProvider {
     /// Asks the provider whether it answers, for `GET /health`.
-    pub async fn probe(&self) -> Result<Probe, ProviderError> {
+    pub async fn probe(&self) -> Result<ProviderProbe, ProviderError> {
         let (detail, disk) = match self {
             AnyProvider::Local(host) => {
                 let h = host.health().await?;
@@ -113,7 +106,11 @@ impl AnyProvider {
                 None,
             ),
         };
-        Ok(Probe { detail, disk })
+        Ok(ProviderProbe {
+            configured: true,
+            detail,
+            disk,
+        })
     }
 }
 
@@ -132,11 +129,8 @@ macro_rules! each {
 }
 
 impl SandboxProvider for AnyProvider {
-    fn name(&self) -> &'static str {
-        each!(self, p => p.name())
-    }
-    fn capabilities(&self) -> Capabilities {
-        each!(self, p => p.capabilities())
+    fn kind(&self) -> ProviderKind {
+        each!(self, p => p.kind())
     }
     async fn create(&self, req: &SpawnRequest) -> Result<SandboxInfo, ProviderError> {
         each!(self, p => p.create(req).await)
@@ -189,4 +183,57 @@ impl SandboxProvider for AnyProvider {
     async fn expose_port(&self, sandbox: &SandboxRef, port: u16) -> Result<String, ProviderError> {
         each!(self, p => p.expose_port(sandbox, port).await)
     }
+}
+
+/// Answers one call ([`ProviderCall`]) with the provider the settings choose:
+/// `Result<T, ProviderError>` as JSON. Where no provider is configured, a call that needs
+/// one is refused in the settings' words, one that only ends or releases a sandbox has
+/// nothing to do, and the probe says what is missing.
+pub async fn answer(env: &worker::Env, call: ProviderCall) -> serde_json::Value {
+    let provider = match AnyProvider::from_env(env) {
+        Ok(p) => p,
+        Err(why) => {
+            return match call {
+                ProviderCall::Stop { .. }
+                | ProviderCall::Discard { .. }
+                | ProviderCall::DeleteSession { .. }
+                | ProviderCall::Extend { .. }
+                | ProviderCall::RefreshLinks { .. }
+                | ProviderCall::DeleteImage { .. } => to_json(Ok::<(), _>(())),
+                ProviderCall::Probe => to_json(Ok::<_, ProviderError>(ProviderProbe {
+                    configured: false,
+                    detail: why,
+                    disk: None,
+                })),
+                _ => to_json(Err::<(), _>(ProviderError::Permanent(why))),
+            }
+        }
+    };
+    let p = &provider;
+    match call {
+        ProviderCall::Create { request } => to_json(p.create(&request).await),
+        ProviderCall::Status { sandbox } => to_json(p.status(&sandbox).await),
+        ProviderCall::Stop { sandbox } => to_json(p.stop(&sandbox).await),
+        ProviderCall::Discard { sandbox } => to_json(p.discard(&sandbox).await),
+        ProviderCall::Resume { previous, request } => to_json(p.resume(&previous, &request).await),
+        ProviderCall::Snapshot { sandbox } => to_json(p.snapshot(&sandbox).await),
+        ProviderCall::RuntimeVersion => to_json(p.runtime_version().await),
+        ProviderCall::DeleteSession { session_id, known } => {
+            to_json(p.delete_session(&session_id, &known).await)
+        }
+        ProviderCall::Extend { sandbox } => to_json(p.extend(&sandbox).await),
+        ProviderCall::RefreshLinks { sandbox, ports } => {
+            to_json(p.refresh_links(&sandbox, &ports).await)
+        }
+        ProviderCall::ExposePort { sandbox, port } => to_json(p.expose_port(&sandbox, port).await),
+        ProviderCall::BuildImage { request } => to_json(p.build_image(&request).await),
+        ProviderCall::DeleteImage { image_id } => to_json(p.delete_image(&image_id).await),
+        ProviderCall::Probe => to_json(p.probe().await),
+    }
+}
+
+fn to_json<T: serde::Serialize>(answer: Result<T, ProviderError>) -> serde_json::Value {
+    serde_json::to_value(answer).unwrap_or_else(|e| {
+        serde_json::json!({ "Err": { "kind": "transient", "message": format!("the answer: {e}") } })
+    })
 }

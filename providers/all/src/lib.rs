@@ -4,9 +4,9 @@
 
 pub mod setup;
 
-pub use setup::{provider_setup, ready_timeout_seconds, ProviderSetup, PROVIDER_NAMES};
+pub use setup::{provider_setup, ProviderSetup};
 
 #[cfg(target_arch = "wasm32")]
 mod any;
 #[cfg(target_arch = "wasm32")]
-pub use any::{AnyProvider, Probe};
+pub use any::{answer, AnyProvider};

@@ -1,15 +1,6 @@
 //! Which provider the settings choose, each vendor's settings read and checked.
 
-/// Every provider `SANDBOX_PROVIDER` may name.
-pub const PROVIDER_NAMES: [&str; 7] = [
-    "local",
-    "modal",
-    "daytona",
-    "e2b",
-    "vercel",
-    "opencomputer",
-    "kubernetes",
-];
+use inspect_protocol::provider::ProviderKind;
 
 /// The provider the settings choose, with its own settings read and checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,57 +18,37 @@ pub enum ProviderSetup {
     OpenComputer(inspect_opencomputer::OpenComputerConfig),
 }
 
-/// How long a sandbox has to become ready (`SANDBOX_READY_TIMEOUT_SECONDS`, 30–3600): by
-/// default 120 s, and 600 s on Kubernetes, where a claim is provisioned and attached and an
-/// image pulled on a node that may itself be on its way. A value out of range is the
-/// default.
-pub fn ready_timeout_seconds(get: impl Fn(&str) -> Option<String>) -> i64 {
-    let default = match get("SANDBOX_PROVIDER").as_deref().map(str::trim) {
-        Some("kubernetes") => 600,
-        _ => 120,
-    };
-    get("SANDBOX_READY_TIMEOUT_SECONDS")
-        .and_then(|v| v.trim().parse::<i64>().ok())
-        .filter(|s| (30..=3600).contains(s))
-        .unwrap_or(default)
-}
-
 /// Reads `SANDBOX_PROVIDER` (default `local`) and that provider's settings through `get`.
 /// The error says, in words, what to set.
 pub fn provider_setup(get: impl Fn(&str) -> Option<String>) -> Result<ProviderSetup, String> {
     let get = |n: &str| get(n).filter(|v| !v.trim().is_empty());
-    let name = get("SANDBOX_PROVIDER").unwrap_or_else(|| "local".into());
-    let name = name.trim().to_ascii_lowercase();
-    match name.as_str() {
-        "local" => match (get("SANDBOX_HOST_URL"), get("SANDBOX_HOST_SECRET")) {
+    let kind = ProviderKind::chosen(get("SANDBOX_PROVIDER").as_deref())?;
+    match kind {
+        ProviderKind::Local => match (get("SANDBOX_HOST_URL"), get("SANDBOX_HOST_SECRET")) {
             (Some(base_url), Some(secret)) => Ok(ProviderSetup::Local { base_url, secret }),
             (url, _) => Err(format!(
                 "no sandbox provider is configured: the local provider needs {} (or set SANDBOX_PROVIDER, see docs/providers.md)",
                 if url.is_none() { "SANDBOX_HOST_URL and SANDBOX_HOST_SECRET" } else { "SANDBOX_HOST_SECRET" }
             )),
         },
-        "kubernetes" => inspect_kubernetes::KubeConfig::from_settings(get)
+        ProviderKind::Kubernetes => inspect_kubernetes::KubeConfig::from_settings(get)
             .map(|c| ProviderSetup::Kubernetes(Box::new(c)))
             .map_err(|e| format!("SANDBOX_PROVIDER=kubernetes: {e} (see docs/providers.md)")),
-        "modal" => inspect_modal::ModalConfig::from_settings(get)
+        ProviderKind::Modal => inspect_modal::ModalConfig::from_settings(get)
             .map(ProviderSetup::Modal)
             .map_err(|e| format!("SANDBOX_PROVIDER=modal: {e} (see docs/providers.md)")),
-        "daytona" => inspect_daytona::DaytonaConfig::from_settings(get)
+        ProviderKind::Daytona => inspect_daytona::DaytonaConfig::from_settings(get)
             .map(ProviderSetup::Daytona)
             .map_err(|e| format!("SANDBOX_PROVIDER=daytona: {e} (see docs/providers.md)")),
-        "e2b" => inspect_e2b::E2bConfig::from_settings(get)
+        ProviderKind::E2b => inspect_e2b::E2bConfig::from_settings(get)
             .map(ProviderSetup::E2b)
             .map_err(|e| format!("SANDBOX_PROVIDER=e2b: {e} (see docs/providers.md)")),
-        "vercel" => inspect_vercel::VercelConfig::from_settings(get)
+        ProviderKind::Vercel => inspect_vercel::VercelConfig::from_settings(get)
             .map(ProviderSetup::Vercel)
             .map_err(|e| format!("SANDBOX_PROVIDER=vercel: {e} (see docs/providers.md)")),
-        "opencomputer" => inspect_opencomputer::OpenComputerConfig::from_settings(get)
+        ProviderKind::OpenComputer => inspect_opencomputer::OpenComputerConfig::from_settings(get)
             .map(ProviderSetup::OpenComputer)
             .map_err(|e| format!("SANDBOX_PROVIDER=opencomputer: {e} (see docs/providers.md)")),
-        other => Err(format!(
-            "SANDBOX_PROVIDER={other} is not a provider; one of: {}",
-            PROVIDER_NAMES.join(", ")
-        )),
     }
 }
 
@@ -91,17 +62,6 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         move |n: &str| pairs.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone())
-    }
-
-    #[test]
-    fn the_ready_budget_is_longer_on_kubernetes() {
-        assert_eq!(ready_timeout_seconds(settings(&[])), 120);
-        let k8s = settings(&[("SANDBOX_PROVIDER", "kubernetes")]);
-        assert_eq!(ready_timeout_seconds(k8s), 600);
-        let set = settings(&[("SANDBOX_READY_TIMEOUT_SECONDS", "45")]);
-        assert_eq!(ready_timeout_seconds(set), 45);
-        let out = settings(&[("SANDBOX_READY_TIMEOUT_SECONDS", "5")]);
-        assert_eq!(ready_timeout_seconds(out), 120, "out of range");
     }
 
     #[test]

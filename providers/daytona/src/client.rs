@@ -5,10 +5,8 @@
 use crate as daytona;
 use crate::{DaytonaConfig, Revival};
 use inspect_protocol::images::{BuildImageRequest, BuildStarted};
-use inspect_protocol::provider::{
-    Capabilities, SandboxInfo, SandboxRef, SnapshotInfo, SpawnRequest,
-};
-use inspect_provider::{ProviderError, Resumed, SandboxProvider};
+use inspect_protocol::provider::{SandboxInfo, SandboxRef, SnapshotInfo, SpawnRequest};
+use inspect_provider::{ProviderError, ProviderKind, Resumed, SandboxProvider};
 use serde_json::Value;
 use std::time::Duration;
 use worker::Method;
@@ -130,20 +128,8 @@ impl DaytonaProvider {
 }
 
 impl SandboxProvider for DaytonaProvider {
-    fn name(&self) -> &'static str {
-        "daytona"
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            snapshots: false,
-            restore: false,
-            persistent_resume: true,
-            explicit_stop: true,
-            timeouts: false,
-            resume_in_place: true,
-            snapshot_ends_sandbox: false,
-        }
+    fn kind(&self) -> ProviderKind {
+        ProviderKind::Daytona
     }
 
     async fn create(&self, req: &SpawnRequest) -> Result<SandboxInfo, ProviderError> {

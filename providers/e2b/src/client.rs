@@ -6,10 +6,8 @@
 use crate as e2b;
 use crate::E2bConfig;
 use inspect_protocol::images::{BuildImageRequest, BuildStarted};
-use inspect_protocol::provider::{
-    Capabilities, SandboxInfo, SandboxRef, SnapshotInfo, SpawnRequest,
-};
-use inspect_provider::{ProviderError, Resumed, SandboxProvider};
+use inspect_protocol::provider::{SandboxInfo, SandboxRef, SnapshotInfo, SpawnRequest};
+use inspect_provider::{ProviderError, ProviderKind, Resumed, SandboxProvider};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -208,20 +206,8 @@ impl E2bProvider {
 }
 
 impl SandboxProvider for E2bProvider {
-    fn name(&self) -> &'static str {
-        "e2b"
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            snapshots: false,
-            restore: false,
-            persistent_resume: true,
-            explicit_stop: true,
-            timeouts: true,
-            resume_in_place: true,
-            snapshot_ends_sandbox: false,
-        }
+    fn kind(&self) -> ProviderKind {
+        ProviderKind::E2b
     }
 
     async fn create(&self, req: &SpawnRequest) -> Result<SandboxInfo, ProviderError> {

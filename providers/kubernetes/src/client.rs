@@ -6,10 +6,8 @@
 use crate as kube;
 use crate::{Failure, KubeConfig, Resource};
 use inspect_protocol::images::{BuildImageRequest, BuildStarted};
-use inspect_protocol::provider::{
-    Capabilities, SandboxInfo, SandboxRef, SnapshotInfo, SpawnRequest,
-};
-use inspect_provider::{ProviderError, Resumed, SandboxProvider};
+use inspect_protocol::provider::{SandboxInfo, SandboxRef, SnapshotInfo, SpawnRequest};
+use inspect_provider::{ProviderError, ProviderKind, Resumed, SandboxProvider};
 use serde_json::Value;
 use std::time::Duration;
 use worker::Method;
@@ -153,20 +151,8 @@ impl KubernetesProvider {
 }
 
 impl SandboxProvider for KubernetesProvider {
-    fn name(&self) -> &'static str {
-        "kubernetes"
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            snapshots: false,
-            restore: false,
-            persistent_resume: true,
-            explicit_stop: true,
-            timeouts: true,
-            resume_in_place: false,
-            snapshot_ends_sandbox: false,
-        }
+    fn kind(&self) -> ProviderKind {
+        ProviderKind::Kubernetes
     }
 
     async fn create(&self, req: &SpawnRequest) -> Result<SandboxInfo, ProviderError> {

@@ -4,10 +4,8 @@
 
 use inspect_protocol::health::HostHealth;
 use inspect_protocol::images::{BuildImageRequest, BuildStarted};
-use inspect_protocol::provider::{
-    Capabilities, SandboxInfo, SandboxRef, SnapshotInfo, SpawnRequest,
-};
-use inspect_provider::{ProviderError, Resumed, SandboxProvider};
+use inspect_protocol::provider::{SandboxInfo, SandboxRef, SnapshotInfo, SpawnRequest};
+use inspect_provider::{ProviderError, ProviderKind, Resumed, SandboxProvider};
 use worker::{Fetch, Headers, Method, Request, RequestInit};
 
 pub struct LocalProvider {
@@ -97,20 +95,8 @@ fn parse_info(status: u16, text: &str) -> Result<SandboxInfo, ProviderError> {
 }
 
 impl SandboxProvider for LocalProvider {
-    fn name(&self) -> &'static str {
-        "local"
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            snapshots: true,
-            restore: true,
-            persistent_resume: false,
-            explicit_stop: true,
-            timeouts: false,
-            resume_in_place: false,
-            snapshot_ends_sandbox: false,
-        }
+    fn kind(&self) -> ProviderKind {
+        ProviderKind::Local
     }
 
     async fn create(&self, req: &SpawnRequest) -> Result<SandboxInfo, ProviderError> {

@@ -4,10 +4,8 @@
 
 use crate::{endpoints, Answer, ModalConfig};
 use inspect_protocol::images::{BuildImageRequest, BuildStarted};
-use inspect_protocol::provider::{
-    Capabilities, SandboxInfo, SandboxRef, SnapshotInfo, SpawnRequest,
-};
-use inspect_provider::{ProviderError, Resumed, SandboxProvider};
+use inspect_protocol::provider::{SandboxInfo, SandboxRef, SnapshotInfo, SpawnRequest};
+use inspect_provider::{ProviderError, ProviderKind, Resumed, SandboxProvider};
 use serde_json::{json, Value};
 use std::time::Duration;
 use worker::Method;
@@ -68,20 +66,8 @@ impl ModalProvider {
 }
 
 impl SandboxProvider for ModalProvider {
-    fn name(&self) -> &'static str {
-        "modal"
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            snapshots: true,
-            restore: true,
-            persistent_resume: false,
-            explicit_stop: true,
-            timeouts: true,
-            resume_in_place: false,
-            snapshot_ends_sandbox: false,
-        }
+    fn kind(&self) -> ProviderKind {
+        ProviderKind::Modal
     }
 
     async fn create(&self, req: &SpawnRequest) -> Result<SandboxInfo, ProviderError> {

@@ -7,10 +7,8 @@
 use crate as oc;
 use crate::OpenComputerConfig;
 use inspect_protocol::images::{BuildImageRequest, BuildStarted};
-use inspect_protocol::provider::{
-    Capabilities, SandboxInfo, SandboxRef, SnapshotInfo, SpawnRequest,
-};
-use inspect_provider::{ProviderError, Resumed, SandboxProvider};
+use inspect_protocol::provider::{SandboxInfo, SandboxRef, SnapshotInfo, SpawnRequest};
+use inspect_provider::{ProviderError, ProviderKind, Resumed, SandboxProvider};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -229,20 +227,8 @@ impl OpenComputerProvider {
 }
 
 impl SandboxProvider for OpenComputerProvider {
-    fn name(&self) -> &'static str {
-        "opencomputer"
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            snapshots: true,
-            restore: true,
-            persistent_resume: true,
-            explicit_stop: true,
-            timeouts: true,
-            resume_in_place: true,
-            snapshot_ends_sandbox: false,
-        }
+    fn kind(&self) -> ProviderKind {
+        ProviderKind::OpenComputer
     }
 
     async fn create(&self, req: &SpawnRequest) -> Result<SandboxInfo, ProviderError> {

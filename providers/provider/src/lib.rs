@@ -7,68 +7,13 @@ use inspect_protocol::provider::{
     Capabilities, SandboxInfo, SandboxRef, SnapshotInfo, SpawnRequest,
 };
 use std::collections::BTreeMap;
-use std::fmt;
+
+/// A provider's refusals and a resume's outcome are wire types: the session's object hears
+/// them from the control plane, which holds the vendors' clients.
+pub use inspect_protocol::provider::{ProviderError, ProviderKind, Resumed};
 
 #[cfg(target_arch = "wasm32")]
 pub mod http;
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ProviderError {
-    /// The provider could not be reached or was busy: retrying later may work.
-    Transient(String),
-    /// The provider refused: retrying the same request will not work.
-    Permanent(String),
-    /// The provider runs as many sandboxes as it may (or rate-limits): wait, then ask
-    /// again. Not a failure of the session's sandbox.
-    AtCapacity(String),
-}
-
-impl ProviderError {
-    pub fn is_transient(&self) -> bool {
-        matches!(
-            self,
-            ProviderError::Transient(_) | ProviderError::AtCapacity(_)
-        )
-    }
-
-    /// Classifies an HTTP answer the way every provider's API does.
-    pub fn from_status(status: u16, body: &str) -> Self {
-        let detail = format!(
-            "provider answered {status}: {}",
-            body.chars().take(300).collect::<String>()
-        );
-        if status == 429 {
-            ProviderError::AtCapacity(detail)
-        } else if status == 408 || status >= 500 {
-            ProviderError::Transient(detail)
-        } else {
-            ProviderError::Permanent(detail)
-        }
-    }
-}
-
-impl fmt::Display for ProviderError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ProviderError::Transient(m) => write!(f, "{m} (transient)"),
-            ProviderError::Permanent(m) => write!(f, "{m}"),
-            ProviderError::AtCapacity(m) => write!(f, "{m} (at capacity)"),
-        }
-    }
-}
-
-impl ProviderError {
-    /// A vendor API's refusal as the lifecycle takes it (a 404 in the vendor's words too).
-    pub fn from_vendor(vendor: &str, failure: inspect_protocol::vendor::Failure) -> Self {
-        use inspect_protocol::vendor::Failure;
-        match failure {
-            Failure::NotFound => ProviderError::Permanent(format!("{vendor}: not found")),
-            Failure::Transient(m) => ProviderError::Transient(m),
-            Failure::Quota(m) => ProviderError::AtCapacity(m),
-            Failure::Permanent(m) => ProviderError::Permanent(m),
-        }
-    }
-}
 
 /// How often a running turn's sandbox is extended ([`SandboxProvider::extend`]): well
 /// inside every vendor's shortest lifetime (Vercel's 45 minutes on Hobby).
@@ -78,20 +23,17 @@ pub const EXTEND_EVERY_MS: i64 = 10 * 60_000;
 /// an hour inside the shortest signed link's life (Daytona's 24 hours).
 pub const LINKS_REFRESH_MS: i64 = 23 * 3_600_000;
 
-/// What resuming a stopped sandbox came to.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Resumed {
-    /// The stopped sandbox's workspace runs again, as the request's sandbox.
-    Started(SandboxInfo),
-    /// Nothing is left to resume (deleted, expired): spawn a fresh one.
-    Gone,
-}
-
 /// A sandbox provider. Async methods run in the Durable Object (wasm, single-threaded).
 #[allow(async_fn_in_trait)]
 pub trait SandboxProvider {
-    fn name(&self) -> &'static str;
-    fn capabilities(&self) -> Capabilities;
+    /// Which provider this is: its name and what it can do come with it.
+    fn kind(&self) -> ProviderKind;
+    fn name(&self) -> &'static str {
+        self.kind().name()
+    }
+    fn capabilities(&self) -> Capabilities {
+        self.kind().capabilities()
+    }
     async fn create(&self, req: &SpawnRequest) -> Result<SandboxInfo, ProviderError>;
     async fn status(&self, sandbox: &SandboxRef) -> Result<SandboxInfo, ProviderError>;
     async fn stop(&self, sandbox: &SandboxRef) -> Result<(), ProviderError>;

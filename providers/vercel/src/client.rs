@@ -5,10 +5,8 @@
 use crate as vercel;
 use crate::VercelConfig;
 use inspect_protocol::images::{BuildImageRequest, BuildStarted};
-use inspect_protocol::provider::{
-    Capabilities, SandboxInfo, SandboxRef, SnapshotInfo, SpawnRequest,
-};
-use inspect_provider::{ProviderError, Resumed, SandboxProvider};
+use inspect_protocol::provider::{SandboxInfo, SandboxRef, SnapshotInfo, SpawnRequest};
+use inspect_provider::{ProviderError, ProviderKind, Resumed, SandboxProvider};
 use serde_json::Value;
 use std::time::Duration;
 use worker::Method;
@@ -106,20 +104,8 @@ impl VercelProvider {
 }
 
 impl SandboxProvider for VercelProvider {
-    fn name(&self) -> &'static str {
-        "vercel"
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            snapshots: true,
-            restore: true,
-            persistent_resume: false,
-            explicit_stop: true,
-            timeouts: true,
-            resume_in_place: false,
-            snapshot_ends_sandbox: true,
-        }
+    fn kind(&self) -> ProviderKind {
+        ProviderKind::Vercel
     }
 
     /// A running turn keeps its sandbox: its session's timeout moved on (within the plan).
