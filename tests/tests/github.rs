@@ -1614,3 +1614,212 @@ async fn a_repository_that_requires_signed_commits_gets_them_through_the_git_dat
     assert_eq!(git(&bare, &["show", &format!("{branch}:more.md")]), "two");
     assert_eq!(gh.pulls().len(), 1);
 }
+
+/// The runs an automation has had.
+async fn runs_of(stack: &Stack, id: &str) -> Vec<Value> {
+    let r = send(
+        Method::GET,
+        &stack.url(&format!("/automations/{id}/runs")),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.body["runs"].as_array().cloned().unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_failing_check_on_a_pull_request_starts_one_run_on_its_branch_and_the_answer_lands() {
+    let gh = FakeGitHub::start(vec![alice()]).await.unwrap();
+    github_repo(&gh, "acme", "web");
+    let pr = gh.open_pull("acme", "web", "feat/login", "main", "Login page", "alice");
+    let mut vars = gh.worker_vars();
+    vars.push(("GITHUB_WEBHOOK_SECRET".into(), WEBHOOK_SECRET.into()));
+    // The model and the sandbox host live as long as the test.
+    let AgentStack {
+        model: _model,
+        host: _host,
+        stack,
+    } = AgentStack::start(
+        vec![Reply::text(
+            "The login test timed out waiting for the page; I raised its wait and the suite passes.",
+        )],
+        vars,
+    )
+    .await
+    .unwrap();
+    let base = stack.base_url.clone();
+    // The installation's repositories, synced.
+    let r = send(Method::GET, &stack.url("/repos"), None).await.unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+
+    let make = |body: Value| {
+        let url = stack.url("/automations");
+        async move { send(Method::POST, &url, Some(body)).await.unwrap() }
+    };
+    let automation = |name: &str, github: Value| {
+        json!({"name": name, "triggerType": "github_event",
+               "repositories": [{"owner": "acme", "name": "web"}],
+               "instructions": "Find why CI failed on this pull request and fix it.",
+               "github": github})
+    };
+    // Refused on save, with the reason.
+    let mut unseen = automation("Unseen", json!({"event": "check_suite"}));
+    unseen["repositories"] = json!([{"owner": "acme", "name": "nope"}]);
+    let r = make(unseen).await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(
+        r.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("cannot see acme/nope"),
+        "{}",
+        r.body
+    );
+    let r = make(automation(
+        "Bad glob",
+        json!({"event": "push", "branches": ["[main"]}),
+    ))
+    .await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(
+        r.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("does not read"),
+        "{}",
+        r.body
+    );
+    let r = make(automation(
+        "Bad regex",
+        json!({"event": "issue_comment", "textMatch": "regex", "pattern": "(unclosed"}),
+    ))
+    .await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    let r = make(automation(
+        "Bad action",
+        json!({"event": "pull_request", "actions": ["closed"]}),
+    ))
+    .await;
+    assert_eq!(r.status, 400, "{}", r.body);
+
+    let r = make(automation(
+        "Fix failing CI",
+        json!({"event": "check_suite"}),
+    ))
+    .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let fix_ci = r.body["automation"]["id"].as_str().unwrap().to_owned();
+    let r = make(automation(
+        "Pushes to main",
+        json!({"event": "push", "branches": ["main"], "actorsDenied": ["bob"]}),
+    ))
+    .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let pushes = r.body["automation"]["id"].as_str().unwrap().to_owned();
+
+    // GitHub's documented check_suite delivery: a failing suite on the pull request.
+    let repository = json!({"name": "web", "full_name": "acme/web", "private": true,
+        "owner": {"login": "acme"}, "html_url": format!("{}/acme/web", gh.base_url)});
+    let failing = json!({
+        "action": "completed",
+        "check_suite": {"id": 5, "head_branch": "feat/login", "head_sha": "d6fde92930d4715a2b49857d24b940956b26d2d3",
+            "status": "completed", "conclusion": "failure", "before": null, "after": null,
+            "pull_requests": [{"url": "u", "id": 9, "number": pr,
+                "head": {"ref": "feat/login", "sha": "d6f", "repo": {"id": 1, "url": "u", "name": "web"}},
+                "base": {"ref": "main", "sha": "a1b", "repo": {"id": 1, "url": "u", "name": "web"}}}],
+            "app": {"id": 3, "slug": "ci", "name": "CI"}},
+        "repository": repository.clone(),
+        "sender": {"login": "alice", "id": 1001, "type": "User"},
+        "installation": {"id": 777}
+    });
+    let delivery = "0b1c2d3e-cc78-11e3-81ab-4c9367dc0958";
+    let (status, body) = deliver(&base, "check_suite", delivery, &failing).await;
+    assert!(status < 300, "{status} {body}");
+    // One run, one session, on the pull request's branch.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let session = loop {
+        let found = sessions(&base).await.into_iter().find(|s| {
+            s["title"]
+                .as_str()
+                .is_some_and(|t| t.contains("Fix failing CI"))
+        });
+        if let Some(s) = found {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "no session for the run");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    assert_eq!(
+        session["repositories"][0]["branch"], "feat/login",
+        "{session}"
+    );
+    // The answer, as a comment on the pull request.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let comment = loop {
+        let found = gh
+            .comments()
+            .into_iter()
+            .find(|c| c.number == pr && c.author == FakeGitHub::BOT_LOGIN);
+        if let Some(c) = found {
+            break c;
+        }
+        if Instant::now() > deadline {
+            let id = session["id"].as_str().unwrap();
+            let events = send(
+                Method::GET,
+                &stack.url(&format!("/sessions/{id}/events")),
+                None,
+            )
+            .await
+            .unwrap();
+            panic!(
+                "no answer on the pull request\n{}\n{}",
+                events.body,
+                stack.log_tail()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    assert!(comment.body.contains("raised its wait"), "{}", comment.body);
+
+    // A redelivery starts nothing; the App's own push and a denied actor's neither.
+    let (status, _) = deliver(&base, "check_suite", delivery, &failing).await;
+    assert!(status < 300);
+    let push = |sender: &str, branch: &str| {
+        json!({"ref": format!("refs/heads/{branch}"), "before": "a", "after": "b", "deleted": false,
+            "created": false, "compare": "c", "commits": [{"added": ["x.txt"], "removed": [], "modified": []}],
+            "head_commit": {"message": "m"}, "pusher": {"name": sender},
+            "repository": repository.clone(), "sender": {"login": sender, "type": "User"}})
+    };
+    deliver(
+        &base,
+        "push",
+        "1b1c2d3e-cc78-11e3-81ab-4c9367dc0958",
+        &push(FakeGitHub::BOT_LOGIN, "main"),
+    )
+    .await;
+    deliver(
+        &base,
+        "push",
+        "2b1c2d3e-cc78-11e3-81ab-4c9367dc0958",
+        &push("bob", "main"),
+    )
+    .await;
+    deliver(
+        &base,
+        "push",
+        "3b1c2d3e-cc78-11e3-81ab-4c9367dc0958",
+        &push("alice", "open-inspect/abc"),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(runs_of(&stack, &fix_ci).await.len(), 1);
+    assert!(runs_of(&stack, &pushes).await.is_empty());
+    let titled = sessions(&base)
+        .await
+        .into_iter()
+        .filter(|s| s["title"].as_str().is_some_and(|t| t.starts_with("[Auto]")))
+        .count();
+    assert_eq!(titled, 1);
+}

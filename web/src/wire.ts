@@ -217,7 +217,7 @@ export type EnvironmentList = { environments: Array<Environment>, };
 
 export type ScmCredentials = { username: string, password: string, expiresAtEpochMs: number, };
 
-export type TriggerType = "schedule" | "webhook" | "sentry" | "slack_channel" | "linear_issue";
+export type TriggerType = "schedule" | "webhook" | "sentry" | "slack_channel" | "linear_issue" | "github_event";
 
 export type Schedule = { cron: string, timezone: string, };
 
@@ -402,7 +402,11 @@ slack?: SlackTrigger | null,
 /**
  * Linear issue triggers only.
  */
-linear?: LinearTrigger, };
+linear?: LinearTrigger, 
+/**
+ * GitHub event triggers only.
+ */
+github?: GithubTrigger, };
 
 export type AutomationStatus = "enabled" | "degraded" | "paused";
 
@@ -428,7 +432,7 @@ export type AutomationCreated = { automation: Automation, webhookKey?: string | 
 
 export type AutomationList = { automations: Array<Automation>, };
 
-export type RunTrigger = "schedule" | "manual" | "webhook" | "sentry" | "slack" | "linear";
+export type RunTrigger = "schedule" | "manual" | "webhook" | "sentry" | "slack" | "linear" | "github";
 
 export type RunStatus = "starting" | "running" | "completed" | "failed" | "partial_failure" | "skipped";
 
@@ -455,7 +459,11 @@ repository: string,
  * A Slack channel trigger's thread: the answer is posted there (unless it is
  * [`NO_REPLY`]) and the 👀 taken off.
  */
-slackThread?: SlackThread | null, };
+slackThread?: SlackThread | null, 
+/**
+ * A GitHub trigger's pull request or issue: the answer is posted there as a comment.
+ */
+github?: GithubThread | null, };
 
 export type ClientMessage = { "type": "ping" } | { "type": "subscribe", token: string, clientId: string, } | { "type": "prompt", content: string, model?: string | null, reasoningEffort?: string | null, attachments?: Array<Attachment> | null, clientRequestId?: string | null, } | { "type": "cancel_prompt", messageId: string, clientRequestId?: string | null, } | { "type": "stop" } | { "type": "typing" } | { "type": "presence", status: PresenceStatus, cursor?: JsonValue | null, } | { "type": "fetch_history", cursor?: string | null, limit?: number | null, } | { "type": "terminal_input", terminalId: string, data: string, } | { "type": "terminal_resize", terminalId: string, cols: number, rows: number, } | { "type": "terminal_attach", terminalId: string, };
 
@@ -623,6 +631,24 @@ export type LinearTrigger = { event: LinearIssueEvent, team?: string, label?: st
  * The state moved into (`moved_to_state` only).
  */
 state?: string, };
+
+export type GithubEventKind = "check_suite" | "check_run" | "pull_request" | "issues" | "issue_comment" | "push";
+
+export type GithubTrigger = { event: GithubEventKind, actions: Array<string>, branches: Array<string>, 
+/**
+ * Any one of them on the pull request or issue.
+ */
+labels: Array<string>, 
+/**
+ * Any changed file matching any one of them.
+ */
+paths: Array<string>, 
+/**
+ * GitHub logins; everyone when empty.
+ */
+actorsAllowed: Array<string>, actorsDenied: Array<string>, conclusions: Array<string>, textMatch: TextMatch, pattern: string, };
+
+export type GithubThread = { owner: string, repo: string, number: number, };
 
 export type AgentKind = "opencode" | "claude-code";
 

@@ -1,7 +1,9 @@
 // Automations in the browser: create a daily schedule on a local repository (the preset's
 // live "next run" preview, a refused custom cron that fires too often), trigger it now,
 // watch its run complete in the history and open its session, then pause and resume it;
-// a Slack channel trigger whose regex does not read is refused with the reason, then made.
+// a Slack channel trigger whose regex does not read is refused with the reason, then made;
+// a template fills the form (a GitHub trigger on a repository the App cannot see is
+// refused with the reason).
 // Run by `tests/tests/web.rs`, which registers `local/demo` and scripts the model.
 import { BASE, expectVisible, launch, shot, step } from "./browser.mjs";
 
@@ -10,9 +12,26 @@ try {
   const page = await (await browser.newContext({ viewport: { width: 1280, height: 900 } })).newPage();
   page.on("pageerror", (e) => console.log(`[page error] ${e.message}`));
 
-  step("Automations › New automation: a daily schedule on local/demo");
+  step("the automations page");
   await page.goto(`${BASE}/automations`);
   await expectVisible(page, page.getByRole("heading", { name: "Automations" }), "the automations page");
+
+  step("a template fills the form: fix failing CI, a GitHub trigger");
+  await expectVisible(page, page.getByTestId("automation-templates"), "the templates, open while there are no automations");
+  await shot(page, "automation-templates");
+  await page.getByRole("button", { name: "Template: Fix failing CI on a pull request" }).click();
+  const filled = page.getByRole("form", { name: "New automation" });
+  await expectVisible(page, filled.getByLabel("Automation name"), "the form");
+  if ((await filled.getByLabel("Automation name").inputValue()) !== "Fix failing CI") throw new Error("the template did not fill the name");
+  if ((await filled.getByLabel("Trigger type").inputValue()) !== "github_event") throw new Error("the template did not choose the trigger");
+  if ((await filled.getByLabel("GitHub event").inputValue()) !== "check_suite") throw new Error("the template did not choose the event");
+  if (!(await filled.getByLabel("Instructions").inputValue()).includes("check failed")) throw new Error("the template did not fill the instructions");
+  await filled.getByLabel("Run on local/demo").check();
+  await filled.getByRole("button", { name: "Create automation" }).click();
+  await expectVisible(page, filled.getByText("cannot see local/demo"), "a repository the App cannot see, refused with the reason");
+  await filled.getByRole("button", { name: "Cancel" }).click();
+
+  step("Automations › New automation: a daily schedule on local/demo");
   await page.getByRole("button", { name: "New automation" }).click();
   const form = page.getByRole("form", { name: "New automation" });
   await form.getByLabel("Automation name").fill("Morning triage");

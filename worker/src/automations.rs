@@ -90,6 +90,7 @@ pub async fn create(
 ) -> ApiResult<AutomationCreated> {
     let (mut settings, parsed) = rules::validate(body_as(body)?, now)?;
     slack_triggers_allowed(env, &settings)?;
+    github_repository_seen(env, &settings).await?;
     let sealed = seal_sentry_secret(env, &mut settings)?;
     if settings.trigger_type == TriggerType::Sentry && sealed.is_none() {
         return Err(ApiError::bad_request(
@@ -102,7 +103,8 @@ pub async fn create(
         TriggerType::Schedule
         | TriggerType::Sentry
         | TriggerType::SlackChannel
-        | TriggerType::LinearIssue => None,
+        | TriggerType::LinearIssue
+        | TriggerType::GithubEvent => None,
     };
     let next = parsed.and_then(|p| p.next_after(now));
     let new = store::NewAutomation {
@@ -136,6 +138,7 @@ pub async fn update(
     let old = stored(env, id).await?;
     let (mut settings, parsed) = rules::validate(body_as(body)?, now)?;
     slack_triggers_allowed(env, &settings)?;
+    github_repository_seen(env, &settings).await?;
     if settings.trigger_type != old.automation.settings.trigger_type {
         return Err(ApiError::bad_request(
             "an automation's trigger type stays as it was made: make a new automation",
@@ -160,6 +163,36 @@ fn slack_triggers_allowed(env: &Env, settings: &AutomationRequest) -> ApiResult<
         ));
     }
     Ok(())
+}
+
+/// A GitHub trigger watches a repository the GitHub App's installation can see (the
+/// installation's repositories, as last synced): the App's webhook brings no other's events.
+async fn github_repository_seen(env: &Env, settings: &AutomationRequest) -> ApiResult<()> {
+    let Some(repo) = settings
+        .repositories
+        .first()
+        .filter(|_| settings.trigger_type == TriggerType::GithubEvent)
+    else {
+        return Ok(());
+    };
+    #[derive(serde::Deserialize)]
+    struct Seen {
+        #[allow(dead_code)]
+        owner: String,
+    }
+    let seen: Option<Seen> = db::first(
+        env,
+        "SELECT owner FROM repositories WHERE owner = ?1 AND name = ?2 AND kind = 'github'",
+        &[repo.owner.as_str().into(), repo.name.as_str().into()],
+    )
+    .await?;
+    match seen {
+        Some(_) => Ok(()),
+        None => Err(ApiError::bad_request(format!(
+            "the GitHub App cannot see {}/{}: install it on that repository (or sync the repositories) first",
+            repo.owner, repo.name
+        ))),
+    }
 }
 
 /// Takes a Sentry client secret out of the settings (they are answered as saved) and
@@ -279,6 +312,16 @@ async fn start_run(
     now: i64,
 ) -> Vec<String> {
     let settings = &automation.automation.settings;
+    // A GitHub event on a pull request: its branch is worked on, and its comments hear
+    // the answer.
+    let (work_branch, github) = match firing {
+        Firing::Github {
+            work_branch,
+            thread,
+            ..
+        } => (work_branch.map(str::to_owned), thread.cloned()),
+        _ => (None, None),
+    };
     let targets: Vec<Option<RepositoryRef>> = if settings.repositories.is_empty() {
         vec![None]
     } else {
@@ -287,7 +330,7 @@ async fn start_run(
             .iter()
             .map(|r| {
                 Some(RepositoryRef {
-                    branch: settings.branch.clone(),
+                    branch: work_branch.clone().or_else(|| settings.branch.clone()),
                     ..r.clone()
                 })
             })
@@ -303,6 +346,8 @@ async fn start_run(
         let content = content.clone();
         let origin = origin.clone();
         let slack_thread = slack_thread.clone();
+        let github = github.clone();
+        let on_branch = work_branch.is_some();
         async move {
             let key = repo.as_ref().map(rules::repository_key).unwrap_or_default();
             let from = AutomationOrigin {
@@ -310,8 +355,10 @@ async fn start_run(
                 run_id: run_id.to_owned(),
                 repository: key.clone(),
                 slack_thread,
+                github,
             };
-            let outcome = start_session(env, automation, repo, from, content, &origin).await;
+            let outcome =
+                start_session(env, automation, repo, on_branch, from, content, &origin).await;
             let started = outcome.as_ref().ok().cloned();
             if let Err(e) = outcome {
                 let _ = store::add_session(
@@ -349,6 +396,8 @@ async fn start_session(
     env: &Env,
     automation: &Stored,
     repo: Option<RepositoryRef>,
+    // The repository's branch is a pull request's, not one the repository lists.
+    on_branch: bool,
     from: AutomationOrigin,
     content: String,
     origin: &str,
@@ -359,6 +408,7 @@ async fn start_session(
         .await
         .map_err(|e| (None, e))?;
     let settings = &automation.automation.settings;
+    let overrides: Vec<RepositoryRef> = repo.iter().filter(|_| on_branch).cloned().collect();
     let create = CreateSessionRequest {
         repositories: repo.map(|r| vec![r]),
         title: Some(rules::session_title(&settings.name)),
@@ -372,7 +422,7 @@ async fn start_session(
         origin,
         &automation.actor,
         create,
-        &[],
+        &overrides,
         inspect_protocol::usage::SessionSource::Automation,
     )
     .await
@@ -632,6 +682,86 @@ pub async fn linear_issue(
         started += accepted.triggered as usize;
     }
     Ok(started)
+}
+
+/// A GitHub App delivery (from the bot's signed webhook): each GitHub trigger on its
+/// repository that takes it starts a run, once per delivery whatever GitHub redelivers.
+/// The deployment's own events (the App's bot, the sessions' branches) start none. How
+/// many runs started.
+pub async fn github_event(
+    env: &Env,
+    change: &inspect_protocol::automations::GithubEventChange,
+    now: i64,
+) -> ApiResult<usize> {
+    use inspect_automations::github;
+    if github::caused_by_us(change, &inspect_github::api::bot_login(env)) {
+        emit(
+            LogLine::info("automations", "github_event_ours")
+                .with("event", change.event.as_str())
+                .with("delivery", change.delivery.as_str()),
+        );
+        return Ok(0);
+    }
+    let watching: Vec<Stored> = store::of_trigger(env, TriggerType::GithubEvent)
+        .await?
+        .into_iter()
+        .filter(|a| {
+            a.automation.settings.repositories.first().is_some_and(|r| {
+                r.owner.eq_ignore_ascii_case(&change.owner)
+                    && r.name.eq_ignore_ascii_case(&change.repo)
+            })
+        })
+        .collect();
+    let shown = github::shown(change);
+    let key = github::key(change);
+    let thread = github::thread(change);
+    // A pull request's changed files, asked of GitHub once, when a trigger needs them.
+    let mut files: Option<Vec<String>> = None;
+    let mut started = 0;
+    for automation in watching {
+        let Some(t) = automation.automation.settings.github.as_ref() else {
+            continue;
+        };
+        if github::needs_paths(t, change) && files.is_none() {
+            files = Some(pull_request_paths(env, change, now).await?);
+        }
+        if !github::takes(t, change, files.as_deref()) {
+            continue;
+        }
+        let firing = Firing::Github {
+            received_ms: now,
+            shown: &shown,
+            work_branch: change.work_branch.as_deref(),
+            thread: thread.as_ref(),
+        };
+        let (accepted, _) = fire_event(
+            env,
+            &automation,
+            RunTrigger::Github,
+            Some(key.clone()),
+            &shown,
+            &firing,
+            now,
+        )
+        .await?;
+        started += accepted.triggered as usize;
+    }
+    Ok(started)
+}
+
+/// The files a delivery's pull request changes, as GitHub lists them.
+async fn pull_request_paths(
+    env: &Env,
+    change: &inspect_protocol::automations::GithubEventChange,
+    now: i64,
+) -> ApiResult<Vec<String>> {
+    let Some(number) = change.number else {
+        return Ok(Vec::new());
+    };
+    let token = inspect_github::api::app_token(env, now).await?;
+    let files =
+        inspect_github::api::pull_files(env, &token, &change.owner, &change.repo, number).await?;
+    Ok(files.into_iter().map(|(name, _)| name).collect())
 }
 
 /// Whether a Slack channel automation (not deleted) admits `user` to its threads.

@@ -4,7 +4,7 @@
 use crate::http::{internal, now_ms, ApiResult};
 use inspect_github::app as github_app;
 use inspect_protocol::health::{CheckResult, DurableProbe, HealthReport};
-use inspect_protocol::provider::{ProviderCall, ProviderProbe};
+use inspect_protocol::providers::{ProviderCall, ProviderProbe};
 use worker::{Env, Response};
 
 fn check<T>(started: f64, r: std::result::Result<T, String>) -> CheckResult {

@@ -11,8 +11,8 @@ use inspect_protocol::images::{
     due, past_keep, BuildImageRequest, BuildReport, BuildStatus, ImageBuild, ImageList,
     ImageRequest, ImageSchedule, ImageScope, DEFAULT_BUILD_TIMEOUT_SECONDS, OUTPUT_LIMIT,
 };
-use inspect_protocol::provider::ProviderCall;
 use inspect_protocol::provider::WorkspaceRepository;
+use inspect_protocol::providers::ProviderCall;
 use inspect_protocol::session::RepositoryRef;
 use inspect_protocol::{ApiError, ErrorCode};
 use inspect_runtime::log::{emit, LogLine};

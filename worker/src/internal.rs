@@ -169,6 +169,15 @@ async fn report(env: &Env, c: &Completion, session_url: &str) -> ApiResult<()> {
                 now_ms() as i64,
             )
             .await?;
+            if let Some(thread) = &origin.github {
+                let pr = (thread.owner.as_str(), thread.repo.as_str(), thread.number);
+                let asked = inspect_github::publish::Asked {
+                    review_comment_id: None,
+                    review: false,
+                };
+                let now = now_ms() as i64;
+                inspect_github::publish::report(env, c, pr, asked, session_url, now).await?;
+            }
             match &origin.slack_thread {
                 Some(thread) => inspect_slack::thread::report(env, c, thread, session_url).await,
                 None => Ok(()),

@@ -12,6 +12,7 @@ use inspect_runtime::plane::{ControlPlane, Freshness};
 use worker::{Env, Method};
 
 /// The Worker's control plane, for one request's environment.
+#[derive(Clone)]
 pub(crate) struct Plane {
     env: Env,
 }
@@ -137,6 +138,13 @@ impl ControlPlane for Plane {
         change: &inspect_protocol::automations::LinearIssueChange,
     ) -> Result<usize, ApiError> {
         crate::automations::linear_issue(&self.env, change, crate::http::now_ms() as i64).await
+    }
+
+    async fn github_event(
+        &self,
+        change: &inspect_protocol::automations::GithubEventChange,
+    ) -> Result<usize, ApiError> {
+        crate::automations::github_event(&self.env, change, crate::http::now_ms() as i64).await
     }
 
     async fn channel_user_admitted(&self, automation: &str, user: &str) -> Result<bool, ApiError> {

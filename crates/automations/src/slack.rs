@@ -51,25 +51,42 @@ pub fn validate(mut t: SlackTrigger) -> Result<SlackTrigger, ApiError> {
     }
     ids(&mut t.users_allowed, &['U', 'W'], "user", MAX_SLACK_USERS)?;
     ids(&mut t.users_denied, &['U', 'W'], "user", MAX_SLACK_USERS)?;
-    if t.pattern.chars().count() > MAX_PATTERN_CHARS {
+    check_pattern(t.text_match, &t.pattern)?;
+    Ok(t)
+}
+
+/// Checks a text pattern as saved: bounded, not empty where it must say something, and a
+/// regex that reads within the limits. Shared with GitHub comment triggers.
+pub(crate) fn check_pattern(kind: TextMatch, pattern: &str) -> Result<(), ApiError> {
+    if pattern.chars().count() > MAX_PATTERN_CHARS {
         return Err(bad(format!(
             "a pattern is at most {MAX_PATTERN_CHARS} characters"
         )));
     }
-    match t.text_match {
+    match kind {
         TextMatch::Contains => {}
-        TextMatch::Exact if t.pattern.trim().is_empty() => {
+        TextMatch::Exact if pattern.trim().is_empty() => {
             return Err(bad("an exact match needs its text"))
         }
         TextMatch::Exact => {}
         TextMatch::Regex => {
-            if t.pattern.is_empty() {
+            if pattern.is_empty() {
                 return Err(bad("a regex match needs its pattern"));
             }
-            compile(&t.pattern).map_err(|e| bad(format!("the pattern does not read: {e}")))?;
+            compile(pattern).map_err(|e| bad(format!("the pattern does not read: {e}")))?;
         }
     }
-    Ok(t)
+    Ok(())
+}
+
+/// Whether `text` matches a saved pattern (case-insensitively for `contains` and `exact`).
+pub(crate) fn text_matches(kind: TextMatch, pattern: &str, text: &str) -> bool {
+    match kind {
+        TextMatch::Contains => text.to_lowercase().contains(&pattern.to_lowercase()),
+        TextMatch::Exact => text.trim().to_lowercase() == pattern.trim().to_lowercase(),
+        // Saved patterns were checked; one that no longer reads takes nothing.
+        TextMatch::Regex => compile(pattern).is_ok_and(|r| r.is_match(text)),
+    }
 }
 
 /// Whether the trigger's people lists admit `user` (denied wins; an empty allow list
@@ -81,15 +98,9 @@ pub fn admits(t: &SlackTrigger, user: &str) -> bool {
 
 /// Whether the trigger takes a top-level message by `user` in `channel` saying `text`.
 pub fn takes(t: &SlackTrigger, channel: &str, user: &str, text: &str) -> bool {
-    if !t.channels.iter().any(|c| c == channel) || !admits(t, user) {
-        return false;
-    }
-    match t.text_match {
-        TextMatch::Contains => text.to_lowercase().contains(&t.pattern.to_lowercase()),
-        TextMatch::Exact => text.trim().to_lowercase() == t.pattern.trim().to_lowercase(),
-        // Saved patterns were checked; one that no longer reads takes nothing.
-        TextMatch::Regex => compile(&t.pattern).is_ok_and(|r| r.is_match(text)),
-    }
+    t.channels.iter().any(|c| c == channel)
+        && admits(t, user)
+        && text_matches(t.text_match, &t.pattern, text)
 }
 
 #[cfg(test)]

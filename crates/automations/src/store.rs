@@ -63,7 +63,10 @@ impl Row {
         let webhook_path = match settings.trigger_type {
             TriggerType::Webhook => Some(format!("/webhooks/automation/{}", self.id)),
             TriggerType::Sentry => Some(format!("/webhooks/sentry/{}", self.id)),
-            TriggerType::Schedule | TriggerType::SlackChannel | TriggerType::LinearIssue => None,
+            TriggerType::Schedule
+            | TriggerType::SlackChannel
+            | TriggerType::LinearIssue
+            | TriggerType::GithubEvent => None,
         };
         Ok(Stored {
             automation: Automation {

@@ -59,6 +59,9 @@ pub enum TriggerType {
     /// A Linear issue created, or moved to a state, in the workspace the Linear app is
     /// installed in (its agent session webhook also carries issue events).
     LinearIssue,
+    /// A GitHub event on the automation's repository, from the GitHub App's signed webhook:
+    /// a failing check, a pull request or issue opened or labelled, a comment, a push.
+    GithubEvent,
 }
 
 impl TriggerType {
@@ -69,6 +72,7 @@ impl TriggerType {
             TriggerType::Sentry => "sentry",
             TriggerType::SlackChannel => "slack_channel",
             TriggerType::LinearIssue => "linear_issue",
+            TriggerType::GithubEvent => "github_event",
         }
     }
 }
@@ -174,6 +178,127 @@ pub struct LinearIssueChange {
     pub state: String,
 }
 
+/// Which of the GitHub App's webhook events a trigger watches (GitHub's own names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "snake_case")]
+pub enum GithubEventKind {
+    /// A check suite completed (with a conclusion the trigger names: failing by default).
+    CheckSuite,
+    /// One check run completed (likewise).
+    CheckRun,
+    PullRequest,
+    Issues,
+    IssueComment,
+    Push,
+}
+
+impl GithubEventKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GithubEventKind::CheckSuite => "check_suite",
+            GithubEventKind::CheckRun => "check_run",
+            GithubEventKind::PullRequest => "pull_request",
+            GithubEventKind::Issues => "issues",
+            GithubEventKind::IssueComment => "issue_comment",
+            GithubEventKind::Push => "push",
+        }
+    }
+
+    /// The actions a trigger of this kind may name; one that names none takes them all.
+    pub fn actions(self) -> &'static [&'static str] {
+        match self {
+            GithubEventKind::CheckSuite | GithubEventKind::CheckRun => &["completed"],
+            GithubEventKind::PullRequest => {
+                &["opened", "labeled", "ready_for_review", "synchronize"]
+            }
+            GithubEventKind::Issues => &["opened", "labeled"],
+            GithubEventKind::IssueComment => &["created"],
+            GithubEventKind::Push => &[],
+        }
+    }
+}
+
+/// A GitHub trigger: the App's deliveries of `event` on the automation's one repository
+/// that pass every condition named (an empty list passes all). `branches` and `paths` are
+/// globs (`*` within one path segment, `**` across them); `branches` look at the branch
+/// pushed (push), checked (checks) or merged into (a pull request's base). A conclusion is
+/// a check's (`failure`, `timed_out`…; failing ones when none are named). A comment's text
+/// is matched by `textMatch` and `pattern`. Events on the sessions' own branches
+/// (`open-inspect/…`) and events the App itself caused never start a run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GithubTrigger {
+    pub event: GithubEventKind,
+    #[serde(default)]
+    pub actions: Vec<String>,
+    #[serde(default)]
+    pub branches: Vec<String>,
+    /// Any one of them on the pull request or issue.
+    #[serde(default)]
+    pub labels: Vec<String>,
+    /// Any changed file matching any one of them.
+    #[serde(default)]
+    pub paths: Vec<String>,
+    /// GitHub logins; everyone when empty.
+    #[serde(default)]
+    pub actors_allowed: Vec<String>,
+    #[serde(default)]
+    pub actors_denied: Vec<String>,
+    #[serde(default)]
+    pub conclusions: Vec<String>,
+    #[serde(default)]
+    pub text_match: TextMatch,
+    #[serde(default)]
+    pub pattern: String,
+}
+
+/// Where a GitHub-started run's answer goes: the pull request's or issue's comments.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct GithubThread {
+    pub owner: String,
+    pub repo: String,
+    pub number: i64,
+}
+
+/// A GitHub delivery as the GitHub bot hands it to the automations (not on the wire:
+/// between the bot and the control plane, in one Worker).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GithubEventChange {
+    /// `X-GitHub-Delivery`: a redelivery carries the same.
+    pub delivery: String,
+    pub event: GithubEventKind,
+    pub action: String,
+    pub owner: String,
+    pub repo: String,
+    /// The branch `branches` look at (none for issues and comments).
+    pub branch: Option<String>,
+    /// The pull request or issue it is about.
+    pub number: Option<i64>,
+    pub pull_request: bool,
+    /// A pull request's branch to work on: its head in the repository, or GitHub's
+    /// `pull/N/head` for a fork's.
+    pub work_branch: Option<String>,
+    pub labels: Vec<String>,
+    /// The files changed, where the delivery lists them (a push); a pull request's are
+    /// asked of GitHub when a trigger names paths.
+    pub paths: Option<Vec<String>>,
+    /// Who caused it (`sender.login`), and whether GitHub says that is a bot.
+    pub actor: String,
+    pub actor_is_bot: bool,
+    pub conclusion: Option<String>,
+    /// A check run's name, or the app whose check suite it is.
+    pub check: Option<String>,
+    pub title: String,
+    pub body: String,
+    pub comment: Option<String>,
+    pub url: String,
+    pub head_sha: Option<String>,
+}
+
 /// When a schedule fires: `cron` (minute hour day-of-month month day-of-week) read in
 /// `timezone` (an IANA name: `Europe/Paris`, `UTC`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -248,6 +373,10 @@ pub struct AutomationRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "ts", ts(optional))]
     pub linear: Option<LinearTrigger>,
+    /// GitHub event triggers only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub github: Option<GithubTrigger>,
 }
 
 /// An automation's state, as the list shows it.
@@ -315,6 +444,7 @@ pub enum RunTrigger {
     Sentry,
     Slack,
     Linear,
+    Github,
 }
 
 impl RunTrigger {
@@ -326,6 +456,7 @@ impl RunTrigger {
             RunTrigger::Sentry => "sentry",
             RunTrigger::Slack => "slack",
             RunTrigger::Linear => "linear",
+            RunTrigger::Github => "github",
         }
     }
 
@@ -337,6 +468,7 @@ impl RunTrigger {
             "sentry" => Some(RunTrigger::Sentry),
             "slack" => Some(RunTrigger::Slack),
             "linear" => Some(RunTrigger::Linear),
+            "github" => Some(RunTrigger::Github),
             _ => None,
         }
     }
@@ -460,4 +592,7 @@ pub struct AutomationOrigin {
     /// [`NO_REPLY`]) and the 👀 taken off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slack_thread: Option<crate::slack::SlackThread>,
+    /// A GitHub trigger's pull request or issue: the answer is posted there as a comment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub github: Option<GithubThread>,
 }

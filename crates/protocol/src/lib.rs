@@ -27,6 +27,7 @@ pub mod models;
 pub mod people;
 pub mod plane;
 pub mod provider;
+pub mod providers;
 pub mod repository;
 pub mod sandbox;
 pub mod scm;

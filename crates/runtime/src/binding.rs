@@ -6,9 +6,8 @@
 //! `ProviderError`, for the caller's retries to judge.
 
 use inspect_protocol::plane::{PlaneCall, PLANE_BINDING, PLANE_CALL_URL};
-use inspect_protocol::provider::{
-    ProviderCall, ProviderError, PROVIDERS_BINDING, PROVIDERS_CALL_URL,
-};
+use inspect_protocol::provider::ProviderError;
+use inspect_protocol::providers::{ProviderCall, PROVIDERS_BINDING, PROVIDERS_CALL_URL};
 use inspect_protocol::{ApiError, ErrorBody};
 use worker::{Env, Headers, Method, RequestInit};
 

@@ -94,6 +94,14 @@ pub trait ControlPlane {
         change: &inspect_protocol::automations::LinearIssueChange,
     ) -> Result<usize, ApiError>;
 
+    /// A GitHub App delivery an automation may watch (a check, a pull request, an issue, a
+    /// comment, a push): every GitHub trigger on its repository that takes it starts a run,
+    /// once per delivery. How many runs started.
+    async fn github_event(
+        &self,
+        change: &inspect_protocol::automations::GithubEventChange,
+    ) -> Result<usize, ApiError>;
+
     /// Whether the Slack channel trigger of `automation` admits `user` (its allow and deny
     /// lists) to go on in a thread it started; no longer when it is deleted.
     async fn channel_user_admitted(&self, automation: &str, user: &str) -> Result<bool, ApiError>;

@@ -4,9 +4,10 @@
 //! ([`ProviderKind::capabilities`]).
 
 use inspect_protocol::provider::{
-    Capabilities, ProviderCall as Call, ProviderError, ProviderKind, Resumed, SandboxInfo,
-    SandboxRef, SnapshotInfo, SpawnRequest,
+    Capabilities, ProviderError, ProviderKind, Resumed, SandboxInfo, SandboxRef, SnapshotInfo,
+    SpawnRequest,
 };
+use inspect_protocol::providers::ProviderCall as Call;
 use std::collections::BTreeMap;
 use worker::Env;
 

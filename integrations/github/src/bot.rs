@@ -42,7 +42,7 @@ pub async fn webhook(
     mut req: Request,
     env: &Env,
     ctx: Context,
-    plane: impl ControlPlane + 'static,
+    plane: impl ControlPlane + Clone + 'static,
 ) -> Result<Response, ApiError> {
     let Some(secret) = setting(env, "GITHUB_WEBHOOK_SECRET") else {
         return Err(ApiError::new(
@@ -77,6 +77,25 @@ pub async fn webhook(
         return Err(ApiError::bad_request(
             "X-GitHub-Delivery is not a delivery id",
         ));
+    }
+    // An event a GitHub trigger may watch goes to the automations too, whatever the bot
+    // does with it (each automation runs once per delivery; the deployment's own events
+    // are dropped there).
+    if let Some(change) = crate::events::automation_event(&event, &delivery, &body) {
+        let automations = plane.clone();
+        let (delivery2, event2) = (delivery.clone(), event.clone());
+        ctx.wait_until(async move {
+            match automations.github_event(&change).await {
+                Ok(0) => {}
+                Ok(n) => log(
+                    &delivery2,
+                    &event2,
+                    "processed",
+                    &format!("{n} automation run(s) started"),
+                ),
+                Err(e) => log(&delivery2, &event2, "failed", &e.message),
+            }
+        });
     }
     // A pull request that changed on GitHub (whoever changed it): its sessions' artifacts
     // follow. Not a request to the bot; repeating one changes nothing.

@@ -7,6 +7,7 @@
 //! the SessionDO; `bot` is the webhook's handler the Worker dispatches to, `installation`
 //! the App's repositories kept in D1, `publish` a session's pull request and reports.
 
+pub mod events;
 pub mod pem;
 pub mod pulls;
 pub mod review;

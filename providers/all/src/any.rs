@@ -8,9 +8,8 @@ use inspect_local::LocalProvider;
 use inspect_modal::ModalProvider;
 use inspect_opencomputer::OpenComputerProvider;
 use inspect_protocol::images::{BuildImageRequest, BuildStarted};
-use inspect_protocol::provider::{
-    ProviderCall, ProviderProbe, SandboxInfo, SandboxRef, SnapshotInfo, SpawnRequest,
-};
+use inspect_protocol::provider::{SandboxInfo, SandboxRef, SnapshotInfo, SpawnRequest};
+use inspect_protocol::providers::{ProviderCall, ProviderProbe};
 use inspect_provider::{ProviderError, ProviderKind, Resumed, SandboxProvider};
 use inspect_vercel::VercelProvider;
 

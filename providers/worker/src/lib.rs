@@ -5,11 +5,11 @@
 //! `Result<T, ProviderError>` as JSON. It has no public address, and answers only
 //! `POST https://providers.internal/call`.
 
-use inspect_protocol::provider::{ProviderCall, MAX_PROVIDER_CALL_BYTES};
+use inspect_protocol::providers::{ProviderCall, MAX_PROVIDER_CALL_BYTES};
 
 /// Whether a request is a call: its method, host and path.
 pub fn is_call(method: &str, host: Option<&str>, path: &str) -> bool {
-    use inspect_protocol::provider::{PROVIDERS_CALL_PATH, PROVIDERS_HOST};
+    use inspect_protocol::providers::{PROVIDERS_CALL_PATH, PROVIDERS_HOST};
     method == "POST" && host == Some(PROVIDERS_HOST) && path == PROVIDERS_CALL_PATH
 }
 

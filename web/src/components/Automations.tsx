@@ -6,6 +6,8 @@ import type {
   AutomationRequest,
   Comparison,
   Filter,
+  GithubEventKind,
+  GithubTrigger,
   LinearIssueEvent,
   LinearTrigger,
   Repository,
@@ -20,10 +22,12 @@ import type {
 import { ErrorNote, ago, duration } from "./bits";
 
 // Automations: sessions that start themselves on a schedule, from an inbound webhook, a
-// Sentry alert, a message in a watched Slack channel, or a Linear issue created or moved.
-// The list with status badges, a form whose fields follow the trigger type (schedule
-// presets with a live "next run" preview), and one automation's page: trigger now,
-// pause/resume, edit, delete, and its run history with each repository's session.
+// Sentry alert, a message in a watched Slack channel, a Linear issue created or moved, or a
+// GitHub event (a failing check, a pull request or issue, a comment, a push). The list with
+// status badges, a gallery of templates that fill the form, a form whose fields follow the
+// trigger type (schedule presets with a live "next run" preview), and one automation's
+// page: trigger now, pause/resume, edit, delete, and its run history with each
+// repository's session.
 
 const STATUS_LABEL: Record<string, string> = {
   enabled: "Enabled",
@@ -50,6 +54,11 @@ function triggerLabel(a: Automation): string {
     const t = s.linear;
     const what = t?.event === "moved_to_state" ? `moved to ${t.state}` : "created";
     return `Linear: an issue ${what}${t?.team ? ` in ${t.team}` : ""}${t?.label ? ` labelled ${t.label}` : ""}`;
+  }
+  if (s.triggerType === "github_event") {
+    const t = s.github;
+    const actions = t?.actions.length ? ` (${t.actions.join(", ")})` : "";
+    return `GitHub: ${GITHUB_EVENTS[t?.event ?? "push"]}${actions}`;
   }
   return "Inbound webhook";
 }
@@ -324,6 +333,211 @@ function LinearFields({ linear, onChange }: { linear: LinearTrigger; onChange: (
   );
 }
 
+const GITHUB_EVENTS: Record<GithubEventKind, string> = {
+  check_suite: "a check suite completes",
+  check_run: "a check run completes",
+  pull_request: "a pull request event",
+  issues: "an issue event",
+  issue_comment: "a new comment",
+  push: "a push to a branch",
+};
+
+const GITHUB_ACTIONS: Record<GithubEventKind, string[]> = {
+  check_suite: [],
+  check_run: [],
+  pull_request: ["opened", "labeled", "ready_for_review", "synchronize"],
+  issues: ["opened", "labeled"],
+  issue_comment: [],
+  push: [],
+};
+
+const BLANK_GITHUB: GithubTrigger = {
+  event: "check_suite",
+  actions: [],
+  branches: [],
+  labels: [],
+  paths: [],
+  actorsAllowed: [],
+  actorsDenied: [],
+  conclusions: [],
+  textMatch: "contains",
+  pattern: "",
+};
+
+// A list typed as text: commas or spaces between entries.
+function ListInput({ label, placeholder, value, onChange }: { label: string; placeholder: string; value: string[]; onChange: (v: string[]) => void }) {
+  const [text, setText] = useState(value.join(", "));
+  return (
+    <input
+      aria-label={label}
+      placeholder={placeholder}
+      value={text}
+      onInput={(e) => {
+        setText(e.currentTarget.value);
+        onChange(ids(e.currentTarget.value));
+      }}
+    />
+  );
+}
+
+/** A GitHub trigger: the event, its actions, and the conditions its kind can have. */
+function GithubFields({ github, onChange }: { github: GithubTrigger; onChange: (t: GithubTrigger) => void }) {
+  const e = github.event;
+  const checks = e === "check_suite" || e === "check_run";
+  const onBranch = checks || e === "pull_request" || e === "push";
+  return (
+    <fieldset>
+      <legend>GitHub event (the GitHub App must be installed on the repository)</legend>
+      <select
+        aria-label="GitHub event"
+        value={e}
+        onChange={(ev) => onChange({ ...BLANK_GITHUB, event: ev.currentTarget.value as GithubEventKind })}
+      >
+        {(Object.keys(GITHUB_EVENTS) as GithubEventKind[]).map((k) => (
+          <option value={k} key={k}>
+            {GITHUB_EVENTS[k]}
+          </option>
+        ))}
+      </select>
+      {GITHUB_ACTIONS[e].length > 0 && (
+        <div class="row">
+          {GITHUB_ACTIONS[e].map((a) => (
+            <label class="check" key={a}>
+              <input
+                type="checkbox"
+                aria-label={`Action ${a}`}
+                checked={github.actions.includes(a)}
+                onChange={() =>
+                  onChange({
+                    ...github,
+                    actions: github.actions.includes(a) ? github.actions.filter((x) => x !== a) : [...github.actions, a],
+                  })
+                }
+              />
+              {` ${a}`}
+            </label>
+          ))}
+        </div>
+      )}
+      {checks && (
+        <ListInput label="Conclusions" placeholder="conclusions (empty: failure, timed_out, startup_failure)" value={github.conclusions} onChange={(conclusions) => onChange({ ...github, conclusions })} />
+      )}
+      {onBranch && (
+        <ListInput
+          label="Branches"
+          placeholder={e === "pull_request" ? "base branches (globs: main, release/*)" : "branches (globs: main, release/*)"}
+          value={github.branches}
+          onChange={(branches) => onChange({ ...github, branches })}
+        />
+      )}
+      {e !== "push" && <ListInput label="Labels" placeholder="labels (any one of them; empty: any)" value={github.labels} onChange={(labels) => onChange({ ...github, labels })} />}
+      {onBranch && <ListInput label="Paths" placeholder="changed paths (globs: src/**, *.md)" value={github.paths} onChange={(paths) => onChange({ ...github, paths })} />}
+      <ListInput label="Actors allowed" placeholder="only these GitHub logins (empty: everyone)" value={github.actorsAllowed} onChange={(actorsAllowed) => onChange({ ...github, actorsAllowed })} />
+      <ListInput label="Actors denied" placeholder="never these GitHub logins" value={github.actorsDenied} onChange={(actorsDenied) => onChange({ ...github, actorsDenied })} />
+      {e === "issue_comment" && (
+        <div class="row">
+          <select aria-label="Comment match" value={github.textMatch} onChange={(ev) => onChange({ ...github, textMatch: ev.currentTarget.value as TextMatch })}>
+            <option value="contains">Comment contains</option>
+            <option value="exact">Comment is exactly</option>
+            <option value="regex">Comment matches the regex</option>
+          </select>
+          <input aria-label="Comment pattern" placeholder="/fix" maxLength={500} value={github.pattern} onInput={(ev) => onChange({ ...github, pattern: ev.currentTarget.value })} />
+        </div>
+      )}
+      <p class="muted small">
+        One run per delivery; on a pull request the session works on its branch and the answer is posted as a comment.
+        Events the App itself causes, and those on the sessions' own branches, never start a run.
+      </p>
+    </fieldset>
+  );
+}
+
+/** Ready-made automations: each fills the form, to be reviewed before saving. */
+const TEMPLATES: { id: string; title: string; blurb: string; form: Omit<AutomationRequest, "repositories"> }[] = [
+  {
+    id: "fix-ci",
+    title: "Fix failing CI on a pull request",
+    blurb: "A check suite fails on a pull request: the agent finds why and pushes a fix to its branch.",
+    form: {
+      name: "Fix failing CI",
+      triggerType: "github_event",
+      instructions:
+        "A check failed on this pull request. Find the failing job and its cause, fix the code (not the test, unless the test is wrong), run the tests, and push the fix to the pull request's branch. Then say in a few lines what failed and what you changed.",
+      conditions: [],
+      github: { ...BLANK_GITHUB, event: "check_suite" },
+    },
+  },
+  {
+    id: "triage-issue",
+    title: "Triage a new issue",
+    blurb: "An issue is opened: the agent reads the code it touches, suggests labels and answers with a first analysis.",
+    form: {
+      name: "Triage new issues",
+      triggerType: "github_event",
+      instructions:
+        "A new issue was opened. Read it and the code it is about. Answer with: a one-line summary, the likely cause with file paths, the labels it should have (bug, feature, docs, question), and how hard it looks. Do not change code.",
+      conditions: [],
+      github: { ...BLANK_GITHUB, event: "issues", actions: ["opened"] },
+    },
+  },
+  {
+    id: "deps",
+    title: "Nightly dependency update",
+    blurb: "Every night: update the dependencies, run the tests, open a pull request.",
+    form: {
+      name: "Nightly dependency update",
+      triggerType: "schedule",
+      instructions:
+        "Update the project's dependencies to their latest compatible versions, run the build and the tests, fix what breaks, and open a pull request that lists what changed. If nothing is out of date, say so and open nothing.",
+      conditions: [],
+      schedule: { cron: "0 3 * * *", timezone: localZone() },
+    },
+  },
+  {
+    id: "sentry",
+    title: "Fix a Sentry error",
+    blurb: "Sentry reports a new issue: the agent finds the cause from the stack and opens a pull request with a fix.",
+    form: {
+      name: "Fix new Sentry errors",
+      triggerType: "sentry",
+      instructions:
+        "Sentry reported a new error. Find where it comes from using the stack frames, write a test that reproduces it, fix it, and open a pull request that links the Sentry issue.",
+      conditions: [],
+      sentry: { resource: "issue" },
+    },
+  },
+  {
+    id: "weekly",
+    title: "Weekly summary",
+    blurb: "Every Monday morning: a summary of last week's merged pull requests and open issues.",
+    form: {
+      name: "Weekly summary",
+      triggerType: "schedule",
+      instructions:
+        "Write a short summary of the past week in this repository: what was merged (from git log), what is in progress, and anything that looks risky. Keep it under 20 lines.",
+      conditions: [],
+      schedule: { cron: "0 9 * * 1", timezone: localZone() },
+    },
+  },
+];
+
+function localZone(): string {
+  return Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
+}
+
+function Templates({ onPick }: { onPick: (form: AutomationRequest) => void }) {
+  return (
+    <div class="templates" data-testid="automation-templates">
+      {TEMPLATES.map((t) => (
+        <button type="button" class="template panel" key={t.id} aria-label={`Template: ${t.title}`} onClick={() => onPick({ ...t.form, repositories: [] })}>
+          <strong>{t.title}</strong>
+          <span class="muted small">{t.blurb}</span>
+        </button>
+      ))}
+    </div>
+  );
+}
+
 const BLANK: AutomationRequest = {
   name: "",
   triggerType: "schedule",
@@ -335,14 +549,16 @@ const BLANK: AutomationRequest = {
 
 function AutomationForm({
   initial,
+  template,
   onSaved,
   onCancel,
 }: {
   initial?: Automation;
+  template?: AutomationRequest;
   onSaved: (made: AutomationCreated | Automation) => void;
   onCancel: () => void;
 }) {
-  const [form, setForm] = useState<AutomationRequest>(initial?.settings ?? BLANK);
+  const [form, setForm] = useState<AutomationRequest>(initial?.settings ?? template ?? BLANK);
   const [repos, setRepos] = useState<Repository[]>([]);
   const [error, setError] = useState("");
   useEffect(() => {
@@ -378,7 +594,8 @@ function AutomationForm({
               state: form.linear.event === "moved_to_state" ? form.linear.state || undefined : undefined,
             }
           : undefined,
-      conditions: form.triggerType === "schedule" || form.triggerType === "slack_channel" ? [] : form.conditions,
+      github: form.triggerType === "github_event" ? form.github ?? BLANK_GITHUB : undefined,
+      conditions: ["schedule", "slack_channel", "github_event"].includes(form.triggerType) ? [] : form.conditions,
     };
     try {
       onSaved(
@@ -408,6 +625,7 @@ function AutomationForm({
               sentry: t === "sentry" ? form.sentry ?? { resource: "event_alert" } : undefined,
               slack: t === "slack_channel" ? form.slack ?? BLANK_SLACK : undefined,
               linear: t === "linear_issue" ? form.linear ?? BLANK_LINEAR : undefined,
+              github: t === "github_event" ? form.github ?? BLANK_GITHUB : undefined,
             });
           }}
         >
@@ -416,11 +634,18 @@ function AutomationForm({
           <option value="sentry">Sentry alert</option>
           <option value="slack_channel">Slack channel message</option>
           <option value="linear_issue">Linear issue</option>
+          <option value="github_event">GitHub event</option>
         </select>
       </label>
       <input aria-label="Automation name" placeholder="Nightly dependency update" maxLength={200} value={form.name} onInput={(e) => setForm({ ...form, name: e.currentTarget.value })} required />
       <fieldset>
-        <legend>{form.triggerType === "schedule" ? "Repositories (up to 10: one session each)" : "Repository (none or one)"}</legend>
+        <legend>
+          {form.triggerType === "schedule"
+            ? "Repositories (up to 10: one session each)"
+            : form.triggerType === "github_event"
+              ? "Repository (the one whose events it watches)"
+              : "Repository (none or one)"}
+        </legend>
         {repos.map((r) => {
           const key = `${r.owner}/${r.name}`;
           return (
@@ -480,7 +705,10 @@ function AutomationForm({
       {form.triggerType === "linear_issue" && form.linear && (
         <LinearFields linear={form.linear} onChange={(linear) => setForm((f) => ({ ...f, linear }))} />
       )}
-      {form.triggerType !== "schedule" && form.triggerType !== "slack_channel" && (
+      {form.triggerType === "github_event" && form.github && (
+        <GithubFields github={form.github} onChange={(github) => setForm((f) => ({ ...f, github }))} />
+      )}
+      {form.triggerType !== "schedule" && form.triggerType !== "slack_channel" && form.triggerType !== "github_event" && (
         <Conditions filters={form.conditions} onChange={(conditions) => setForm({ ...form, conditions })} />
       )}
       <textarea
@@ -506,6 +734,9 @@ function AutomationForm({
 export function AutomationsList() {
   const [list, setList] = useState<Automation[] | null>(null);
   const [creating, setCreating] = useState(false);
+  const [template, setTemplate] = useState<AutomationRequest | undefined>(undefined);
+  // A new form each time a template is picked.
+  const [formKey, setFormKey] = useState(0);
   const [error, setError] = useState("");
   const load = () =>
     get<{ automations: Automation[] }>("/automations")
@@ -531,7 +762,29 @@ export function AutomationsList() {
           </button>
         )}
       </div>
-      {creating && <AutomationForm onSaved={created} onCancel={() => setCreating(false)} />}
+      {!creating && (list?.length ?? 0) < 50 && (
+        <details class="panel" open={list?.length === 0}>
+          <summary>Start from a template</summary>
+          <Templates
+            onPick={(form) => {
+              setTemplate(form);
+              setFormKey((k) => k + 1);
+              setCreating(true);
+            }}
+          />
+        </details>
+      )}
+      {creating && (
+        <AutomationForm
+          key={formKey}
+          template={template}
+          onSaved={created}
+          onCancel={() => {
+            setCreating(false);
+            setTemplate(undefined);
+          }}
+        />
+      )}
       <table class="list" data-testid="automations">
         <thead>
           <tr>
