@@ -364,3 +364,13 @@ pub async fn as_person(
         serde_json::from_str(&text).unwrap_or(Value::String(text)),
     )
 }
+
+/// The runs an automation has had (`GET /automations/:id/runs`), newest first.
+pub async fn automation_runs(stack: &crate::Stack, id: &str) -> Vec<Value> {
+    let url = stack.url(&format!("/automations/{id}/runs"));
+    match send(reqwest::Method::GET, &url, None).await {
+        Ok(r) if r.status == 200 => r.body["runs"].as_array().cloned().unwrap_or_default(),
+        Ok(r) => panic!("the runs of {id}: {} {}", r.status, r.body),
+        Err(e) => panic!("the runs of {id}: {e}"),
+    }
+}

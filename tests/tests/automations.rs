@@ -27,15 +27,7 @@ async fn tick(stack: &Stack, ms: i64) {
 }
 
 async fn runs(stack: &Stack, id: &str) -> Vec<Value> {
-    let r = send(
-        Method::GET,
-        &stack.url(&format!("/automations/{id}/runs")),
-        None,
-    )
-    .await
-    .unwrap();
-    assert_eq!(r.status, 200, "{}", r.body);
-    r.body["runs"].as_array().unwrap().clone()
+    inspect_tests::client::automation_runs(stack, id).await
 }
 
 /// Waits until the automation's newest run is no longer starting or running.

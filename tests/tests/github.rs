@@ -1615,19 +1615,6 @@ async fn a_repository_that_requires_signed_commits_gets_them_through_the_git_dat
     assert_eq!(gh.pulls().len(), 1);
 }
 
-/// The runs an automation has had.
-async fn runs_of(stack: &Stack, id: &str) -> Vec<Value> {
-    let r = send(
-        Method::GET,
-        &stack.url(&format!("/automations/{id}/runs")),
-        None,
-    )
-    .await
-    .unwrap();
-    assert_eq!(r.status, 200, "{}", r.body);
-    r.body["runs"].as_array().cloned().unwrap_or_default()
-}
-
 #[tokio::test]
 async fn a_failing_check_on_a_pull_request_starts_one_run_on_its_branch_and_the_answer_lands() {
     let gh = FakeGitHub::start(vec![alice()]).await.unwrap();
@@ -1814,8 +1801,15 @@ async fn a_failing_check_on_a_pull_request_starts_one_run_on_its_branch_and_the_
     )
     .await;
     tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(runs_of(&stack, &fix_ci).await.len(), 1);
-    assert!(runs_of(&stack, &pushes).await.is_empty());
+    assert_eq!(
+        inspect_tests::client::automation_runs(&stack, &fix_ci)
+            .await
+            .len(),
+        1
+    );
+    assert!(inspect_tests::client::automation_runs(&stack, &pushes)
+        .await
+        .is_empty());
     let titled = sessions(&base)
         .await
         .into_iter()
