@@ -46,11 +46,12 @@ pub async fn secret_names(
     Ok(rows.into_iter().map(|r| r.name).collect())
 }
 
+/// The secrets such a sandbox gets, opened: the environment's, and the set-up-only ones.
 pub async fn open_secrets(
     env: &Env,
     environment_id: Option<&str>,
     repositories: &[(String, String)],
-) -> Result<std::collections::BTreeMap<String, String>, ApiError> {
+) -> Result<inspect_secrets::Layered, ApiError> {
     // Without a key nothing can have been stored.
     let Some(key) = inspect_runtime::setting(env, inspect_secrets::KEY_VAR) else {
         return Ok(Default::default());
@@ -63,13 +64,15 @@ pub async fn open_secrets(
         .map(|s| s.key().1)
         .collect();
     let (condition, args) = scopes_where(&scopes);
-    let sql = format!("SELECT scope, scope_id, name, sealed FROM secrets WHERE {condition}");
+    let sql =
+        format!("SELECT scope, scope_id, name, sealed, setup_only FROM secrets WHERE {condition}");
     #[derive(Deserialize)]
     struct Row {
         scope: String,
         scope_id: String,
         name: String,
         sealed: String,
+        setup_only: f64,
     }
     let rows: Vec<Row> = inspect_runtime::d1::all(env, &sql, &args)
         .await
@@ -84,6 +87,7 @@ pub async fn open_secrets(
             scope: r.scope,
             name: r.name,
             sealed: r.sealed,
+            setup: r.setup_only > 0.0,
         })
         .collect();
     inspect_secrets::layer(&key, &stored)

@@ -1817,3 +1817,104 @@ async fn a_brokered_grant_stays_out_of_the_sandbox_while_the_agent_calls_the_mod
         listed.body
     );
 }
+
+#[tokio::test]
+async fn a_setup_secret_reaches_the_hooks_and_never_the_agent() {
+    // The agent looks for the value everywhere it can: its environment, every process's
+    // environment under /proc, and the files of the sandbox (the value is spelled in two
+    // parts, so the command itself does not hold it).
+    let look = "V=setup-value; V=\"$V-7d1\"; \
+        echo \"env:$(env | grep -c \"$V\")\"; \
+        echo \"proc:$(cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c \"$V\")\"; \
+        echo \"files:$(grep -rl \"$V\" \"$INSPECT_SANDBOX_ROOT\" \"$HOME\" 2>/dev/null | wc -l)\"; \
+        echo \"normal:$(env | grep -c '^NORMAL_TOKEN=normal-value$')\"; \
+        echo \"proc-normal:$(cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c '^NORMAL_TOKEN=normal-value$' | sed 's/^[1-9][0-9]*$/some/')\"; \
+        echo \"files-hook:$(grep -rl 'secret of' \"$INSPECT_SANDBOX_ROOT\" 2>/dev/null | wc -l | sed 's/^ *[1-9][0-9]*$/some/')\"";
+    let w = world(vec![
+        Reply::tool(
+            "bash",
+            json!({"command": look, "description": "look for the set-up secret"}),
+        ),
+        Reply::text("Looked everywhere."),
+    ])
+    .await;
+    // The set-up hook says only how long the secret it was given is.
+    let hooks = w.repo.path().join(".openinspect");
+    std::fs::create_dir_all(&hooks).unwrap();
+    std::fs::write(
+        hooks.join("setup.sh"),
+        "echo \"setup saw a secret of ${#SETUP_TOKEN} characters\"\n",
+    )
+    .unwrap();
+    commit_all(w.repo.path(), "setup hook");
+    let url = |p: &str| w.stack.url(p);
+    // A set-up mark on a name not sent is refused; then both are stored, one for set-up.
+    let r = send(
+        Method::PUT,
+        &url("/repos/local/demo/secrets"),
+        Some(json!({"secrets": {"NORMAL_TOKEN": "normal-value"}, "setup": ["SETUP_TOKEN"]})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(
+        r.body.to_string().contains("not among the secrets sent"),
+        "{}",
+        r.body
+    );
+    let r = send(
+        Method::PUT,
+        &url("/repos/local/demo/secrets"),
+        Some(json!({"secrets": {"NORMAL_TOKEN": "normal-value", "SETUP_TOKEN": "setup-value-7d1"}, "setup": ["setup_token"]})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let listed = r.body["secrets"].as_array().unwrap().clone();
+    let setup_of = |name: &str| {
+        listed
+            .iter()
+            .find(|s| s["key"] == name)
+            .map(|s| s["setup"].clone())
+    };
+    assert_eq!(setup_of("SETUP_TOKEN"), Some(json!(true)), "{listed:?}");
+    assert_eq!(setup_of("NORMAL_TOKEN"), Some(json!(false)), "{listed:?}");
+    assert!(!r.body.to_string().contains("setup-value-7d1"));
+
+    let (_, mut ws) = demo_session(&w).await;
+    ws.send(json!({"type": "prompt", "content": "look for the secret"}))
+        .await
+        .unwrap();
+    let seen = until_complete(&mut ws, 1, &w).await;
+    let all = serde_json::to_string(&seen).unwrap();
+    let setup = events(&seen, "boot_step")
+        .into_iter()
+        .find(|e| e["step"] == "setup" && e["status"] == "succeeded")
+        .unwrap_or_else(|| panic!("no setup step: {all}"));
+    assert!(
+        setup
+            .to_string()
+            .contains("setup saw a secret of 15 characters"),
+        "{setup}\n{}",
+        w.host.sandbox_logs()
+    );
+    // The looks can see: the ordinary secret in /proc, the hook's own file on disk.
+    for line in [
+        "env:0",
+        "proc:0",
+        "files:0",
+        "normal:1",
+        "proc-normal:some",
+        "files-hook:some",
+    ] {
+        assert!(
+            all.contains(line),
+            "{line} not in what the agent saw: {all}"
+        );
+    }
+    assert!(
+        !all.contains("setup-value-7d1"),
+        "the value reached a client: {all}"
+    );
+    assert!(!w.host.sandbox_logs().contains("setup-value-7d1"), "logged");
+}

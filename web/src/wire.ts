@@ -199,11 +199,20 @@ export type ApiTokenSummary = { id: string, name: string, createdAt: number, las
 
 export type ApiTokenList = { tokens: Array<ApiTokenSummary>, };
 
-export type SecretSummary = { key: string, createdAt: number, updatedAt: number, };
+export type SecretSummary = { key: string, createdAt: number, updatedAt: number, 
+/**
+ * Given to the repository's set-up and start hooks only, never to the agent or the
+ * terminals.
+ */
+setup: boolean, };
 
 export type SecretList = { secrets: Array<SecretSummary>, };
 
-export type SetSecrets = { secrets: { [key in string]: string }, };
+export type SetSecrets = { secrets: { [key in string]: string }, 
+/**
+ * Which of `secrets` are for set-up only (the hooks); the others reach the agent too.
+ */
+setup: Array<string>, };
 
 export type CreateEnvironment = { name: string, repositories: Array<RepositoryRef>, description?: string | null, 
 /**
@@ -752,6 +761,12 @@ workBranch: string, bootMode: BootMode,
  */
 env: { [key in string]: string }, 
 /**
+ * The names of the set-up-only secrets: their values come over the session socket
+ * (`SandboxCommand::SetupSecrets`), for the set-up and start hooks alone, never into
+ * any process's environment from the start nor any file.
+ */
+setupSecrets?: Array<string>, 
+/**
  * Ports to expose; their URLs reach the sandbox through `.tunnels.env`.
  */
 tunnelPorts: Array<number>, 
@@ -874,7 +889,7 @@ requestId?: string | null, sha?: string | null,
  */
 changed?: boolean | null, } | { "type": "push_error", error: string, repo?: string | null, requestId?: string | null, } | { "type": "warning", scope: string, message: string, } | { "type": "session_title", title: string, } | { "type": "snapshot_ready", snapshotId?: string | null, } | { "type": "terminal_output", terminalId: string, data: string, client?: string | null, } | { "type": "terminal_exit", terminalId: string, exitCode?: number | null, error?: string | null, };
 
-export type SandboxCommand = { "type": "prompt", messageId: string, content: string, model?: string | null, reasoningEffort?: string | null, author: PromptAuthor, 
+export type SandboxCommand = { "type": "setup_secrets", env: Record<string, string>, } | { "type": "prompt", messageId: string, content: string, model?: string | null, reasoningEffort?: string | null, author: PromptAuthor, 
 /**
  * Files sent with the prompt; kept ones (`attachmentId`) are fetched from
  * `GET /sessions/:id/attachments/:attachmentId` with the sandbox's token.

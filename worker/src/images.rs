@@ -233,8 +233,11 @@ async fn start(
         .map(|r| (r.owner.clone(), r.name.clone()))
         .collect();
     let prepared = async {
-        let secrets =
+        // A build runs the hooks alone: the set-up-only secrets are theirs too.
+        let layered =
             inspect_durable::sealed::open_secrets(env, environment.as_deref(), &pairs).await?;
+        let mut secrets = layered.env;
+        secrets.extend(layered.setup);
         let needs_github = repositories
             .iter()
             .any(|r| r.source.starts_with("https://"));

@@ -43,13 +43,14 @@ struct SummaryRow {
     value_bytes: f64,
     created_at: f64,
     updated_at: f64,
+    setup_only: f64,
 }
 
 async fn rows(env: &Env, scope: &Scope) -> Result<Vec<SummaryRow>, ApiError> {
     let (kind, id) = scope.key();
     db::all(
         env,
-        "SELECT name, value_bytes, created_at, updated_at FROM secrets WHERE scope = ?1 AND scope_id = ?2 ORDER BY name",
+        "SELECT name, value_bytes, created_at, updated_at, setup_only FROM secrets WHERE scope = ?1 AND scope_id = ?2 ORDER BY name",
         &[kind.into(), id.into()],
     )
     .await
@@ -69,7 +70,7 @@ pub async fn set_secrets(
     let update: SetSecrets = inspect_protocol::json::from_slice(body).map_err(|e| {
         // serde's message may quote the input; keep values out of the answer.
         ApiError::bad_request(format!(
-            "the body must be {{\"secrets\": {{\"NAME\": \"value\", …}}}} (error at line {}, column {})",
+            "the body must be {{\"secrets\": {{\"NAME\": \"value\", …}}, \"setup\": [\"NAME\", …]}} (error at line {}, column {})",
             e.line(),
             e.column()
         ))
@@ -85,13 +86,13 @@ pub async fn set_secrets(
     let (kind, id) = scope.key();
     let database = db::database(env)?;
     let mut statements = Vec::with_capacity(planned.len());
-    for (name, value) in &planned {
+    for (name, value, setup) in &planned {
         let sealed = key.seal(db::random::<12>()?, value)?;
         statements.push(
             database
                 .prepare(
-                    "INSERT INTO secrets (scope, scope_id, name, sealed, value_bytes, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)
-                     ON CONFLICT(scope, scope_id, name) DO UPDATE SET sealed = excluded.sealed, value_bytes = excluded.value_bytes, updated_at = excluded.updated_at",
+                    "INSERT INTO secrets (scope, scope_id, name, sealed, value_bytes, created_at, updated_at, setup_only) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7)
+                     ON CONFLICT(scope, scope_id, name) DO UPDATE SET sealed = excluded.sealed, value_bytes = excluded.value_bytes, updated_at = excluded.updated_at, setup_only = excluded.setup_only",
                 )
                 .bind(&[
                     kind.into(),
@@ -100,6 +101,7 @@ pub async fn set_secrets(
                     sealed.into(),
                     num(value.len() as i64),
                     num(now),
+                    num(i64::from(*setup)),
                 ])
                 .map_err(db::unavailable)?,
         );
@@ -117,6 +119,7 @@ async fn list_secrets_of(env: &Env, scope: &Scope) -> Result<SecretList, ApiErro
                 key: r.name,
                 created_at: r.created_at as i64,
                 updated_at: r.updated_at as i64,
+                setup: r.setup_only > 0.0,
             })
             .collect(),
     })

@@ -70,6 +70,10 @@ pub struct SecretSummary {
     pub key: String,
     pub created_at: i64,
     pub updated_at: i64,
+    /// Given to the repository's set-up and start hooks only, never to the agent or the
+    /// terminals.
+    #[serde(default)]
+    pub setup: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -84,6 +88,9 @@ pub struct SecretList {
 #[serde(deny_unknown_fields)]
 pub struct SetSecrets {
     pub secrets: BTreeMap<String, String>,
+    /// Which of `secrets` are for set-up only (the hooks); the others reach the agent too.
+    #[serde(default)]
+    pub setup: Vec<String>,
 }
 
 /// `POST /environments`.

@@ -55,6 +55,11 @@ pub struct SpawnRequest {
     /// Secrets and settings for the sandbox's environment. Never logged.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// The names of the set-up-only secrets: their values come over the session socket
+    /// (`SandboxCommand::SetupSecrets`), for the set-up and start hooks alone, never into
+    /// any process's environment from the start nor any file.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub setup_secrets: Vec<String>,
     /// Ports to expose; their URLs reach the sandbox through `.tunnels.env`.
     #[serde(default)]
     pub tunnel_ports: Vec<u16>,

@@ -361,6 +361,13 @@ pub struct PromptAuthor {
     rename_all_fields = "camelCase"
 )]
 pub enum SandboxCommand {
+    /// The set-up-only secrets' values (their names are the spawn's `setupSecrets`), sent
+    /// when a booting sandbox connects: the supervisor gives them to the set-up and start
+    /// hooks only. Never logged.
+    SetupSecrets {
+        #[cfg_attr(feature = "ts", ts(type = "Record<string, string>"))]
+        env: std::collections::BTreeMap<String, String>,
+    },
     Prompt {
         message_id: String,
         content: String,

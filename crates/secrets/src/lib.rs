@@ -142,11 +142,25 @@ fn too_large(message: String) -> ApiError {
 pub fn plan_update(
     existing: &BTreeMap<String, usize>,
     update: &SetSecrets,
-) -> Result<Vec<(String, String)>, ApiError> {
+) -> Result<Vec<(String, String, bool)>, ApiError> {
     if update.secrets.is_empty() {
         return Err(ApiError::bad_request(
             "secrets must name at least one secret",
         ));
+    }
+    let mut setup = Vec::with_capacity(update.setup.len());
+    for name in &update.setup {
+        let name = normalize_name(name)?;
+        if !update
+            .secrets
+            .keys()
+            .any(|k| k.trim().eq_ignore_ascii_case(&name))
+        {
+            return Err(ApiError::bad_request(format!(
+                "{name} is marked set-up only but not among the secrets sent"
+            )));
+        }
+        setup.push(name);
     }
     let mut sizes = existing.clone();
     let mut out = Vec::with_capacity(update.secrets.len());
@@ -157,13 +171,17 @@ pub fn plan_update(
                 "{name}: a value is at most {MAX_VALUE_BYTES} bytes"
             )));
         }
-        if out.iter().any(|(n, _): &(String, String)| *n == name) {
+        if out
+            .iter()
+            .any(|(n, _, _): &(String, String, bool)| *n == name)
+        {
             return Err(ApiError::bad_request(format!(
                 "{name} is named twice (names are not case-sensitive)"
             )));
         }
         sizes.insert(name.clone(), value.len());
-        out.push((name, value.clone()));
+        let for_setup = setup.contains(&name);
+        out.push((name, value.clone(), for_setup));
     }
     if sizes.len() > MAX_PER_SCOPE {
         return Err(too_large(format!(
@@ -256,6 +274,16 @@ pub struct StoredSecret {
     pub order: usize,
     pub name: String,
     pub sealed: String,
+    /// For the set-up and start hooks only.
+    pub setup: bool,
+}
+
+/// A session's secrets, layered: those every process of the sandbox gets, and the
+/// set-up-only ones (for the hooks alone).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Layered {
+    pub env: BTreeMap<String, String>,
+    pub setup: BTreeMap<String, String>,
 }
 
 /// Which scopes' secrets reach a session's sandbox, as the seeds define it: a session on an
@@ -279,22 +307,25 @@ pub fn flowing_scopes(
 
 /// The environment a sandbox gets: every scope's secrets, opened, the narrower scope
 /// winning (environment over repository over global; among repositories the primary).
-pub fn layer(
-    key: &SealingKey,
-    stored: &[StoredSecret],
-) -> Result<BTreeMap<String, String>, ApiError> {
+pub fn layer(key: &SealingKey, stored: &[StoredSecret]) -> Result<Layered, ApiError> {
     let mut sorted: Vec<&StoredSecret> = stored.iter().collect();
-    // Weakest first, so stronger ones overwrite.
+    // Weakest first, so stronger ones overwrite (a set-up-only one too, and the other way).
     sorted.sort_by(|a, b| {
         Scope::rank(&a.scope)
             .cmp(&Scope::rank(&b.scope))
             .then(b.order.cmp(&a.order))
     });
-    let mut env = BTreeMap::new();
+    let mut out = Layered::default();
     for s in sorted {
-        env.insert(s.name.clone(), key.open(&s.sealed)?);
+        let value = key.open(&s.sealed)?;
+        let (into, other) = match s.setup {
+            true => (&mut out.setup, &mut out.env),
+            false => (&mut out.env, &mut out.setup),
+        };
+        other.remove(&s.name);
+        into.insert(s.name.clone(), value);
     }
-    Ok(env)
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -410,6 +441,7 @@ mod tests {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
+            setup: vec![],
         }
     }
 
@@ -418,8 +450,20 @@ mod tests {
         let none = BTreeMap::new();
         assert_eq!(
             plan_update(&none, &set(&[("a", "1")])).unwrap(),
-            vec![("A".to_string(), "1".to_string())]
+            vec![("A".to_string(), "1".to_string(), false)]
         );
+        let mut with_setup = set(&[("a", "1"), ("b", "2")]);
+        with_setup.setup = vec!["B".into()];
+        assert_eq!(
+            plan_update(&none, &with_setup).unwrap(),
+            vec![
+                ("A".to_string(), "1".to_string(), false),
+                ("B".to_string(), "2".to_string(), true)
+            ]
+        );
+        with_setup.setup = vec!["C".into()];
+        let e = plan_update(&none, &with_setup).unwrap_err();
+        assert!(e.message.contains("not among the secrets sent"), "{e:?}");
         assert!(plan_update(&none, &set(&[])).is_err());
         assert!(plan_update(&none, &set(&[("a", "1"), ("A", "2")])).is_err());
         let big = "x".repeat(MAX_VALUE_BYTES + 1);
@@ -444,8 +488,9 @@ mod tests {
             order,
             name: name.into(),
             sealed: k.seal([3; 12], v).unwrap(),
+            setup: false,
         };
-        let env = layer(
+        let layered = layer(
             &k,
             &[
                 s("environment", 0, "A", "env"),
@@ -458,8 +503,29 @@ mod tests {
             ],
         )
         .unwrap();
+        let env = &layered.env;
         assert_eq!(env["A"], "env");
         assert_eq!(env["B"], "primary");
         assert_eq!(env["C"], "global");
+        assert!(layered.setup.is_empty());
+        // A set-up-only secret is kept apart; a stronger scope decides what a name is.
+        let setup = |scope: &str, name: &str, v: &str| StoredSecret {
+            setup: true,
+            ..s(scope, 0, name, v)
+        };
+        let layered = layer(
+            &k,
+            &[
+                setup("global", "TOKEN", "g"),
+                s("repository", 0, "TOKEN", "repo"),
+                setup("repository", "NPM", "n"),
+                s("global", 0, "NPM", "global"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(layered.env.get("TOKEN").map(String::as_str), Some("repo"));
+        assert!(!layered.setup.contains_key("TOKEN"));
+        assert_eq!(layered.setup.get("NPM").map(String::as_str), Some("n"));
+        assert!(!layered.env.contains_key("NPM"));
     }
 }

@@ -66,7 +66,7 @@ impl SessionDO {
         None
     }
 
-    pub(super) fn accept_sandbox_socket(&self, req: &Request) -> Result<Response> {
+    pub(super) async fn accept_sandbox_socket(&self, req: &Request) -> Result<Response> {
         if let Some(refusal) = self.refuse_sandbox(req) {
             return refusal;
         }
@@ -92,7 +92,31 @@ impl SessionDO {
             Ok(fx) => self.apply(fx),
             Err(e) => self.log(LogLine::error("sandbox", "open_failed").detail(e)),
         }
+        self.send_setup_secrets().await;
         Response::from_websocket(pair.client)
+    }
+
+    /// A booting sandbox's set-up-only secrets, sent as it connects: its hooks wait for
+    /// them. Opened from D1 each time, never kept in the object nor put on the timeline;
+    /// a sandbox past its boot is sent none.
+    async fn send_setup_secrets(&self) {
+        let booting = self
+            .engine()
+            .sandbox_status()
+            .is_ok_and(|s| matches!(s.as_str(), "spawning" | "connecting" | "syncing" | "setup"));
+        if !booting || self.setup_secrets_named.get() == Some(false) {
+            return;
+        }
+        match self.sandbox_secrets().await {
+            Ok(layered) if !layered.setup.is_empty() => {
+                let mut fx = Effects::none();
+                fx.to_sandbox
+                    .push(SandboxCommand::SetupSecrets { env: layered.setup });
+                self.apply(fx);
+            }
+            Ok(_) => {}
+            Err(e) => self.log(LogLine::warn("sandbox", "setup_secrets_unread").detail(e.message)),
+        }
     }
 
     /// Our sandbox `sandbox_id` as the provider is asked about it (with the vendor's id,
@@ -313,8 +337,12 @@ impl SessionDO {
         }
         let models = self.models().await;
         let request = match self.spawn_request(&ticket, restore.clone(), boot_mode) {
-            Ok(mut req) => self.sandbox_secrets().await.map(|env| {
-                req.env = env;
+            Ok(mut req) => self.sandbox_secrets().await.map(|layered| {
+                self.setup_secrets_named
+                    .set(Some(!layered.setup.is_empty()));
+                req.env = layered.env;
+                // Only their names: the values come over the socket when it boots.
+                req.setup_secrets = layered.setup.into_keys().collect();
                 req.models = models
                     .as_ref()
                     .map(inspect_models::compatible_models)
@@ -539,11 +567,11 @@ impl SessionDO {
         chosen.image_id.clone()
     }
 
-    /// The secrets the sandbox's environment gets, read and opened at spawn time so a
-    /// change applies to the next sandbox.
-    async fn sandbox_secrets(
+    /// The secrets the sandbox gets, read and opened at spawn time so a change applies to
+    /// the next sandbox (and the set-up-only ones again when it connects to boot).
+    pub(super) async fn sandbox_secrets(
         &self,
-    ) -> std::result::Result<std::collections::BTreeMap<String, String>, ApiError> {
+    ) -> std::result::Result<inspect_secrets::Layered, ApiError> {
         let state = self.engine().state()?;
         let repositories: Vec<(String, String)> = state
             .repositories
@@ -730,6 +758,7 @@ impl SessionDO {
             .clone()
             .or_else(|| self.env.var("DEFAULT_MODEL").ok().map(|v| v.to_string()));
         Ok(inspect_protocol::provider::SpawnRequest {
+            setup_secrets: Vec::new(),
             session_id: state.id.clone(),
             sandbox_id: ticket.sandbox_id.clone(),
             sandbox_token: ticket.token.clone(),

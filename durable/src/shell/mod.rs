@@ -95,6 +95,9 @@ pub struct SessionDO {
     stopping: std::cell::Cell<bool>,
     /// A spawn was asked for while stopping: it runs when the stop has ended.
     spawn_deferred: std::cell::Cell<bool>,
+    /// Whether the last spawn named set-up-only secrets (unknown after a restart: then
+    /// D1 says), so a booting sandbox without any connects without a read.
+    setup_secrets_named: std::cell::Cell<Option<bool>>,
     /// Streamed parts told to clients and not yet written.
     staging: Rc<RefCell<staging::Staging>>,
     /// The database holds the schema: `/init` made a session here. Until then every route
@@ -269,6 +272,7 @@ impl DurableObject for SessionDO {
             pr_claims: RefCell::default(),
             stopping: Default::default(),
             spawn_deferred: Default::default(),
+            setup_secrets_named: Default::default(),
             progress_at: std::cell::Cell::new(0),
             progress_updates: Rc::default(),
             staging,

@@ -72,7 +72,7 @@ impl SessionDO {
                     ));
                 }
                 if query_param(&req, "type").as_deref() == Some("sandbox") {
-                    return self.accept_sandbox_socket(&req);
+                    return self.accept_sandbox_socket(&req).await;
                 }
                 let r = self.accept_client_socket();
                 self.schedule().await;

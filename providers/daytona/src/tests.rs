@@ -34,6 +34,7 @@ fn settings_name_what_is_missing() {
 #[test]
 fn the_create_body_carries_the_identity_and_labels() {
     let req = SpawnRequest {
+        setup_secrets: Vec::new(),
         session_id: "s1".into(),
         sandbox_id: "sb_1".into(),
         sandbox_token: "tok".into(),

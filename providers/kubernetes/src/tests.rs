@@ -24,6 +24,7 @@ fn config(extra: &[(&str, &str)]) -> KubeConfig {
 
 fn request() -> SpawnRequest {
     SpawnRequest {
+        setup_secrets: Vec::new(),
         session_id: "abc123".into(),
         sandbox_id: "sb_F00D".into(),
         sandbox_token: "secret-token".into(),

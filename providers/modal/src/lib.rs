@@ -151,6 +151,7 @@ pub fn create_body(cfg: &ModalConfig, req: &SpawnRequest) -> Value {
 /// its own, snapshots it when the build succeeded, and reports to the callback URL.
 pub fn build_body(req: &inspect_protocol::images::BuildImageRequest) -> Value {
     let spawn = SpawnRequest {
+        setup_secrets: Vec::new(),
         session_id: req.build_id.clone(),
         sandbox_id: req.build_id.clone(),
         sandbox_token: String::new(),

@@ -54,6 +54,7 @@ fn the_token_is_the_time_and_its_hmac() {
 
 fn request(restore: Option<&str>) -> SpawnRequest {
     SpawnRequest {
+        setup_secrets: Vec::new(),
         session_id: "s1".into(),
         sandbox_id: "sb_1".into(),
         sandbox_token: "tok".into(),

@@ -78,6 +78,7 @@ async fn build(state: &HostState, req: &BuildImageRequest, root: &FsPath) -> Bui
     let ran = async {
         std::fs::create_dir_all(root.join("workspace"))?;
         let spawn = SpawnRequest {
+            setup_secrets: Vec::new(),
             session_id: req.build_id.clone(),
             sandbox_id: req.build_id.clone(),
             sandbox_token: String::new(),

@@ -238,7 +238,12 @@ fn tail(bytes: &[u8]) -> String {
 /// Runs `script` with bash in `dir`, bounded by `timeout`. Hooks stay in the sandbox's
 /// process group, so what they leave running (a dev server from `start.sh`) stops with the
 /// sandbox; a hook that runs out of time has its own process tree killed.
-pub async fn run_hook(script: &Path, dir: &Path, timeout: Duration) -> Result<HookOutcome> {
+pub async fn run_hook(
+    script: &Path,
+    dir: &Path,
+    timeout: Duration,
+    extra_env: &std::collections::BTreeMap<String, String>,
+) -> Result<HookOutcome> {
     if !script.exists() {
         return Ok(HookOutcome::Absent);
     }
@@ -249,6 +254,7 @@ pub async fn run_hook(script: &Path, dir: &Path, timeout: Duration) -> Result<Ho
         .current_dir(dir)
         .env_remove("INSPECT_SANDBOX_TOKEN")
         .env_remove(GIT_TOKEN_VAR)
+        .envs(extra_env)
         .stdin(std::process::Stdio::null())
         .stdout(out.try_clone()?)
         .stderr(out)
@@ -534,15 +540,25 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let script = dir.path().join("hook.sh");
         assert_eq!(
-            run_hook(&script, dir.path(), Duration::from_secs(5))
-                .await
-                .unwrap(),
+            run_hook(
+                &script,
+                dir.path(),
+                Duration::from_secs(5),
+                &Default::default()
+            )
+            .await
+            .unwrap(),
             HookOutcome::Absent
         );
         std::fs::write(&script, "echo hello; echo oops >&2").unwrap();
-        match run_hook(&script, dir.path(), Duration::from_secs(5))
-            .await
-            .unwrap()
+        match run_hook(
+            &script,
+            dir.path(),
+            Duration::from_secs(5),
+            &Default::default(),
+        )
+        .await
+        .unwrap()
         {
             HookOutcome::Succeeded { output } => {
                 assert!(output.contains("hello") && output.contains("oops"))
@@ -551,16 +567,26 @@ mod tests {
         }
         std::fs::write(&script, "echo failing; exit 3").unwrap();
         assert!(matches!(
-            run_hook(&script, dir.path(), Duration::from_secs(5))
-                .await
-                .unwrap(),
+            run_hook(
+                &script,
+                dir.path(),
+                Duration::from_secs(5),
+                &Default::default()
+            )
+            .await
+            .unwrap(),
             HookOutcome::Failed { code: Some(3), .. }
         ));
         std::fs::write(&script, "echo before; sleep 30").unwrap();
         let t = Instant::now();
-        match run_hook(&script, dir.path(), Duration::from_millis(500))
-            .await
-            .unwrap()
+        match run_hook(
+            &script,
+            dir.path(),
+            Duration::from_millis(500),
+            &Default::default(),
+        )
+        .await
+        .unwrap()
         {
             HookOutcome::TimedOut { output } => assert!(output.contains("before")),
             other => panic!("{other:?}"),
@@ -568,9 +594,14 @@ mod tests {
         assert!(t.elapsed() < Duration::from_secs(5));
         // Output is bounded.
         std::fs::write(&script, "head -c 100000 /dev/zero | tr '\\0' x").unwrap();
-        match run_hook(&script, dir.path(), Duration::from_secs(5))
-            .await
-            .unwrap()
+        match run_hook(
+            &script,
+            dir.path(),
+            Duration::from_secs(5),
+            &Default::default(),
+        )
+        .await
+        .unwrap()
         {
             HookOutcome::Succeeded { output } => assert_eq!(output.len(), HOOK_OUTPUT_TAIL),
             other => panic!("{other:?}"),

@@ -30,6 +30,8 @@ pub async fn build() -> Result<()> {
         base_url: None,
         api_key: None,
         tunnel_wait: Duration::ZERO,
+        // A build's secrets (set-up-only ones included) are in its environment.
+        setup_secrets: super::link::setup_secrets(),
         spawn,
     };
     let (events, mut seen) = Events::local();

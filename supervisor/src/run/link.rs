@@ -19,12 +19,23 @@ use tokio_tungstenite::tungstenite::Message;
 /// Events not needing an ack that are kept while disconnected; beyond this the oldest go.
 const MAX_PENDING_EVENTS: usize = 10_000;
 
+/// The set-up-only secrets, once the session sent them (it does as a booting sandbox
+/// connects). Held in this process's memory for the hooks; never logged nor written.
+pub type SetupSecrets =
+    std::sync::Arc<tokio::sync::watch::Sender<Option<std::collections::BTreeMap<String, String>>>>;
+
+/// A place for the set-up-only secrets, empty until the session sends them.
+pub fn setup_secrets() -> SetupSecrets {
+    std::sync::Arc::new(tokio::sync::watch::channel(None).0)
+}
+
 #[derive(Clone)]
 pub struct LinkConfig {
     pub control_plane_url: String,
     pub session_id: String,
     pub sandbox_id: String,
     pub token: String,
+    pub setup_secrets: SetupSecrets,
 }
 
 /// The supervisor's handle: send events, receive commands.
@@ -290,6 +301,9 @@ where
                     Ok(SandboxCommand::Ack { ack_id }) => outbox.ack(&ack_id),
                     Ok(SandboxCommand::Acks { ack_ids }) => outbox.ack_many(&ack_ids),
                     Ok(SandboxCommand::Error { code, message }) => tracing::warn!(%code, "the session refused an event: {message}"),
+                    Ok(SandboxCommand::SetupSecrets { env }) => {
+                        config.setup_secrets.send_replace(Some(env));
+                    }
                     Ok(cmd) => {
                         let _ = commands.send(cmd);
                     }
@@ -320,6 +334,7 @@ mod tests {
             session_id: "s".into(),
             sandbox_id: "sb".into(),
             token: "t".into(),
+            setup_secrets: setup_secrets(),
         }
     }
 

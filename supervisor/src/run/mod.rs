@@ -51,6 +51,8 @@ struct RunConfig {
     base_url: Option<String>,
     api_key: Option<String>,
     tunnel_wait: Duration,
+    /// The set-up-only secrets, for the hooks alone (filled by the link).
+    setup_secrets: link::SetupSecrets,
 }
 
 fn var(name: &str) -> Result<String> {
@@ -117,11 +119,13 @@ impl RunConfig {
         let mut spawn: SpawnRequest =
             serde_json::from_str(&var("INSPECT_SPAWN")?).context("INSPECT_SPAWN")?;
         spawn.sandbox_token = sandbox_token()?;
+        let setup_secrets = link::setup_secrets();
         let link = link::LinkConfig {
             control_plane_url: var("INSPECT_CONTROL_PLANE_URL")?,
             session_id: var("INSPECT_SESSION_ID")?,
             sandbox_id: var("INSPECT_SANDBOX_ID")?,
             token: spawn.sandbox_token.clone(),
+            setup_secrets: setup_secrets.clone(),
         };
         let model = std::env::var("INSPECT_MODEL")
             .ok()
@@ -156,6 +160,7 @@ impl RunConfig {
                     .unwrap_or(30),
             ),
             spawn,
+            setup_secrets,
         };
         let mut cfg = cfg;
         changes::set_reporter(
@@ -882,6 +887,40 @@ async fn finish_restore(unpacking: Option<(Step<'_>, restore::Unpacking)>) -> Re
     }
 }
 
+/// How long the hooks wait for the set-up-only secrets (the session sends them as the
+/// sandbox connects).
+const SETUP_SECRETS_WAIT: Duration = Duration::from_secs(60);
+
+/// The set-up-only secrets the spawn names, as the session sent them; waited for, and
+/// without them (said on the timeline) after [`SETUP_SECRETS_WAIT`].
+async fn setup_env(cfg: &RunConfig, events: &Events) -> std::collections::BTreeMap<String, String> {
+    if cfg.spawn.setup_secrets.is_empty() {
+        return Default::default();
+    }
+    let mut arrived = cfg.setup_secrets.subscribe();
+    let got = tokio::time::timeout(SETUP_SECRETS_WAIT, async {
+        arrived
+            .wait_for(Option::is_some)
+            .await
+            .map(|env| env.clone().unwrap_or_default())
+    })
+    .await;
+    match got {
+        Ok(Ok(env)) => env,
+        _ => {
+            events.send(SandboxEvent::Warning {
+                scope: "setup".into(),
+                message: format!(
+                    "the set-up secrets ({}) did not arrive within {} s: the hooks run without them",
+                    cfg.spawn.setup_secrets.join(", "),
+                    SETUP_SECRETS_WAIT.as_secs()
+                ),
+            });
+            Default::default()
+        }
+    }
+}
+
 /// Prepares the workspace; `synced` is told once every repository is in place (before the
 /// hooks run).
 async fn boot(
@@ -944,11 +983,19 @@ async fn boot(
         .map(|r| r.0.clone())
         .unwrap_or_else(|| ws.clone());
     let hooks = primary.join(".openinspect");
+    // The set-up-only secrets: the hooks' alone (the agent, the terminals and every file
+    // never see them).
+    let hook_env = setup_env(cfg, events).await;
 
     let step = Step::begin(events, "setup");
     if matches!(mode, BootMode::Fresh | BootMode::Build) {
-        let outcome =
-            boot::run_hook(&hooks.join("setup.sh"), &primary, boot::SETUP_TIMEOUT).await?;
+        let outcome = boot::run_hook(
+            &hooks.join("setup.sh"),
+            &primary,
+            boot::SETUP_TIMEOUT,
+            &hook_env,
+        )
+        .await?;
         if let Err(detail) = boot::end_hook_step(step, "setup.sh", boot::SETUP_TIMEOUT, outcome) {
             // Setup failing is fatal only when building an image.
             if mode == BootMode::Build {
@@ -1014,7 +1061,13 @@ async fn boot(
     }
 
     let step = Step::begin(events, "start");
-    let outcome = boot::run_hook(&hooks.join("start.sh"), &primary, boot::START_TIMEOUT).await?;
+    let outcome = boot::run_hook(
+        &hooks.join("start.sh"),
+        &primary,
+        boot::START_TIMEOUT,
+        &hook_env,
+    )
+    .await?;
     // start.sh failing is always fatal.
     if let Err(detail) = boot::end_hook_step(step, "start.sh", boot::START_TIMEOUT, outcome) {
         anyhow::bail!(detail);

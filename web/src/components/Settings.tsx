@@ -29,6 +29,7 @@ function Secrets({ repos, environments }: { repos: Repository[]; environments: E
   const [secrets, setSecrets] = useState<SecretSummary[]>([]);
   const [name, setName] = useState("");
   const [value, setValue] = useState("");
+  const [setupOnly, setSetupOnly] = useState(false);
   const [error, setError] = useState("");
   const base = scope.startsWith("env:")
     ? `/environments/${scope.slice(4)}/secrets`
@@ -48,9 +49,10 @@ function Secrets({ repos, environments }: { repos: Repository[]; environments: E
   const save = async (e: Event) => {
     e.preventDefault();
     try {
-      await put(base, { secrets: { [name.trim()]: value } });
+      await put(base, { secrets: { [name.trim()]: value }, setup: setupOnly ? [name.trim()] : [] });
       setName("");
       setValue("");
+      setSetupOnly(false);
       await load();
     } catch (err) {
       setError(errorText(err));
@@ -69,7 +71,8 @@ function Secrets({ repos, environments }: { repos: Repository[]; environments: E
       <h2 id="secrets-h">Secrets</h2>
       <p class="muted small">
         Sandboxes get these as environment variables; a repository's secret wins over a global one of the same name. Values
-        are sealed and never shown again.
+        are sealed and never shown again. A set-up-only secret is given to the repository's set-up and start hooks alone:
+        the agent, the terminals and the sandbox's files never see it.
       </p>
       <label>
         Scope{" "}
@@ -96,6 +99,7 @@ function Secrets({ repos, environments }: { repos: Repository[]; environments: E
             <tr key={s.key}>
               <td>
                 <code>{s.key}</code>
+                {s.setup && <span class="badge small">set-up only</span>}
               </td>
               <td>{ago(s.updatedAt)}</td>
               <td>
@@ -125,6 +129,10 @@ function Secrets({ repos, environments }: { repos: Repository[]; environments: E
           onInput={(e) => setValue(e.currentTarget.value)}
           required
         />
+        <label class="check">
+          <input type="checkbox" aria-label="Set-up only" checked={setupOnly} onChange={(e) => setSetupOnly(e.currentTarget.checked)} />
+          {" set-up only"}
+        </label>
         <button type="submit">Set</button>
       </form>
       <ErrorNote text={error} />
