@@ -1628,9 +1628,12 @@ async fn a_failing_check_on_a_pull_request_starts_one_run_on_its_branch_and_the_
         host: _host,
         stack,
     } = AgentStack::start(
-        vec![Reply::text(
-            "The login test timed out waiting for the page; I raised its wait and the suite passes.",
-        )],
+        vec![
+            Reply::text(
+                "The login test timed out waiting for the page; I raised its wait and the suite passes.",
+            ),
+            Reply::text("Fixed as the comment asked, on this pull request's branch."),
+        ],
         vars,
     )
     .await
@@ -1770,6 +1773,54 @@ async fn a_failing_check_on_a_pull_request_starts_one_run_on_its_branch_and_the_
     };
     assert!(comment.body.contains("raised its wait"), "{}", comment.body);
 
+    // A comment trigger: "/fix" on the pull request starts a run on its branch (which the
+    // comment's delivery does not carry: GitHub is asked), answered on the pull request.
+    let r = make(automation(
+        "Fix on request",
+        json!({"event": "issue_comment", "textMatch": "regex", "pattern": "^/fix\\b"}),
+    ))
+    .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let fix_comment = json!({
+        "action": "created",
+        "issue": {"number": pr, "title": "Login page", "body": null, "labels": [],
+            "pull_request": {"url": format!("{}/repos/acme/web/pulls/{pr}", gh.base_url)}},
+        "comment": {"id": 77, "body": "/fix the flaky wait please", "user": {"login": "alice", "id": 1001, "type": "User"}},
+        "repository": repository.clone(),
+        "sender": {"login": "alice", "id": 1001, "type": "User"},
+        "installation": {"id": 777}
+    });
+    deliver(
+        &base,
+        "issue_comment",
+        "4b1c2d3e-cc78-11e3-81ab-4c9367dc0958",
+        &fix_comment,
+    )
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let asked = loop {
+        let found = sessions(&base).await.into_iter().find(|s| {
+            s["title"]
+                .as_str()
+                .is_some_and(|t| t.contains("Fix on request"))
+        });
+        if let Some(s) = found {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no session for the comment's run"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    assert_eq!(asked["repositories"][0]["branch"], "feat/login", "{asked}");
+    eventually(120, "the comment run's answer", || {
+        gh.comments()
+            .into_iter()
+            .find(|c| c.number == pr && c.body.contains("as the comment asked"))
+    })
+    .await;
+
     // A redelivery starts nothing; the App's own push and a denied actor's neither.
     let (status, _) = deliver(&base, "check_suite", delivery, &failing).await;
     assert!(status < 300);
@@ -1815,5 +1866,5 @@ async fn a_failing_check_on_a_pull_request_starts_one_run_on_its_branch_and_the_
         .into_iter()
         .filter(|s| s["title"].as_str().is_some_and(|t| t.starts_with("[Auto]")))
         .count();
-    assert_eq!(titled, 1);
+    assert_eq!(titled, 2);
 }

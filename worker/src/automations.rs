@@ -715,8 +715,11 @@ pub async fn github_event(
     let shown = github::shown(change);
     let key = github::key(change);
     let thread = github::thread(change);
-    // A pull request's changed files, asked of GitHub once, when a trigger needs them.
+    // A pull request's changed files, asked of GitHub once, when a trigger needs them; and
+    // the branch of a pull request a comment is on (the delivery does not say it).
     let mut files: Option<Vec<String>> = None;
+    let mut work_branch = change.work_branch.clone();
+    let mut asked_branch = false;
     let mut started = 0;
     for automation in watching {
         let Some(t) = automation.automation.settings.github.as_ref() else {
@@ -728,10 +731,14 @@ pub async fn github_event(
         if !github::takes(t, change, files.as_deref()) {
             continue;
         }
+        if work_branch.is_none() && change.pull_request && !asked_branch {
+            asked_branch = true;
+            work_branch = pull_request_branch(env, change, now).await?;
+        }
         let firing = Firing::Github {
             received_ms: now,
             shown: &shown,
-            work_branch: change.work_branch.as_deref(),
+            work_branch: work_branch.as_deref(),
             thread: thread.as_ref(),
         };
         let (accepted, _) = fire_event(
@@ -747,6 +754,22 @@ pub async fn github_event(
         started += accepted.triggered as usize;
     }
     Ok(started)
+}
+
+/// The branch a session on the delivery's pull request works on (its head, or `pull/N/head`
+/// for a fork's), as GitHub says; none when it is gone.
+async fn pull_request_branch(
+    env: &Env,
+    change: &inspect_protocol::automations::GithubEventChange,
+    now: i64,
+) -> ApiResult<Option<String>> {
+    let Some(number) = change.number else {
+        return Ok(None);
+    };
+    let token = inspect_github::api::app_token(env, now).await?;
+    let pull =
+        inspect_github::api::get_pull(env, &token, &change.owner, &change.repo, number).await?;
+    Ok(pull.map(|p| p.as_webhook_pr().work_branch()))
 }
 
 /// The files a delivery's pull request changes, as GitHub lists them.
