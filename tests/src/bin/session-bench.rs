@@ -64,6 +64,29 @@ async fn drain(mut ws: WsClient, expected: usize, limit: Duration) -> (usize, Ws
 }
 
 /// How many clients watch in (a): 10, or `BENCH_WATCHERS` (to see what the fan-out costs).
+/// Like [`drain`], and when the first and the last `sandbox_event` arrived.
+async fn drain_timed(
+    mut ws: WsClient,
+    expected: usize,
+    limit: Duration,
+) -> (usize, Option<Instant>, Option<Instant>) {
+    let deadline = Instant::now() + limit;
+    let (mut n, mut first, mut last) = (0, None, None);
+    while n < expected && Instant::now() < deadline {
+        match ws.recv_within(5).await {
+            Ok(m) if m["type"] == "sandbox_event" => {
+                let now = Instant::now();
+                first.get_or_insert(now);
+                last = Some(now);
+                n += 1;
+            }
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    (n, first, last)
+}
+
 fn watcher_count() -> usize {
     std::env::var("BENCH_WATCHERS")
         .ok()
@@ -181,11 +204,20 @@ impl Streamed {
 /// (a) Sandbox events persisted and broadcast per second into one session with 10
 /// clients, sent the way the supervisor sends them: tool calls, one per frame or in
 /// batches. Also (e): a queued prompt reaching a warm (ready, idle) sandbox.
-async fn sandbox_path(
-    kind: Streamed,
-    batch: usize,
-    watching: usize,
-) -> Result<(f64, f64, usize, f64)> {
+/// What the sandbox path measured: events a second, the floor on the same stack, the
+/// fewest events a client saw, a queued prompt's way to the warm sandbox (median ms), and
+/// under the flood the first delivery after the first frame left and the last after the
+/// last frame left (medians over the clients, ms).
+struct PathRun {
+    rate: f64,
+    floor: f64,
+    min_seen: usize,
+    warm: f64,
+    first: f64,
+    last: f64,
+}
+
+async fn sandbox_path(kind: Streamed, batch: usize, watching: usize) -> Result<PathRun> {
     let mut provider = CaptureProvider::start().await?;
     let mut options = inspect_tests::StackOptions::unthrottled();
     options.vars.extend(provider.worker_vars());
@@ -229,29 +261,55 @@ async fn sandbox_path(
     let message_id = prompt["messageId"].as_str().unwrap_or_default().to_owned();
     let n = 3000usize;
     let start = Instant::now();
-    let mut i = 0;
-    while i < n {
-        let take = batch.min(n - i);
-        let events: Vec<_> = (i..i + take)
-            .map(|k| frame(kind.event(&message_id, k)))
-            .collect();
-        let text = if take == 1 {
-            events[0].to_string()
-        } else {
-            json!({"type": "batch", "events": events}).to_string()
-        };
-        sb.send(tokio_tungstenite::tungstenite::Message::text(text))
-            .await?;
-        i += take;
-    }
-    let results = join_all(
+    // The clients read while the flood is sent, so each delivery is timed as it lands.
+    let flood = async {
+        let mut i = 0;
+        while i < n {
+            let take = batch.min(n - i);
+            let events: Vec<_> = (i..i + take)
+                .map(|k| frame(kind.event(&message_id, k)))
+                .collect();
+            let text = if take == 1 {
+                events[0].to_string()
+            } else {
+                json!({"type": "batch", "events": events}).to_string()
+            };
+            sb.send(tokio_tungstenite::tungstenite::Message::text(text))
+                .await?;
+            i += take;
+        }
+        Ok::<Instant, anyhow::Error>(Instant::now())
+    };
+    let reads = join_all(
         watchers
             .into_iter()
-            .map(|w| drain(w, n, Duration::from_secs(120))),
-    )
-    .await;
+            .map(|w| drain_timed(w, n, Duration::from_secs(120))),
+    );
+    let (sent, results) = futures::join!(flood, reads);
+    let last_sent = sent?;
     let rate = n as f64 / start.elapsed().as_secs_f64();
     let min_seen = results.iter().map(|r| r.0).min().unwrap_or(0);
+    let ms = |a: Instant, b: Instant| a.saturating_duration_since(b).as_secs_f64() * 1000.0;
+    let first = percentile(
+        &sorted(
+            results
+                .iter()
+                .filter_map(|r| r.1)
+                .map(|t| ms(t, start))
+                .collect(),
+        ),
+        0.5,
+    );
+    let last = percentile(
+        &sorted(
+            results
+                .iter()
+                .filter_map(|r| r.2)
+                .map(|t| ms(t, last_sent))
+                .collect(),
+        ),
+        0.5,
+    );
     // (e) The first prompt completes; the next queued prompt reaches the warm sandbox.
     sb.send(tokio_tungstenite::tungstenite::Message::text(
         frame(json!({"type": "execution_complete", "messageId": message_id, "success": true, "ackId": "a1"})).to_string(),
@@ -273,7 +331,14 @@ async fn sandbox_path(
         next_command(&mut sb, "ack").await?;
         prompter.clear();
     }
-    Ok((rate, floor, min_seen, percentile(&sorted(lat), 0.5)))
+    Ok(PathRun {
+        rate,
+        floor,
+        min_seen,
+        warm: percentile(&sorted(lat), 0.5),
+        first,
+        last,
+    })
 }
 
 /// (b) Latency from a prompt being sent to each client seeing its `user_message`.
@@ -472,7 +537,14 @@ async fn main() -> Result<()> {
         (Streamed::Tokens, 1, watching),
         (Streamed::Tokens, 1, 1),
     ] {
-        let (rate, floor, min_seen, warm) = sandbox_path(kind, batch, watchers).await?;
+        let PathRun {
+            rate,
+            floor,
+            min_seen,
+            warm,
+            first,
+            last,
+        } = sandbox_path(kind, batch, watchers).await?;
         let of_floor = if batch == 1 {
             format!(
                 ", {:.0} % of its floor ({floor:.0}/s on the same stack)",
@@ -487,6 +559,7 @@ async fn main() -> Result<()> {
         );
         if kind == Streamed::ToolCalls && batch == 1 && watchers == watching {
             println!("(e) queued prompt -> warm sandbox receives it: median {warm:.1} ms");
+            println!("(f) under that flood, {watchers} clients: the first event reached a client {first:.1} ms after the first frame left, the last {last:.1} ms after the last frame left (medians over the clients)");
         }
     }
     // `INSPECT_SESSION_BENCH=sandbox`: only the floor and the sandbox path (a), for
