@@ -85,9 +85,6 @@ pub struct SessionDO {
     pushes: RefCell<HashMap<String, futures::channel::oneshot::Sender<pulls::PushAnswer>>>,
     /// Repositories a pull request is being made for right now.
     pr_claims: RefCell<HashSet<String>>,
-    /// When a tool was last shown to a Slack thread or a Linear agent session (ms): at most
-    /// one per 3 s.
-    progress_at: std::cell::Cell<i64>,
     /// Progress updates in flight, so the final answer lands after them.
     progress_updates: Rc<progress::ProgressUpdates>,
     /// The provider is stopping a sandbox right now: a spawn waits until it has (a resume
@@ -273,7 +270,6 @@ impl DurableObject for SessionDO {
             stopping: Default::default(),
             spawn_deferred: Default::default(),
             setup_secrets_named: Default::default(),
-            progress_at: std::cell::Cell::new(0),
             progress_updates: Rc::default(),
             staging,
             schema_ready: std::cell::Cell::new(schema_ready),

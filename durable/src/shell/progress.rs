@@ -22,11 +22,27 @@ const PROGRESS_EVERY_MS: i64 = 3000;
 /// How long a final message waits for progress updates in flight, at most.
 const SETTLE_MS: u64 = 10_000;
 
-/// The progress updates in flight, and the prompts whose final message is on its way.
+/// The progress updates in flight, the prompts whose final message is on its way, and the
+/// throttle: when the last update went, and the latest tool of a period that had said one
+/// already (said when the period ends, so the tool still running is never lost to it).
 #[derive(Default)]
 pub(super) struct ProgressUpdates {
     in_flight: Cell<u32>,
     ended: RefCell<HashSet<String>>,
+    at: Cell<i64>,
+    /// The period (its start) whose prompt was looked up for a trailing update.
+    looked: Cell<i64>,
+    trailing: RefCell<Option<Trailing>>,
+}
+
+/// A tool waiting for the period's end, and where it is shown.
+struct Trailing {
+    message_id: String,
+    tool: String,
+    args: serde_json::Value,
+    shown: Shown,
+    session: String,
+    url: String,
 }
 
 impl ProgressUpdates {
@@ -51,28 +67,58 @@ enum Shown {
     Linear(inspect_protocol::linear::LinearAgentSession),
 }
 
+/// One progress update, said over the binding (unless the prompt's answer is on its way).
+async fn say(
+    env: Env,
+    updates: Rc<ProgressUpdates>,
+    message_id: String,
+    shown: Shown,
+    (tool, args): (String, serde_json::Value),
+    (session, url): (String, String),
+) {
+    // The final message may have been scheduled meanwhile.
+    if updates.ended.borrow().contains(&message_id) {
+        return;
+    }
+    updates.in_flight.set(updates.in_flight.get() + 1);
+    let asked = match shown {
+        Shown::Slack(thread, ts) => PlaneCall::SlackProgress {
+            elapsed_secs: (now_ms() - thread.started_at) / 1000,
+            thread,
+            ts,
+            tool: Some(tool),
+            session_url: url,
+        },
+        Shown::Linear(session) => PlaneCall::LinearProgress {
+            session,
+            tool,
+            args,
+        },
+    };
+    let said = inspect_runtime::binding::call_plane(&env, &asked).await;
+    updates.in_flight.set(updates.in_flight.get() - 1);
+    if let Err(e) = said {
+        inspect_runtime::log::emit(
+            LogLine::warn("callback", "progress_failed")
+                .session(&session)
+                .detail(e.message),
+        );
+    }
+}
+
 impl SessionDO {
     /// A tool started: the prompt's Slack progress message or Linear agent session says so
-    /// (throttled).
+    /// (throttled: the first tool of a period at once, the period's latest at its end).
     pub(super) fn tool_progress(&self, event: &TimelineEvent) {
-        let now = now_ms();
-        if event.kind != "tool_call" || now - self.progress_at.get() < PROGRESS_EVERY_MS {
+        if event.kind != "tool_call" {
             return;
         }
-        // Looked at once per period whatever the prompt: a session started elsewhere must
-        // not pay a statement per tool call for it (it was the hot path's fourth statement).
-        self.progress_at.set(now);
         let Some(message_id) = event.message_id.as_deref() else {
             return;
         };
-        let shown = match self.callback_of(message_id) {
-            Some(CallbackContext::Slack(thread)) => match thread.progress_ts.clone() {
-                Some(ts) => Shown::Slack(thread, ts),
-                None => return,
-            },
-            Some(CallbackContext::Linear(s)) if s.tool_progress => Shown::Linear(s),
-            _ => return,
-        };
+        let now = now_ms();
+        let updates = &self.progress_updates;
+        let period = updates.at.get();
         let tool = event
             .data
             .get("tool")
@@ -84,44 +130,92 @@ impl SessionDO {
             .get("args")
             .cloned()
             .unwrap_or(serde_json::Value::Null);
-        if self.progress_updates.ended.borrow().contains(message_id) {
+        if now - period < PROGRESS_EVERY_MS {
+            // Within the period: the latest tool waits for its end. The prompt is looked up
+            // once a period, and one timer runs at a time.
+            let mut trailing = updates.trailing.borrow_mut();
+            match trailing.as_mut() {
+                Some(t) if t.message_id == message_id => {
+                    t.tool = tool;
+                    t.args = args;
+                    return;
+                }
+                Some(_) => return,
+                None if updates.looked.get() == period => return,
+                None => {}
+            }
+            updates.looked.set(period);
+            let Some(shown) = self.shown(message_id) else {
+                return;
+            };
+            let session = self.engine().session_id().unwrap_or_default();
+            *trailing = Some(Trailing {
+                message_id: message_id.to_owned(),
+                tool,
+                args,
+                shown,
+                url: self.session_url(&session),
+                session,
+            });
+            drop(trailing);
+            let wait = (period + PROGRESS_EVERY_MS - now).max(0) as u64;
+            let env = self.env.clone();
+            let updates = Rc::clone(&self.progress_updates);
+            self.state.wait_until(async move {
+                worker::Delay::from(std::time::Duration::from_millis(wait)).await;
+                let Some(t) = updates.trailing.borrow_mut().take() else {
+                    return;
+                };
+                updates.at.set(now_ms());
+                let ids = (t.session, t.url);
+                say(
+                    env,
+                    Rc::clone(&updates),
+                    t.message_id,
+                    t.shown,
+                    (t.tool, t.args),
+                    ids,
+                )
+                .await;
+            });
             return;
         }
+        // Looked at once per period whatever the prompt: a session started elsewhere must
+        // not pay a statement per tool call for it (it was the hot path's fourth statement).
+        updates.at.set(now);
+        // A tool said now replaces one waiting for the period's end.
+        updates.trailing.borrow_mut().take();
+        let Some(shown) = self.shown(message_id) else {
+            return;
+        };
         let session = self.engine().session_id().unwrap_or_default();
         let url = self.session_url(&session);
         let env = self.env.clone();
         let updates = Rc::clone(&self.progress_updates);
         let message_id = message_id.to_owned();
-        self.state.wait_until(async move {
-            // The final message may have been scheduled meanwhile.
-            if updates.ended.borrow().contains(&message_id) {
-                return;
-            }
-            updates.in_flight.set(updates.in_flight.get() + 1);
-            let asked = match shown {
-                Shown::Slack(thread, ts) => PlaneCall::SlackProgress {
-                    elapsed_secs: (now - thread.started_at) / 1000,
-                    thread,
-                    ts,
-                    tool: Some(tool),
-                    session_url: url,
-                },
-                Shown::Linear(session) => PlaneCall::LinearProgress {
-                    session,
-                    tool,
-                    args,
-                },
-            };
-            let said = inspect_runtime::binding::call_plane(&env, &asked).await;
-            updates.in_flight.set(updates.in_flight.get() - 1);
-            if let Err(e) = said {
-                inspect_runtime::log::emit(
-                    LogLine::warn("callback", "progress_failed")
-                        .session(&session)
-                        .detail(e.message),
-                );
-            }
-        });
+        self.state.wait_until(say(
+            env,
+            updates,
+            message_id,
+            shown,
+            (tool, args),
+            (session, url),
+        ));
+    }
+
+    /// Where the prompt's progress is shown, if anywhere.
+    fn shown(&self, message_id: &str) -> Option<Shown> {
+        if self.progress_updates.ended.borrow().contains(message_id) {
+            return None;
+        }
+        match self.callback_of(message_id) {
+            Some(CallbackContext::Slack(thread)) => thread
+                .progress_ts
+                .clone()
+                .map(|ts| Shown::Slack(thread, ts)),
+            Some(CallbackContext::Linear(s)) if s.tool_progress => Some(Shown::Linear(s)),
+            _ => None,
+        }
     }
 
     fn callback_of(&self, message_id: &str) -> Option<CallbackContext> {
