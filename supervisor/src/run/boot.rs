@@ -539,27 +539,12 @@ mod tests {
     async fn hooks_succeed_fail_and_time_out() {
         let dir = tempfile::tempdir().unwrap();
         let script = dir.path().join("hook.sh");
-        assert_eq!(
-            run_hook(
-                &script,
-                dir.path(),
-                Duration::from_secs(5),
-                &Default::default()
-            )
-            .await
-            .unwrap(),
-            HookOutcome::Absent
-        );
+        let none = Default::default();
+        let run = |limit: Duration| run_hook(&script, dir.path(), limit, &none);
+        let five = Duration::from_secs(5);
+        assert_eq!(run(five).await.unwrap(), HookOutcome::Absent);
         std::fs::write(&script, "echo hello; echo oops >&2").unwrap();
-        match run_hook(
-            &script,
-            dir.path(),
-            Duration::from_secs(5),
-            &Default::default(),
-        )
-        .await
-        .unwrap()
-        {
+        match run(five).await.unwrap() {
             HookOutcome::Succeeded { output } => {
                 assert!(output.contains("hello") && output.contains("oops"))
             }
@@ -567,42 +552,29 @@ mod tests {
         }
         std::fs::write(&script, "echo failing; exit 3").unwrap();
         assert!(matches!(
-            run_hook(
-                &script,
-                dir.path(),
-                Duration::from_secs(5),
-                &Default::default()
-            )
-            .await
-            .unwrap(),
+            run(five).await.unwrap(),
             HookOutcome::Failed { code: Some(3), .. }
         ));
         std::fs::write(&script, "echo before; sleep 30").unwrap();
         let t = Instant::now();
-        match run_hook(
-            &script,
-            dir.path(),
-            Duration::from_millis(500),
-            &Default::default(),
-        )
-        .await
-        .unwrap()
-        {
+        match run(Duration::from_millis(500)).await.unwrap() {
             HookOutcome::TimedOut { output } => assert!(output.contains("before")),
             other => panic!("{other:?}"),
         }
         assert!(t.elapsed() < Duration::from_secs(5));
+        // The set-up-only secrets reach the hook (and only through its own environment).
+        std::fs::write(&script, "echo \"token is ${SETUP_ONLY_TOKEN:-absent}\"").unwrap();
+        let extra = [("SETUP_ONLY_TOKEN".to_owned(), "t0k".to_owned())].into();
+        match run_hook(&script, dir.path(), five, &extra).await.unwrap() {
+            HookOutcome::Succeeded { output } => {
+                assert!(output.contains("token is t0k"), "{output}")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(std::env::var("SETUP_ONLY_TOKEN").is_err());
         // Output is bounded.
         std::fs::write(&script, "head -c 100000 /dev/zero | tr '\\0' x").unwrap();
-        match run_hook(
-            &script,
-            dir.path(),
-            Duration::from_secs(5),
-            &Default::default(),
-        )
-        .await
-        .unwrap()
-        {
+        match run(five).await.unwrap() {
             HookOutcome::Succeeded { output } => assert_eq!(output.len(), HOOK_OUTPUT_TAIL),
             other => panic!("{other:?}"),
         }
