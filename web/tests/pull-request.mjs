@@ -35,7 +35,9 @@ try {
   await panel.getByLabel("Repository to configure").selectOption("acme/web");
   const bot = panel.getByLabel("The GitHub bot answers in this repository");
   await bot.waitFor();
-  for (let i = 0; i < 50 && !(await bot.isChecked()); i++) await page.waitForTimeout(100);
+  // The settings load through the control plane: up to 30 s on a loaded machine, as the
+  // other waits here.
+  for (let i = 0; i < 300 && !(await bot.isChecked()); i++) await page.waitForTimeout(100);
   if (!(await bot.isChecked())) throw new Error("the bot's setting did not load");
   await panel.getByLabel("Review every new pull request").check();
   await panel.getByRole("button", { name: "Save" }).click();
