@@ -1918,3 +1918,181 @@ async fn a_setup_secret_reaches_the_hooks_and_never_the_agent() {
     );
     assert!(!w.host.sandbox_logs().contains("setup-value-7d1"), "logged");
 }
+
+/// A plain HTTP server on this machine's loopback answering every request with `body`.
+async fn answering_server(body: &'static str) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                let _ = s.read(&mut buf).await;
+                let reply = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = s.write_all(reply.as_bytes()).await;
+            });
+        }
+    });
+    port
+}
+
+#[tokio::test]
+async fn an_environment_that_lets_out_one_host_refuses_the_rest_and_says_so() {
+    let confined = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .any(|d| d.join("bwrap").is_file());
+    let allowed = answering_server("hello-from-allowed").await;
+    let other = answering_server("hello-from-other").await;
+    // Through the proxy: the allowed host, a host not on the list (plain and HTTPS), the
+    // allowed server by its address, another port of the same name; then around the proxy
+    // and a name looked up directly.
+    let look = format!(
+        "echo \"allowed:$(curl -s --max-time 10 http://localhost:{allowed}/)\"; \
+         echo \"other:$(curl -s -o /dev/null -w '%{{http_code}}' --max-time 10 http://registry.example/)\"; \
+         echo \"tls:$(curl -s -o /dev/null -w '%{{http_connect}}' --max-time 10 https://registry.example/)\"; \
+         echo \"raw:$(curl -s -o /dev/null -w '%{{http_code}}' --max-time 10 http://127.0.0.1:{allowed}/)\"; \
+         echo \"port:$(curl -s -o /dev/null -w '%{{http_code}}' --max-time 10 http://localhost:{other}/)\"; \
+         echo \"direct:$(curl -s --noproxy '*' --max-time 5 http://127.0.0.1:{other}/ || echo none)\"; \
+         echo \"dns:$(getent hosts example.com >/dev/null && echo resolved || echo none)\""
+    );
+    let w = world(vec![
+        Reply::tool("bash", json!({"command": look, "description": "reach out"})),
+        Reply::text("Reached out."),
+    ])
+    .await;
+    let url = |p: &str| w.stack.url(p);
+    // Entries that are not host names are refused with the reason, before anything is saved.
+    for (entry, says) in [
+        ("*", "open"),
+        ("10.0.0.0/8", "address range"),
+        ("127.0.0.1", "IP address"),
+    ] {
+        let r = send(
+            Method::POST,
+            &url("/environments"),
+            Some(
+                json!({"name": "bad", "repositories": [{"owner": "local", "name": "demo"}],
+                "egress": {"mode": "off", "allow": [{"host": entry}]}}),
+            ),
+        )
+        .await
+        .unwrap();
+        assert_eq!(r.status, 400, "{entry}: {}", r.body);
+        assert!(r.body.to_string().contains(says), "{entry}: {}", r.body);
+    }
+    let e = send(
+        Method::POST,
+        &url("/environments"),
+        Some(
+            json!({"name": "walled", "repositories": [{"owner": "local", "name": "demo"}],
+            "egress": {"mode": "off", "allow": [{"host": format!("localhost:{allowed}")}]}}),
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(e.status, 201, "{}", e.body);
+    assert_eq!(e.body["egress"]["mode"], "off", "{}", e.body);
+    // A session's request cannot set its own policy: the environment's is what it gets.
+    let base = &w.stack.base_url;
+    let id = create_session(
+        base,
+        "ann",
+        json!({"environmentId": e.body["id"], "egress": {"mode": "open"}, "sandbox": {"egress": {"mode": "open"}}}),
+    )
+    .await
+    .unwrap();
+    let (mut ws, _) = WsClient::join(base, &w.stack.ws_url(""), &id, "ann")
+        .await
+        .unwrap();
+    ws.send(json!({"type": "prompt", "content": "reach out"}))
+        .await
+        .unwrap();
+    if !confined {
+        // Without bubblewrap the host cannot confine it, and says so rather than run open.
+        loop {
+            let m = ws.recv_within(120).await.unwrap();
+            if m["type"] == "sandbox_error"
+                || m["type"] == "sandbox_status" && m["status"] == "failed"
+            {
+                assert!(m.to_string().contains("cannot confine"), "{m}");
+                return;
+            }
+        }
+    }
+    let seen = until_complete(&mut ws, 1, &w).await;
+    let all = serde_json::to_string(&seen).unwrap();
+    let call = events(&seen, "tool_call")
+        .into_iter()
+        .find(|c| c["status"] == "completed")
+        .unwrap_or_else(|| panic!("no tool call: {all}"))
+        .clone();
+    let output = call["output"].as_str().unwrap_or_default();
+    for line in [
+        "allowed:hello-from-allowed",
+        "other:403",
+        "tls:403",
+        "raw:403",
+        "port:403",
+        "direct:none",
+        "dns:none",
+    ] {
+        assert!(
+            output.contains(line),
+            "{line} not in what the agent saw: {output}\n{}",
+            w.host.sandbox_logs()
+        );
+    }
+    let blocked: Vec<String> = events(&seen, "egress_blocked")
+        .iter()
+        .map(|e| {
+            format!(
+                "{} {}:{}",
+                e["method"].as_str().unwrap(),
+                e["host"].as_str().unwrap(),
+                e["port"]
+            )
+        })
+        .collect();
+    // Each refusal is on the timeline once (the HTTPS one as its tunnel).
+    for want in [
+        "GET registry.example:80".to_owned(),
+        "CONNECT registry.example:443".to_owned(),
+        format!("GET 127.0.0.1:{allowed}"),
+        format!("GET localhost:{other}"),
+    ] {
+        assert_eq!(
+            blocked.iter().filter(|b| **b == want).count(),
+            1,
+            "{want} in {blocked:?}"
+        );
+    }
+    let step = events(&seen, "boot_step")
+        .into_iter()
+        .find(|e| e["step"] == "egress" && e["status"] == "succeeded")
+        .unwrap_or_else(|| panic!("no egress step: {all}"));
+    assert!(
+        step["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(&format!("off but localhost:{allowed}")),
+        "{step}"
+    );
+    // The refusals stay on the session's timeline for anyone who opens it later.
+    let r = send_as(
+        "ann",
+        Method::GET,
+        &url(&format!("/sessions/{id}/events?type=egress_blocked")),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(
+        r.body.to_string().contains("registry.example"),
+        "{}",
+        r.body
+    );
+}

@@ -214,13 +214,25 @@ export type SetSecrets = { secrets: { [key in string]: string },
  */
 setup: Array<string>, };
 
+export type EgressMode = "open" | "off";
+
+export type EgressPreset = "package_registries";
+
+export type EgressRule = { host: string, methods?: Array<string>, };
+
+export type EgressPolicy = { mode: EgressMode, allow?: Array<EgressRule>, presets?: Array<EgressPreset>, };
+
 export type CreateEnvironment = { name: string, repositories: Array<RepositoryRef>, description?: string | null, 
 /**
  * The model its sessions use when they name none (one of the catalog's enabled).
  */
-defaultModel?: string | null, };
+defaultModel?: string | null, 
+/**
+ * Where its sessions' sandboxes may send traffic (none: open).
+ */
+egress?: EgressPolicy, };
 
-export type Environment = { id: string, name: string, repositories: Array<RepositoryRef>, createdBy: string, createdAt: number, description?: string | null, updatedAt: number, defaultModel?: string | null, };
+export type Environment = { id: string, name: string, repositories: Array<RepositoryRef>, createdBy: string, createdAt: number, description?: string | null, updatedAt: number, defaultModel?: string | null, egress?: EgressPolicy, };
 
 export type EnvironmentList = { environments: Array<Environment>, };
 
@@ -801,7 +813,11 @@ managedGrants?: Array<ManagedGrant>,
 /**
  * Start from this snapshot (with `bootMode: snapshot_restore`).
  */
-restoreFrom?: string | null, };
+restoreFrom?: string | null, 
+/**
+ * Where the sandbox's traffic may go (its environment's policy; none: open).
+ */
+egress?: EgressPolicy | null, };
 
 export type SnapshotInfo = { snapshotId: string, sandboxId: string, 
 /**
@@ -873,7 +889,7 @@ requestId?: string | null, sha?: string | null,
 /**
  * Whether the pushed head differs from the base branch.
  */
-changed?: boolean | null, } | { "type": "push_error", error: string, repo?: string | null, requestId?: string | null, } | { "type": "warning", scope: string, message: string, } | { "type": "session_title", title: string, } | { "type": "snapshot_ready", snapshotId?: string | null, } | { "type": "terminal_output", terminalId: string, data: string, client?: string | null, } | { "type": "terminal_exit", terminalId: string, exitCode?: number | null, error?: string | null, });
+changed?: boolean | null, } | { "type": "push_error", error: string, repo?: string | null, requestId?: string | null, } | { "type": "warning", scope: string, message: string, } | { "type": "session_title", title: string, } | { "type": "snapshot_ready", snapshotId?: string | null, } | { "type": "terminal_output", terminalId: string, data: string, client?: string | null, } | { "type": "egress_blocked", host: string, port: number, method: string, reason: string, } | { "type": "terminal_exit", terminalId: string, exitCode?: number | null, error?: string | null, });
 
 export type SandboxEvent = { "type": "ready", opencodeSessionId?: string | null, } | { "type": "heartbeat" } | { "type": "boot_step", step: string, status: StepStatus, durationMs?: number | null, detail?: string | null, output?: string | null, } | { "type": "token", messageId: string, partId?: string | null, content: string, } | { "type": "tool_call", messageId: string, tool: string, callId: string, status: string, args: JsonValue, output?: string | null, 
 /**
@@ -887,7 +903,7 @@ requestId?: string | null, sha?: string | null,
 /**
  * Whether the pushed head differs from the base branch.
  */
-changed?: boolean | null, } | { "type": "push_error", error: string, repo?: string | null, requestId?: string | null, } | { "type": "warning", scope: string, message: string, } | { "type": "session_title", title: string, } | { "type": "snapshot_ready", snapshotId?: string | null, } | { "type": "terminal_output", terminalId: string, data: string, client?: string | null, } | { "type": "terminal_exit", terminalId: string, exitCode?: number | null, error?: string | null, };
+changed?: boolean | null, } | { "type": "push_error", error: string, repo?: string | null, requestId?: string | null, } | { "type": "warning", scope: string, message: string, } | { "type": "session_title", title: string, } | { "type": "snapshot_ready", snapshotId?: string | null, } | { "type": "terminal_output", terminalId: string, data: string, client?: string | null, } | { "type": "egress_blocked", host: string, port: number, method: string, reason: string, } | { "type": "terminal_exit", terminalId: string, exitCode?: number | null, error?: string | null, };
 
 export type SandboxCommand = { "type": "setup_secrets", env: Record<string, string>, } | { "type": "prompt", messageId: string, content: string, model?: string | null, reasoningEffort?: string | null, author: PromptAuthor, 
 /**
@@ -1135,7 +1151,12 @@ agent: AgentKind,
  * The brokered model grants the session may use (set by the control plane only: the
  * session's creation replaces whatever a request said).
  */
-managedGrants?: Array<ManagedGrant>, };
+managedGrants?: Array<ManagedGrant>, 
+/**
+ * Where the sandbox's traffic may go (set by the control plane only, from the
+ * session's environment).
+ */
+egress?: EgressPolicy, };
 
 export type TunnelUrls = { tunnelUrls: { [key in string]: string }, };
 

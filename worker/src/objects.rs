@@ -490,6 +490,8 @@ pub(crate) async fn create_session_with(
     source: SessionSource,
 ) -> ApiResult<inspect_protocol::session::CreateSessionResponse> {
     create.environment_name = None;
+    // Where the sandbox may send traffic is the environment's to say, never a request's.
+    create.egress = None;
     let mut repositories = match &create.environment_id {
         Some(environment) => {
             if create.repositories.is_some() || create.repo_owner.is_some() {
@@ -500,6 +502,7 @@ pub(crate) async fn create_session_with(
             // The session keeps its own copy of the environment as it is now.
             let found = settings::get_environment(env, environment).await?;
             create.environment_name = Some(found.name);
+            create.egress = found.egress;
             if create.model.is_none() {
                 create.model = found.default_model;
             }

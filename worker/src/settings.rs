@@ -151,6 +151,7 @@ struct EnvironmentRow {
     description: Option<String>,
     updated_at: f64,
     default_model: Option<String>,
+    egress: Option<String>,
 }
 
 impl From<EnvironmentRow> for Environment {
@@ -164,12 +165,13 @@ impl From<EnvironmentRow> for Environment {
             description: r.description,
             updated_at: r.updated_at as i64,
             default_model: r.default_model,
+            egress: r.egress.and_then(|e| serde_json::from_str(&e).ok()),
         }
     }
 }
 
 const ENVIRONMENT_COLUMNS: &str =
-    "id, name, repositories, created_by, created_at, description, updated_at, default_model";
+    "id, name, repositories, created_by, created_at, description, updated_at, default_model, egress";
 
 pub async fn list_environments(env: &Env) -> Result<EnvironmentList, ApiError> {
     let rows: Vec<EnvironmentRow> = db::all(
@@ -194,13 +196,33 @@ pub async fn get_environment(env: &Env, id: &str) -> Result<Environment, ApiErro
         .ok_or_else(|| ApiError::not_found(format!("no environment {id}")))
 }
 
-/// An environment's name, description and repositories, checked; the repositories must
-/// be ones sessions can use (their clone sources are looked up again at each session).
-async fn checked_environment(
-    env: &Env,
-    body: &[u8],
-) -> Result<(String, Option<String>, String, Option<String>), ApiError> {
+/// An environment as it is saved: its fields checked and the repositories as JSON.
+struct CheckedEnvironment {
+    name: String,
+    description: Option<String>,
+    repositories: String,
+    default_model: Option<String>,
+    /// The egress policy as JSON (`None`: open).
+    egress: Option<String>,
+}
+
+/// An environment's name, description, repositories and egress policy, checked; the
+/// repositories must be ones sessions can use (their clone sources are looked up again at
+/// each session).
+async fn checked_environment(env: &Env, body: &[u8]) -> Result<CheckedEnvironment, ApiError> {
     let req: CreateEnvironment = crate::http::body_as(body)?;
+    // `open` with an allow-list is refused, not silently dropped; `open` is kept as none.
+    if let Some(policy) = &req.egress {
+        policy
+            .check()
+            .map_err(|e| ApiError::bad_request(format!("egress: {e}")))?;
+    }
+    let egress = match req.egress.filter(|p| p.confines()) {
+        Some(policy) => {
+            Some(serde_json::to_string(&policy).map_err(|e| ApiError::internal(e.to_string()))?)
+        }
+        None => None,
+    };
     let default_model = req.default_model.filter(|m| !m.trim().is_empty());
     if let Some(model) = &default_model {
         let models = inspect_models::store::catalog(env).await?;
@@ -253,7 +275,13 @@ async fn checked_environment(
     }
     let json =
         serde_json::to_string(&repositories).map_err(|e| ApiError::internal(e.to_string()))?;
-    Ok((name, description, json, default_model))
+    Ok(CheckedEnvironment {
+        name,
+        description,
+        repositories: json,
+        default_model,
+        egress,
+    })
 }
 
 pub async fn create_environment(
@@ -262,19 +290,20 @@ pub async fn create_environment(
     body: &[u8],
     now: i64,
 ) -> Result<Environment, ApiError> {
-    let (name, description, json, default_model) = checked_environment(env, body).await?;
+    let c = checked_environment(env, body).await?;
     let id = format!("env_{}", hex::encode(db::random::<8>()?));
     db::run(
         env,
-        "INSERT INTO environments (id, name, repositories, created_by, created_at, updated_at, description, default_model) VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7)",
+        "INSERT INTO environments (id, name, repositories, created_by, created_at, updated_at, description, default_model, egress) VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7, ?8)",
         &[
             id.as_str().into(),
-            name.as_str().into(),
-            json.into(),
+            c.name.as_str().into(),
+            c.repositories.into(),
             actor.user_id.as_str().into(),
             num(now),
-            db::opt(description.as_deref()),
-            db::opt(default_model.as_deref()),
+            db::opt(c.description.as_deref()),
+            db::opt(c.default_model.as_deref()),
+            db::opt(c.egress.as_deref()),
         ],
     )
     .await?;
@@ -290,17 +319,18 @@ pub async fn update_environment(
     now: i64,
 ) -> Result<Environment, ApiError> {
     get_environment(env, id).await?;
-    let (name, description, json, default_model) = checked_environment(env, body).await?;
+    let c = checked_environment(env, body).await?;
     db::run(
         env,
-        "UPDATE environments SET name = ?2, description = ?3, repositories = ?4, updated_at = ?5, default_model = ?6 WHERE id = ?1",
+        "UPDATE environments SET name = ?2, description = ?3, repositories = ?4, updated_at = ?5, default_model = ?6, egress = ?7 WHERE id = ?1",
         &[
             id.into(),
-            name.as_str().into(),
-            db::opt(description.as_deref()),
-            json.into(),
+            c.name.as_str().into(),
+            db::opt(c.description.as_deref()),
+            c.repositories.into(),
             num(now),
-            db::opt(default_model.as_deref()),
+            db::opt(c.default_model.as_deref()),
+            db::opt(c.egress.as_deref()),
         ],
     )
     .await?;

@@ -105,6 +105,10 @@ pub struct CreateEnvironment {
     /// The model its sessions use when they name none (one of the catalog's enabled).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_model: Option<String>,
+    /// Where its sessions' sandboxes may send traffic (none: open).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub egress: Option<crate::egress::EgressPolicy>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -122,6 +126,9 @@ pub struct Environment {
     pub updated_at: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub egress: Option<crate::egress::EgressPolicy>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -13,6 +13,7 @@ pub mod budgets;
 pub mod changes;
 pub mod client;
 pub mod editor;
+pub mod egress;
 pub mod error;
 pub mod health;
 pub mod images;

@@ -88,6 +88,9 @@ pub struct SpawnRequest {
     /// Start from this snapshot (with `bootMode: snapshot_restore`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restore_from: Option<String>,
+    /// Where the sandbox's traffic may go (its environment's policy; none: open).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress: Option<crate::egress::EgressPolicy>,
 }
 
 /// The variables a provider sets for the supervisor (`inspect-supervisor run`); a session

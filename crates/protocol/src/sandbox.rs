@@ -224,6 +224,14 @@ pub enum SandboxEvent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         client: Option<String>,
     },
+    /// A request the sandbox's egress policy refused (`method` is `CONNECT` for a tunnel);
+    /// `reason` says why in words.
+    EgressBlocked {
+        host: String,
+        port: u16,
+        method: String,
+        reason: String,
+    },
     /// A terminal's shell ended (or could not start: `error`).
     TerminalExit {
         terminal_id: String,
@@ -257,6 +265,7 @@ impl SandboxEvent {
             SandboxEvent::SnapshotReady { .. } => "snapshot_ready",
             SandboxEvent::TerminalOutput { .. } => "terminal_output",
             SandboxEvent::TerminalExit { .. } => "terminal_exit",
+            SandboxEvent::EgressBlocked { .. } => "egress_blocked",
         }
     }
 
@@ -298,6 +307,7 @@ impl SandboxEvent {
             SandboxEvent::ExecutionComplete { .. }
                 | SandboxEvent::Error { .. }
                 | SandboxEvent::SnapshotReady { .. }
+                | SandboxEvent::EgressBlocked { .. }
                 | SandboxEvent::PushComplete { .. }
                 | SandboxEvent::PushError { .. }
         )

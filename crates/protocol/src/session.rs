@@ -90,6 +90,10 @@ pub struct CreateSessionRequest {
     /// Set by the control plane for an automation's session: which automation and run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub automation: Option<crate::automations::AutomationOrigin>,
+    /// The environment's egress policy (the control plane sets this; never a person).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(skip))]
+    pub egress: Option<crate::egress::EgressPolicy>,
 }
 
 /// What a session asks of its sandbox.
@@ -108,6 +112,11 @@ pub struct SandboxSettings {
     /// session's creation replaces whatever a request said).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub managed_grants: Vec<crate::models::ManagedGrant>,
+    /// Where the sandbox's traffic may go (set by the control plane only, from the
+    /// session's environment).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub egress: Option<crate::egress::EgressPolicy>,
 }
 
 /// `GET /sessions/:id/tunnel-urls` and the `tunnel_urls` message: port → URL.

@@ -39,6 +39,39 @@ impl<S: Store> Session<'_, S> {
         Ok(self.state()?.created_by)
     }
 
+    /// What the sandbox's egress policy refused, as `host:port` (a tunnel) or
+    /// `METHOD host:port`, each once, first refused first, at most 50: the pull request's
+    /// report lists them.
+    pub fn blocked_egress(&self) -> EngineResult<Vec<String>> {
+        let rows = self
+            .store
+            .query(
+                "SELECT data FROM events WHERE kind = 'egress_blocked' ORDER BY seq LIMIT 500",
+                &[],
+            )
+            .map_err(internal)?;
+        let mut out: Vec<String> = Vec::new();
+        for row in rows {
+            let mut c = Cols::new(row);
+            let data: Value =
+                serde_json::from_str(&c.string().map_err(internal)?).unwrap_or(Value::Null);
+            let (Some(host), Some(port)) = (data["host"].as_str(), data["port"].as_u64()) else {
+                continue;
+            };
+            let entry = match data["method"].as_str() {
+                Some("CONNECT") | None => format!("{host}:{port}"),
+                Some(m) => format!("{m} {host}:{port}"),
+            };
+            if !out.contains(&entry) {
+                out.push(entry);
+            }
+            if out.len() >= 50 {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
     /// Pull requests recorded for a repository's head branch, newest first.
     pub fn known_pull_requests(
         &self,

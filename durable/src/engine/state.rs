@@ -126,6 +126,7 @@ pub fn new_session(
     }
     // Which brokered grants a session may use is the control plane's to say alone.
     settings.managed_grants = req.managed_grants.clone().unwrap_or_default();
+    settings.egress = req.egress.clone();
     validate_tunnel_ports(&settings.tunnel_ports)?;
     validate_short("model", &req.model)?;
     validate_short("reasoningEffort", &req.reasoning_effort)?;

@@ -757,6 +757,7 @@ impl SessionDO {
             .model
             .clone()
             .or_else(|| self.env.var("DEFAULT_MODEL").ok().map(|v| v.to_string()));
+        let settings = self.engine().sandbox_settings()?;
         Ok(inspect_protocol::provider::SpawnRequest {
             setup_secrets: Vec::new(),
             session_id: state.id.clone(),
@@ -771,13 +772,14 @@ impl SessionDO {
             boot_mode,
             restore_from,
             env: Default::default(),
-            tunnel_ports: self.engine().sandbox_settings()?.tunnel_ports,
+            tunnel_ports: settings.tunnel_ports,
             default_model,
             models: Vec::new(),
             skills: state.skills.clone(),
             mcp_servers: self.engine().mcp_servers()?,
             agent: state.agent,
-            managed_grants: self.engine().sandbox_settings()?.managed_grants,
+            managed_grants: settings.managed_grants,
+            egress: settings.egress,
         })
     }
 

@@ -266,7 +266,10 @@ impl SessionDO {
                 head: head.to_owned(),
                 base: base.unwrap_or_default(),
                 title: title.to_owned(),
-                body: pulls::body_with_footer(&req.body, session_url),
+                body: pulls::body_with_footer(
+                    &pulls::with_blocked_report(&req.body, &self.engine().blocked_egress()?),
+                    session_url,
+                ),
                 draft: req.draft.unwrap_or(false),
                 known,
             }),

@@ -85,6 +85,31 @@ pub fn body_with_footer(body: &str, session_url: &str) -> String {
     }
 }
 
+/// The PR body with what the sandbox's egress policy refused listed at its end (nothing
+/// added when nothing was): a reviewer sees what the work could not reach.
+pub fn with_blocked_report(body: &str, blocked: &[String]) -> String {
+    if blocked.is_empty() {
+        return body.to_owned();
+    }
+    let mut out = body.trim_end().to_owned();
+    if !out.is_empty() {
+        out.push_str("\n\n");
+    }
+    out.push_str(&format!(
+        "**Blocked by the environment's egress policy** ({}):\n",
+        blocked.len()
+    ));
+    for b in blocked {
+        // A host name is letters, digits, dots and hyphens; anything else is shown escaped.
+        let shown: String = b
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || ".-:[] ".contains(*c))
+            .collect();
+        out.push_str(&format!("- `{shown}`\n"));
+    }
+    out
+}
+
 /// A PR title: one line, trimmed, at most 256 characters.
 pub fn check_title(title: &str) -> Result<String, ApiError> {
     let title = title.trim();
@@ -112,6 +137,19 @@ pub fn label_path(owner: &str, repo: &str, label: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_report_lists_what_was_blocked_once_and_only_when_something_was() {
+        assert_eq!(with_blocked_report("Fix it.", &[]), "Fix it.");
+        let body = with_blocked_report(
+            "Fix it.\n",
+            &["registry.example:443".into(), "POST x.io:80`<b>".into()],
+        );
+        assert_eq!(
+            body,
+            "Fix it.\n\n**Blocked by the environment's egress policy** (2):\n- `registry.example:443`\n- `POST x.io:80b`\n"
+        );
+    }
 
     #[test]
     fn branch_names_follow_the_reference() {

@@ -60,6 +60,7 @@ fn the_create_body_carries_the_identity_and_labels() {
         agent: Default::default(),
         managed_grants: Vec::new(),
         restore_from: None,
+        egress: None,
     };
     let b = create_body(&config(), &req);
     assert_eq!(b["name"], "sb_1");

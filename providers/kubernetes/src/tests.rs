@@ -50,6 +50,7 @@ fn request() -> SpawnRequest {
         agent: Default::default(),
         managed_grants: Vec::new(),
         restore_from: None,
+        egress: None,
     }
 }
 

@@ -168,6 +168,7 @@ pub fn build_body(req: &inspect_protocol::images::BuildImageRequest) -> Value {
         agent: Default::default(),
         managed_grants: Vec::new(),
         restore_from: None,
+        egress: None,
     };
     json!({
         "build_id": req.build_id,

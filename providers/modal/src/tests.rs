@@ -80,6 +80,7 @@ fn request(restore: Option<&str>) -> SpawnRequest {
         agent: Default::default(),
         managed_grants: Vec::new(),
         restore_from: restore.map(str::to_owned),
+        egress: None,
     }
 }
 

@@ -5,13 +5,12 @@
 //! sandbox as it is (keep-alive, WebSocket upgrades). The request head is read with
 //! `httparse`.
 
+use super::head::{answer, read_head, Head};
 use inspect_ports::{check, cookie_name, sign, Kind, COOKIE_TTL_SECS, LINK_PARAM};
+use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-
-/// A request head bigger than this is refused.
-const MAX_HEAD_BYTES: usize = 16 * 1024;
+use tokio::net::{TcpListener, TcpStream, UnixStream};
 
 pub struct Gate {
     pub key: Arc<Vec<u8>>,
@@ -19,6 +18,23 @@ pub struct Gate {
     /// The port in the sandbox, and the one this gate listens on.
     pub port: u16,
     pub public_port: u16,
+    /// A sandbox in a network of its own is reached through this socket of its supervisor
+    /// ([`crate::run::egress`]'s inbound relay); `None`: on this host's loopback.
+    pub inbound: Option<Arc<PathBuf>>,
+}
+
+/// A connection to the sandbox's server, however it is reached.
+pub trait Duplex: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Duplex for T {}
+
+/// Asks a sandbox's inbound relay for `port`: two bytes of port, one byte back (0: the
+/// server answered, and the rest of the stream is its).
+pub async fn through_inbound(socket: &std::path::Path, port: u16) -> Option<UnixStream> {
+    let mut s = UnixStream::connect(socket).await.ok()?;
+    s.write_all(&port.to_be_bytes()).await.ok()?;
+    let mut ok = [1u8; 1];
+    s.read_exact(&mut ok).await.ok()?;
+    (ok[0] == 0).then_some(s)
 }
 
 /// How long a request waits for the sandbox's server to listen.
@@ -122,35 +138,36 @@ impl Gate {
 
     /// The server in the sandbox. A server that is still starting (the editor, asked for a
     /// moment ago; the app from `start.sh`) is waited for a little while.
-    async fn upstream(&self) -> Option<TcpStream> {
+    async fn upstream(&self) -> Option<Box<dyn Duplex>> {
         let deadline = tokio::time::Instant::now() + UPSTREAM_WAIT;
         loop {
-            match TcpStream::connect(("127.0.0.1", self.port)).await {
-                Ok(s) => return Some(s),
-                Err(_) if tokio::time::Instant::now() < deadline => {
+            let connected: Option<Box<dyn Duplex>> = match &self.inbound {
+                Some(socket) => through_inbound(socket, self.port)
+                    .await
+                    .map(|s| Box::new(s) as Box<dyn Duplex>),
+                None => TcpStream::connect(("127.0.0.1", self.port))
+                    .await
+                    .ok()
+                    .map(|s| Box::new(s) as Box<dyn Duplex>),
+            };
+            match connected {
+                Some(s) => return Some(s),
+                None if tokio::time::Instant::now() < deadline => {
                     tokio::time::sleep(std::time::Duration::from_millis(200)).await
                 }
-                Err(_) => return None,
+                None => return None,
             }
         }
     }
 
     async fn connection(&self, mut inbound: TcpStream) -> std::io::Result<()> {
-        let mut head = Vec::with_capacity(2048);
-        let mut buf = [0u8; 4096];
-        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-            if head.len() > MAX_HEAD_BYTES {
-                return answer(&mut inbound, "431 Request Header Fields Too Large", &[], "").await;
+        let head = match read_head(&mut inbound).await? {
+            Head::Complete { bytes, .. } => bytes,
+            Head::TooLarge => {
+                return answer(&mut inbound, "431 Request Header Fields Too Large", &[], "").await
             }
-            let n =
-                tokio::time::timeout(std::time::Duration::from_secs(30), inbound.read(&mut buf))
-                    .await
-                    .map_err(|_| std::io::ErrorKind::TimedOut)??;
-            if n == 0 {
-                return Ok(());
-            }
-            head.extend_from_slice(&buf[..n]);
-        }
+            Head::Closed => return Ok(()),
+        };
         match self.judge(&head, now_s()) {
             Verdict::Pass => {
                 let Some(mut outbound) = self.upstream().await else {
@@ -192,22 +209,6 @@ impl Gate {
     }
 }
 
-async fn answer(
-    out: &mut TcpStream,
-    status: &str,
-    headers: &[(&str, &str)],
-    body: &str,
-) -> std::io::Result<()> {
-    let mut text = format!("HTTP/1.1 {status}\r\nConnection: close\r\nCache-Control: no-store\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\n", body.len());
-    for (k, v) in headers {
-        text.push_str(&format!("{k}: {v}\r\n"));
-    }
-    text.push_str("\r\n");
-    text.push_str(body);
-    out.write_all(text.as_bytes()).await?;
-    out.shutdown().await
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -219,6 +220,7 @@ mod tests {
             sandbox_id: "sb_1".into(),
             port: 3000,
             public_port: 41000,
+            inbound: None,
         }
     }
 

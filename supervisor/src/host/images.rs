@@ -95,6 +95,7 @@ async fn build(state: &HostState, req: &BuildImageRequest, root: &FsPath) -> Bui
             agent: Default::default(),
             managed_grants: Vec::new(),
             restore_from: None,
+            egress: None,
         };
         let log = std::fs::File::create(root.join("supervisor.log"))?;
         let mut cmd = sandbox_command(state, root, &spawn, "build")?;

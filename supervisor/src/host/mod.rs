@@ -4,7 +4,9 @@
 //!
 //! Isolation: where bubblewrap (`bwrap`) is installed, each sandbox runs in its own PID
 //! namespace with the whole filesystem read-only except its own directory (and the local
-//! repositories it pushes its branch back to); it shares the host's network. Without
+//! repositories it pushes its branch back to); it shares the host's network, unless its
+//! environment's egress policy confines it: then it has a network of its own whose only
+//! ways out are this host's ([`egress`]). Without
 //! bubblewrap a sandbox is a process tree of the host's user with its own working
 //! directory and environment, and can read and write what that user can.
 
@@ -29,7 +31,9 @@ use subtle::ConstantTimeEq;
 use tokio::process::{Child, Command};
 use tokio::sync::Mutex;
 
+pub mod egress;
 pub mod gate;
+pub mod head;
 pub mod images;
 pub mod server;
 
@@ -61,8 +65,11 @@ struct Sandbox {
     child: Child,
     tunnel_urls: BTreeMap<String, String>,
     editor: Option<EditorEndpoint>,
-    /// One task per exposed port; aborted when the sandbox goes.
+    /// One task per exposed port (and its way out, when confined); aborted when the
+    /// sandbox goes.
     forwarders: Vec<tokio::task::JoinHandle<()>>,
+    /// Its supervisor's inbound socket, when it has a network of its own.
+    inbound: Option<Arc<PathBuf>>,
 }
 
 impl Drop for Sandbox {
@@ -301,6 +308,9 @@ const DEFAULT_SNAPSHOT_BUDGET: u64 = 20 * 1024 * 1024 * 1024;
 /// The file in a sandbox's directory naming its session.
 const SESSION_MARKER: &str = "session-id";
 
+/// The socket in a confined sandbox's directory its gates reach its ports through.
+const INBOUND_SOCKET: &str = "inbound.sock";
+
 fn info(id: &str, sandbox: &mut Sandbox) -> SandboxInfo {
     let status = match sandbox.child.try_wait() {
         Ok(None) => "running",
@@ -415,18 +425,48 @@ async fn spawn(state: &HostState, req: &SpawnRequest) -> anyhow::Result<Spawned>
         Some(snapshot_id) => Some(restorable(&state.data_dir, snapshot_id)?),
         None => None,
     };
-    let (tunnel_urls, mut forwarders) =
-        expose_ports(&req.tunnel_ports, &req.sandbox_id, state.secret.as_bytes()).await?;
+    // A policy that confines is enforced, never only declared: a host that cannot give the
+    // sandbox a network of its own refuses it.
+    let policy = req.egress.clone().filter(|p| p.confines());
+    if policy.is_some() && state.bwrap.is_none() {
+        anyhow::bail!("this host cannot confine a sandbox's network (bubblewrap is not installed, or INSPECT_SANDBOX_CONFINE=0), and the session's environment lets its traffic out only to some hosts");
+    }
+    let way_out = match policy {
+        Some(policy) => Some(egress::start(&root, policy, egress::reach_of(req))?),
+        None => None,
+    };
+    let inbound = way_out
+        .as_ref()
+        .map(|_| Arc::new(root.join(INBOUND_SOCKET)));
+    let (tunnel_urls, mut forwarders) = expose_ports(
+        &req.tunnel_ports,
+        &req.sandbox_id,
+        state.secret.as_bytes(),
+        inbound.clone(),
+    )
+    .await?;
     write_tunnels_file(&workspace, &req.sandbox_id, &tunnel_urls)?;
     let mut cmd = sandbox_command(state, &root, req, "run")?;
+    if let Some(way_out) = way_out {
+        cmd.envs(egress::proxy_env(way_out.proxy_port))
+            .env("INSPECT_EGRESS_DIR", egress::net_dir(&root))
+            .env("INSPECT_EGRESS_PROXY_PORT", way_out.proxy_port.to_string())
+            .env("INSPECT_INBOUND_SOCKET", root.join(INBOUND_SOCKET));
+        forwarders.extend(way_out.tasks);
+    }
     // The editor, where this host has code-server: a port of its own (sandboxes here share
     // the network), behind a gate like any tunnelled port's. code-server starts when a
     // person first asks for it.
     let editor = match state.has_editor() {
         true => {
             let port = free_port().await?;
-            let (mut urls, tasks) =
-                expose_ports(&[port], &req.sandbox_id, state.secret.as_bytes()).await?;
+            let (mut urls, tasks) = expose_ports(
+                &[port],
+                &req.sandbox_id,
+                state.secret.as_bytes(),
+                inbound.clone(),
+            )
+            .await?;
             forwarders.extend(tasks);
             cmd.env("INSPECT_EDITOR_PORT", port.to_string());
             urls.remove(&port.to_string())
@@ -447,6 +487,7 @@ async fn spawn(state: &HostState, req: &SpawnRequest) -> anyhow::Result<Spawned>
         tunnel_urls,
         editor,
         forwarders,
+        inbound,
     };
     let out = info(&req.sandbox_id, &mut sandbox);
     map.insert(req.sandbox_id.clone(), sandbox);
@@ -703,6 +744,15 @@ fn confinement(root: &std::path::Path, req: &SpawnRequest) -> Vec<std::ffi::OsSt
         args.push(dir.clone().into());
         args.push(dir.into());
     }
+    // A policy that confines: a network of the sandbox's own (its loopback alone), and its
+    // way out read-only over its writable directory.
+    if req.egress.as_ref().is_some_and(|p| p.confines()) {
+        let net = egress::net_dir(root);
+        args.push("--unshare-net".into());
+        args.push("--ro-bind".into());
+        args.push(net.clone().into());
+        args.push(net.into());
+    }
     // Run as root (CI, containers), the sandbox would keep every capability, and with them
     // the right to read any process's memory and environment: drop them all.
     for a in [
@@ -726,6 +776,7 @@ async fn expose_ports(
     ports: &[u16],
     sandbox_id: &str,
     key: &[u8],
+    inbound: Option<Arc<PathBuf>>,
 ) -> anyhow::Result<(BTreeMap<String, String>, Vec<tokio::task::JoinHandle<()>>)> {
     let mut urls = BTreeMap::new();
     let mut tasks = Vec::new();
@@ -739,6 +790,7 @@ async fn expose_ports(
             sandbox_id: sandbox_id.to_owned(),
             port,
             public_port: public,
+            inbound: inbound.clone(),
         };
         tasks.push(tokio::spawn(gate.serve(listener)));
     }
@@ -778,7 +830,14 @@ async fn expose_port(
                 "sandbox {id} already exposes {MAX_TUNNEL_PORTS} ports"
             )));
         }
-        match expose_ports(&[ask.port], &id, state.secret.as_bytes()).await {
+        match expose_ports(
+            &[ask.port],
+            &id,
+            state.secret.as_bytes(),
+            sandbox.inbound.clone(),
+        )
+        .await
+        {
             Ok((urls, tasks)) => {
                 sandbox.tunnel_urls.extend(urls);
                 sandbox.forwarders.extend(tasks);

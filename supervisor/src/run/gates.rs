@@ -43,6 +43,7 @@ impl Gates {
                     key: Arc::clone(&self.key),
                     sandbox_id: self.sandbox_id.clone(),
                     port,
+                    inbound: None,
                     public_port: gate_port,
                 };
                 tokio::spawn(gate.serve(listener));

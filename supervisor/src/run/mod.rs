@@ -11,6 +11,7 @@ pub mod build;
 pub mod changes;
 pub mod claude;
 pub mod editor;
+pub mod egress;
 pub mod gates;
 pub mod git;
 pub mod link;
@@ -211,6 +212,10 @@ pub async fn run() -> Result<()> {
         tokio::time::sleep(std::time::Duration::from_millis(250)).await;
     };
     let (cfg, link_cfg) = RunConfig::from_env()?;
+    // A confined sandbox's ways out are relayed before anything here reaches out.
+    let mut relays = egress::start()
+        .await
+        .context("relaying the confined sandbox's ways out")?;
     let unpacking =
         restore::Restore::from_env()?.map(|r| restore::Unpacking::start(r, cfg.root.clone()));
     let api = agent_api::start(
@@ -225,6 +230,28 @@ pub async fn run() -> Result<()> {
     let bin_dir = cfg.root.join("bin");
     let instructions = cfg.root.join("agent").join("open-inspect.md");
     let (events, mut commands, link_task) = link::start(link_cfg.clone());
+    if let Some(relays) = &mut relays {
+        relays.report_to(&events);
+    }
+    if let Some(policy) = &cfg.spawn.egress {
+        let step = Step::begin(&events, "egress");
+        let confined = relays.is_some() || !policy.confines();
+        step.end(
+            if confined {
+                StepStatus::Succeeded
+            } else {
+                StepStatus::Failed
+            },
+            Some(match confined {
+                true => format!("network: {}", policy.describe()),
+                false => format!(
+                    "network: {} asked, but this sandbox's provider does not confine it",
+                    policy.describe()
+                ),
+            }),
+            None,
+        );
+    }
     // A local sandbox started from a snapshot or an image unpacks it here: the agent
     // starts once its own state is in place, while the workspace is still being written.
     let mut unpacking = unpacking.map(|u| (Step::begin(&events, "restore"), u));

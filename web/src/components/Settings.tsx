@@ -4,6 +4,9 @@ import { del, errorText, get, post, put } from "../api";
 import type {
   AgentKind,
   ApiTokenSummary,
+  EgressMode,
+  EgressPolicy,
+  EgressRule,
   Environment,
   ImageBuild,
   ImageList,
@@ -249,6 +252,20 @@ function Tokens() {
   );
 }
 
+/** An environment's egress policy from the form: the allow-list a line an entry. */
+function egressPolicy(mode: EgressMode, allowText: string, registries: boolean): EgressPolicy {
+  if (mode === "open") return { mode, allow: [], presets: [] };
+  const allow: EgressRule[] = allowText
+    .split("\n")
+    .map((l) => l.trim())
+    .filter((l) => l)
+    .map((l) => {
+      const [host, methods] = l.split(/\s+/, 2);
+      return methods ? { host, methods: methods.split(",").map((m) => m.trim().toUpperCase()).filter((m) => m) } : { host, methods: [] };
+    });
+  return { mode, allow, presets: registries ? ["package_registries"] : [] };
+}
+
 /** Settings › Environments: named, ordered sets of repositories (the first is primary). */
 function Environments({
   repos,
@@ -264,6 +281,9 @@ function Environments({
   const [description, setDescription] = useState("");
   const [envModel, setEnvModel] = useState("");
   const [members, setMembers] = useState<RepositoryRef[]>([]);
+  const [egressMode, setEgressMode] = useState<EgressMode>("open");
+  const [allowText, setAllowText] = useState("");
+  const [registries, setRegistries] = useState(false);
   const [error, setError] = useState("");
   const names = repos.map((r) => `${r.owner}/${r.name}`);
   const open = (env?: Environment) => {
@@ -271,6 +291,11 @@ function Environments({
     setName(env?.name ?? "");
     setDescription(env?.description ?? "");
     setEnvModel(env?.defaultModel ?? "");
+    setEgressMode(env?.egress?.mode ?? "open");
+    setAllowText(
+      (env?.egress?.allow ?? []).map((r) => (r.methods?.length ? `${r.host} ${r.methods.join(",")}` : r.host)).join("\n"),
+    );
+    setRegistries((env?.egress?.presets ?? []).includes("package_registries"));
     setMembers(env ? env.repositories.map((r) => ({ owner: r.owner, name: r.name, branch: r.branch })) : []);
     setError("");
   };
@@ -280,6 +305,7 @@ function Environments({
       name: name.trim(),
       description: description.trim() || undefined,
       defaultModel: envModel || undefined,
+      egress: egressPolicy(egressMode, allowText, registries),
       repositories: members.map((m) => (m.branch?.trim() ? { ...m, branch: m.branch.trim() } : { owner: m.owner, name: m.name })),
     };
     try {
@@ -337,6 +363,38 @@ function Environments({
             <input value={description} onInput={(e) => setDescription(e.currentTarget.value)} aria-label="Environment description" />
           </label>
           <ModelPicker value={envModel} onChange={setEnvModel} id="environment-model" />
+          <fieldset class="wide">
+            <legend>Network</legend>
+            <label>
+              Sandboxes reach
+              <select
+                aria-label="Network access"
+                value={egressMode}
+                onChange={(e) => setEgressMode(e.currentTarget.value as EgressMode)}
+              >
+                <option value="open">anything (open)</option>
+                <option value="off">only the session's services and the hosts below</option>
+              </select>
+            </label>
+            {egressMode === "off" && (
+              <>
+                <label class="wide">
+                  Allowed hosts, one a line (<code>host</code>, <code>*.domain</code>, <code>host:port</code>, then optionally the
+                  methods: <code>api.example.com GET,HEAD</code>)
+                  <textarea
+                    rows={3}
+                    value={allowText}
+                    onInput={(e) => setAllowText(e.currentTarget.value)}
+                    aria-label="Allowed hosts"
+                  />
+                </label>
+                <label>
+                  <input type="checkbox" checked={registries} onChange={(e) => setRegistries(e.currentTarget.checked)} /> Package
+                  registries (npm, PyPI, crates.io, Go, RubyGems, Maven, Debian)
+                </label>
+              </>
+            )}
+          </fieldset>
           <ol class="repo-order">
             {members.map((m, i) => (
               <li key={`${m.owner}/${m.name}`}>

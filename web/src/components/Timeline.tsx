@@ -187,6 +187,14 @@ const Row = memo(({ e, turn }: { e: TimelineEvent; turn?: TurnUse }) => {
       );
     case "warning":
       return <div class="row-warning">Warning: {str(e.message)}</div>;
+    case "egress_blocked":
+      return (
+        <div class="row-warning" data-testid="egress-blocked">
+          Blocked {e.method && e.method !== "CONNECT" ? `${str(e.method)} ` : ""}
+          {str(e.host)}:{str(e.port)}
+          <span class="muted small"> — {str(e.reason)}</span>
+        </div>
+      );
     case "git_sync":
       return (
         <div class="row-note muted small">
