@@ -1947,15 +1947,18 @@ async fn an_environment_that_lets_out_one_host_refuses_the_rest_and_says_so() {
     let allowed = answering_server("hello-from-allowed").await;
     let other = answering_server("hello-from-other").await;
     // Through the proxy: the allowed host, a host not on the list (plain and HTTPS), the
-    // allowed server by its address, another port of the same name; then around the proxy
-    // and a name looked up directly.
+    // allowed server by its address, another port of the same name (`--noproxy ''`: inside
+    // the sandbox `localhost` is its own, so this machine's is asked for through the
+    // proxy); then around the proxy, to this machine and to an outside address, and a name
+    // looked up directly.
     let look = format!(
-        "echo \"allowed:$(curl -s --max-time 10 http://localhost:{allowed}/)\"; \
+        "echo \"allowed:$(curl -s --noproxy '' --max-time 10 http://localhost:{allowed}/)\"; \
          echo \"other:$(curl -s -o /dev/null -w '%{{http_code}}' --max-time 10 http://registry.example/)\"; \
          echo \"tls:$(curl -s -o /dev/null -w '%{{http_connect}}' --max-time 10 https://registry.example/)\"; \
-         echo \"raw:$(curl -s -o /dev/null -w '%{{http_code}}' --max-time 10 http://127.0.0.1:{allowed}/)\"; \
-         echo \"port:$(curl -s -o /dev/null -w '%{{http_code}}' --max-time 10 http://localhost:{other}/)\"; \
+         echo \"raw:$(curl -s --noproxy '' -o /dev/null -w '%{{http_code}}' --max-time 10 http://127.0.0.1:{allowed}/)\"; \
+         echo \"port:$(curl -s --noproxy '' -o /dev/null -w '%{{http_code}}' --max-time 10 http://localhost:{other}/)\"; \
          echo \"direct:$(curl -s --noproxy '*' --max-time 5 http://127.0.0.1:{other}/ || echo none)\"; \
+         echo \"outside:$(curl -s --noproxy '*' --max-time 5 http://1.1.1.1/ >/dev/null && echo reached || echo none)\"; \
          echo \"dns:$(getent hosts example.com >/dev/null && echo resolved || echo none)\""
     );
     let w = world(vec![
@@ -2037,6 +2040,7 @@ async fn an_environment_that_lets_out_one_host_refuses_the_rest_and_says_so() {
         "raw:403",
         "port:403",
         "direct:none",
+        "outside:none",
         "dns:none",
     ] {
         assert!(
@@ -2044,6 +2048,15 @@ async fn an_environment_that_lets_out_one_host_refuses_the_rest_and_says_so() {
             "{line} not in what the agent saw: {output}\n{}",
             w.host.sandbox_logs()
         );
+    }
+    // The refusals come as the host writes them (read a few times a second): wait for
+    // them past the prompt's end.
+    let mut seen = seen;
+    while events(&seen, "egress_blocked").len() < 4 {
+        match ws.recv_within(30).await {
+            Ok(m) => seen.push(m),
+            Err(e) => panic!("{e}: {:?}", events(&seen, "egress_blocked")),
+        }
     }
     let blocked: Vec<String> = events(&seen, "egress_blocked")
         .iter()
