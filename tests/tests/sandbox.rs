@@ -1951,6 +1951,7 @@ async fn an_environment_that_lets_out_one_host_refuses_the_rest_and_says_so() {
     // the sandbox `localhost` is its own, so this machine's is asked for through the
     // proxy); then around the proxy, to this machine and to an outside address, and a name
     // looked up directly.
+    let served = inspect_tests::stack::free_port().unwrap();
     let look = format!(
         "echo \"allowed:$(curl -s --noproxy '' --max-time 10 http://localhost:{allowed}/)\"; \
          echo \"other:$(curl -s -o /dev/null -w '%{{http_code}}' --max-time 10 http://registry.example/)\"; \
@@ -1966,6 +1967,15 @@ async fn an_environment_that_lets_out_one_host_refuses_the_rest_and_says_so() {
         Reply::text("Reached out."),
     ])
     .await;
+    // The repository's start hook serves the session's port inside the sandbox.
+    let hooks = w.repo.path().join(".openinspect");
+    std::fs::create_dir_all(&hooks).unwrap();
+    std::fs::write(
+        hooks.join("start.sh"),
+        format!("cd \"$(dirname \"$0\")/..\"\nnohup python3 -m http.server {served} --bind 127.0.0.1 >/dev/null 2>&1 &\n"),
+    )
+    .unwrap();
+    commit_all(w.repo.path(), "start hook");
     let url = |p: &str| w.stack.url(p);
     // Entries that are not host names are refused with the reason, before anything is saved.
     for (entry, says) in [
@@ -2003,7 +2013,8 @@ async fn an_environment_that_lets_out_one_host_refuses_the_rest_and_says_so() {
     let id = create_session(
         base,
         "ann",
-        json!({"environmentId": e.body["id"], "egress": {"mode": "open"}, "sandbox": {"egress": {"mode": "open"}}}),
+        json!({"environmentId": e.body["id"], "egress": {"mode": "open"},
+            "sandbox": {"egress": {"mode": "open"}, "tunnelPorts": [served]}}),
     )
     .await
     .unwrap();
@@ -2107,5 +2118,55 @@ async fn an_environment_that_lets_out_one_host_refuses_the_rest_and_says_so() {
         r.body.to_string().contains("registry.example"),
         "{}",
         r.body
+    );
+    // The session's people still reach its ports: the gate reaches the server in the
+    // sandbox's own network through its supervisor.
+    let link = send_as(
+        "ann",
+        Method::POST,
+        &url(&format!("/sessions/{id}/ports/{served}/link")),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(link.status, 200, "{}", link.body);
+    let plain = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let swapped = plain
+        .get(link.body["url"].as_str().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(swapped.status(), 302);
+    let cookie = swapped.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    let gate = link.body["url"]
+        .as_str()
+        .unwrap()
+        .split('?')
+        .next()
+        .unwrap()
+        .to_owned();
+    let mut body = String::new();
+    for _ in 0..50 {
+        if let Ok(r) = plain.get(&gate).header("Cookie", &cookie).send().await {
+            body = r.text().await.unwrap_or_default();
+            if body.contains("README.md") {
+                break;
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(
+        body.contains("README.md"),
+        "{body}\n{}",
+        w.host.sandbox_logs()
     );
 }
