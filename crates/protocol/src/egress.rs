@@ -129,6 +129,33 @@ impl Reach {
         }
     }
 
+    /// What a sandbox spawned by `req` needs: the control plane, the repositories' git
+    /// host, the model's servers (the settings it is given, its model's vendor and those
+    /// of its grants).
+    pub fn for_spawn(req: &crate::provider::SpawnRequest) -> Reach {
+        let mut reach = Reach::default();
+        reach.add_url(&req.control_plane_url);
+        for r in &req.repositories {
+            reach.add_url(&r.source);
+        }
+        for var in MODEL_URL_VARS {
+            if let Some(url) = req.env.get(*var) {
+                reach.add_url(url);
+            }
+        }
+        let providers = req
+            .default_model
+            .iter()
+            .filter_map(|m| m.split_once('/').map(|(p, _)| p))
+            .chain(req.managed_grants.iter().map(|g| g.provider.as_str()));
+        for provider in providers {
+            for host in model_hosts(provider) {
+                reach.add_url(&format!("https://{host}"));
+            }
+        }
+        reach
+    }
+
     fn holds(&self, host: &str, port: u16) -> bool {
         self.origins
             .iter()
@@ -349,6 +376,66 @@ impl EgressPolicy {
     }
 }
 
+/// The variable a cloud provider sets for the supervisor when the vendor's own firewall
+/// enforces the policy (its value says which, in words).
+pub const ENFORCED_BY_VAR: &str = "INSPECT_EGRESS_ENFORCED_BY";
+
+/// The settings that name a model server a sandbox calls.
+pub const MODEL_URL_VARS: &[&str] = &["INSPECT_MODEL_BASE_URL", "INSPECT_ANTHROPIC_BASE_URL"];
+
+/// A policy as a cloud vendor's firewall takes it: the host names (a `*.` wildcard kept)
+/// and the addresses (as `/32` or `/128` ranges) let out; ports and methods are not its to
+/// tell apart. `None` for `open`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VendorAllowList {
+    pub domains: Vec<String>,
+    pub cidrs: Vec<String>,
+}
+
+impl EgressPolicy {
+    pub fn for_vendor(&self, reach: &Reach) -> Option<VendorAllowList> {
+        if !self.confines() {
+            return None;
+        }
+        let mut out = VendorAllowList {
+            domains: Vec::new(),
+            cidrs: Vec::new(),
+        };
+        let mut add_name = |name: &str| {
+            let name = name.to_ascii_lowercase();
+            if !out.domains.contains(&name) {
+                out.domains.push(name);
+            }
+        };
+        for (host, _) in &reach.origins {
+            if !is_address(host) {
+                add_name(host);
+            }
+        }
+        for rule in &self.allow {
+            if let Some((pattern, _)) = rule.parts() {
+                add_name(pattern);
+            }
+        }
+        for preset in &self.presets {
+            for host in preset.hosts() {
+                add_name(host);
+            }
+        }
+        for (host, _) in reach.origins.iter().filter(|(h, _)| is_address(h)) {
+            let cidr = match host.parse::<std::net::IpAddr>() {
+                Ok(std::net::IpAddr::V4(_)) => format!("{host}/32"),
+                Ok(std::net::IpAddr::V6(_)) => format!("{host}/128"),
+                Err(_) => continue,
+            };
+            if !out.cidrs.contains(&cidr) {
+                out.cidrs.push(cidr);
+            }
+        }
+        Some(out)
+    }
+}
+
 /// Model vendors' API hosts, by the provider part of a `provider/model` name: a session's
 /// model is what it needs, whatever its policy.
 pub fn model_hosts(provider: &str) -> &'static [&'static str] {
@@ -506,6 +593,24 @@ mod tests {
             p.decide(&reach, to("api.example.com", 443, "CONNECT")),
             Decision::Refuse(w) if w.contains("tunnel")
         ));
+    }
+
+    #[test]
+    fn a_vendor_takes_the_names_and_the_session_needs() {
+        let mut reach = Reach::default();
+        reach.add_url("https://cp.example.workers.dev");
+        reach.add_url("https://github.com/o/r.git");
+        reach.add_url("http://10.1.2.3:8080/v1");
+        let mut p = off(vec![rule("*.example.com:8443"), rule("GitHub.com")]);
+        p.presets.push(EgressPreset::PackageRegistries);
+        let v = p.for_vendor(&reach).unwrap();
+        assert_eq!(
+            &v.domains[..3],
+            ["cp.example.workers.dev", "github.com", "*.example.com"]
+        );
+        assert!(v.domains.contains(&"registry.npmjs.org".to_owned()));
+        assert_eq!(v.cidrs, ["10.1.2.3/32"]);
+        assert_eq!(EgressPolicy::default().for_vendor(&reach), None);
     }
 
     #[test]

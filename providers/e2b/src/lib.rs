@@ -111,7 +111,7 @@ impl E2bConfig {
 /// `POST /sandboxes`: the template, the supervisor's environment, our ids as metadata, the
 /// lifetime; paused (not killed) when the lifetime ends, never resumed by traffic alone.
 pub fn create_body(cfg: &E2bConfig, req: &SpawnRequest) -> Value {
-    json!({
+    let mut body = json!({
         "templateID": cfg.template_id,
         "envVars": req.supervisor_env(ROOT),
         "metadata": {
@@ -123,7 +123,18 @@ pub fn create_body(cfg: &E2bConfig, req: &SpawnRequest) -> Value {
         "secure": true,
         "autoPause": true,
         "autoResume": {"enabled": false},
-    })
+    });
+    // An egress policy that confines: E2B's firewall denies everything but the names
+    // (matched on ports 80 and 443) and addresses let out.
+    let reach = inspect_protocol::egress::Reach::for_spawn(req);
+    if let Some(v) = req.egress.as_ref().and_then(|p| p.for_vendor(&reach)) {
+        let mut allow = v.domains;
+        allow.extend(v.cidrs);
+        body["network"] = json!({"denyOut": ["0.0.0.0/0"], "allowOut": allow});
+        body["envVars"][inspect_protocol::egress::ENFORCED_BY_VAR] =
+            json!("E2B's firewall (host names on ports 80 and 443; refusals are not reported)");
+    }
+    body
 }
 
 /// `POST /sandboxes/{id}/connect`: resumes a paused sandbox (or keeps a running one) for

@@ -186,3 +186,24 @@ fn a_lifetime_stays_within_the_plan_e2b_names() {
     // A plan longer than the setting leaves the setting.
     assert_eq!(cfg.within_plan(Some(86_400)).timeout_seconds, 7200);
 }
+
+#[test]
+fn a_confining_policy_becomes_e2bs_firewall() {
+    assert!(create_body(&config(), &request()).get("network").is_none());
+    let mut req = request();
+    req.default_model = Some("anthropic/claude-sonnet-4-5".into());
+    req.egress = Some(
+        serde_json::from_value(json!({"mode": "off", "allow": [{"host": "*.example.org"}]}))
+            .unwrap(),
+    );
+    let body = create_body(&config(), &req);
+    assert_eq!(body["network"]["denyOut"], json!(["0.0.0.0/0"]));
+    assert_eq!(
+        body["network"]["allowOut"],
+        json!(["cp.example.com", "api.anthropic.com", "*.example.org"])
+    );
+    assert!(body["envVars"][inspect_protocol::egress::ENFORCED_BY_VAR]
+        .as_str()
+        .unwrap()
+        .contains("E2B"));
+}

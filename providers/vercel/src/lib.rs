@@ -173,6 +173,18 @@ pub fn create_body(cfg: &VercelConfig, req: &SpawnRequest) -> Value {
     if let Some(vcpus) = cfg.vcpus {
         body["resources"] = json!({ "vcpus": vcpus });
     }
+    // An egress policy that confines: Vercel's firewall lets out only these names (by a
+    // TLS handshake's SNI or a request's Host) and addresses.
+    let reach = inspect_protocol::egress::Reach::for_spawn(req);
+    if let Some(v) = req.egress.as_ref().and_then(|p| p.for_vendor(&reach)) {
+        body["networkPolicy"] = json!({
+            "mode": "custom",
+            "allowedDomains": v.domains,
+            "allowedCIDRs": v.cidrs,
+        });
+        body["env"][inspect_protocol::egress::ENFORCED_BY_VAR] =
+            json!("Vercel's firewall (host names; refusals are not reported)");
+    }
     body
 }
 

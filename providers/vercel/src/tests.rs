@@ -127,3 +127,22 @@ fn an_extension_moves_the_end_further_than_the_next_one_is_due() {
     let by = extend_body()["duration"].as_u64().unwrap();
     assert!(by as i64 > inspect_provider::EXTEND_EVERY_MS, "{by}");
 }
+
+#[test]
+fn a_confining_policy_becomes_vercels_network_policy() {
+    let c = config();
+    assert!(create_body(&c, &request(None))
+        .get("networkPolicy")
+        .is_none());
+    let mut req = request(None);
+    req.egress = Some(
+        serde_json::from_value(json!({"mode": "off", "allow": [{"host": "api.example.org"}]}))
+            .unwrap(),
+    );
+    let body = create_body(&c, &req);
+    assert_eq!(
+        body["networkPolicy"],
+        json!({"mode": "custom", "allowedDomains": ["cp.example.com", "api.example.org"], "allowedCIDRs": []})
+    );
+    assert!(body["env"][inspect_protocol::egress::ENFORCED_BY_VAR].is_string());
+}

@@ -39,28 +39,13 @@ pub fn net_dir(root: &Path) -> PathBuf {
     root.join("net")
 }
 
-/// What a session reaches whatever its policy: the control plane, the repositories' git
-/// host, the model's servers (this host's configured ones, its model's vendor and those
-/// of its grants).
+/// What a session reaches whatever its policy ([`Reach::for_spawn`]), and the model
+/// servers this host's own settings name.
 pub fn reach_of(req: &SpawnRequest) -> Reach {
-    let mut reach = Reach::default();
-    reach.add_url(&req.control_plane_url);
-    for r in &req.repositories {
-        reach.add_url(&r.source);
-    }
-    for var in ["INSPECT_MODEL_BASE_URL", "INSPECT_ANTHROPIC_BASE_URL"] {
+    let mut reach = Reach::for_spawn(req);
+    for var in inspect_protocol::egress::MODEL_URL_VARS {
         if let Ok(url) = std::env::var(var) {
             reach.add_url(&url);
-        }
-    }
-    let providers = req
-        .default_model
-        .iter()
-        .filter_map(|m| m.split_once('/').map(|(p, _)| p))
-        .chain(req.managed_grants.iter().map(|g| g.provider.as_str()));
-    for provider in providers {
-        for host in inspect_protocol::egress::model_hosts(provider) {
-            reach.add_url(&format!("https://{host}"));
         }
     }
     reach

@@ -235,22 +235,25 @@ pub async fn run() -> Result<()> {
     }
     if let Some(policy) = &cfg.spawn.egress {
         let step = Step::begin(&events, "egress");
-        let confined = relays.is_some() || !policy.confines();
-        step.end(
-            if confined {
-                StepStatus::Succeeded
-            } else {
-                StepStatus::Failed
-            },
-            Some(match confined {
-                true => format!("network: {}", policy.describe()),
-                false => format!(
+        let vendor = std::env::var(inspect_protocol::egress::ENFORCED_BY_VAR).ok();
+        let (status, detail) = match (relays.is_some() || !policy.confines(), vendor) {
+            (true, _) => (
+                StepStatus::Succeeded,
+                format!("network: {}", policy.describe()),
+            ),
+            (false, Some(by)) => (
+                StepStatus::Succeeded,
+                format!("network: {}, enforced by {by}", policy.describe()),
+            ),
+            (false, None) => (
+                StepStatus::Failed,
+                format!(
                     "network: {} asked, but this sandbox's provider does not confine it",
                     policy.describe()
                 ),
-            }),
-            None,
-        );
+            ),
+        };
+        step.end(status, Some(detail), None);
     }
     // A local sandbox started from a snapshot or an image unpacks it here: the agent
     // starts once its own state is in place, while the workspace is still being written.
