@@ -34,6 +34,8 @@ cargo run --release --quiet -p inspect-tests --bin inbox-bench
 cargo run --release --quiet -p inspect-tests --bin changes-bench
 # A terminal's keystroke → echo through the Worker, the object, the supervisor and a PTY.
 cargo run --release --quiet -p inspect-tests --bin terminal-bench
+# The egress proxy's cost: git clone of a 50 MB repository, open vs off-but-the-server.
+cargo run --release --quiet -p inspect-tests --bin egress-bench
 
 # The browser: the first page's JavaScript and render time, and a 5,000-event timeline
 # (render, long tasks while scrolling to the top), three runs.

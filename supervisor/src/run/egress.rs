@@ -14,6 +14,7 @@
 //! Unconfined (no `INSPECT_EGRESS_DIR`), none of this runs.
 
 use super::link::Events;
+use crate::host::egress::RELAY_BUFFER;
 use inspect_protocol::sandbox::SandboxEvent;
 use std::path::{Path, PathBuf};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -101,7 +102,13 @@ async fn relay_out(port: u16, socket: PathBuf) -> anyhow::Result<JoinHandle<()>>
             let socket = socket.clone();
             tokio::spawn(async move {
                 if let Ok(mut out) = UnixStream::connect(&socket).await {
-                    let _ = tokio::io::copy_bidirectional(&mut conn, &mut out).await;
+                    let _ = tokio::io::copy_bidirectional_with_sizes(
+                        &mut conn,
+                        &mut out,
+                        RELAY_BUFFER,
+                        RELAY_BUFFER,
+                    )
+                    .await;
                 }
             });
         }
@@ -122,7 +129,13 @@ fn relay_in(socket: &Path) -> anyhow::Result<JoinHandle<()>> {
                 match TcpStream::connect(("127.0.0.1", u16::from_be_bytes(port))).await {
                     Ok(mut server) => {
                         if conn.write_all(&[0]).await.is_ok() {
-                            let _ = tokio::io::copy_bidirectional(&mut conn, &mut server).await;
+                            let _ = tokio::io::copy_bidirectional_with_sizes(
+                                &mut conn,
+                                &mut server,
+                                RELAY_BUFFER,
+                                RELAY_BUFFER,
+                            )
+                            .await;
                         }
                     }
                     Err(_) => {
