@@ -1222,6 +1222,35 @@ mod sandbox_flow {
         assert!(s.needs_sandbox().unwrap());
     }
 
+    /// A refusal is stored once however often it is sent, and the PR's report lists each
+    /// host once, a tunnel by its host and port, a plain request with its method.
+    #[test]
+    fn egress_refusals_are_kept_once_and_listed_for_the_report() {
+        let st = store();
+        let s = created(&st);
+        let (t, _) = s.begin_spawn(1).unwrap().unwrap();
+        s.sandbox_opened("sbws", 2).unwrap();
+        let sb = t.sandbox_id.as_str();
+        let sent = [
+            json!({"type": "egress_blocked", "host": "registry.example", "port": 443, "method": "CONNECT", "reason": "not listed", "ackId": "b1"}),
+            json!({"type": "egress_blocked", "host": "registry.example", "port": 443, "method": "CONNECT", "reason": "not listed", "ackId": "b1"}),
+            json!({"type": "egress_blocked", "host": "x.example", "port": 80, "method": "POST", "reason": "not listed", "ackId": "b2"}),
+        ];
+        for (i, ev) in sent.into_iter().enumerate() {
+            let fx = s.on_sandbox_frame(&frame(sb, ev), 3 + i as i64);
+            assert!(fx.to_sandbox.contains(&SandboxCommand::Ack {
+                ack_id: if i < 2 { "b1".into() } else { "b2".into() }
+            }));
+        }
+        assert_eq!(
+            s.blocked_egress().unwrap(),
+            vec![
+                "registry.example:443".to_owned(),
+                "POST x.example:80".to_owned()
+            ]
+        );
+    }
+
     mod deadlines {
         use super::*;
         use crate::engine::deadlines::*;
