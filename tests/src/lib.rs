@@ -19,6 +19,7 @@ pub mod host;
 pub mod repo;
 pub mod signing;
 pub mod stack;
+pub mod tls;
 
 pub use stack::{Stack, StackOptions};
 

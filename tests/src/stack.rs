@@ -20,6 +20,18 @@ pub struct StackOptions {
     pub without_secrets_key: bool,
     /// wrangler's `--log-level` (`warn` unless set; `log` shows the Worker's info lines).
     pub log_level: Option<String>,
+    /// Serve over HTTPS with this certificate and key (`crate::tls::TestCa`).
+    pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
+}
+
+/// Where a stack on `port` answers: HTTPS when it has a certificate.
+fn base_url(options: &StackOptions, port: u16) -> String {
+    let scheme = if options.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    format!("{scheme}://127.0.0.1:{port}")
 }
 
 /// The secrets key test stacks use (base64 of 32 bytes).
@@ -69,7 +81,7 @@ impl Stack {
         copy_dir(template, &state.path().join("wrangler"))?;
         let port = free_port()?;
         let mut stack = Stack {
-            base_url: format!("http://127.0.0.1:{port}"),
+            base_url: base_url(&options, port),
             port,
             options,
             state,
@@ -90,7 +102,7 @@ impl Stack {
                     tries += 1;
                     let port = free_port()?;
                     stack.port = port;
-                    stack.base_url = format!("http://127.0.0.1:{port}");
+                    stack.base_url = base_url(&stack.options, port);
                     let _ = std::fs::remove_file(stack.state.path().join("wrangler.log"));
                 }
                 Err(e) => return Err(e),
@@ -108,7 +120,12 @@ impl Stack {
     }
 
     pub fn ws_url(&self, path: &str) -> String {
-        format!("ws://127.0.0.1:{}{}", self.port, path)
+        let scheme = if self.options.tls.is_some() {
+            "wss"
+        } else {
+            "ws"
+        };
+        format!("{scheme}://127.0.0.1:{}{}", self.port, path)
     }
 
     /// Stops wrangler and starts it again on the same state directory and port. wrangler's
@@ -156,9 +173,20 @@ impl Stack {
             .arg("--test-scheduled")
             .arg("--log-level")
             .arg(self.options.log_level.as_deref().unwrap_or("warn"));
+        if let Some((cert, key)) = &self.options.tls {
+            cmd.args(["--local-protocol", "https", "--https-cert-path"])
+                .arg(cert)
+                .arg("--https-key-path")
+                .arg(key);
+        }
         let mut vars = self.options.vars.clone();
         if self.options.local_mode {
             vars.push(("LOCAL_MODE".into(), "true".into()));
+        }
+        // wrangler ends TLS before the Worker, which sees `http://`: the public address
+        // says where sandboxes connect back to, as behind any TLS-ending proxy.
+        if self.options.tls.is_some() && !vars.iter().any(|(k, _)| k == "PUBLIC_URL") {
+            vars.push(("PUBLIC_URL".into(), self.base_url.clone()));
         }
         // The scripted model server is the deployment's OpenAI-compatible server.
         if !vars.iter().any(|(k, _)| k == "COMPATIBLE_MODELS") {

@@ -475,3 +475,62 @@ async fn wait_for(term: &Terminal, what: &str, n: usize) {
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
 }
+
+/// A deployed control plane is reached over HTTPS: the CLI's requests and its live follow,
+/// and the sandbox's supervisor (its socket and its calls), trusting the control plane's
+/// certificate through `SSL_CERT_FILE` as a private authority's would be.
+#[tokio::test]
+async fn the_cli_and_the_sandbox_reach_a_control_plane_over_https() {
+    let ca = inspect_tests::tls::TestCa::new().unwrap();
+    ca.trust();
+    let mut parts = AgentStack::prepare(vec![
+        Reply::tool(
+            "write",
+            json!({"filePath": "tls.md", "content": "over TLS\n"}),
+        ),
+        Reply::text("Wrote it over TLS."),
+    ])
+    .await
+    .unwrap();
+    parts.options.tls = Some((ca.cert.clone(), ca.key.clone()));
+    let agent = AgentStack::launch(parts).await.unwrap();
+    assert!(agent.stack.base_url.starts_with("https://"));
+    let demo = source_repo();
+    agent.register_repo("demo", demo.path()).await.unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let config = home.path().join("config.json");
+    let url = agent.stack.base_url.as_str();
+    let run = match tokio::time::timeout(
+        std::time::Duration::from_secs(180),
+        inspect(
+            home.path(),
+            &config,
+            url,
+            &["new", "--repo", "local/demo", "--wait", "write over TLS"],
+            None,
+        ),
+    )
+    .await
+    {
+        Ok(run) => run,
+        Err(_) => panic!("no answer in 3 minutes\n{}", agent.host.sandbox_logs()),
+    };
+    assert_eq!(
+        run.code,
+        0,
+        "{}\n{}\n{}",
+        run.stdout,
+        run.stderr,
+        agent.host.sandbox_logs()
+    );
+    assert!(
+        run.stdout.contains("Wrote it over TLS."),
+        "{}\n{}",
+        run.stdout,
+        run.stderr
+    );
+    // The sandbox's supervisor was given the HTTPS origin and connected over it.
+    let logs = agent.host.sandbox_logs();
+    assert!(logs.contains("connected to the session"), "{logs}");
+    assert!(!logs.contains("ws://127.0.0.1"), "{logs}");
+}

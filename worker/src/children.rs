@@ -134,7 +134,7 @@ async fn make_child(
         depth: Some(plan.depth),
         ..Default::default()
     };
-    let origin = origin_of(req);
+    let origin = origin_of(env, req);
     let created = create_session(
         env,
         &origin,

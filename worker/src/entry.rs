@@ -235,7 +235,8 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
                     SessionSource::of_bot_identity(&format!("{name}:"))
                 }
             };
-            match create_session_with(env, &origin_of(&req), actor, create, &[], source).await {
+            match create_session_with(env, &origin_of(env, &req), actor, create, &[], source).await
+            {
                 Ok(created) => json(&created, 201),
                 Err(e) => {
                     crate::ratelimit::refund(env, charge).await;
@@ -401,7 +402,7 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
             200,
         ),
         Route::LinearInstall => json(
-            &inspect_linear::bot::install(env, &origin_of(&req), &actor.user_id).await?,
+            &inspect_linear::bot::install(env, &origin_of(env, &req), &actor.user_id).await?,
             200,
         ),
         Route::SlackSettings { write } => {
@@ -420,11 +421,11 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
             json(&crate::images::list(env, scope).await?, 200)
         }
         Route::BuildImage => json(
-            &crate::images::start_by_hand(env, &body, &origin_of(&req), now).await?,
+            &crate::images::start_by_hand(env, &body, &origin_of(env, &req), now).await?,
             202,
         ),
         Route::ImageSchedule => json(
-            &crate::images::set_schedule(env, &body, &origin_of(&req), now).await?,
+            &crate::images::set_schedule(env, &body, &origin_of(env, &req), now).await?,
             200,
         ),
         Route::RepoSettings { owner, name, write } => {
@@ -495,7 +496,7 @@ async fn automation_route(
     match op {
         AutomationOp::List => json(&a::list(env).await?, 200),
         AutomationOp::Create => json(
-            &a::create(env, actor, body, &origin_of(req), now).await?,
+            &a::create(env, actor, body, &origin_of(env, req), now).await?,
             201,
         ),
         AutomationOp::Preview => {
@@ -503,9 +504,10 @@ async fn automation_route(
             json(&a::preview(&pairs, now)?, 200)
         }
         AutomationOp::Get { id } => json(&a::get(env, &id).await?, 200),
-        AutomationOp::Update { id } => {
-            json(&a::update(env, &id, body, &origin_of(req), now).await?, 200)
-        }
+        AutomationOp::Update { id } => json(
+            &a::update(env, &id, body, &origin_of(env, req), now).await?,
+            200,
+        ),
         AutomationOp::Delete { id } => {
             a::delete(env, &id, now).await?;
             json(&serde_json::json!({ "deleted": true, "id": id }), 200)

@@ -390,7 +390,7 @@ pub(crate) async fn forward(
 ) -> ApiResult<Response> {
     if action == SessionAction::Socket {
         let stub = session_stub(env, id)?;
-        let origin = origin_of(&req);
+        let origin = origin_of(env, &req);
         let query = req
             .url()
             .ok()
@@ -423,7 +423,7 @@ pub(crate) async fn forward_at(
     vouched: bool,
 ) -> ApiResult<Response> {
     let stub = session_stub(env, id)?;
-    let origin = origin_of(&req);
+    let origin = origin_of(env, &req);
     let query = req
         .url()
         .ok()

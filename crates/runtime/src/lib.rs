@@ -30,9 +30,16 @@ pub fn setting(env: &worker::Env, name: &str) -> Option<String> {
         .filter(|v| !v.is_empty())
 }
 
-/// The origin the caller reached us at (`http://127.0.0.1:8787`), for sandboxes and links.
+/// Where this control plane is reached, for sandboxes and links: `PUBLIC_URL` when it is
+/// set (a Worker behind a proxy that ends TLS sees its requests as `http://`), else the
+/// origin the caller reached us at (`http://127.0.0.1:8787`).
 #[cfg(target_arch = "wasm32")]
-pub fn origin_of(req: &worker::Request) -> String {
+pub fn origin_of(env: &worker::Env, req: &worker::Request) -> String {
+    if let Some(public) = setting(env, "PUBLIC_URL") {
+        if let Ok(u) = worker::Url::parse(&public) {
+            return u.origin().ascii_serialization();
+        }
+    }
     req.url()
         .map(|u| u.origin().ascii_serialization())
         .unwrap_or_default()

@@ -141,7 +141,7 @@ pub async fn webhook(
             return answer(200, json!({"duplicate": true}));
         }
     }
-    let origin = origin_of(&req);
+    let origin = origin_of(env, &req);
     let env2 = env.clone();
     let delivery2 = delivery.clone();
     let event2 = event.clone();

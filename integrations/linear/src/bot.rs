@@ -169,7 +169,7 @@ pub async fn webhook(
 fn public_origin(req: &Request, env: &Env) -> String {
     setting(env, "PUBLIC_URL")
         .map(|u| u.trim_end_matches('/').to_owned())
-        .unwrap_or_else(|| origin_of(req))
+        .unwrap_or_else(|| origin_of(env, req))
 }
 
 /// An activity in the agent session; a failure is logged, never the end of the work.
@@ -982,7 +982,7 @@ pub async fn callback(req: &Request, env: &Env) -> Result<Response, ApiError> {
         ));
     };
     let (client_id, secret) = api::client(env)?;
-    let origin = origin_of(req);
+    let origin = origin_of(env, req);
     let answer = api::token_request(
         env,
         oauth::code_form(&client_id, &secret, &code, &callback_url(env, &origin)),

@@ -134,7 +134,7 @@ pub async fn events(
             return answer(200, json!({ "ok": true, "duplicate": true }));
         }
     }
-    let origin = origin_of(&req);
+    let origin = origin_of(env, &req);
     let env2 = env.clone();
     ctx.wait_until(async move {
         let outcome = match decision {
@@ -1188,7 +1188,7 @@ pub async fn command(
             } else {
                 command.user_name.clone()
             };
-            let url = link_url(&plane, env, &origin_of(&req), &command.user_id, &name).await?;
+            let url = link_url(&plane, env, &origin_of(env, &req), &command.user_id, &name).await?;
             emit(log("handled", "a link code sent").with("command", command.command.as_str()));
             crate::command::link_text(&url)
         }
@@ -1226,7 +1226,7 @@ pub async fn interactions(
             return answer(200, json!({}));
         }
     };
-    let origin = origin_of(&req);
+    let origin = origin_of(env, &req);
     let env2 = env.clone();
     ctx.wait_until(async move {
         let outcome = act(&plane, &env2, &origin, &action).await;

@@ -58,6 +58,10 @@ const PASSED_THROUGH: &[&str] = &[
     "INSPECT_CODE_SERVER_BIN",
     "PATH",
     "LANG",
+    // A private certificate authority the control plane's or a model server's certificate
+    // comes from (read by the supervisor's TLS, as by OpenSSL's tools).
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
 ];
 
 struct Sandbox {

@@ -243,7 +243,9 @@ async fn run(
                 tracing::error!(status, "the session refused this sandbox; giving up");
                 return LinkEnd::Refused(status);
             }
-            Err(e) => tracing::warn!("connecting to the session failed: {e}"),
+            Err(e) => {
+                tracing::warn!(url = %ws_url(&config), "connecting to the session failed: {e}")
+            }
         }
         let wait = 2u64.saturating_pow(attempt).min(RECONNECT_BACKOFF_CAP_SECS);
         attempt = attempt.saturating_add(1);
