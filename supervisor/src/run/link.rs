@@ -204,6 +204,35 @@ impl Outbox {
     }
 }
 
+/// The session's socket: straight, or through the sandbox's proxy when the environment
+/// names one for the control plane ([`super::proxy`]).
+async fn open(
+    request: tokio_tungstenite::tungstenite::handshake::client::Request,
+) -> Result<
+    (
+        tokio_tungstenite::WebSocketStream<
+            tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+        >,
+        tokio_tungstenite::tungstenite::handshake::client::Response,
+    ),
+    tokio_tungstenite::tungstenite::Error,
+> {
+    let uri = request.uri().clone();
+    let host = uri.host().unwrap_or_default().to_owned();
+    let scheme = uri.scheme_str().unwrap_or("ws").to_owned();
+    let port = uri
+        .port_u16()
+        .unwrap_or(if scheme == "wss" { 443 } else { 80 });
+    match super::proxy::proxy_for(&scheme, &host, &|k| std::env::var(k).ok()) {
+        Some(proxy) => {
+            let host = host.trim_start_matches('[').trim_end_matches(']');
+            let stream = super::proxy::tunnel(&proxy, host, port).await?;
+            tokio_tungstenite::client_async_tls(request, stream).await
+        }
+        None => tokio_tungstenite::connect_async(request).await,
+    }
+}
+
 async fn run(
     config: LinkConfig,
     mut events: mpsc::UnboundedReceiver<SandboxEvent>,
@@ -226,7 +255,7 @@ async fn run(
         if let Ok(v) = config.sandbox_id.parse() {
             headers.insert(inspect_protocol::auth::SANDBOX_ID_HEADER, v);
         }
-        match tokio_tungstenite::connect_async(request).await {
+        match open(request).await {
             Ok((stream, _)) => {
                 tracing::info!("connected to the session");
                 attempt = 0;

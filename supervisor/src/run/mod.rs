@@ -18,6 +18,7 @@ pub mod link;
 pub mod mapping;
 pub mod mcp;
 pub mod model_proxy;
+pub mod proxy;
 pub mod recording;
 pub mod restore;
 pub mod screenshot;
