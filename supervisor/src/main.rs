@@ -39,6 +39,14 @@ enum Command {
     },
     /// Run inside a sandbox: boot the workspace, start the agent, connect to the session.
     Run,
+    /// A cluster's shared egress proxy (`deploy/kubernetes/egress.yaml`): each request is
+    /// decided by the grant its sandbox carries, signed with `K8S_EGRESS_KEY`.
+    EgressProxy {
+        #[arg(long, env = "INSPECT_EGRESS_LISTEN", default_value = "0.0.0.0:3128")]
+        listen: SocketAddr,
+        #[arg(long, env = "K8S_EGRESS_KEY", hide_env_values = true)]
+        key: String,
+    },
     /// Run inside an image build's sandbox: clone, run setup, write the report.
     Build,
     /// Git credential helper (`git config credential.helper`); reads the request on stdin.
@@ -92,7 +100,7 @@ fn main() -> anyhow::Result<()> {
     // ptrace. Their secrets also leave the environment their children inherit.
     if matches!(
         cli.command,
-        Command::Run | Command::Build | Command::Host { .. }
+        Command::Run | Command::Build | Command::Host { .. } | Command::EgressProxy { .. }
     ) {
         if let Err(e) = nix::sys::prctl::set_dumpable(false) {
             tracing::warn!("could not make this process non-dumpable: {e}");
@@ -101,6 +109,7 @@ fn main() -> anyhow::Result<()> {
     match &cli.command {
         Command::Run => run::take_sandbox_token(),
         Command::Host { .. } => std::env::remove_var("SANDBOX_HOST_SECRET"),
+        Command::EgressProxy { .. } => std::env::remove_var("K8S_EGRESS_KEY"),
         _ => {}
     }
     tokio::runtime::Builder::new_multi_thread()
@@ -122,6 +131,9 @@ async fn serve(cli: Cli) -> anyhow::Result<()> {
                 secret,
             })
             .await
+        }
+        Command::EgressProxy { listen, key } => {
+            host::egress::serve_granted(listen, key.into_bytes()).await
         }
         Command::Run => {
             // Every line a sandbox writes names its session and sandbox.

@@ -80,6 +80,35 @@ pub fn sandbox_key(secret: &[u8], sandbox: &str) -> String {
     hex::encode(m.finalize().into_bytes())
 }
 
+fn grant_mac(key: &[u8], sandbox: &str, payload: &str) -> Hmac<Sha256> {
+    let mut m = match Hmac::<Sha256>::new_from_slice(key) {
+        Ok(m) => m,
+        Err(_) => unreachable!("HMAC accepts every key length"),
+    };
+    m.update(format!("inspect-egress|{sandbox}|{payload}").as_bytes());
+    m
+}
+
+/// A sandbox's grant for a shared egress proxy: `payload` (its policy, as the control plane
+/// wrote it) readable by the proxy and signed for this sandbox, as `<hex payload>.<hex
+/// HMAC>` (URL-safe: it is the password of the proxy's address).
+pub fn seal_grant(key: &[u8], sandbox: &str, payload: &str) -> String {
+    let tag = grant_mac(key, sandbox, payload).finalize().into_bytes();
+    format!("{}.{}", hex::encode(payload), hex::encode(tag))
+}
+
+/// The payload of `sandbox`'s grant, if `token` is one signed with `key` (the tag compared
+/// in constant time).
+pub fn open_grant(key: &[u8], sandbox: &str, token: &str) -> Option<String> {
+    let (payload, tag) = token.split_once('.')?;
+    let payload = String::from_utf8(hex::decode(payload).ok()?).ok()?;
+    let tag = hex::decode(tag).ok()?;
+    grant_mac(key, sandbox, &payload)
+        .verify_slice(&tag)
+        .ok()
+        .map(|_| payload)
+}
+
 /// The cookie a port's gate sets, named for the address it serves (cookies do not keep
 /// ports apart).
 pub fn cookie_name(public_port: u16) -> String {
@@ -89,6 +118,23 @@ pub fn cookie_name(public_port: u16) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_grant_opens_for_its_sandbox_and_key_alone() {
+        let g = seal_grant(b"k", "sb_1", r#"{"mode":"off"}"#);
+        assert_eq!(
+            open_grant(b"k", "sb_1", &g).as_deref(),
+            Some(r#"{"mode":"off"}"#)
+        );
+        assert_eq!(open_grant(b"k", "sb_2", &g), None, "another sandbox");
+        assert_eq!(open_grant(b"x", "sb_1", &g), None, "another key");
+        let (_, tag) = g.split_once('.').unwrap_or_default();
+        let widened = format!("{}.{tag}", hex::encode(r#"{"mode":"open"}"#));
+        assert_eq!(open_grant(b"k", "sb_1", &widened), None, "a changed policy");
+        for junk in ["", ".", "zz.zz", "00"] {
+            assert_eq!(open_grant(b"k", "sb_1", junk), None, "{junk}");
+        }
+    }
 
     #[test]
     fn a_token_opens_only_its_sandbox_port_and_purpose_until_it_expires() {

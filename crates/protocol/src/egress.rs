@@ -376,6 +376,14 @@ impl EgressPolicy {
     }
 }
 
+/// What a shared egress proxy (a cluster's) is told of one sandbox, signed by the control
+/// plane: its policy and what it needs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EgressGrant {
+    pub policy: EgressPolicy,
+    pub reach: Vec<(String, u16)>,
+}
+
 /// The variable a cloud provider sets for the supervisor when the vendor's own firewall
 /// enforces the policy (its value says which, in words).
 pub const ENFORCED_BY_VAR: &str = "INSPECT_EGRESS_ENFORCED_BY";

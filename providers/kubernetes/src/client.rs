@@ -156,6 +156,9 @@ impl SandboxProvider for KubernetesProvider {
     }
 
     async fn create(&self, req: &SpawnRequest) -> Result<SandboxInfo, ProviderError> {
+        self.cfg
+            .check_egress(req)
+            .map_err(ProviderError::Permanent)?;
         let claim = kube::names(&req.sandbox_id).claim;
         match self
             .create(Resource::Claims, &kube::claim(&self.cfg, req))

@@ -59,7 +59,15 @@ pub struct KubeConfig {
     pub timeout_seconds: u64,
     pub cpu: Option<String>,
     pub memory: Option<String>,
+    /// The cluster's egress proxy (`deploy/kubernetes/egress.yaml`) as `address:port`, and
+    /// the key its grants are signed with: with both, a sandbox whose environment's egress
+    /// policy is `off` goes only through it.
+    pub egress_proxy: Option<String>,
+    pub egress_key: Option<String>,
 }
+
+/// The label that puts a sandbox's Pod under the confined NetworkPolicy.
+pub const LABEL_EGRESS: &str = "open-inspect/egress";
 
 /// The settings that must be present.
 pub const REQUIRED: [&str; 4] = [
@@ -149,7 +157,47 @@ impl KubeConfig {
             timeout_seconds,
             cpu: optional("K8S_CPU").or_else(|| Some(DEFAULT_CPU.into())),
             memory: optional("K8S_MEMORY").or_else(|| Some(DEFAULT_MEMORY.into())),
+            egress_proxy: optional("K8S_EGRESS_PROXY"),
+            egress_key: optional("K8S_EGRESS_KEY"),
         })
+    }
+
+    /// Whether this cluster can confine `req`'s sandbox as its policy asks: an `off`
+    /// policy needs the egress proxy, or the sandbox is refused rather than run open.
+    pub fn check_egress(&self, req: &SpawnRequest) -> Result<(), String> {
+        let confines = req.egress.as_ref().is_some_and(|p| p.confines());
+        if confines && (self.egress_proxy.is_none() || self.egress_key.is_none()) {
+            return Err("the session's environment lets its traffic out only to some hosts, and this cluster has no egress proxy (K8S_EGRESS_PROXY and K8S_EGRESS_KEY: deploy/kubernetes/egress.yaml)".into());
+        }
+        Ok(())
+    }
+
+    /// The proxy settings a confined sandbox's Pod gets: every program's proxy is the
+    /// cluster's, with this sandbox's grant (its policy and what it needs, signed) as the
+    /// password.
+    fn egress_env(&self, req: &SpawnRequest) -> Option<Vec<Value>> {
+        let policy = req.egress.clone().filter(|p| p.confines())?;
+        let (proxy, key) = (self.egress_proxy.as_ref()?, self.egress_key.as_ref()?);
+        let grant = inspect_protocol::egress::EgressGrant {
+            policy,
+            reach: inspect_protocol::egress::Reach::for_spawn(req).origins,
+        };
+        let payload = serde_json::to_string(&grant).ok()?;
+        let token = inspect_ports::seal_grant(key.as_bytes(), &req.sandbox_id, &payload);
+        let url = format!("http://{}:{token}@{proxy}", req.sandbox_id);
+        let mut env: Vec<Value> = ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"]
+            .iter()
+            .flat_map(|n| [n.to_string(), n.to_ascii_lowercase()])
+            .map(|n| json!({"name": n, "value": url}))
+            .collect();
+        for n in ["NO_PROXY", "no_proxy"] {
+            env.push(json!({"name": n, "value": "localhost,127.0.0.1,::1"}));
+        }
+        env.push(json!({
+            "name": inspect_protocol::egress::ENFORCED_BY_VAR,
+            "value": "the cluster's egress proxy and its NetworkPolicy (refusals are in the proxy's log)",
+        }));
+        Some(env)
     }
 
     /// `…/api/v1/namespaces/{ns}/{resource}` (core) or the networking group for ingresses.
@@ -370,10 +418,17 @@ pub fn pod(cfg: &KubeConfig, req: &SpawnRequest, claim: &str) -> Value {
     if let Some(pull) = &cfg.image_pull_secret {
         spec["imagePullSecrets"] = json!([{"name": pull}]);
     }
+    let mut labels = labels(req);
+    if let Some(env) = cfg.egress_env(req) {
+        if let Some(list) = spec["containers"][0]["env"].as_array_mut() {
+            list.extend(env);
+        }
+        labels[LABEL_EGRESS] = json!("off");
+    }
     json!({
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": n.pod, "labels": labels(req)},
+        "metadata": {"name": n.pod, "labels": labels},
         "spec": spec,
     })
 }

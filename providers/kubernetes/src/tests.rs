@@ -395,3 +395,52 @@ fn a_full_claim_quota_gives_back_the_oldest_stopped_workspace() {
         "persistentvolumeclaims?labelSelector=app.kubernetes.io%2Fmanaged-by%3Dopen-inspect"
     ));
 }
+
+#[test]
+fn an_off_policy_goes_through_the_clusters_proxy_or_is_refused() {
+    let mut req = request();
+    req.egress = Some(
+        serde_json::from_value(json!({"mode": "off", "allow": [{"host": "api.example.org"}]}))
+            .unwrap(),
+    );
+    // No proxy configured: refused, never run open.
+    let plain = config(&[]);
+    assert!(plain
+        .check_egress(&req)
+        .unwrap_err()
+        .contains("K8S_EGRESS_PROXY"));
+    assert!(plain.check_egress(&request()).is_ok());
+    let c = config(&[
+        ("K8S_EGRESS_PROXY", "10.96.0.50:3128"),
+        ("K8S_EGRESS_KEY", "egress-key"),
+    ]);
+    c.check_egress(&req).unwrap();
+    let p = pod(&c, &req, "claim");
+    assert_eq!(p["metadata"]["labels"][LABEL_EGRESS], "off");
+    let env = p["spec"]["containers"][0]["env"].as_array().unwrap();
+    let var = |n: &str| {
+        env.iter()
+            .find(|e| e["name"] == n)
+            .and_then(|e| e["value"].as_str())
+            .unwrap()
+            .to_owned()
+    };
+    let proxy = var("HTTPS_PROXY");
+    assert_eq!(proxy, var("http_proxy"));
+    let rest = proxy
+        .strip_prefix(&format!("http://{}:", req.sandbox_id))
+        .unwrap();
+    let (token, host) = rest.rsplit_once('@').unwrap();
+    assert_eq!(host, "10.96.0.50:3128");
+    let payload = inspect_ports::open_grant(b"egress-key", &req.sandbox_id, token).unwrap();
+    let grant: inspect_protocol::egress::EgressGrant = serde_json::from_str(&payload).unwrap();
+    assert_eq!(grant.policy, req.egress.clone().unwrap());
+    assert!(
+        grant.reach.iter().any(|(h, _)| h == "inspect.example.com"),
+        "{grant:?}"
+    );
+    assert_eq!(var("NO_PROXY"), "localhost,127.0.0.1,::1");
+    // An open sandbox's Pod is as before.
+    let open = pod(&c, &request(), "claim");
+    assert!(open["metadata"]["labels"].get(LABEL_EGRESS).is_none());
+}

@@ -21,7 +21,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpStream, UnixListener, UnixStream};
+use tokio::net::{TcpStream, UnixListener};
 use tokio::task::JoinHandle;
 
 /// The loopback port the sandbox's proxy relay listens on, unless the session's own
@@ -124,7 +124,7 @@ pub fn start(root: &Path, policy: EgressPolicy, reach: Reach) -> anyhow::Result<
     let proxy_port = (PROXY_PORT..)
         .find(|p| !taken.contains(p))
         .unwrap_or(PROXY_PORT);
-    let proxy = Arc::new(Proxy {
+    let proxy = Arc::new(Proxy::Fixed {
         policy,
         reach,
         report: Report {
@@ -146,7 +146,7 @@ pub fn start(root: &Path, policy: EgressPolicy, reach: Reach) -> anyhow::Result<
     Ok(Egress { tasks, proxy_port })
 }
 
-struct Report {
+pub struct Report {
     path: PathBuf,
     seen: Mutex<HashSet<String>>,
 }
@@ -192,10 +192,50 @@ impl Report {
     }
 }
 
-struct Proxy {
-    policy: EgressPolicy,
-    reach: Reach,
-    report: Report,
+/// Whose policy a connection is decided by.
+pub enum Proxy {
+    /// One sandbox's, on the local host (its refusals written for its supervisor).
+    Fixed {
+        policy: EgressPolicy,
+        reach: Reach,
+        report: Report,
+    },
+    /// A cluster's shared proxy: each request names its sandbox and carries that sandbox's
+    /// grant (its policy, signed by the control plane with this key) as the proxy's
+    /// Basic credentials; refusals go to this proxy's log.
+    Granted { key: Vec<u8> },
+}
+
+/// The policy, what the session needs, and where refusals go, for one request.
+struct Decider<'a> {
+    policy: std::borrow::Cow<'a, EgressPolicy>,
+    reach: std::borrow::Cow<'a, Reach>,
+    report: Option<&'a Report>,
+    /// A cluster's proxy: its private ranges are not the sandbox's to reach.
+    cluster: bool,
+}
+
+/// The sandbox and grant in a request's `Proxy-Authorization: Basic …`.
+fn credentials(head: &[u8]) -> Option<(String, String)> {
+    use base64::Engine;
+    let mut headers = [httparse::EMPTY_HEADER; 64];
+    let mut req = httparse::Request::new(&mut headers);
+    req.parse(head).ok()?;
+    let value = req
+        .headers
+        .iter()
+        .find(|h| h.name.eq_ignore_ascii_case("proxy-authorization"))?
+        .value;
+    let value = std::str::from_utf8(value).ok()?;
+    let (scheme, encoded) = value.trim().split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("basic") {
+        return None;
+    }
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(encoded.trim())
+        .ok()?;
+    let (user, pass) = std::str::from_utf8(&decoded).ok()?.split_once(':')?;
+    Some((user.to_owned(), pass.to_owned()))
 }
 
 /// What one proxied request asks for.
@@ -312,7 +352,43 @@ fn address_allowed(host: &str, addr: &SocketAddr, own: bool) -> bool {
 }
 
 impl Proxy {
-    async fn connection(&self, mut conn: UnixStream) -> std::io::Result<()> {
+    /// Who decides `head`: the fixed sandbox's policy, or the grant the request carries
+    /// (`None`: no valid grant).
+    fn decider(&self, head: &[u8]) -> Option<Decider<'_>> {
+        use std::borrow::Cow;
+        match self {
+            Proxy::Fixed {
+                policy,
+                reach,
+                report,
+            } => Some(Decider {
+                policy: Cow::Borrowed(policy),
+                reach: Cow::Borrowed(reach),
+                report: Some(report),
+                cluster: false,
+            }),
+            Proxy::Granted { key } => {
+                let (sandbox, token) = credentials(head)?;
+                let payload = inspect_ports::open_grant(key, &sandbox, &token)?;
+                let grant: inspect_protocol::egress::EgressGrant =
+                    serde_json::from_str(&payload).ok()?;
+                Some(Decider {
+                    policy: Cow::Owned(grant.policy),
+                    reach: Cow::Owned(Reach {
+                        origins: grant.reach,
+                    }),
+                    report: None,
+                    cluster: true,
+                })
+            }
+        }
+    }
+
+    /// Serves one client connection: one request decided, then carried or refused.
+    pub async fn connection<S>(&self, mut conn: S) -> std::io::Result<()>
+    where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    {
         let (bytes, len) = match read_head(&mut conn).await? {
             Head::Complete { bytes, len } => (bytes, len),
             Head::TooLarge => {
@@ -326,13 +402,32 @@ impl Proxy {
                 return answer(&mut conn, "400 Bad Request", &[], &format!("{why}\n")).await
             }
         };
+        let Some(d) = self.decider(&bytes[..len]) else {
+            return answer(
+                &mut conn,
+                "407 Proxy Authentication Required",
+                &[("Proxy-Authenticate", "Basic realm=\"inspect-egress\"")],
+                "a sandbox's grant is needed\n",
+            )
+            .await;
+        };
         let to = Destination {
             host: &ask.host,
             port: ask.port,
             method: &ask.method,
         };
-        if let Decision::Refuse(reason) = self.policy.decide(&self.reach, to) {
-            self.report.refused(to, &reason);
+        let refused = |reason: &str| match d.report {
+            Some(report) => report.refused(to, reason),
+            None => tracing::info!(
+                host = to.host,
+                port = to.port,
+                method = to.method,
+                reason,
+                "egress refused"
+            ),
+        };
+        if let Decision::Refuse(reason) = d.policy.decide(&d.reach, to) {
+            refused(&reason);
             return answer(
                 &mut conn,
                 "403 Forbidden",
@@ -344,16 +439,16 @@ impl Proxy {
             )
             .await;
         }
-        let own = self
+        let own = d
             .reach
             .origins
             .iter()
             .any(|(h, p)| *p == ask.port && h.eq_ignore_ascii_case(&ask.host));
-        let mut upstream = match self.connect(&ask.host, ask.port, own).await {
+        let mut upstream = match connect(&ask.host, ask.port, own, d.cluster).await {
             Ok(s) => s,
             Err(why) => {
                 if why.starts_with("refused") {
-                    self.report.refused(to, &why);
+                    refused(&why);
                 }
                 return answer(&mut conn, "502 Bad Gateway", &[], &format!("{why}\n")).await;
             }
@@ -378,33 +473,62 @@ impl Proxy {
         .await;
         Ok(())
     }
+}
 
-    /// Resolves an allowed name and connects to the first address it may reach.
-    async fn connect(&self, host: &str, port: u16, own: bool) -> Result<TcpStream, String> {
-        let bare = host.trim_start_matches('[').trim_end_matches(']');
-        let addrs: Vec<SocketAddr> = tokio::net::lookup_host((bare, port))
-            .await
-            .map_err(|e| format!("{host} does not resolve: {e}"))?
-            .collect();
-        let usable: Vec<SocketAddr> = addrs
-            .iter()
-            .filter(|a| address_allowed(host, a, own))
-            .copied()
-            .collect();
-        if usable.is_empty() {
-            return Err(format!(
-                "refused: {host} resolves only to addresses a sandbox may not reach"
-            ));
+/// Resolves an allowed name and connects to the first address it may reach.
+async fn connect(host: &str, port: u16, own: bool, cluster: bool) -> Result<TcpStream, String> {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host((bare, port))
+        .await
+        .map_err(|e| format!("{host} does not resolve: {e}"))?
+        .collect();
+    let usable: Vec<SocketAddr> = addrs
+        .iter()
+        .filter(|a| address_allowed(host, a, own) && (own || !cluster || !is_private(a)))
+        .copied()
+        .collect();
+    if usable.is_empty() {
+        return Err(format!(
+            "refused: {host} resolves only to addresses a sandbox may not reach"
+        ));
+    }
+    let mut last = String::new();
+    for addr in usable {
+        match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await {
+            Ok(Ok(s)) => return Ok(s),
+            Ok(Err(e)) => last = e.to_string(),
+            Err(_) => last = "timed out".into(),
         }
-        let mut last = String::new();
-        for addr in usable {
-            match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await {
-                Ok(Ok(s)) => return Ok(s),
-                Ok(Err(e)) => last = e.to_string(),
-                Err(_) => last = "timed out".into(),
+    }
+    Err(format!("{host}:{port} did not answer: {last}"))
+}
+
+/// A cluster's own addresses (private, shared, unique-local): not a sandbox's to reach
+/// through the cluster's proxy, as its NetworkPolicy keeps them from the sandbox itself.
+fn is_private(addr: &SocketAddr) -> bool {
+    match addr.ip() {
+        IpAddr::V4(v4) => {
+            v4.is_private() || (v4.octets()[0] == 100 && (v4.octets()[1] & 0xc0) == 64)
+        }
+        IpAddr::V6(v6) => (v6.segments()[0] & 0xfe00) == 0xfc00,
+    }
+}
+
+/// `inspect-supervisor egress-proxy`: a cluster's shared proxy on `listen`, deciding each
+/// request by the grant it carries (signed with `key`, `K8S_EGRESS_KEY` on the control
+/// plane's side).
+pub async fn serve_granted(listen: SocketAddr, key: Vec<u8>) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(listen).await?;
+    tracing::info!(%listen, "egress proxy listening");
+    let proxy = Arc::new(Proxy::Granted { key });
+    loop {
+        let (conn, _) = listener.accept().await?;
+        let proxy = Arc::clone(&proxy);
+        tokio::spawn(async move {
+            if let Err(e) = proxy.connection(conn).await {
+                tracing::debug!("egress proxy connection: {e}");
             }
-        }
-        Err(format!("{host}:{port} did not answer: {last}"))
+        });
     }
 }
 
@@ -447,6 +571,50 @@ mod tests {
             String::from_utf8(bare).unwrap(),
             "GET /?q=1 HTTP/1.0\r\nHost: a.io:8080\r\nConnection: close\r\n\r\n"
         );
+    }
+
+    /// The cluster's proxy: a request without a grant, with another sandbox's, or with
+    /// one whose policy was changed gets 407; with its own, the policy decides.
+    #[tokio::test]
+    async fn a_clusters_proxy_decides_by_the_grant_each_request_carries() {
+        use base64::Engine;
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let grant = inspect_protocol::egress::EgressGrant {
+            policy: serde_json::from_value(
+                serde_json::json!({"mode": "off", "allow": [{"host": "api.example.org"}]}),
+            )
+            .unwrap(),
+            reach: vec![],
+        };
+        let token =
+            inspect_ports::seal_grant(b"k", "sb_1", &serde_json::to_string(&grant).unwrap());
+        let proxy = Proxy::Granted { key: b"k".to_vec() };
+        let ask = |user: &str, pass: &str, target: &str| {
+            let basic = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{pass}"));
+            format!("CONNECT {target} HTTP/1.1\r\nProxy-Authorization: Basic {basic}\r\n\r\n")
+        };
+        let proxy = &proxy;
+        let run = |head: String| async move {
+            let (mut client, server) = tokio::io::duplex(64 * 1024);
+            let serving = proxy.connection(server);
+            let talking = async {
+                client.write_all(head.as_bytes()).await.unwrap();
+                let mut out = String::new();
+                let _ = client.read_to_string(&mut out).await;
+                out
+            };
+            let (_, out) = tokio::join!(serving, talking);
+            out
+        };
+        let none = run("CONNECT api.example.org:443 HTTP/1.1\r\n\r\n".into()).await;
+        assert!(none.starts_with("HTTP/1.1 407"), "{none}");
+        let other = run(ask("sb_2", &token, "api.example.org:443")).await;
+        assert!(other.starts_with("HTTP/1.1 407"), "{other}");
+        let forged = run(ask("sb_1", &token.replace('a', "b"), "api.example.org:443")).await;
+        assert!(forged.starts_with("HTTP/1.1 407"), "{forged}");
+        let refused = run(ask("sb_1", &token, "registry.example:443")).await;
+        assert!(refused.starts_with("HTTP/1.1 403"), "{refused}");
+        assert!(refused.contains("allow-list"), "{refused}");
     }
 
     #[test]

@@ -10,11 +10,7 @@ use tokio::net::TcpStream;
 /// The proxy the environment names for a `scheme://host` (`HTTPS_PROXY` for https and wss,
 /// `HTTP_PROXY` for http and ws, either spelling, else `ALL_PROXY`), unless `NO_PROXY`
 /// names the host (`*`, the host, or a domain it is under).
-pub fn proxy_for(
-    scheme: &str,
-    host: &str,
-    var: &dyn Fn(&str) -> Option<String>,
-) -> Option<(String, u16)> {
+pub fn proxy_for(scheme: &str, host: &str, var: &dyn Fn(&str) -> Option<String>) -> Option<Proxy> {
     let get = |name: &str| {
         var(name)
             .or_else(|| var(&name.to_ascii_lowercase()))
@@ -42,19 +38,51 @@ pub fn proxy_for(
     } else {
         format!("http://{url}")
     };
-    inspect_protocol::egress::Reach::origin_of(&url)
+    let (host, port) = inspect_protocol::egress::Reach::origin_of(&url)?;
+    // `user:password@` before the host: the proxy's Basic credentials (a cluster's grant).
+    let credentials = url
+        .split_once("://")
+        .and_then(|(_, rest)| rest.split(['/', '?']).next())
+        .and_then(|authority| authority.rsplit_once('@'))
+        .map(|(userinfo, _)| userinfo.to_owned());
+    Some(Proxy {
+        host,
+        port,
+        credentials,
+    })
 }
 
-/// A tunnel to `host:port` through the proxy at `proxy`: the stream once it answered 200.
-pub async fn tunnel(proxy: &(String, u16), host: &str, port: u16) -> std::io::Result<TcpStream> {
-    let mut s = TcpStream::connect((proxy.0.as_str(), proxy.1)).await?;
+/// A proxy's address, and the credentials its URL carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Proxy {
+    pub host: String,
+    pub port: u16,
+    pub credentials: Option<String>,
+}
+
+/// A tunnel to `host:port` through `proxy`: the stream once it answered 200.
+pub async fn tunnel(proxy: &Proxy, host: &str, port: u16) -> std::io::Result<TcpStream> {
+    use base64::Engine;
+    let mut s = TcpStream::connect((proxy.host.as_str(), proxy.port)).await?;
     let authority = if host.contains(':') {
         format!("[{host}]:{port}")
     } else {
         format!("{host}:{port}")
     };
-    s.write_all(format!("CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n\r\n").as_bytes())
-        .await?;
+    let auth = proxy
+        .credentials
+        .as_ref()
+        .map(|c| {
+            format!(
+                "Proxy-Authorization: Basic {}\r\n",
+                base64::engine::general_purpose::STANDARD.encode(c)
+            )
+        })
+        .unwrap_or_default();
+    s.write_all(
+        format!("CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n{auth}\r\n").as_bytes(),
+    )
+    .await?;
     let mut head = Vec::new();
     let mut byte = [0u8; 1];
     // Byte by byte: nothing past the answer's head may be taken from the tunnel.
@@ -104,13 +132,25 @@ mod tests {
             ("HTTP_PROXY", "127.0.0.1:3129"),
             ("NO_PROXY", "localhost,127.0.0.1,.internal.example"),
         ]);
+        let at = |host: &str, port: u16, credentials: Option<&str>| {
+            Some(Proxy {
+                host: host.into(),
+                port,
+                credentials: credentials.map(str::to_owned),
+            })
+        };
         assert_eq!(
             proxy_for("wss", "cp.workers.dev", &e),
-            Some(("127.0.0.1".into(), 3128))
+            at("127.0.0.1", 3128, None)
         );
         assert_eq!(
             proxy_for("ws", "cp.example", &e),
-            Some(("127.0.0.1".into(), 3129))
+            at("127.0.0.1", 3129, None)
+        );
+        let granted = env(&[("HTTPS_PROXY", "http://sb_1:00ab.cd@10.0.0.5:3128")]);
+        assert_eq!(
+            proxy_for("wss", "cp.example", &granted),
+            at("10.0.0.5", 3128, Some("sb_1:00ab.cd"))
         );
         assert_eq!(proxy_for("wss", "127.0.0.1", &e), None);
         assert_eq!(proxy_for("wss", "a.internal.example", &e), None);
@@ -129,12 +169,22 @@ mod tests {
                 let (mut s, _) = listener.accept().await.unwrap();
                 let mut buf = vec![0u8; 1024];
                 let n = s.read(&mut buf).await.unwrap();
-                assert!(String::from_utf8_lossy(&buf[..n]).starts_with("CONNECT cp.example:443 "));
+                let head = String::from_utf8_lossy(&buf[..n]).into_owned();
+                assert!(head.starts_with("CONNECT cp.example:443 "), "{head}");
+                // "sb_1:grant" in Basic.
+                assert!(
+                    head.contains("Proxy-Authorization: Basic c2JfMTpncmFudA=="),
+                    "{head}"
+                );
                 s.write_all(answer.as_bytes()).await.unwrap();
                 s.write_all(b"tunnelled").await.unwrap();
             }
         });
-        let proxy = ("127.0.0.1".to_owned(), port);
+        let proxy = Proxy {
+            host: "127.0.0.1".into(),
+            port,
+            credentials: Some("sb_1:grant".into()),
+        };
         let mut s = tunnel(&proxy, "cp.example", 443).await.unwrap();
         let mut got = [0u8; 9];
         s.read_exact(&mut got).await.unwrap();
