@@ -1897,3 +1897,83 @@ async fn a_cloud_sandbox_s_ports_and_editor_are_behind_its_own_gates() {
         assert_eq!(first.status(), 302, "code-server: {}", w.logs());
     }
 }
+
+/// A session in an environment whose egress policy is `off`, on `provider`: its prompt's
+/// messages until it completes or the sandbox fails.
+async fn walled_session(provider: Provider) -> (World, Vec<Value>) {
+    let w = World::start(provider, vec![Reply::text("Walled in.")], &[]).await;
+    let base = &w.agent.stack.base_url;
+    let e = inspect_tests::client::send(
+        reqwest::Method::POST,
+        &w.agent.stack.url("/environments"),
+        Some(
+            json!({"name": "walled", "repositories": [{"owner": "local", "name": "demo"}],
+            "egress": {"mode": "off", "allow": [{"host": "api.example.org"}]}}),
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(e.status, 201, "{}", e.body);
+    let id = create_session(base, "ann", json!({"environmentId": e.body["id"]}))
+        .await
+        .unwrap();
+    let (mut ws, _) = WsClient::join(base, &w.agent.stack.ws_url(""), &id, "ann")
+        .await
+        .unwrap();
+    ws.send(json!({"type": "prompt", "content": "stay in"}))
+        .await
+        .unwrap();
+    let mut seen = vec![];
+    loop {
+        let m = ws
+            .recv_within(120)
+            .await
+            .unwrap_or_else(|e| panic!("{e}\n{}", w.logs()));
+        let done = m["type"] == "sandbox_error"
+            || (m["type"] == "sandbox_event" && m["event"]["type"] == "execution_complete");
+        seen.push(m);
+        if done {
+            return (w, seen);
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_off_policy_is_refused_where_the_provider_cannot_hold_it() {
+    let (w, seen) = walled_session(Provider::Modal).await;
+    let all = serde_json::to_string(&seen).unwrap();
+    assert!(
+        all.contains("cannot hold a sandbox to that"),
+        "{all}\n{}",
+        w.logs()
+    );
+    assert!(
+        !w.modal
+            .as_ref()
+            .unwrap()
+            .calls()
+            .iter()
+            .any(|c| c.contains("create")),
+        "a sandbox was made: {:?}",
+        w.modal.as_ref().unwrap().calls()
+    );
+}
+
+#[tokio::test]
+async fn an_off_policy_goes_to_e2bs_firewall_and_the_boot_says_so() {
+    let (w, seen) = walled_session(Provider::E2b).await;
+    let step = events(&seen, "boot_step")
+        .into_iter()
+        .find(|e| e["step"] == "egress" && e["status"] != "started")
+        .cloned()
+        .unwrap_or_else(|| panic!("no egress step: {seen:#?}\n{}", w.logs()));
+    assert_eq!(step["status"], "succeeded", "{step}");
+    assert!(
+        step["detail"]
+            .as_str()
+            .unwrap()
+            .contains("enforced by E2B's firewall"),
+        "{step}"
+    );
+    assert_eq!(events(&seen, "execution_complete")[0]["success"], true);
+}

@@ -867,7 +867,12 @@ resumeInPlace: boolean,
 /**
  * Taking a snapshot ends the sandbox (Vercel): snapshots only when it stops.
  */
-snapshotEndsSandbox: boolean, };
+snapshotEndsSandbox: boolean, 
+/**
+ * It can hold a sandbox to an environment's `off` egress policy (its own network
+ * controls, or ours); a provider that cannot is refused such a sandbox.
+ */
+confinesEgress: boolean, };
 
 export type RepositoryCheck = { path: string, };
 

@@ -352,6 +352,10 @@ pub struct Capabilities {
     /// Taking a snapshot ends the sandbox (Vercel): snapshots only when it stops.
     #[serde(default)]
     pub snapshot_ends_sandbox: bool,
+    /// It can hold a sandbox to an environment's `off` egress policy (its own network
+    /// controls, or ours); a provider that cannot is refused such a sandbox.
+    #[serde(default)]
+    pub confines_egress: bool,
 }
 
 /// The sandbox providers `SANDBOX_PROVIDER` may name, each with what it can do. Both
@@ -421,10 +425,12 @@ impl ProviderKind {
             ProviderKind::Local => {
                 c.snapshots = true;
                 c.restore = true;
+                c.confines_egress = true;
             }
             ProviderKind::Kubernetes => {
                 c.persistent_resume = true;
                 c.timeouts = true;
+                c.confines_egress = true;
             }
             ProviderKind::Modal => {
                 c.snapshots = true;
@@ -439,12 +445,14 @@ impl ProviderKind {
                 c.persistent_resume = true;
                 c.timeouts = true;
                 c.resume_in_place = true;
+                c.confines_egress = true;
             }
             ProviderKind::Vercel => {
                 c.snapshots = true;
                 c.restore = true;
                 c.timeouts = true;
                 c.snapshot_ends_sandbox = true;
+                c.confines_egress = true;
             }
             ProviderKind::OpenComputer => {
                 c.snapshots = true;

@@ -209,12 +209,31 @@ pub async fn answer(env: &worker::Env, call: ProviderCall) -> serde_json::Value 
         }
     };
     let p = &provider;
+    // A sandbox its environment holds to an `off` egress policy is never made where the
+    // policy would only be declared.
+    let unconfinable = |request: &inspect_protocol::provider::SpawnRequest| {
+        let kind = p.kind();
+        (request.egress.as_ref().is_some_and(|e| e.confines())
+            && !kind.capabilities().confines_egress)
+            .then(|| {
+                ProviderError::Permanent(format!(
+                    "the session's environment lets its traffic out only to some hosts, and {} cannot hold a sandbox to that (docs/providers.md, \"Egress\"): use another provider or set the environment's network to open",
+                    kind.name()
+                ))
+            })
+    };
     match call {
-        ProviderCall::Create { request } => to_json(p.create(&request).await),
+        ProviderCall::Create { request } => match unconfinable(&request) {
+            Some(refused) => to_json(Err::<(), _>(refused)),
+            None => to_json(p.create(&request).await),
+        },
         ProviderCall::Status { sandbox } => to_json(p.status(&sandbox).await),
         ProviderCall::Stop { sandbox } => to_json(p.stop(&sandbox).await),
         ProviderCall::Discard { sandbox } => to_json(p.discard(&sandbox).await),
-        ProviderCall::Resume { previous, request } => to_json(p.resume(&previous, &request).await),
+        ProviderCall::Resume { previous, request } => match unconfinable(&request) {
+            Some(refused) => to_json(Err::<(), _>(refused)),
+            None => to_json(p.resume(&previous, &request).await),
+        },
         ProviderCall::Snapshot { sandbox } => to_json(p.snapshot(&sandbox).await),
         ProviderCall::RuntimeVersion => to_json(p.runtime_version().await),
         ProviderCall::DeleteSession { session_id, known } => {
