@@ -152,6 +152,7 @@ mod tests {
             timeouts: false,
             resume_in_place: false,
             snapshot_ends_sandbox: false,
+            confines_egress: false,
         }
     }
 
