@@ -354,6 +354,31 @@ fn api() -> Result<(String, String)> {
     Ok((url, key))
 }
 
+/// Sends a picture the sandbox took (the agent's browser's screenshot) to the session
+/// through the agent API; where the session's people see it.
+pub async fn send_picture(bytes: Vec<u8>, mime: &str, caption: &str) -> Result<String> {
+    let (url, key) = api()?;
+    let resp = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(60))
+        .build()?
+        .post(format!("{url}/media"))
+        .query(&[("caption", caption)])
+        .bearer_auth(key)
+        .header("content-type", mime)
+        .body(bytes)
+        .send()
+        .await
+        .context("reaching the sandbox's supervisor")?;
+    let status = resp.status();
+    let text = resp.text().await.unwrap_or_default();
+    let answer = serde_json::from_str::<serde_json::Value>(&text).unwrap_or_default();
+    if !status.is_success() {
+        let message = answer["error"]["message"].as_str().unwrap_or(&text);
+        bail!("the picture was not kept: {status}: {message}");
+    }
+    Ok(answer["url"].as_str().unwrap_or("kept").to_owned())
+}
+
 /// One call to the agent API: the JSON answer, or the error it gave in words.
 async fn call(
     method: reqwest::Method,

@@ -57,6 +57,9 @@ enum Command {
     /// Whether PATH is a git repository with commits (what the host checks at
     /// registration); prints the finding as JSON, exits 1 when it is not.
     CheckRepository { path: String },
+    /// The agent's browser as an MCP server on standard input and output (the supervisor
+    /// offers it to the agent as the server `browser`).
+    BrowserMcp,
     /// What the agent runs as `open-inspect` (`pr` opens a pull request).
     #[command(disable_help_flag = true)]
     AgentTool {
@@ -169,6 +172,7 @@ async fn serve(cli: Cli) -> anyhow::Result<()> {
         }
         Command::CredentialHelper { operation } => credential::run(&operation).await,
         Command::AgentTool { args } => agent_tool::run(args).await,
+        Command::BrowserMcp => run::browser_mcp::serve().await,
         Command::CheckRepository { path } => match host::check_path(&path).await {
             Ok(found) => {
                 println!("{}", serde_json::to_string(&found)?);

@@ -279,3 +279,161 @@ async fn the_agent_records_a_moving_page_and_the_people_see_it_move() {
         requests.last()
     );
 }
+
+/// The agent's hands: in the sandbox image, the agent (scripted) starts the repository's
+/// app, opens it in its browser (the built-in MCP server `browser`), fills the form,
+/// clicks submit, waits for and reads the result, is told in words when an element never
+/// comes, and photographs the page for the people; each step is a tool call on the
+/// timeline.
+#[tokio::test]
+async fn the_agent_drives_its_browser_through_the_app_it_started() {
+    let port = inspect_tests::stack::free_port().unwrap();
+    let page = r#"<!doctype html><title>Sign up</title><h1>Join us</h1><form id="f"><label for="name">Name</label> <input id="name" name="name"> <button type="submit">Send</button></form><p id="result"></p><script>document.getElementById('f').addEventListener('submit', e => { e.preventDefault(); console.error('analytics is down'); setTimeout(() => { document.getElementById('result').textContent = 'Thanks, ' + document.getElementById('name').value + '!'; }, 300); });</script>"#;
+    let serve = format!(
+        "mkdir -p app && cat > app/index.html <<'HTML'\n{page}\nHTML\ncd app && (nohup python3 -m http.server {port} --bind 127.0.0.1 >/dev/null 2>&1 &) && sleep 1 && echo serving"
+    );
+    let url = format!("http://127.0.0.1:{port}/");
+    let agent = AgentStack::start_in_image(vec![
+        Reply::tool(
+            "bash",
+            json!({"command": serve, "description": "start the app"}),
+        ),
+        Reply::tool("browser_open", json!({"url": url})),
+        Reply::tool("browser_type", json!({"selector": "#name", "text": "Ann"})),
+        Reply::tool("browser_click", json!({"selector": "button[type=submit]"})),
+        Reply::tool("browser_wait_for", json!({"text": "Thanks, Ann!"})),
+        Reply::tool("browser_read", json!({})),
+        Reply::tool(
+            "browser_wait_for",
+            json!({"selector": "#never-there", "timeout_secs": 1}),
+        ),
+        Reply::tool(
+            "browser_screenshot",
+            json!({"caption": "After sending the form"}),
+        ),
+        Reply::text("The form works."),
+    ])
+    .await
+    .unwrap();
+    let demo = source_repo();
+    agent.register_repo("demo", demo.path()).await.unwrap();
+    let base = &agent.stack.base_url;
+    let id = create_session(
+        base,
+        "ann",
+        json!({"repositories": [{"owner": "local", "name": "demo"}]}),
+    )
+    .await
+    .unwrap();
+    let (mut ws, _) = WsClient::join(base, &agent.stack.ws_url(""), &id, "ann")
+        .await
+        .unwrap();
+    ws.send(json!({"type": "prompt", "content": "check the sign-up form"}))
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    loop {
+        let m = ws
+            .recv_within(240)
+            .await
+            .unwrap_or_else(|e| panic!("{e}\n{}", agent.host.sandbox_logs()));
+        let done = m["type"] == "sandbox_event" && m["event"]["type"] == "execution_complete";
+        seen.push(m);
+        if done {
+            break;
+        }
+    }
+    let logs = || agent.host.sandbox_logs();
+    // The built-in server is up and said so in the boot steps.
+    let mcp = seen
+        .iter()
+        .find(|m| {
+            m["event"]["type"] == "boot_step"
+                && m["event"]["step"] == "mcp"
+                && m["event"]["status"] != "started"
+        })
+        .unwrap_or_else(|| panic!("no mcp step\n{}", logs()));
+    assert!(
+        mcp["event"]["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("browser: connected"),
+        "{mcp}"
+    );
+    // Each browser step ended on the timeline, in order, with what it found.
+    let ended: Vec<&Value> = seen
+        .iter()
+        .map(|m| &m["event"])
+        .filter(|e| {
+            e["type"] == "tool_call"
+                && e["tool"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .starts_with("browser_")
+                && (e["status"] == "completed" || e["status"] == "error")
+        })
+        .collect();
+    let names: Vec<&str> = ended
+        .iter()
+        .map(|e| e["tool"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "browser_open",
+            "browser_type",
+            "browser_click",
+            "browser_wait_for",
+            "browser_read",
+            "browser_wait_for",
+            "browser_screenshot"
+        ],
+        "{ended:#?}\n{}",
+        logs()
+    );
+    let said = |i: usize| ended[i].to_string();
+    assert!(
+        said(0).contains("Join us") && said(0).contains("textbox"),
+        "{}",
+        said(0)
+    );
+    assert!(
+        said(2).contains("Clicked button[type=submit]"),
+        "{}",
+        said(2)
+    );
+    assert!(
+        said(4).contains("Thanks, Ann!") && said(4).contains("analytics is down"),
+        "the result and the console's error: {}",
+        said(4)
+    );
+    assert!(
+        said(5).contains("did not appear within 1 s") && said(5).contains("Thanks, Ann!"),
+        "a wait that never ends is said in words, with what the page shows: {}",
+        said(5)
+    );
+    // The screenshot reached the people.
+    let artifact = seen
+        .iter()
+        .find(|m| m["type"] == "artifact_created" && m["artifact"]["type"] == "media")
+        .unwrap_or_else(|| panic!("no picture: {}", said(6)));
+    assert_eq!(
+        artifact["artifact"]["metadata"]["caption"],
+        "After sending the form"
+    );
+    let png = reqwest::get(
+        agent
+            .stack
+            .url(artifact["artifact"]["url"].as_str().unwrap()),
+    )
+    .await
+    .unwrap()
+    .bytes()
+    .await
+    .unwrap();
+    assert!(
+        png.starts_with(b"\x89PNG") && png.len() > 1000,
+        "{} bytes",
+        png.len()
+    );
+}

@@ -60,6 +60,7 @@ pub async fn start(
         .route("/pull-requests", post(pull_requests))
         .route("/reviews", post(reviews))
         .route("/screenshot", post(screenshot))
+        .route("/media", post(picture))
         .route("/children", post(spawn_child))
         .route("/children/{id}", axum::routing::get(child_status))
         .route("/children/{id}/{op}", post(child_op))
@@ -98,15 +99,6 @@ async fn screenshot(State(f): State<Arc<Forward>>, headers: HeaderMap, body: Byt
     if !authorized(&headers, &f.key) {
         return (StatusCode::UNAUTHORIZED, "bad agent key").into_response();
     }
-    let refused = |status: StatusCode, message: String| {
-        let body = serde_json::json!({"error": {"code": "bad_request", "message": message}});
-        (
-            status,
-            [("content-type", "application/json")],
-            body.to_string(),
-        )
-            .into_response()
-    };
     let req: inspect_protocol::media::ScreenshotRequest = match serde_json::from_slice(&body) {
         Ok(r) => r,
         Err(e) => return refused(StatusCode::BAD_REQUEST, format!("malformed request: {e}")),
@@ -125,6 +117,51 @@ async fn screenshot(State(f): State<Arc<Forward>>, headers: HeaderMap, body: Byt
         Err(e) => return refused(StatusCode::UNPROCESSABLE_ENTITY, format!("{e:#}")),
     };
     let caption = req.caption.clone().unwrap_or_else(|| req.url.clone());
+    forward_picture(&f, png, mime, &caption).await
+}
+
+/// What a picture the agent took itself (its browser's screenshot) is: the query's
+/// `caption`, the body's type.
+#[derive(serde::Deserialize)]
+struct PictureQuery {
+    caption: Option<String>,
+}
+
+/// A picture taken in the sandbox (the agent's browser), sent on to the session.
+async fn picture(
+    State(f): State<Arc<Forward>>,
+    headers: HeaderMap,
+    axum::extract::Query(q): axum::extract::Query<PictureQuery>,
+    body: Bytes,
+) -> Response {
+    if !authorized(&headers, &f.key) {
+        return (StatusCode::UNAUTHORIZED, "bad agent key").into_response();
+    }
+    let mime = headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let caption = q.caption.unwrap_or_default();
+    if let Err(why) = inspect_protocol::media::check(&mime, &caption, body.len()) {
+        return refused(StatusCode::BAD_REQUEST, why);
+    }
+    forward_picture(&f, body.to_vec(), &mime, &caption).await
+}
+
+fn refused(status: StatusCode, message: String) -> Response {
+    let body = serde_json::json!({"error": {"code": "bad_request", "message": message}});
+    (
+        status,
+        [("content-type", "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+/// Sends a picture to the session with the sandbox's own credentials; the session's answer
+/// (the artifact) goes back.
+async fn forward_picture(f: &Forward, bytes: Vec<u8>, mime: &str, caption: &str) -> Response {
     let mut url = match reqwest::Url::parse(&format!(
         "{}/sessions/{}/media",
         f.control_plane_url, f.session_id
@@ -139,14 +176,14 @@ async fn screenshot(State(f): State<Arc<Forward>>, headers: HeaderMap, body: Byt
     };
     url.query_pairs_mut()
         .append_pair("type", mime)
-        .append_pair("caption", &caption);
+        .append_pair("caption", caption);
     let sent = f
         .http
         .post(url)
         .bearer_auth(&f.token)
         .header(inspect_protocol::auth::SANDBOX_ID_HEADER, &f.sandbox_id)
         .header("content-type", mime)
-        .body(png)
+        .body(bytes)
         .send()
         .await;
     match sent {
@@ -283,6 +320,10 @@ You work on your own in a sandbox; the people who asked will read the result lat
   the sandbox's browser photographs it and the picture is shown to the session's people.
   To show something that moves (an animation, a flow after a click), record it instead:
   `open-inspect record URL --seconds N` (1 to 15; the same options): an animated GIF.
+- To use the app like a person would (open it, fill a form, click, read the result), use
+  the browser tools (`browser_open`, `browser_type`, `browser_click`, `browser_press`,
+  `browser_wait_for`, `browser_read`, `browser_screenshot`): one page kept between calls;
+  `browser_read` gives the page's accessibility tree and its console errors.
 - To hand a part of the work to a child session (its own sandbox and agent), run
   `open-inspect child spawn --prompt \"…\" [--title T] [--repo OWNER/NAME] [--branch B]`
   (prints the child's id), then `open-inspect child wait ID…` (waits until they finish and

@@ -42,6 +42,35 @@ pub fn configuration(
     (config, left_out)
 }
 
+/// Adds the agent's browser (`inspect-supervisor browser-mcp`, this binary) to the
+/// configuration as the server `browser`, unless the session brings a server of that name:
+/// then the session's stays, and the sentence saying so.
+pub fn offer_browser(
+    config: &mut Map<String, Value>,
+    exe: &std::path::Path,
+    api: &super::agent_api::AgentApi,
+) -> Option<String> {
+    let name = super::browser_mcp::SERVER_NAME;
+    if config.contains_key(name) {
+        return Some(format!(
+            "{name}: the session's own server of that name is used, not the built-in browser"
+        ));
+    }
+    config.insert(
+        name.into(),
+        json!({
+            "type": "local",
+            "command": [exe.display().to_string(), "browser-mcp"],
+            "environment": {
+                super::agent_api::URL_VAR: api.url,
+                super::agent_api::KEY_VAR: api.key,
+            },
+            "enabled": true,
+        }),
+    );
+    None
+}
+
 /// OpenCode's `GET /mcp` answer as one line per server: connected, or failed and why.
 pub fn described(status: &Value) -> (String, bool) {
     let mut parts = Vec::new();
@@ -98,5 +127,29 @@ mod tests {
         );
         assert_eq!(line, "dead: failed (connection refused); docs: connected");
         assert!(!up);
+    }
+
+    #[test]
+    fn the_browser_is_offered_unless_the_session_brings_its_own() {
+        let api = crate::run::agent_api::AgentApi {
+            url: "http://127.0.0.1:9/".into(),
+            key: "k".into(),
+        };
+        let exe = std::path::Path::new("/usr/local/bin/inspect-supervisor");
+        let mut config = Map::new();
+        assert_eq!(offer_browser(&mut config, exe, &api), None);
+        assert_eq!(config["browser"]["command"][1], "browser-mcp");
+        assert_eq!(
+            config["browser"]["environment"]["OPEN_INSPECT_AGENT_KEY"],
+            "k"
+        );
+        let mut theirs = Map::new();
+        theirs.insert(
+            "browser".into(),
+            json!({"type": "remote", "url": "https://b.example/mcp"}),
+        );
+        let note = offer_browser(&mut theirs, exe, &api).unwrap();
+        assert!(note.contains("session's own server"), "{note}");
+        assert_eq!(theirs["browser"]["type"], "remote");
     }
 }

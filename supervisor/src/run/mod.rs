@@ -7,6 +7,8 @@ pub mod agent_api;
 pub mod attachments;
 pub mod backend;
 pub mod boot;
+pub mod browser;
+pub mod browser_mcp;
 pub mod build;
 pub mod changes;
 pub mod claude;
@@ -281,8 +283,14 @@ pub async fn run() -> Result<()> {
         .map(|r| cfg.workspace.join(&r.name))
         .unwrap_or_else(|| cfg.workspace.clone());
     // The session's MCP servers, their secrets resolved from this sandbox's environment.
-    let (mcp_config, mcp_left_out) =
+    let (mut mcp_config, mut mcp_left_out) =
         mcp::configuration(&cfg.spawn.mcp_servers, &|name| std::env::var(name).ok());
+    // The agent's own browser, offered as the MCP server `browser` where there is one.
+    if screenshot::chromium().is_some() {
+        if let Some(note) = mcp::offer_browser(&mut mcp_config, &std::env::current_exe()?, &api) {
+            mcp_left_out.push(note);
+        }
+    }
     // Brokered model access: a proxy per grant; the agent holds only its marker.
     let anthropic_upstream = cfg.agents.anthropic_base_url.clone();
     let (revoked_tx, mut revoked_rx) = mpsc::unbounded_channel::<String>();
@@ -420,20 +428,17 @@ pub async fn run() -> Result<()> {
             return Err(e);
         }
     }
-    if !cfg.spawn.mcp_servers.is_empty() {
+    if !mcp_config.is_empty() || !mcp_left_out.is_empty() {
         let step = Step::begin(&events, "mcp");
         let mut said = mcp_left_out.clone();
         let mut up = mcp_left_out.is_empty();
         match agent.mcp_status().await.unwrap_or_else(|| {
             // Claude Code connects them as each prompt starts: all it can be told is theirs.
-            Ok(cfg
-                .spawn
-                .mcp_servers
-                .iter()
-                .filter(|s| mcp_config.contains_key(&s.name))
-                .map(|s| {
+            Ok(mcp_config
+                .keys()
+                .map(|name| {
                     (
-                        s.name.clone(),
+                        name.clone(),
                         json!({"status": "configured (connected by Claude Code at each prompt)"}),
                     )
                 })

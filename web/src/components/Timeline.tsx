@@ -30,7 +30,10 @@ function str(v: unknown): string {
 /** What a tool call acts on, in a few words. */
 export function toolTarget(e: TimelineEvent): string {
   const a = (e.args ?? {}) as Record<string, unknown>;
-  const v = a.filePath ?? a.path ?? a.command ?? a.pattern ?? a.url ?? a.query ?? a.description;
+  // The agent's browser: what it typed where, else the element, text, key or caption.
+  const typed = a.selector !== undefined && a.text !== undefined ? `${str(a.selector)} ← ${str(a.text)}` : undefined;
+  const v =
+    a.filePath ?? a.path ?? a.command ?? a.pattern ?? a.url ?? a.query ?? typed ?? a.selector ?? a.text ?? a.key ?? a.caption ?? a.description;
   const s = str(v);
   return s.length > 80 ? `${s.slice(0, 77)}…` : s;
 }
