@@ -293,6 +293,9 @@ async fn the_agent_drives_its_browser_through_the_app_it_started() {
         "mkdir -p app && cat > app/index.html <<'HTML'\n{page}\nHTML\ncd app && (nohup python3 -m http.server {port} --bind 127.0.0.1 >/dev/null 2>&1 &) && sleep 1 && echo serving"
     );
     let url = format!("http://127.0.0.1:{port}/");
+    // A server that takes connections and never answers.
+    let hang = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let hang_port = hang.local_addr().unwrap().port();
     let agent = AgentStack::start_in_image(vec![
         Reply::tool(
             "bash",
@@ -310,6 +313,15 @@ async fn the_agent_drives_its_browser_through_the_app_it_started() {
         Reply::tool(
             "browser_screenshot",
             json!({"caption": "After sending the form"}),
+        ),
+        Reply::tool(
+            "browser_click",
+            json!({"selector": "button[", "timeout_secs": 1}),
+        ),
+        Reply::tool("browser_press", json!({"key": "Hyper"})),
+        Reply::tool(
+            "browser_open",
+            json!({"url": format!("http://127.0.0.1:{hang_port}/"), "timeout_secs": 2}),
         ),
         Reply::text("The form works."),
     ])
@@ -386,7 +398,10 @@ async fn the_agent_drives_its_browser_through_the_app_it_started() {
             "browser_wait_for",
             "browser_read",
             "browser_wait_for",
-            "browser_screenshot"
+            "browser_screenshot",
+            "browser_click",
+            "browser_press",
+            "browser_open"
         ],
         "{ended:#?}\n{}",
         logs()
@@ -412,6 +427,20 @@ async fn the_agent_drives_its_browser_through_the_app_it_started() {
         "a wait that never ends is said in words, with what the page shows: {}",
         said(5)
     );
+    // Bad input is answered in words: a selector the page cannot read, a key that is not
+    // one, a page that never loads (given up on at its timeout).
+    for (i, words) in [
+        (7, "not a selector the page understands"),
+        (8, "is not a key"),
+        (9, "did not load within 2 s"),
+    ] {
+        assert!(
+            said(i).contains(words) && ended[i]["status"] == "error",
+            "{words}: {}",
+            said(i)
+        );
+    }
+    drop(hang);
     // The screenshot reached the people.
     let artifact = seen
         .iter()

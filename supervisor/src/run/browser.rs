@@ -202,13 +202,33 @@ impl Browser {
 
     /// Opens `url` and waits until it has loaded.
     pub async fn open(&self, url: &str, wait_secs: u64) -> Result<()> {
-        let r = self.call("Page.navigate", json!({"url": url})).await?;
+        let by = Instant::now() + Duration::from_secs(wait_secs);
+        let late = || anyhow!("{url} did not load within {wait_secs} s");
+        // A server that takes the connection and never answers holds the navigation itself.
+        let navigated =
+            tokio::time::timeout_at(by.into(), self.call("Page.navigate", json!({"url": url})))
+                .await;
+        let r = match navigated {
+            Ok(r) => r?,
+            Err(_) => {
+                let _ = self.call("Page.stopLoading", json!({})).await;
+                return Err(late());
+            }
+        };
         if let Some(err) = r["errorText"].as_str().filter(|e| !e.is_empty()) {
             bail!("{url} could not be opened: {err}");
         }
-        self.settle(wait_secs)
-            .await
-            .map_err(|_| anyhow!("{url} did not finish loading within {wait_secs} s"))
+        let left = by
+            .saturating_duration_since(Instant::now())
+            .as_secs()
+            .max(1);
+        match self.settle(left).await {
+            Ok(()) => Ok(()),
+            Err(_) => {
+                let _ = self.call("Page.stopLoading", json!({})).await;
+                Err(late())
+            }
+        }
     }
 
     /// Waits until the document has loaded (after a navigation a click may have started).
