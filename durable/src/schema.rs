@@ -283,6 +283,17 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         ahead INTEGER NOT NULL DEFAULT 0
     );
     "#,
+    // 26: "Try N ways": the group of attempts a child belongs to, and each group's prompt
+    // and the attempt chosen.
+    r#"
+    ALTER TABLE children ADD COLUMN attempt TEXT;
+    CREATE TABLE attempt_groups (
+        grp TEXT PRIMARY KEY,
+        prompt TEXT NOT NULL,
+        chosen TEXT,
+        created_at INTEGER NOT NULL
+    );
+    "#,
 ];
 
 /// The schema every migration above makes, written as it ends up: what a new session's
@@ -429,6 +440,13 @@ pub(crate) const FRESH: &str = r#"
     CREATE TABLE children (
         session_id TEXT PRIMARY KEY,
         title TEXT,
+        created_at INTEGER NOT NULL,
+        attempt TEXT
+    );
+    CREATE TABLE attempt_groups (
+        grp TEXT PRIMARY KEY,
+        prompt TEXT NOT NULL,
+        chosen TEXT,
         created_at INTEGER NOT NULL
     );
     CREATE TABLE attachments (

@@ -1868,3 +1868,229 @@ async fn a_failing_check_on_a_pull_request_starts_one_run_on_its_branch_and_the_
         .count();
     assert_eq!(titled, 2);
 }
+
+/// "Try N ways": three attempts at one prompt run side by side as child sessions on the
+/// repository, each with its own change; "Use this one" opens exactly one pull request,
+/// from the chosen attempt's branch, and stops the others; a decided group stays decided;
+/// bad asks are refused with the limit in words.
+#[tokio::test]
+async fn three_attempts_run_side_by_side_and_the_chosen_one_opens_the_only_pull_request() {
+    let gh = FakeGitHub::start(vec![alice()]).await.unwrap();
+    github_repo(&gh, "acme", "web");
+    let AgentStack { model, host, stack } =
+        AgentStack::start(vec![], gh.worker_vars()).await.unwrap();
+    // Every attempt, at its own pace: one change of its own, then its last words.
+    model.per_conversation(vec![
+        Reply::tool(
+            "bash",
+            json!({"command": "printf 'way %s\\n' \"$RANDOM$RANDOM$RANDOM\" > way.txt && echo wrote", "description": "try a way"}),
+        ),
+        Reply::text("Tried my way."),
+    ]);
+    let r = send(
+        Method::POST,
+        &stack.url("/sessions"),
+        Some(json!({"repoOwner": "acme", "repoName": "web", "title": "Header"})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 201, "{}", r.body);
+    let parent = r.body["sessionId"].as_str().unwrap().to_owned();
+    let attempts_url = stack.url(&format!("/sessions/{parent}/attempts"));
+    // Bad asks: the limits in words, unknown fields refused.
+    for (bad, words) in [
+        (json!({"content": "x", "count": 5}), "2 to 4"),
+        (json!({"content": "x", "count": 1}), "2 to 4"),
+        (json!({"content": "", "count": 2}), "need a prompt"),
+        (
+            json!({"content": "x", "count": 2, "depth": 0}),
+            "unknown field",
+        ),
+    ] {
+        let r = send(Method::POST, &attempts_url, Some(bad.clone()))
+            .await
+            .unwrap();
+        assert_eq!(r.status, 400, "{bad}: {}", r.body);
+        assert!(r.body.to_string().contains(words), "{bad}: {}", r.body);
+    }
+    let r = send(
+        Method::POST,
+        &attempts_url,
+        Some(json!({"content": "Add a line to way.txt", "count": 3})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 201, "{}", r.body);
+    let made: Vec<String> = r.body["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(made.len(), 3, "{}", r.body);
+    // All three finish, side by side, each listed under the parent's group.
+    let children_url = stack.url(&format!("/sessions/{parent}/children"));
+    let deadline = Instant::now() + Duration::from_secs(240);
+    let listed = loop {
+        let r = send(Method::GET, &children_url, None).await.unwrap();
+        let done = r.body["children"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["state"] == "completed")
+            .count();
+        if done == 3 {
+            break r.body;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the attempts never finished: {}\n{}",
+            r.body,
+            host.sandbox_logs()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    assert_eq!(listed["attempts"][0]["sessions"], json!(made), "{listed}");
+    assert_eq!(listed["attempts"][0]["prompt"], "Add a line to way.txt");
+    assert!(listed["attempts"][0]["chosen"].is_null());
+    let titles: Vec<&str> = listed["children"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["title"].as_str().unwrap())
+        .collect();
+    assert!(
+        titles.contains(&"Attempt 2 of 3: Add a line to way.txt"),
+        "{titles:?}"
+    );
+    // Each has its own change: way.txt, with its own line.
+    let mut diffs = Vec::new();
+    for child in &made {
+        let r = send(
+            Method::GET,
+            &stack.url(&format!("/sessions/{child}/changes?repo=web&file=way.txt")),
+            None,
+        )
+        .await
+        .unwrap();
+        assert_eq!(r.status, 200, "{}", r.body);
+        let text = r.body.to_string();
+        assert!(text.contains("way.txt") && text.contains("+way "), "{text}");
+        diffs.push(text);
+    }
+    diffs.dedup();
+    assert_eq!(diffs.len(), 3, "three different changes");
+    assert!(
+        gh.pulls().is_empty(),
+        "no pull request before one is chosen"
+    );
+
+    // "Use this one": one PR, from the chosen attempt's branch; the others stopped.
+    let choose_url = stack.url(&format!("/sessions/{parent}/attempts/choose"));
+    let r = send(
+        Method::POST,
+        &choose_url,
+        Some(json!({"sessionId": made[1]})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 200, "{}\n{}", r.body, host.sandbox_logs());
+    assert_eq!(
+        r.body["pullRequests"].as_array().unwrap().len(),
+        1,
+        "{}",
+        r.body
+    );
+    let mut stopped: Vec<String> = r.body["stopped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap().to_owned())
+        .collect();
+    stopped.sort();
+    let mut others = vec![made[0].clone(), made[2].clone()];
+    others.sort();
+    assert_eq!(stopped, others);
+    let pulls = gh.pulls();
+    assert_eq!(pulls.len(), 1, "{pulls:?}");
+    assert_eq!(pulls[0].head, format!("open-inspect/{}", made[1]));
+    assert_eq!(pulls[0].base, "main");
+    assert_eq!(pulls[0].title, "Add a line to way.txt");
+    assert!(
+        pulls[0].body.contains("Chosen from 3 attempts"),
+        "{}",
+        pulls[0].body
+    );
+    // Decided once: another attempt is refused; the same again opens nothing new.
+    let r = send(
+        Method::POST,
+        &choose_url,
+        Some(json!({"sessionId": made[0]})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 409, "{}", r.body);
+    let r = send(
+        Method::POST,
+        &choose_url,
+        Some(json!({"sessionId": made[1]})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(gh.pulls().len(), 1);
+    let r = send(
+        Method::POST,
+        &choose_url,
+        Some(json!({"sessionId": parent})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 404, "not an attempt: {}", r.body);
+    let listed = send(Method::GET, &children_url, None).await.unwrap().body;
+    assert_eq!(listed["attempts"][0]["chosen"], made[1].as_str());
+
+    // Over the children's limits: a 400 that names them (at most 5 run at once: three
+    // running leave room for two).
+    let r = send(
+        Method::POST,
+        &attempts_url,
+        Some(json!({"content": "Once more", "count": 3})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 201, "{}", r.body);
+    let r = send(
+        Method::POST,
+        &attempts_url,
+        Some(json!({"content": "And again", "count": 3})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(
+        r.body.to_string().contains("at most 5 run at once"),
+        "{}",
+        r.body
+    );
+    let listed = send(Method::GET, &children_url, None).await.unwrap().body;
+    assert_eq!(
+        listed["attempts"].as_array().unwrap().len(),
+        2,
+        "a refused group is not listed: {listed}"
+    );
+    // More models than attempts.
+    let r = send(
+        Method::POST,
+        &attempts_url,
+        Some(json!({"content": "again", "count": 4, "models": ["a", "b", "c", "d", "e"]})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(
+        r.body.to_string().contains("at most one per attempt"),
+        "{}",
+        r.body
+    );
+}

@@ -6,8 +6,9 @@
 use crate::http::{json, origin_of, parse, read_body};
 use crate::objects::{call_object, create_session, object_answer};
 use inspect_protocol::session::{
-    Actor, ArtifactList, ChildList, ChildPlan, ChildPrompt, ChildSummary, CreateSessionRequest,
-    EventPage, MessageList, MessageStatus, PromptRequest, SessionState, SpawnChildRequest,
+    Actor, ArtifactList, AttemptChosen, AttemptGroup, AttemptsPlan, AttemptsRequest, ChildList,
+    ChildPlan, ChildPrompt, ChildSummary, ChooseAttempt, CreateSessionRequest, EventPage,
+    MessageList, MessageStatus, PromptRequest, SessionState, SpawnChildRequest,
     CHILD_RESERVATION_PREFIX, MAX_RUNNING_CHILDREN,
 };
 use inspect_protocol::{ApiError, ErrorCode};
@@ -109,9 +110,25 @@ async fn make_child(
     spawn: &SpawnChildRequest,
     plan: &ChildPlan,
 ) -> ApiResult<Response> {
+    let running = running_children(env, &plan.children).await;
+    if running >= MAX_RUNNING_CHILDREN {
+        return Err(ApiError::new(
+            ErrorCode::Conflict,
+            format!("{running} children are running; at most {MAX_RUNNING_CHILDREN} at once (wait for one, or cancel one)"),
+        ));
+    }
+    let child = create_child(env, parent, &origin_of(env, req), plan).await?;
+    prompt_child(env, &child, &plan.actor, &spawn.prompt).await?;
+    json(
+        &serde_json::json!({"sessionId": child, "title": plan.title, "depth": plan.depth}),
+        201,
+    )
+}
+
+/// How many of these children run (a slot being filled counts as running).
+async fn running_children(env: &Env, children: &[String]) -> usize {
     let mut running = 0;
-    for child in &plan.children {
-        // Another child being made at this moment counts as running.
+    for child in children {
         if child.starts_with(CHILD_RESERVATION_PREFIX)
             || summary(env, child)
                 .await
@@ -120,12 +137,16 @@ async fn make_child(
             running += 1;
         }
     }
-    if running >= MAX_RUNNING_CHILDREN {
-        return Err(ApiError::new(
-            ErrorCode::Conflict,
-            format!("{running} children are running; at most {MAX_RUNNING_CHILDREN} at once (wait for one, or cancel one)"),
-        ));
-    }
+    running
+}
+
+/// Makes the child the plan says and records it in the parent (in its slot); its id.
+async fn create_child(
+    env: &Env,
+    parent: &str,
+    origin: &str,
+    plan: &ChildPlan,
+) -> ApiResult<String> {
     let create = CreateSessionRequest {
         repositories: Some(plan.repositories.clone()),
         title: Some(plan.title.clone()),
@@ -134,10 +155,9 @@ async fn make_child(
         depth: Some(plan.depth),
         ..Default::default()
     };
-    let origin = origin_of(env, req);
     let created = create_session(
         env,
-        &origin,
+        origin,
         &plan.actor,
         create,
         inspect_protocol::usage::SessionSource::Child,
@@ -158,10 +178,160 @@ async fn make_child(
         record.to_string().as_bytes(),
     )
     .await?;
-    prompt_child(env, &created.session_id, &plan.actor, &spawn.prompt).await?;
+    Ok(created.session_id)
+}
+
+/// `POST /sessions/:id/attempts` (people): "Try N ways". The parent holds a slot for each
+/// attempt; with room for all of them to run, each is made like a child (on the parent's
+/// repositories, for the person who asked) and given the prompt. A slot not filled is
+/// given back; attempts already made stay (and are listed).
+pub async fn attempts(
+    env: &Env,
+    parent: &str,
+    actor: &Actor,
+    req: &Request,
+    body: &[u8],
+) -> ApiResult<Response> {
+    let ask: AttemptsRequest = crate::http::body_as(body)?;
+    inspect_protocol::session::check_attempts(&ask).map_err(ApiError::bad_request)?;
+    let resp = call_object(
+        env,
+        parent,
+        Method::Post,
+        "/attempts/plan",
+        "",
+        Some(actor),
+        body,
+    )
+    .await?;
+    let plan: AttemptsPlan = parse(&object_answer(resp, 200).await?)?;
+    let release = |slot: Option<String>| async move {
+        let path = format!("/children/release?reservation={}", slot.unwrap_or_default());
+        let _ = call_object(env, parent, Method::Post, &path, "", None, b"{}").await;
+    };
+    let existing = plan
+        .plans
+        .first()
+        .map(|p| p.children.clone())
+        .unwrap_or_default();
+    let running = running_children(env, &existing).await;
+    if running + ask.count > MAX_RUNNING_CHILDREN {
+        for p in &plan.plans {
+            release(p.reservation.clone()).await;
+        }
+        return Err(ApiError::bad_request(format!(
+            "{running} children are running and at most {MAX_RUNNING_CHILDREN} run at once: room for {} attempts now",
+            MAX_RUNNING_CHILDREN.saturating_sub(running)
+        )));
+    }
+    let origin = origin_of(env, req);
+    let mut made = Vec::new();
+    let mut failed = None;
+    for p in &plan.plans {
+        if failed.is_some() {
+            release(p.reservation.clone()).await;
+            continue;
+        }
+        match create_child(env, parent, &origin, p).await {
+            Ok(child) => {
+                if let Err(e) = prompt_child(env, &child, &p.actor, &ask.content).await {
+                    failed = Some(e);
+                }
+                made.push(child);
+            }
+            Err(e) => {
+                release(p.reservation.clone()).await;
+                failed = Some(e);
+            }
+        }
+    }
+    if let (Some(e), true) = (&failed, made.is_empty()) {
+        return Err(e.clone());
+    }
+    let group = AttemptGroup {
+        group: plan.group,
+        prompt: ask.content,
+        sessions: made,
+        chosen: None,
+    };
+    json(&group, 201)
+}
+
+/// `POST /sessions/:id/attempts/choose` (people): "Use this one". The parent marks it
+/// chosen (once: another attempt of a decided group is refused), the chosen attempt opens
+/// its pull request (for the person who chose, as the agent's `open-inspect pr` would),
+/// and the group's other attempts are stopped.
+pub async fn choose(
+    env: &Env,
+    parent: &str,
+    actor: &Actor,
+    req: &Request,
+    body: &[u8],
+) -> ApiResult<Response> {
+    let ask: ChooseAttempt = crate::http::body_as(body)?;
+    let resp = call_object(
+        env,
+        parent,
+        Method::Post,
+        "/attempts/choose",
+        "",
+        Some(actor),
+        body,
+    )
+    .await?;
+    let group: AttemptGroup = parse(&object_answer(resp, 200).await?)?;
+    let chosen = ask.session_id;
+    let title = get_json::<SessionState>(env, &chosen, "/")
+        .await?
+        .title
+        .and_then(|t| t.split_once(": ").map(|(_, rest)| rest.to_owned()))
+        .unwrap_or_else(|| {
+            group
+                .prompt
+                .lines()
+                .next()
+                .unwrap_or("Attempt")
+                .chars()
+                .take(60)
+                .collect()
+        });
+    let pr = inspect_protocol::scm::PullRequestRequest {
+        title,
+        body: format!(
+            "Chosen from {} attempts at this prompt:\n\n> {}",
+            group.sessions.len(),
+            group.prompt.lines().collect::<Vec<_>>().join("\n> ")
+        ),
+        ..Default::default()
+    };
+    let resp = call_object(
+        env,
+        &chosen,
+        Method::Post,
+        "/attempt-pull-request",
+        &origin_of(env, req),
+        Some(actor),
+        &serde_json::to_vec(&pr).map_err(|e| ApiError::internal(e.to_string()))?,
+    )
+    .await?;
+    let opened: inspect_protocol::scm::PullRequestResponse =
+        parse(&object_answer(resp, 200).await?)?;
+    let mut stopped = Vec::new();
+    for other in group.sessions.iter().filter(|s| **s != chosen) {
+        if call_object(env, other, Method::Post, "/stop", "", Some(actor), b"{}")
+            .await
+            .is_ok()
+        {
+            stopped.push(other.clone());
+        }
+    }
     json(
-        &serde_json::json!({"sessionId": created.session_id, "title": plan.title, "depth": plan.depth}),
-        201,
+        &AttemptChosen {
+            session_id: chosen,
+            pull_requests: opened.pull_requests,
+            stopped,
+        },
+        200,
     )
 }
 
@@ -231,5 +401,6 @@ pub async fn list(env: &Env, parent: &str) -> ApiResult<Response> {
             children.push(s);
         }
     }
-    json(&ChildList { children }, 200)
+    let attempts: Vec<AttemptGroup> = get_json(env, parent, "/attempts").await?;
+    json(&ChildList { children, attempts }, 200)
 }

@@ -390,6 +390,12 @@ async fn serve(route: Route, mut req: Request, env: &Env, ctx: Context) -> ApiRe
             )
         }
         Route::Children { id, .. } => crate::children::list(env, &id).await,
+        Route::Attempts { id, choose: false } => {
+            crate::children::attempts(env, &id, actor, &req, &body).await
+        }
+        Route::Attempts { id, choose: true } => {
+            crate::children::choose(env, &id, actor, &req, &body).await
+        }
         Route::Automations { op } => {
             if let Some(id) = op.changes() {
                 crate::automations::require_owner(env, &caller, id).await?;

@@ -141,6 +141,12 @@ pub enum Route {
         id: String,
         op: ChildOp,
     },
+    /// "Try N ways" (people): `POST /sessions/:id/attempts` starts them,
+    /// `POST /sessions/:id/attempts/choose` uses one (its PR) and stops the others.
+    Attempts {
+        id: String,
+        choose: bool,
+    },
     /// `GET|POST /automations`, `GET|PUT|DELETE /automations/:id`, its actions and runs.
     Automations {
         op: AutomationOp,
@@ -283,6 +289,7 @@ impl Route {
             | Route::ReportMedia { id }
             | Route::Media { id, .. }
             | Route::Children { id, .. }
+            | Route::Attempts { id, .. }
             | Route::Session { id, .. } => Some(id),
             _ => None,
         }
@@ -738,6 +745,24 @@ pub fn match_route(method: &str, path: &str) -> Option<Result<Route, ApiError>> 
                 attachment: (*attachment).to_owned(),
             },
         ),
+        ["sessions", id, "attempts", rest @ ..] => {
+            if !valid_session_id(id) {
+                return Some(Err(ApiError::not_found("session not found")));
+            }
+            let choose = match rest {
+                [] => false,
+                ["choose"] => true,
+                _ => return None,
+            };
+            only(
+                method,
+                &["POST"],
+                Route::Attempts {
+                    id: (*id).to_owned(),
+                    choose,
+                },
+            )
+        }
         ["sessions", id, "children", rest @ ..] => {
             if !valid_session_id(id) {
                 return Some(Err(ApiError::not_found("session not found")));
@@ -1002,6 +1027,23 @@ mod tests {
         assert!(route("POST", "/sessions/abc/scm-credentials").is_sandbox_call(false));
         assert!(route("GET", "/sessions/abc/ws").is_sandbox_call(false));
         assert!(route("POST", "/sessions/abc/children").is_sandbox_call(false));
+        assert_eq!(
+            route("POST", "/sessions/abc/attempts"),
+            Route::Attempts {
+                id: "abc".into(),
+                choose: false
+            }
+        );
+        assert!(!route("POST", "/sessions/abc/attempts/choose").is_sandbox_call(false));
+        assert_eq!(
+            route("POST", "/sessions/abc/attempts/choose").served_by(),
+            Served::Plane
+        );
+        assert_eq!(
+            match_route("GET", "/sessions/abc/attempts").map(|r| r.is_err()),
+            Some(true)
+        );
+        assert_eq!(match_route("POST", "/sessions/abc/attempts/x"), None);
         assert!(!route("GET", "/sessions/abc/children").is_sandbox_call(false));
         assert!(route("GET", "/sessions/abc/tunnel-urls").is_sandbox_call(true));
         assert!(!route("GET", "/sessions/abc/tunnel-urls").is_sandbox_call(false));

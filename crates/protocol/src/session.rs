@@ -711,6 +711,89 @@ pub struct ChildSummary {
 #[serde(rename_all = "camelCase")]
 pub struct ChildList {
     pub children: Vec<ChildSummary>,
+    /// The groups of attempts made from this session ("Try N ways"), newest last.
+    #[serde(default)]
+    pub attempts: Vec<AttemptGroup>,
+}
+
+/// "Try N ways": how many attempts one prompt may start.
+pub const MIN_ATTEMPTS: usize = 2;
+pub const MAX_ATTEMPTS: usize = 4;
+
+/// `POST /sessions/:id/attempts` (people): the same prompt, in `count` child sessions on
+/// the session's repositories, each with its own sandbox; `models` (optional, one a child,
+/// in order) tries different models.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AttemptsRequest {
+    pub content: String,
+    pub count: usize,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub models: Vec<String>,
+}
+
+/// What the parent's object decides before the attempts are made: the group, and one
+/// plan (a reserved slot) for each attempt.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct AttemptsPlan {
+    pub group: String,
+    pub plans: Vec<ChildPlan>,
+}
+
+/// One group of attempts: the prompt, its children in order, and the one chosen.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct AttemptGroup {
+    pub group: String,
+    pub prompt: String,
+    pub sessions: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chosen: Option<String>,
+}
+
+/// `POST /sessions/:id/attempts/choose` (people): "Use this one": the chosen attempt
+/// opens its pull request, the others are stopped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ChooseAttempt {
+    pub session_id: String,
+}
+
+/// The answer to [`ChooseAttempt`]: the pull requests the chosen attempt opened and the
+/// attempts stopped.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct AttemptChosen {
+    pub session_id: String,
+    pub pull_requests: Vec<crate::scm::PullRequestResult>,
+    pub stopped: Vec<String>,
+}
+
+/// Checks an attempts request; the problem in words (a 400) otherwise.
+pub fn check_attempts(req: &AttemptsRequest) -> Result<(), String> {
+    if req.content.trim().is_empty() || req.content.len() > crate::limits::MAX_PROMPT_BYTES {
+        return Err("attempts need a prompt (at most 64 KiB)".into());
+    }
+    if !(MIN_ATTEMPTS..=MAX_ATTEMPTS).contains(&req.count) {
+        return Err(format!(
+            "try {MIN_ATTEMPTS} to {MAX_ATTEMPTS} ways at once, not {}",
+            req.count
+        ));
+    }
+    if req.models.len() > req.count {
+        return Err(format!(
+            "{} models for {} attempts: name at most one per attempt",
+            req.models.len(),
+            req.count
+        ));
+    }
+    Ok(())
 }
 
 /// `POST /sessions/:id/ports/:port/link`: where a person opens a tunnelled port. On the

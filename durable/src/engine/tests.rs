@@ -1929,6 +1929,107 @@ fn prompts_past_the_rate_wait_and_say_when() {
 }
 
 #[test]
+fn attempts_hold_a_slot_each_count_against_the_limits_and_are_chosen_once() {
+    use inspect_protocol::session::{AttemptsRequest, RepositoryRef};
+    use inspect_protocol::ErrorCode;
+    let st = store();
+    let s = Session::new(&st);
+    let req = CreateSessionRequest {
+        repositories: Some(vec![RepositoryRef {
+            owner: "acme".into(),
+            name: "web".into(),
+            branch: None,
+            source: None,
+        }]),
+        model: Some("inspect/fake-model".into()),
+        ..Default::default()
+    };
+    s.create("sess1", &req, &actor("ann"), 1).unwrap();
+    let ask = |count: usize, models: Vec<&str>| AttemptsRequest {
+        content: "Make the header sticky\nand test it".into(),
+        count,
+        models: models.into_iter().map(str::to_owned).collect(),
+    };
+    // Two to four, a prompt, at most one model an attempt: refused in words.
+    for (bad, words) in [
+        (ask(1, vec![]), "2 to 4"),
+        (ask(5, vec![]), "2 to 4"),
+        (ask(2, vec!["a", "b", "c"]), "at most one per attempt"),
+        (
+            AttemptsRequest {
+                content: " ".into(),
+                count: 2,
+                models: vec![],
+            },
+            "need a prompt",
+        ),
+    ] {
+        let err = s.reserve_attempts(&bad, &actor("bob"), 10).unwrap_err();
+        assert_eq!(err.code, ErrorCode::BadRequest);
+        assert!(err.message.contains(words), "{}", err.message);
+    }
+    let plan = s
+        .reserve_attempts(&ask(3, vec!["m/one"]), &actor("bob"), 10)
+        .unwrap();
+    assert_eq!(plan.plans.len(), 3);
+    assert_eq!(
+        plan.plans[0].title,
+        "Attempt 1 of 3: Make the header sticky"
+    );
+    assert_eq!(plan.plans[0].model.as_deref(), Some("m/one"));
+    assert_eq!(
+        plan.plans[1].model.as_deref(),
+        Some("inspect/fake-model"),
+        "the session's model where none is named"
+    );
+    assert_eq!(
+        plan.plans[2].actor.user_id, "u-bob",
+        "as the person who asked"
+    );
+    assert_eq!(plan.plans[0].repositories[0].name, "web");
+    // Made: recorded in their slots; a slot given back is not an attempt.
+    for (i, p) in plan.plans.iter().enumerate().take(2) {
+        s.record_child(&format!("att{i}"), &p.title, p.reservation.as_deref(), 20)
+            .unwrap();
+    }
+    s.release_child(plan.plans[2].reservation.as_deref().unwrap())
+        .unwrap();
+    let groups = s.attempt_groups().unwrap();
+    assert_eq!(groups.len(), 1);
+    assert_eq!(groups[0].sessions, ["att0", "att1"]);
+    assert_eq!(groups[0].prompt, "Make the header sticky\nand test it");
+    assert_eq!(groups[0].chosen, None);
+    // Counted against the fifteen children.
+    for i in 0..11 {
+        s.record_child(&format!("c{i:02}"), "t", None, 30).unwrap();
+    }
+    let err = s
+        .reserve_attempts(&ask(3, vec![]), &actor("bob"), 40)
+        .unwrap_err();
+    assert!(
+        err.message.contains("at most 2 more attempts"),
+        "{}",
+        err.message
+    );
+    // Chosen once: again the same is fine, another is refused, a stranger is not one.
+    let chosen = s.choose_attempt("att1").unwrap();
+    assert_eq!(chosen.sessions, ["att0", "att1"]);
+    assert_eq!(chosen.chosen.as_deref(), Some("att1"));
+    assert!(s.choose_attempt("att1").is_ok());
+    let err = s.choose_attempt("att0").unwrap_err();
+    assert_eq!(err.code, ErrorCode::Conflict);
+    assert!(err.message.contains("att1 was chosen"), "{}", err.message);
+    assert_eq!(
+        s.choose_attempt("c01").unwrap_err().code,
+        ErrorCode::NotFound
+    );
+    assert_eq!(
+        s.attempt_groups().unwrap()[0].chosen.as_deref(),
+        Some("att1")
+    );
+}
+
+#[test]
 fn children_nest_two_deep_and_fifteen_in_all() {
     use inspect_protocol::session::SpawnChildRequest;
     let st = store();

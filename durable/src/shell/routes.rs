@@ -255,6 +255,40 @@ impl SessionDO {
                 reply(result)
             }
             (Method::Get, "children") => reply(engine.children()),
+            // "Try N ways" (people, through the Worker): a slot for each attempt, then,
+            // once they are made, the groups for the page and the one chosen.
+            (Method::Post, "attempts/plan") => {
+                let result = async {
+                    let actor = actor_of(&req)?;
+                    let body: inspect_protocol::session::AttemptsRequest =
+                        body_json(&mut req).await?;
+                    engine.reserve_attempts(&body, &actor, now)
+                }
+                .await;
+                reply(result)
+            }
+            (Method::Get, "attempts") => reply(engine.attempt_groups()),
+            (Method::Post, "attempts/choose") => {
+                let result = async {
+                    let body: inspect_protocol::session::ChooseAttempt =
+                        body_json(&mut req).await?;
+                    engine.choose_attempt(&body.session_id)
+                }
+                .await;
+                reply(result)
+            }
+            // The chosen attempt opens its pull request (asked by the Worker for the
+            // person who chose it; the agent's own asks come through `pull-requests`).
+            (Method::Post, "attempt-pull-request") => {
+                let result = async {
+                    actor_of(&req)?;
+                    let body: inspect_protocol::scm::PullRequestRequest =
+                        body_json(&mut req).await?;
+                    self.open_pull_requests(body).await
+                }
+                .await;
+                reply(result)
+            }
             // A file for the session's prompts; the body is the file.
             (Method::Post, "attachments") => {
                 let result = async {

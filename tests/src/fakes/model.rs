@@ -49,6 +49,10 @@ struct Script {
     bearer_only: Option<Arc<Mutex<std::collections::HashSet<String>>>>,
     /// Calls refused for their credentials.
     refused: usize,
+    /// When set, each conversation gets these replies in turn (the n-th for a request
+    /// that already holds n answers of the model), whatever other conversations ask
+    /// meanwhile: for sessions that run side by side.
+    turns: Option<Vec<Reply>>,
 }
 
 pub struct FakeModel {
@@ -104,6 +108,15 @@ impl FakeModel {
         }
     }
 
+    /// Answers every conversation with `turns`, each at its own pace (the queue is left
+    /// aside): the first reply to a conversation's first request, the second once it
+    /// holds one answer, and so on.
+    pub fn per_conversation(&self, turns: Vec<Reply>) {
+        if let Ok(mut s) = self.script.lock() {
+            s.turns = Some(turns);
+        }
+    }
+
     /// The scripted requests seen so far.
     pub fn requests(&self) -> Vec<Value> {
         self.script
@@ -128,6 +141,18 @@ fn take(script: &Arc<Mutex<Script>>, req: &Value, offers_tools: bool) -> Option<
     let mut s = script.lock().ok()?;
     s.calls += 1;
     let n = s.calls;
+    if let (true, Some(turns)) = (offers_tools, &s.turns) {
+        let answered = req["messages"]
+            .as_array()
+            .map(|m| m.iter().filter(|m| m["role"] == "assistant").count())
+            .unwrap_or(0);
+        let reply = turns
+            .get(answered)
+            .cloned()
+            .unwrap_or_else(|| Reply::text("Nothing more to do."));
+        s.requests.push(req.clone());
+        return Some((reply, n));
+    }
     if offers_tools {
         s.requests.push(req.clone());
         Some((
