@@ -1334,5 +1334,19 @@ lastOutput?: string | null, error?: string | null,
  */
 pullRequests: Array<[string, string]>, };
 
-export type ChildList = { children: Array<ChildSummary>, };
+export type ChildList = { children: Array<ChildSummary>, 
+/**
+ * The groups of attempts made from this session ("Try N ways"), newest last.
+ */
+attempts: Array<AttemptGroup>, };
+
+export type AttemptsRequest = { content: string, count: number, models?: Array<string>, };
+
+export type AttemptsPlan = { group: string, plans: Array<ChildPlan>, };
+
+export type AttemptGroup = { group: string, prompt: string, sessions: Array<string>, chosen?: string | null, };
+
+export type ChooseAttempt = { sessionId: string, };
+
+export type AttemptChosen = { sessionId: string, pullRequests: Array<PullRequestResult>, stopped: Array<string>, };
 

@@ -236,6 +236,11 @@ fn wire_ts_is_generated_from_the_protocol() {
         decl::<inspect_protocol::session::ChildPlan>(&cfg),
         decl::<inspect_protocol::session::ChildSummary>(&cfg),
         decl::<inspect_protocol::session::ChildList>(&cfg),
+        decl::<inspect_protocol::session::AttemptsRequest>(&cfg),
+        decl::<inspect_protocol::session::AttemptsPlan>(&cfg),
+        decl::<inspect_protocol::session::AttemptGroup>(&cfg),
+        decl::<inspect_protocol::session::ChooseAttempt>(&cfg),
+        decl::<inspect_protocol::session::AttemptChosen>(&cfg),
     ];
     for d in decls {
         out.push_str(&d);
