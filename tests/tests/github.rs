@@ -1913,46 +1913,29 @@ async fn three_attempts_run_side_by_side_and_the_chosen_one_opens_the_only_pull_
         assert_eq!(r.status, 400, "{bad}: {}", r.body);
         assert!(r.body.to_string().contains(words), "{bad}: {}", r.body);
     }
-    let r = send(
-        Method::POST,
-        &attempts_url,
-        Some(json!({"content": "Add a line to way.txt", "count": 3})),
-    )
-    .await
-    .unwrap();
-    assert_eq!(r.status, 201, "{}", r.body);
-    let made: Vec<String> = r.body["sessions"]
+    // In the browser: three ways at the prompt, side by side, and the second one used.
+    let out = inspect_tests::browser::artifacts("attempts");
+    let (b, o, i) = (stack.base_url.clone(), out.clone(), parent.clone());
+    let browser = tokio::task::spawn_blocking(move || {
+        inspect_tests::browser::run_script("attempts.mjs", &b, &o, &[("SESSION_ID", i)])
+    })
+    .await;
+    let children_url = stack.url(&format!("/sessions/{parent}/children"));
+    let listed = send(Method::GET, &children_url, None).await.unwrap().body;
+    assert!(
+        browser.is_ok(),
+        "the browser script failed: {listed}\n{}",
+        host.sandbox_logs()
+    );
+    let made: Vec<String> = listed["attempts"][0]["sessions"]
         .as_array()
         .unwrap()
         .iter()
         .map(|s| s.as_str().unwrap().to_owned())
         .collect();
-    assert_eq!(made.len(), 3, "{}", r.body);
-    // All three finish, side by side, each listed under the parent's group.
-    let children_url = stack.url(&format!("/sessions/{parent}/children"));
-    let deadline = Instant::now() + Duration::from_secs(240);
-    let listed = loop {
-        let r = send(Method::GET, &children_url, None).await.unwrap();
-        let done = r.body["children"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|c| c["state"] == "completed")
-            .count();
-        if done == 3 {
-            break r.body;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the attempts never finished: {}\n{}",
-            r.body,
-            host.sandbox_logs()
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    };
-    assert_eq!(listed["attempts"][0]["sessions"], json!(made), "{listed}");
+    assert_eq!(made.len(), 3, "{listed}");
     assert_eq!(listed["attempts"][0]["prompt"], "Add a line to way.txt");
-    assert!(listed["attempts"][0]["chosen"].is_null());
+    assert_eq!(listed["attempts"][0]["chosen"], made[1].as_str());
     let titles: Vec<&str> = listed["children"]
         .as_array()
         .unwrap()
@@ -1963,7 +1946,7 @@ async fn three_attempts_run_side_by_side_and_the_chosen_one_opens_the_only_pull_
         titles.contains(&"Attempt 2 of 3: Add a line to way.txt"),
         "{titles:?}"
     );
-    // Each has its own change: way.txt, with its own line.
+    // Each had its own change: way.txt, with its own line.
     let mut diffs = Vec::new();
     for child in &made {
         let r = send(
@@ -1980,37 +1963,7 @@ async fn three_attempts_run_side_by_side_and_the_chosen_one_opens_the_only_pull_
     }
     diffs.dedup();
     assert_eq!(diffs.len(), 3, "three different changes");
-    assert!(
-        gh.pulls().is_empty(),
-        "no pull request before one is chosen"
-    );
-
-    // "Use this one": one PR, from the chosen attempt's branch; the others stopped.
-    let choose_url = stack.url(&format!("/sessions/{parent}/attempts/choose"));
-    let r = send(
-        Method::POST,
-        &choose_url,
-        Some(json!({"sessionId": made[1]})),
-    )
-    .await
-    .unwrap();
-    assert_eq!(r.status, 200, "{}\n{}", r.body, host.sandbox_logs());
-    assert_eq!(
-        r.body["pullRequests"].as_array().unwrap().len(),
-        1,
-        "{}",
-        r.body
-    );
-    let mut stopped: Vec<String> = r.body["stopped"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s.as_str().unwrap().to_owned())
-        .collect();
-    stopped.sort();
-    let mut others = vec![made[0].clone(), made[2].clone()];
-    others.sort();
-    assert_eq!(stopped, others);
+    // One PR, from the chosen attempt's branch.
     let pulls = gh.pulls();
     assert_eq!(pulls.len(), 1, "{pulls:?}");
     assert_eq!(pulls[0].head, format!("open-inspect/{}", made[1]));
@@ -2021,6 +1974,7 @@ async fn three_attempts_run_side_by_side_and_the_chosen_one_opens_the_only_pull_
         "{}",
         pulls[0].body
     );
+    let choose_url = stack.url(&format!("/sessions/{parent}/attempts/choose"));
     // Decided once: another attempt is refused; the same again opens nothing new.
     let r = send(
         Method::POST,
@@ -2039,6 +1993,17 @@ async fn three_attempts_run_side_by_side_and_the_chosen_one_opens_the_only_pull_
     .unwrap();
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(gh.pulls().len(), 1);
+    assert_eq!(r.body["pullRequests"][0]["updated"], true, "{}", r.body);
+    let mut stopped: Vec<String> = r.body["stopped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap().to_owned())
+        .collect();
+    stopped.sort();
+    let mut others = vec![made[0].clone(), made[2].clone()];
+    others.sort();
+    assert_eq!(stopped, others, "the others are stopped");
     let r = send(
         Method::POST,
         &choose_url,

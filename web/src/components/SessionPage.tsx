@@ -8,6 +8,7 @@ import type { Attachment, PortLink } from "../wire";
 import { Avatar, ErrorNote, ago, duration, repoLabel } from "./bits";
 import { ChangesPanel } from "./Changes";
 import { TerminalsPanel } from "./Terminals";
+import { AttemptsPanel, TryWays, useChildren } from "./Attempts";
 import { EffortPicker, ModelPicker } from "./ModelPicker";
 import { MediaFigure, Timeline } from "./Timeline";
 
@@ -177,7 +178,17 @@ function Queue({ queue, live, me }: { queue: QueuedPrompt[]; live: LiveSession |
  * limit is 10 MiB). */
 const MAX_ATTACHMENT_BYTES = 10 * 1024 * 1024;
 
-function PromptBox({ state, live, sessionId }: { state: LiveState; live: LiveSession | null; sessionId: string }) {
+function PromptBox({
+  state,
+  live,
+  sessionId,
+  onAttempts,
+}: {
+  state: LiveState;
+  live: LiveSession | null;
+  sessionId: string;
+  onAttempts: () => void;
+}) {
   const [text, setText] = useState("");
   const [model, setModel] = useState("");
   const [effort, setEffort] = useState("");
@@ -290,6 +301,17 @@ function PromptBox({ state, live, sessionId }: { state: LiveState; live: LiveSes
               Stop
             </button>
           )}
+          {!archived && (
+            <TryWays
+              sessionId={sessionId}
+              text={text}
+              model={model}
+              onStarted={() => {
+                setText("");
+                onAttempts();
+              }}
+            />
+          )}
           <button type="submit" class="primary" disabled={!text.trim() || uploading > 0 || state.connection !== "live"}>
             Send
           </button>
@@ -299,22 +321,8 @@ function PromptBox({ state, live, sessionId }: { state: LiveState; live: LiveSes
   );
 }
 
-/** The sessions this one's agent started, polled while the page is open. */
-function ChildrenPanel({ id }: { id: string }) {
-  const [children, setChildren] = useState<ChildSummary[]>([]);
-  useEffect(() => {
-    let stop = false;
-    const load = () =>
-      get<{ children: ChildSummary[] }>(`/sessions/${id}/children`)
-        .then((r) => !stop && setChildren(r.children))
-        .catch(() => undefined);
-    void load();
-    const timer = setInterval(load, 5000);
-    return () => {
-      stop = true;
-      clearInterval(timer);
-    };
-  }, [id]);
+/** The sessions this one's agent started (attempts are shown apart, side by side). */
+function ChildrenPanel({ children }: { children: ChildSummary[] }) {
   if (children.length === 0) return null;
   return (
     <section class="panel" aria-label="Child sessions">
@@ -356,6 +364,8 @@ function EnvironmentLabel({ id, name }: { id: string; name?: string | null }) {
 
 export function SessionPage({ id, me }: { id: string; me: Me }) {
   const [state, live] = useLive(id);
+  const [children, reloadChildren] = useChildren(id);
+  const inAttempts = new Set(children.attempts.flatMap((g) => g.sessions));
   const [error, setError] = useState("");
   // Opening the session reads what the inbox held of it (and again as new items come).
   const inbox = useInbox();
@@ -416,7 +426,8 @@ export function SessionPage({ id, me }: { id: string; me: Me }) {
             onLoadOlder={() => live?.loadOlder()}
           />
           <Queue queue={state.queue} live={live} me={me} />
-          <PromptBox state={state} live={live} sessionId={id} />
+          <PromptBox state={state} live={live} sessionId={id} onAttempts={reloadChildren} />
+          <AttemptsPanel sessionId={id} list={children} reload={reloadChildren} />
           <ChangesPanel sessionId={id} capturedAt={state.changesAt} />
           {live && <TerminalsPanel sessionId={id} live={live} state={state} />}
         </div>
@@ -453,7 +464,7 @@ export function SessionPage({ id, me }: { id: string; me: Me }) {
             </section>
           )}
           <ArtifactsPanel state={state} sessionId={id} />
-          <ChildrenPanel id={id} />
+          <ChildrenPanel children={children.children.filter((c) => !inAttempts.has(c.sessionId))} />
         </aside>
       </div>
     </div>
