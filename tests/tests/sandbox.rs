@@ -2170,3 +2170,46 @@ async fn an_environment_that_lets_out_one_host_refuses_the_rest_and_says_so() {
         w.host.sandbox_logs()
     );
 }
+
+/// Claude Code is given the agent's browser too (the MCP server `browser` in its
+/// `--mcp-config`): a scripted call opens a page and reads it.
+#[tokio::test]
+async fn claude_code_drives_the_agents_browser_too() {
+    let w = world(vec![
+        Reply::tool("mcp__browser__open", json!({"url": "about:blank"})),
+        Reply::tool("mcp__browser__read", json!({})),
+        Reply::text("Read it."),
+    ])
+    .await;
+    let base = &w.stack.base_url;
+    let id = create_session(
+        base,
+        "ann",
+        json!({"repoOwner": "local", "repoName": "demo", "agent": "claude-code"}),
+    )
+    .await
+    .unwrap();
+    let (mut ws, _) = WsClient::join(base, &w.stack.ws_url(""), &id, "ann")
+        .await
+        .unwrap();
+    ws.send(json!({"type": "prompt", "content": "Look at a blank page"}))
+        .await
+        .unwrap();
+    let seen = until_complete(&mut ws, 1, &w).await;
+    let calls = events(&seen, "tool_call");
+    let ended: Vec<&&Value> = calls
+        .iter()
+        .filter(|c| c["status"] == "completed" || c["status"] == "error")
+        .collect();
+    let opened = ended
+        .iter()
+        .find(|c| c.to_string().contains("Opened about:blank"))
+        .unwrap_or_else(|| panic!("{ended:#?}\n{}", w.host.sandbox_logs()));
+    assert_eq!(opened["status"], "completed", "{opened}");
+    assert!(
+        ended
+            .iter()
+            .any(|c| c.to_string().contains("URL: about:blank") && c["status"] == "completed"),
+        "{ended:#?}"
+    );
+}
