@@ -392,8 +392,9 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// The page's DevTools socket, once Chromium has written its port into the profile.
-async fn page_socket(profile: &std::path::Path) -> Result<String> {
+/// The page's DevTools socket, once Chromium has written the port it chose into the
+/// profile and opened its first page.
+pub async fn page_socket(profile: &std::path::Path) -> Result<String> {
     let port_file = profile.join("DevToolsActivePort");
     let port = loop {
         if let Some(port) = std::fs::read_to_string(&port_file)

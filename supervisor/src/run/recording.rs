@@ -79,27 +79,7 @@ async fn screencast(
     timeout: u64,
     seconds: u32,
 ) -> Result<(Vec<Shot>, f64)> {
-    // Chromium writes the port it chose (and the browser's socket path) into the profile.
-    let port_file = profile.join("DevToolsActivePort");
-    let port = loop {
-        if let Some(port) = std::fs::read_to_string(&port_file)
-            .ok()
-            .and_then(|t| t.lines().next().and_then(|l| l.trim().parse::<u16>().ok()))
-        {
-            break port;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    let targets: Value = reqwest::get(format!("http://127.0.0.1:{port}/json/list"))
-        .await?
-        .json()
-        .await?;
-    let socket = targets
-        .as_array()
-        .and_then(|list| list.iter().find(|t| t["type"] == "page"))
-        .and_then(|t| t["webSocketDebuggerUrl"].as_str())
-        .context("Chromium has no page to record")?
-        .to_owned();
+    let socket = super::browser::page_socket(profile).await?;
     let (mut ws, _) = tokio_tungstenite::connect_async(&socket).await?;
     let mut id = 0u64;
     ws.send(cdp(&mut id, "Page.enable", json!({}))).await?;
