@@ -2020,11 +2020,24 @@ async fn three_attempts_run_side_by_side_and_the_chosen_one_opens_the_only_pull_
     let r = send(
         Method::POST,
         &attempts_url,
-        Some(json!({"content": "Once more", "count": 3})),
+        Some(json!({"content": "Once more", "count": 3, "agents": ["claude-code"]})),
     )
     .await
     .unwrap();
     assert_eq!(r.status, 201, "{}", r.body);
+    // One agent an attempt where named (the session's for the rest).
+    let mut agents = Vec::new();
+    for s in r.body["sessions"].as_array().unwrap() {
+        let state = send(
+            Method::GET,
+            &stack.url(&format!("/sessions/{}", s.as_str().unwrap())),
+            None,
+        )
+        .await
+        .unwrap();
+        agents.push(state.body["agent"].as_str().unwrap_or_default().to_owned());
+    }
+    assert_eq!(agents, ["claude-code", "opencode", "opencode"]);
     let r = send(
         Method::POST,
         &attempts_url,
@@ -2054,7 +2067,9 @@ async fn three_attempts_run_side_by_side_and_the_chosen_one_opens_the_only_pull_
     .unwrap();
     assert_eq!(r.status, 400, "{}", r.body);
     assert!(
-        r.body.to_string().contains("at most one per attempt"),
+        r.body
+            .to_string()
+            .contains("at most one of each per attempt"),
         "{}",
         r.body
     );

@@ -369,7 +369,7 @@ async fn the_agent_drives_its_browser_through_the_app_it_started() {
         mcp["event"]["detail"]
             .as_str()
             .unwrap_or_default()
-            .contains("browser: connected"),
+            .contains("browser: the agent's browser, offered"),
         "{mcp}"
     );
     // Each browser step ended on the timeline, in order, with what it found.

@@ -1317,7 +1317,11 @@ children: Array<string>,
 /**
  * The slot this child is made in: recorded with its session id, or released.
  */
-reservation?: string | null, };
+reservation?: string | null, 
+/**
+ * The coding agent the child runs (an attempt's; else as a new session's would).
+ */
+agent?: AgentKind | null, };
 
 export type ChildSummary = { sessionId: string, title: string | null, status: SessionStatus, sandboxStatus: string, 
 /**
@@ -1340,7 +1344,11 @@ export type ChildList = { children: Array<ChildSummary>,
  */
 attempts: Array<AttemptGroup>, };
 
-export type AttemptsRequest = { content: string, count: number, models?: Array<string>, };
+export type AttemptsRequest = { content: string, count: number, models?: Array<string>, 
+/**
+ * One coding agent an attempt, in order (the session's agent for the rest).
+ */
+agents?: Array<AgentKind>, };
 
 export type AttemptsPlan = { group: string, plans: Array<ChildPlan>, };
 

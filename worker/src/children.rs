@@ -153,6 +153,7 @@ async fn create_child(
         model: plan.model.clone(),
         parent_session_id: Some(parent.to_owned()),
         depth: Some(plan.depth),
+        agent: plan.agent,
         ..Default::default()
     };
     let created = create_session(

@@ -129,33 +129,6 @@ impl Reach {
         }
     }
 
-    /// What a sandbox spawned by `req` needs: the control plane, the repositories' git
-    /// host, the model's servers (the settings it is given, its model's vendor and those
-    /// of its grants).
-    pub fn for_spawn(req: &crate::provider::SpawnRequest) -> Reach {
-        let mut reach = Reach::default();
-        reach.add_url(&req.control_plane_url);
-        for r in &req.repositories {
-            reach.add_url(&r.source);
-        }
-        for var in MODEL_URL_VARS {
-            if let Some(url) = req.env.get(*var) {
-                reach.add_url(url);
-            }
-        }
-        let providers = req
-            .default_model
-            .iter()
-            .filter_map(|m| m.split_once('/').map(|(p, _)| p))
-            .chain(req.managed_grants.iter().map(|g| g.provider.as_str()));
-        for provider in providers {
-            for host in model_hosts(provider) {
-                reach.add_url(&format!("https://{host}"));
-            }
-        }
-        reach
-    }
-
     fn holds(&self, host: &str, port: u16) -> bool {
         self.origins
             .iter()

@@ -210,6 +210,34 @@ pub fn vendor_ports(sandbox_id: &str, tunnel_ports: &[u16], gated: bool) -> Vec<
 }
 
 impl SpawnRequest {
+    /// What the sandbox needs to reach whatever its egress policy: the control plane, the
+    /// repositories' git host, the model's servers (the settings it is given, its model's
+    /// vendor and those of its grants).
+    pub fn reach(&self) -> crate::egress::Reach {
+        use crate::egress::{model_hosts, Reach, MODEL_URL_VARS};
+        let mut reach = Reach::default();
+        reach.add_url(&self.control_plane_url);
+        for r in &self.repositories {
+            reach.add_url(&r.source);
+        }
+        for var in MODEL_URL_VARS {
+            if let Some(url) = self.env.get(*var) {
+                reach.add_url(url);
+            }
+        }
+        let providers = self
+            .default_model
+            .iter()
+            .filter_map(|m| m.split_once('/').map(|(p, _)| p))
+            .chain(self.managed_grants.iter().map(|g| g.provider.as_str()));
+        for provider in providers {
+            for host in model_hosts(provider) {
+                reach.add_url(&format!("https://{host}"));
+            }
+        }
+        reach
+    }
+
     /// Whether the sandbox keeps its ports behind gates (it carries a gate key).
     pub fn gated(&self) -> bool {
         self.env.contains_key(GATE_KEY_VAR)

@@ -677,6 +677,9 @@ pub struct ChildPlan {
     /// The slot this child is made in: recorded with its session id, or released.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reservation: Option<String>,
+    /// The coding agent the child runs (an attempt's; else as a new session's would).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<AgentKind>,
 }
 
 /// A slot reserved for a child being made; it counts against the limits until recorded
@@ -731,6 +734,9 @@ pub struct AttemptsRequest {
     pub count: usize,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub models: Vec<String>,
+    /// One coding agent an attempt, in order (the session's agent for the rest).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub agents: Vec<AgentKind>,
 }
 
 /// What the parent's object decides before the attempts are made: the group, and one
@@ -786,10 +792,11 @@ pub fn check_attempts(req: &AttemptsRequest) -> Result<(), String> {
             req.count
         ));
     }
-    if req.models.len() > req.count {
+    if req.models.len() > req.count || req.agents.len() > req.count {
         return Err(format!(
-            "{} models for {} attempts: name at most one per attempt",
+            "{} models and {} agents for {} attempts: name at most one of each per attempt",
             req.models.len(),
+            req.agents.len(),
             req.count
         ));
     }

@@ -96,6 +96,7 @@ impl<S: Store> Session<'_, S> {
             model: req.model.clone().or(state.model),
             children,
             reservation: None,
+            agent: None,
         })
     }
 
@@ -172,6 +173,7 @@ impl<S: Store> Session<'_, S> {
                 model: req.models.get(i).cloned().or(state.model.clone()),
                 children: children.clone(),
                 reservation: Some(slot),
+                agent: Some(req.agents.get(i).copied().unwrap_or(state.agent)),
             });
         }
         self.store

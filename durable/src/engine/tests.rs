@@ -1949,17 +1949,22 @@ fn attempts_hold_a_slot_each_count_against_the_limits_and_are_chosen_once() {
         content: "Make the header sticky\nand test it".into(),
         count,
         models: models.into_iter().map(str::to_owned).collect(),
+        agents: vec![],
     };
     // Two to four, a prompt, at most one model an attempt: refused in words.
     for (bad, words) in [
         (ask(1, vec![]), "2 to 4"),
         (ask(5, vec![]), "2 to 4"),
-        (ask(2, vec!["a", "b", "c"]), "at most one per attempt"),
+        (
+            ask(2, vec!["a", "b", "c"]),
+            "at most one of each per attempt",
+        ),
         (
             AttemptsRequest {
                 content: " ".into(),
                 count: 2,
                 models: vec![],
+                agents: vec![],
             },
             "need a prompt",
         ),
@@ -1968,9 +1973,18 @@ fn attempts_hold_a_slot_each_count_against_the_limits_and_are_chosen_once() {
         assert_eq!(err.code, ErrorCode::BadRequest);
         assert!(err.message.contains(words), "{}", err.message);
     }
-    let plan = s
-        .reserve_attempts(&ask(3, vec!["m/one"]), &actor("bob"), 10)
-        .unwrap();
+    let mut three = ask(3, vec!["m/one"]);
+    three.agents = vec![inspect_protocol::agent::AgentKind::ClaudeCode];
+    let plan = s.reserve_attempts(&three, &actor("bob"), 10).unwrap();
+    assert_eq!(
+        plan.plans[0].agent,
+        Some(inspect_protocol::agent::AgentKind::ClaudeCode)
+    );
+    assert_eq!(
+        plan.plans[1].agent,
+        Some(inspect_protocol::agent::AgentKind::Opencode),
+        "the session's agent where none is named"
+    );
     assert_eq!(plan.plans.len(), 3);
     assert_eq!(
         plan.plans[0].title,

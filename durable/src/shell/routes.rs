@@ -249,6 +249,7 @@ impl SessionDO {
                                 model: None,
                                 children: children.clone(),
                                 reservation: None,
+                                agent: None,
                             })
                         })
                 });

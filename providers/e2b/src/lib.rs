@@ -126,7 +126,7 @@ pub fn create_body(cfg: &E2bConfig, req: &SpawnRequest) -> Value {
     });
     // An egress policy that confines: E2B's firewall denies everything but the names
     // (matched on ports 80 and 443) and addresses let out.
-    let reach = inspect_protocol::egress::Reach::for_spawn(req);
+    let reach = req.reach();
     if let Some(v) = req.egress.as_ref().and_then(|p| p.for_vendor(&reach)) {
         let mut allow = v.domains;
         allow.extend(v.cidrs);

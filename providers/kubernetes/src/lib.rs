@@ -180,7 +180,7 @@ impl KubeConfig {
         let (proxy, key) = (self.egress_proxy.as_ref()?, self.egress_key.as_ref()?);
         let grant = inspect_protocol::egress::EgressGrant {
             policy,
-            reach: inspect_protocol::egress::Reach::for_spawn(req).origins,
+            reach: req.reach().origins,
         };
         let payload = serde_json::to_string(&grant).ok()?;
         let token = inspect_ports::seal_grant(key.as_bytes(), &req.sandbox_id, &payload);

@@ -175,7 +175,7 @@ pub fn create_body(cfg: &VercelConfig, req: &SpawnRequest) -> Value {
     }
     // An egress policy that confines: Vercel's firewall lets out only these names (by a
     // TLS handshake's SNI or a request's Host) and addresses.
-    let reach = inspect_protocol::egress::Reach::for_spawn(req);
+    let reach = req.reach();
     if let Some(v) = req.egress.as_ref().and_then(|p| p.for_vendor(&reach)) {
         body["networkPolicy"] = json!({
             "mode": "custom",

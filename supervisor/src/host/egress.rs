@@ -1,6 +1,6 @@
 //! A confined sandbox's only way out. A sandbox whose environment's egress policy is not
 //! `open` runs in a network namespace of its own (bubblewrap's `--unshare-net`: a loopback
-//! and nothing else). Its supervisor relays ([`crate::run::egress`]) to the unix sockets
+//! and nothing else). Its supervisor relays (`supervisor/src/run/egress.rs`) to the unix sockets
 //! this host serves in the sandbox's `net/` directory, which the sandbox sees read-only:
 //!
 //! - `proxy.sock`: an HTTP proxy (CONNECT tunnels and plain `http://` requests) that decides
@@ -42,10 +42,10 @@ pub fn net_dir(root: &Path) -> PathBuf {
     root.join("net")
 }
 
-/// What a session reaches whatever its policy ([`Reach::for_spawn`]), and the model
+/// What a session reaches whatever its policy ([`SpawnRequest::reach`]), and the model
 /// servers this host's own settings name.
 pub fn reach_of(req: &SpawnRequest) -> Reach {
-    let mut reach = Reach::for_spawn(req);
+    let mut reach = req.reach();
     for var in inspect_protocol::egress::MODEL_URL_VARS {
         if let Ok(url) = std::env::var(var) {
             reach.add_url(&url);

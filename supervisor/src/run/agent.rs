@@ -44,7 +44,13 @@ pub struct Agent {
     http: reqwest::Client,
     child: Child,
     pub default_model: Option<String>,
+    /// Where its output goes (`<state>/opencode.log`).
+    log: PathBuf,
 }
+
+/// How a start-up that ended before the agent answered is said (the caller may try once
+/// more: a process of the sandbox's last life may still be letting go of the state).
+pub const EXITED_DURING_START_UP: &str = "the agent exited during start-up";
 
 fn free_port() -> Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
@@ -237,6 +243,7 @@ impl Agent {
             http,
             child,
             default_model: cfg.default_model.clone(),
+            log: st.join("opencode.log"),
         })
     }
 
@@ -256,8 +263,8 @@ impl Agent {
     }
 
     /// Asks the agent for what its first prompt would otherwise load on the way: its
-    /// providers and models, and the project's file services (the watcher, the project's
-    /// index). That is about 1.3 s of a fresh process's work; done while the workspace's
+    /// providers and models, the project's file services (the watcher, the project's
+    /// index) and its MCP servers' connections. That is about 1.3 s of a fresh process's work; done while the workspace's
     /// hooks still run, the first turn starts at once. Nothing waits for it: a prompt that
     /// arrives meanwhile waits inside the agent for the same loading, as it would anyway.
     pub fn warm_up(&self) -> tokio::task::JoinHandle<()> {
@@ -265,7 +272,12 @@ impl Agent {
         let directory = self.directory.to_string_lossy().into_owned();
         tokio::spawn(async move {
             let started = Instant::now();
-            for (path, query) in [("/provider", None), ("/file", Some(("path", ".")))] {
+            for (path, query) in [
+                ("/provider", None),
+                ("/file", Some(("path", "."))),
+                // Its MCP servers connected (the agent's browser at least).
+                ("/mcp", None),
+            ] {
                 let mut req = http
                     .get(format!("{base}{path}"))
                     .query(&[("directory", directory.as_str())])
@@ -285,7 +297,12 @@ impl Agent {
         let deadline = Instant::now() + timeout;
         loop {
             if let Some(status) = self.child.try_wait()? {
-                bail!("the agent exited during start-up ({status})");
+                let said = std::fs::read_to_string(&self.log).unwrap_or_default();
+                let tail: String = {
+                    let chars: Vec<char> = said.trim().chars().collect();
+                    chars[chars.len().saturating_sub(600)..].iter().collect()
+                };
+                bail!("{EXITED_DURING_START_UP} ({status}): {tail}");
             }
             // A request that arrives while the server is still starting may never be answered:
             // poll with short timeouts.

@@ -393,7 +393,22 @@ pub async fn run() -> Result<()> {
     };
     let agent_ready = async {
         synced_rx.await.ok()?;
-        let ready = agent.ready().await;
+        let mut ready = agent.ready().await;
+        // A sandbox resumed or restarted on the same disk may meet its last life's agent
+        // still letting go of the state: one more start, a moment later.
+        if let Err(e) = &ready {
+            if e.to_string().contains(agent::EXITED_DURING_START_UP) {
+                tracing::warn!("{e:#}; starting the agent once more");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                ready = match Backend::spawn(kind, &agent_cfg, &agents) {
+                    Ok(again) => {
+                        agent = again;
+                        agent.ready().await
+                    }
+                    Err(e) => Err(e),
+                };
+            }
+        }
         if ready.is_ok() {
             agent.warm_up();
         }
@@ -428,7 +443,22 @@ pub async fn run() -> Result<()> {
             return Err(e);
         }
     }
-    if !mcp_config.is_empty() || !mcp_left_out.is_empty() {
+    // Only the built-in browser: said at once (the agent connects it in the background,
+    // warmed up with the rest), so the sandbox is not held up for it.
+    let only_builtin = cfg.spawn.mcp_servers.is_empty()
+        && mcp_left_out.is_empty()
+        && mcp_config.keys().all(|k| k == browser_mcp::SERVER_NAME);
+    if only_builtin && !mcp_config.is_empty() {
+        let step = Step::begin(&events, "mcp");
+        step.end(
+            StepStatus::Succeeded,
+            Some(format!(
+                "{}: the agent's browser, offered",
+                browser_mcp::SERVER_NAME
+            )),
+            None,
+        );
+    } else if !mcp_config.is_empty() || !mcp_left_out.is_empty() {
         let step = Step::begin(&events, "mcp");
         let mut said = mcp_left_out.clone();
         let mut up = mcp_left_out.is_empty();

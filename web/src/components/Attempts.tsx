@@ -6,6 +6,7 @@ import { ErrorNote } from "./bits";
 /** "Try N ways": the same prompt in 2–4 child sessions side by side. */
 export function TryWays({ sessionId, text, model, onStarted }: { sessionId: string; text: string; model: string; onStarted: () => void }) {
   const [count, setCount] = useState(3);
+  const [mix, setMix] = useState(false);
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState("");
   const start = async () => {
@@ -17,6 +18,7 @@ export function TryWays({ sessionId, text, model, onStarted }: { sessionId: stri
         content,
         count,
         ...(model ? { models: Array.from({ length: count }, () => model) } : {}),
+        ...(mix ? { agents: Array.from({ length: count }, (_, i) => (i % 2 === 0 ? "opencode" : "claude-code")) } : {}),
       });
       setError("");
       onStarted();
@@ -33,6 +35,9 @@ export function TryWays({ sessionId, text, model, onStarted }: { sessionId: stri
           <option value={n}>{n}</option>
         ))}
       </select>
+      <label class="small" title="Alternate OpenCode and Claude Code across the attempts">
+        <input type="checkbox" checked={mix} onChange={(e) => setMix(e.currentTarget.checked)} /> Mix agents
+      </label>
       <button type="button" disabled={busy || !text.trim()} onClick={start} title="Start the prompt in several child sessions and pick the best">
         Try {count} ways
       </button>
