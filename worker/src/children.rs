@@ -193,8 +193,9 @@ pub async fn attempts(
     req: &Request,
     body: &[u8],
 ) -> ApiResult<Response> {
+    // Parsed once here, passed on typed; the parent's object checks it.
     let ask: AttemptsRequest = crate::http::body_as(body)?;
-    inspect_protocol::session::check_attempts(&ask).map_err(ApiError::bad_request)?;
+    let typed = serde_json::to_vec(&ask).map_err(|e| ApiError::internal(e.to_string()))?;
     let resp = call_object(
         env,
         parent,
@@ -202,7 +203,7 @@ pub async fn attempts(
         "/attempts/plan",
         "",
         Some(actor),
-        body,
+        &typed,
     )
     .await?;
     let plan: AttemptsPlan = parse(&object_answer(resp, 200).await?)?;
@@ -270,6 +271,7 @@ pub async fn choose(
     body: &[u8],
 ) -> ApiResult<Response> {
     let ask: ChooseAttempt = crate::http::body_as(body)?;
+    let typed = serde_json::to_vec(&ask).map_err(|e| ApiError::internal(e.to_string()))?;
     let resp = call_object(
         env,
         parent,
@@ -277,25 +279,21 @@ pub async fn choose(
         "/attempts/choose",
         "",
         Some(actor),
-        body,
+        &typed,
     )
     .await?;
     let group: AttemptGroup = parse(&object_answer(resp, 200).await?)?;
     let chosen = ask.session_id;
-    let title = get_json::<SessionState>(env, &chosen, "/")
-        .await?
-        .title
-        .and_then(|t| t.split_once(": ").map(|(_, rest)| rest.to_owned()))
-        .unwrap_or_else(|| {
-            group
-                .prompt
-                .lines()
-                .next()
-                .unwrap_or("Attempt")
-                .chars()
-                .take(60)
-                .collect()
-        });
+    // The pull request is named by the prompt's first line, as the attempts were.
+    let title: String = group
+        .prompt
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("Attempt")
+        .chars()
+        .take(72)
+        .collect();
     let pr = inspect_protocol::scm::PullRequestRequest {
         title,
         body: format!(

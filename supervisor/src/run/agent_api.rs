@@ -60,7 +60,12 @@ pub async fn start(
         .route("/pull-requests", post(pull_requests))
         .route("/reviews", post(reviews))
         .route("/screenshot", post(screenshot))
-        .route("/media", post(picture))
+        .route(
+            "/media",
+            post(picture).layer(axum::extract::DefaultBodyLimit::max(
+                inspect_protocol::media::MAX_MEDIA_BYTES,
+            )),
+        )
         .route("/children", post(spawn_child))
         .route("/children/{id}", axum::routing::get(child_status))
         .route("/children/{id}/{op}", post(child_op))

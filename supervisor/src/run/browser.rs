@@ -63,28 +63,8 @@ impl Browser {
     /// Starts Chromium (its files under `scratch` when no shorter place is writable) and
     /// attaches to its page.
     pub async fn launch(scratch: &std::path::Path) -> Result<Browser> {
-        let (binary, dir) = browser_and_folder(scratch)?;
-        let profile = dir.path().join("profile");
         let on_desktop = std::env::var_os("DISPLAY").is_some_and(|d| !d.is_empty());
-        let mut cmd = tokio::process::Command::new(binary);
-        cmd.args(
-            QUIET
-                .iter()
-                .filter(|a| !(on_desktop && **a == "--headless")),
-        )
-        .arg("--remote-debugging-port=0")
-        .arg("--remote-allow-origins=*")
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .arg(format!("--window-size={WIDTH},{HEIGHT}"))
-        .arg("--window-position=0,0")
-        .arg("about:blank")
-        .env("HOME", dir.path())
-        .env("TMPDIR", dir.path())
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true);
-        let mut child = cmd.spawn().context("starting Chromium")?;
+        let (mut child, dir, profile) = start_devtools(scratch, WIDTH, HEIGHT, !on_desktop)?;
         let socket =
             match tokio::time::timeout(Duration::from_secs(30), page_socket(&profile)).await {
                 Ok(Ok(s)) => s,
@@ -386,6 +366,36 @@ impl Browser {
             .decode(r["data"].as_str().unwrap_or_default())
             .context("the screenshot's bytes")
     }
+}
+
+/// Starts Chromium on `about:blank` with its DevTools on a port it chooses (written into
+/// the profile, see [`page_socket`]), headless or on the display; the process, its folder
+/// (kept as long as it runs) and its profile.
+pub fn start_devtools(
+    scratch: &std::path::Path,
+    width: u32,
+    height: u32,
+    headless: bool,
+) -> Result<(tokio::process::Child, tempfile::TempDir, std::path::PathBuf)> {
+    let (binary, dir) = browser_and_folder(scratch)?;
+    let profile = dir.path().join("profile");
+    let child = tokio::process::Command::new(binary)
+        .args(QUIET.iter().filter(|a| headless || **a != "--headless"))
+        .arg("--remote-debugging-port=0")
+        .arg("--remote-allow-origins=*")
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(format!("--window-size={width},{height}"))
+        .arg("--window-position=0,0")
+        .arg("about:blank")
+        .env("HOME", dir.path())
+        .env("TMPDIR", dir.path())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .context("starting Chromium")?;
+    Ok((child, dir, profile))
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -107,9 +107,8 @@ impl BrowserTools {
         if held.is_none() {
             *held = Some(Browser::launch(&self.scratch).await.map_err(words)?);
         }
-        Ok(tokio::sync::MutexGuard::map(held, |b| {
-            b.as_mut().expect("launched above")
-        }))
+        tokio::sync::MutexGuard::try_map(held, Option::as_mut)
+            .map_err(|_| "the browser did not start".to_string())
     }
 
     #[tool(

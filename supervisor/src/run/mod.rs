@@ -445,10 +445,7 @@ pub async fn run() -> Result<()> {
     }
     // Only the built-in browser: said at once (the agent connects it in the background,
     // warmed up with the rest), so the sandbox is not held up for it.
-    let only_builtin = cfg.spawn.mcp_servers.is_empty()
-        && mcp_left_out.is_empty()
-        && mcp_config.keys().all(|k| k == browser_mcp::SERVER_NAME);
-    if only_builtin && !mcp_config.is_empty() {
+    if cfg.spawn.mcp_servers.is_empty() && !mcp_config.is_empty() {
         let step = Step::begin(&events, "mcp");
         step.end(
             StepStatus::Succeeded,

@@ -4,7 +4,7 @@
 //! people. A page that stays still is one long frame; a page that never loads is given up
 //! on after its timeout, with the browser killed.
 
-use super::screenshot::{browser_and_folder, checked, QUIET};
+use super::screenshot::checked;
 use anyhow::{anyhow, bail, Context, Result};
 use base64::Engine;
 use futures::{SinkExt, StreamExt};
@@ -30,23 +30,7 @@ struct Shot {
 pub async fn record(req: &ScreenshotRequest, scratch: &std::path::Path) -> Result<Vec<u8>> {
     let (w, h, timeout) = checked(req)?;
     let seconds = req.seconds.context("a recording needs its seconds")?;
-    let (browser, dir) = browser_and_folder(scratch)?;
-    let profile = dir.path().join("profile");
-    let mut child = tokio::process::Command::new(browser)
-        .args(QUIET)
-        .arg("--remote-debugging-port=0")
-        .arg("--remote-allow-origins=*")
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .arg(format!("--window-size={w},{h}"))
-        .arg("about:blank")
-        .env("HOME", dir.path())
-        .env("TMPDIR", dir.path())
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .context("starting Chromium")?;
+    let (mut child, _dir, profile) = super::browser::start_devtools(scratch, w, h, true)?;
     let shots = tokio::time::timeout(
         Duration::from_secs(timeout + u64::from(seconds) + 10),
         screencast(&profile, req.url.trim(), w, h, timeout, seconds),
