@@ -294,6 +294,13 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         created_at INTEGER NOT NULL
     );
     "#,
+    // 27: where the sandbox's desktop is reached (JSON: its view-only and control servers),
+    // and which service a person's one-time link opens (the editor, or the desktop to
+    // watch or to control).
+    r#"
+    ALTER TABLE sandbox ADD COLUMN desktop TEXT;
+    ALTER TABLE editor_links ADD COLUMN service TEXT NOT NULL DEFAULT 'editor';
+    "#,
 ];
 
 /// The schema every migration above makes, written as it ends up: what a new session's
@@ -404,7 +411,8 @@ pub(crate) const FRESH: &str = r#"
         progress TEXT,
         editor TEXT,
         extended_at INTEGER,
-        links_at INTEGER
+        links_at INTEGER,
+        desktop TEXT
     );
     CREATE TABLE ws_client_mapping (
         ws_id TEXT PRIMARY KEY,
@@ -498,7 +506,8 @@ pub(crate) const FRESH: &str = r#"
     CREATE TABLE editor_links (
         token_hash TEXT PRIMARY KEY,
         user_id TEXT NOT NULL,
-        expires_at INTEGER NOT NULL
+        expires_at INTEGER NOT NULL,
+        service TEXT NOT NULL DEFAULT 'editor'
     );
 "#;
 

@@ -379,6 +379,13 @@ pub async fn send_picture(bytes: Vec<u8>, mime: &str, caption: &str) -> Result<S
     Ok(answer["url"].as_str().unwrap_or("kept").to_owned())
 }
 
+/// The display of the sandbox's desktop while one is open (the agent's browser runs
+/// there), asked of the agent API; none without one, or without the API.
+pub async fn desktop_display() -> Option<String> {
+    let answer = call(reqwest::Method::GET, "/desktop", None).await.ok()?;
+    answer["display"].as_str().map(str::to_owned)
+}
+
 /// One call to the agent API: the JSON answer, or the error it gave in words.
 async fn call(
     method: reqwest::Method,

@@ -74,6 +74,7 @@ impl CaptureProvider {
                                 detail: None,
                                 vendor_id: None,
                                 editor: None,
+                                desktop: None,
                             };
                             held(&running).insert(info.sandbox_id.clone(), info.clone());
                             let _ = tx.send(req);

@@ -165,8 +165,8 @@ async fn serve(route: Route, mut req: Request, env: &Env) -> ApiResult<Response>
         }
         Route::Session {
             id,
-            action: SessionAction::OpenEditor,
-        } => crate::objects::open_editor(env, &id, req, actor).await,
+            action: action @ (SessionAction::OpenEditor | SessionAction::OpenDesktop),
+        } => crate::objects::open_service(env, &id, action, req, actor).await,
         Route::Session { id, action } => {
             let vouched = matches!(caller.via, caller::Via::Service { .. });
             let body = typed_session_body(action, &body, vouched)?;

@@ -174,20 +174,22 @@ pub(crate) async fn report_media(env: &Env, id: &str, mut req: Request) -> ApiRe
     .await
 }
 
-/// `GET /sessions/:id/editor/open?token=…`: a person's browser opens their editor link; the
-/// object checks it (theirs, unused, unexpired, the sandbox running) and names the editor's
-/// gate, where the browser is sent. The object answers with the link rather than a
-/// redirect, which this fetch would follow itself.
-pub(crate) async fn open_editor(
+/// `GET /sessions/:id/editor/open?token=…` (and `…/desktop/open`): a person's browser
+/// opens their link to the editor or the desktop; the object checks it (theirs, made for
+/// this, unused, unexpired, the sandbox running) and names the gate, where the browser is
+/// sent. The object answers with the link rather than a redirect, which this fetch would
+/// follow itself.
+pub(crate) async fn open_service(
     env: &Env,
     id: &str,
+    action: SessionAction,
     req: Request,
     actor: &Actor,
 ) -> ApiResult<Response> {
     let resp = forward(
         env,
         id,
-        SessionAction::OpenEditor,
+        action,
         req,
         Some(actor),
         Vec::new(),
@@ -238,6 +240,14 @@ pub(crate) fn typed_session_body(
         SessionAction::OpenPort => {
             let open: inspect_protocol::session::OpenPortRequest = body_as(body)?;
             write(serde_json::to_vec(&open))
+        }
+        SessionAction::Desktop => {
+            // No body: to watch.
+            let ask: inspect_protocol::desktop::DesktopRequest = match body.is_empty() {
+                true => Default::default(),
+                false => body_as(body)?,
+            };
+            write(serde_json::to_vec(&ask))
         }
         _ => Ok(Vec::new()),
     }

@@ -458,6 +458,10 @@ pub enum SessionAction {
     /// browser (`GET …/editor/open`), which leads on to the editor.
     Editor,
     OpenEditor,
+    /// A person's link to the sandbox's desktop, to watch or with control (`POST`), and the
+    /// link opened in their browser (`GET …/desktop/open`), which leads on to noVNC.
+    Desktop,
+    OpenDesktop,
     /// A person asks for one more port of the running sandbox.
     OpenPort,
     /// The sandbox fetches the skill revisions its session pinned (its own credentials).
@@ -492,6 +496,8 @@ impl SessionAction {
             SessionAction::Terminals | SessionAction::OpenTerminal => "/terminals",
             SessionAction::Editor => "/editor",
             SessionAction::OpenEditor => "/editor/open",
+            SessionAction::Desktop => "/desktop",
+            SessionAction::OpenDesktop => "/desktop/open",
             SessionAction::OpenPort => "/ports",
             SessionAction::Skills => "/sandbox-skills",
             SessionAction::ModelToken => "/sandbox-model-token",
@@ -508,7 +514,10 @@ pub fn is_page_route(path: &str) -> bool {
         return true;
     }
     let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
-    matches!(parts.as_slice(), ["sessions", _, "editor", "open"])
+    matches!(
+        parts.as_slice(),
+        ["sessions", _, "editor" | "desktop", "open"]
+    )
 }
 
 /// Session ids are ours (hex), but any id arrives from outside: keep them short and plain.
@@ -819,6 +828,10 @@ pub fn match_route(method: &str, path: &str) -> Option<Result<Route, ApiError>> 
                 (["editor"], _) => Err(not_allowed(method, &["POST"])),
                 (["editor", "open"], "GET") => Ok(SessionAction::OpenEditor),
                 (["editor", "open"], _) => Err(not_allowed(method, &["GET"])),
+                (["desktop"], "POST") => Ok(SessionAction::Desktop),
+                (["desktop"], _) => Err(not_allowed(method, &["POST"])),
+                (["desktop", "open"], "GET") => Ok(SessionAction::OpenDesktop),
+                (["desktop", "open"], _) => Err(not_allowed(method, &["GET"])),
                 (["terminals"], "GET") => Ok(SessionAction::Terminals),
                 (["terminals"], "POST") => Ok(SessionAction::OpenTerminal),
                 (["terminals"], _) => Err(not_allowed(method, &["GET", "POST"])),
@@ -1077,6 +1090,20 @@ mod tests {
         assert!(is_page_route("/auth/github/callback"));
         assert!(!is_page_route("/sessions/abc"));
         assert!(!is_page_route("/sessions/abc/editor"));
+        assert_eq!(
+            action("POST", "/sessions/abc/desktop"),
+            Some(SessionAction::Desktop)
+        );
+        assert_eq!(
+            action("GET", "/sessions/abc/desktop/open"),
+            Some(SessionAction::OpenDesktop)
+        );
+        assert!(is_page_route("/sessions/abc/desktop/open"));
+        assert!(!is_page_route("/sessions/abc/desktop"));
+        assert!(!match_route("POST", "/sessions/abc/desktop")
+            .unwrap()
+            .unwrap()
+            .is_sandbox_call(true));
         assert_eq!(
             action("POST", "/sessions/abc/ports"),
             Some(SessionAction::OpenPort)

@@ -12,6 +12,7 @@ pub mod automations;
 pub mod budgets;
 pub mod changes;
 pub mod client;
+pub mod desktop;
 pub mod editor;
 pub mod egress;
 pub mod error;

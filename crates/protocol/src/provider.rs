@@ -138,8 +138,9 @@ pub const SUPERVISOR_UP_CHECK: &str = "cd \"$INSPECT_SANDBOX_ROOT\" || exit 3; i
 /// travels in the sandbox's environment under this name. A sandbox with it is "gated".
 pub const GATE_KEY_VAR: &str = "INSPECT_GATE_KEY";
 /// Where a gated sandbox's gates listen: the vendor exposes, for the `i`-th tunnelled port,
-/// the gate on `base + i` (never the app's own port), and the editor's gate on `base + 11`.
-/// The block of 12 ports is chosen by the sandbox's id, so sandboxes that share a network
+/// the gate on `base + i` (never the app's own port), the editor's gate on `base + 11`, and
+/// the desktop's two (view-only, with control) on `base + 12` and `base + 13`.
+/// The block of 14 ports is chosen by the sandbox's id, so sandboxes that share a network
 /// (as the test fakes' do) seldom meet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GatePorts {
@@ -153,7 +154,7 @@ impl GatePorts {
             (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
         });
         GatePorts {
-            base: 40_000 + (hash % 2_000) as u16 * 12,
+            base: 40_000 + (hash % 1_700) as u16 * 14,
         }
     }
 
@@ -166,18 +167,37 @@ impl GatePorts {
     pub fn editor(self) -> u16 {
         self.base + 11
     }
+
+    /// The desktop's gate: the view-only server's, or the one with control.
+    pub fn desktop(self, control: bool) -> u16 {
+        self.base + 12 + u16::from(control)
+    }
+
+    /// The sandbox's own services behind gates: (the port in the sandbox, its gate).
+    pub fn services(self) -> [(u16, u16); 3] {
+        use crate::desktop::{DESKTOP_CONTROL_PORT, DESKTOP_VIEW_PORT};
+        [
+            (crate::editor::EDITOR_PORT, self.editor()),
+            (DESKTOP_VIEW_PORT, self.desktop(false)),
+            (DESKTOP_CONTROL_PORT, self.desktop(true)),
+        ]
+    }
+}
+
+/// A gated sandbox's URLs as the session keeps them: its apps' keyed by the app's port,
+/// its editor's and its desktop's.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Ungated {
+    pub apps: BTreeMap<String, String>,
+    pub editor: Option<crate::editor::EditorEndpoint>,
+    pub desktop: Option<crate::desktop::DesktopEndpoints>,
 }
 
 /// A vendor's URLs for a gated sandbox's exposed ports, as the session keeps them: keyed by
-/// the app's port (`ports`, in the order their gates were numbered), and the editor's.
-pub fn ungated(
-    sandbox_id: &str,
-    ports: &[u16],
-    urls: &BTreeMap<String, String>,
-) -> (
-    BTreeMap<String, String>,
-    Option<crate::editor::EditorEndpoint>,
-) {
+/// the app's port (`ports`, in the order their gates were numbered), the editor's and the
+/// desktop's.
+pub fn ungated(sandbox_id: &str, ports: &[u16], urls: &BTreeMap<String, String>) -> Ungated {
+    use crate::editor::EditorEndpoint;
     let gates = GatePorts::of(sandbox_id);
     let apps = ports
         .iter()
@@ -187,17 +207,25 @@ pub fn ungated(
             Some((p.to_string(), urls.get(&gate.to_string())?.clone()))
         })
         .collect();
-    let editor = urls
-        .get(&gates.editor().to_string())
-        .map(|url| crate::editor::EditorEndpoint {
-            port: crate::editor::EDITOR_PORT,
+    let [editor, view, control] = gates.services().map(|(port, gate)| {
+        urls.get(&gate.to_string()).map(|url| EditorEndpoint {
+            port,
             url: url.clone(),
-        });
-    (apps, editor)
+        })
+    });
+    let desktop = view
+        .zip(control)
+        .map(|(view, control)| crate::desktop::DesktopEndpoints { view, control });
+    Ungated {
+        apps,
+        editor,
+        desktop,
+    }
 }
 
 /// The ports a vendor exposes for a sandbox that tunnels `tunnel_ports`: a gated
-/// sandbox's gates (one per tunnelled port, and the editor's), else the ports themselves.
+/// sandbox's gates (one per tunnelled port, the editor's and the desktop's), else the
+/// ports themselves.
 pub fn vendor_ports(sandbox_id: &str, tunnel_ports: &[u16], gated: bool) -> Vec<u16> {
     if !gated {
         return tunnel_ports.to_vec();
@@ -205,7 +233,7 @@ pub fn vendor_ports(sandbox_id: &str, tunnel_ports: &[u16], gated: bool) -> Vec<
     let gates = GatePorts::of(sandbox_id);
     (0..tunnel_ports.len())
         .filter_map(|i| gates.app(i))
-        .chain([gates.editor()])
+        .chain(gates.services().map(|(_, gate)| gate))
         .collect()
 }
 
@@ -333,6 +361,9 @@ pub struct SandboxInfo {
     /// Where the sandbox's editor is reached, when the provider exposes one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub editor: Option<crate::editor::EditorEndpoint>,
+    /// Where the sandbox's desktop is reached, when the provider exposes one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub desktop: Option<crate::desktop::DesktopEndpoints>,
 }
 
 /// A sandbox as a provider is asked about it: our id, and the vendor's id the provider
@@ -663,22 +694,39 @@ mod tests {
         req.env.insert(GATE_KEY_VAR.into(), "k".into());
         let gates = GatePorts::of("sb");
         let (a, b, e) = (gates.app(0).unwrap(), gates.app(1).unwrap(), gates.editor());
-        assert!((40_000..=63_999).contains(&a) && b == a + 1 && e == a + 11);
+        let (v, c) = (gates.desktop(false), gates.desktop(true));
+        assert!((40_000..=63_799).contains(&a) && b == a + 1 && e == a + 11);
+        assert!(v == a + 12 && c == a + 13, "the desktop's two gates end the block");
         assert_eq!(gates.app(10), None, "at most 10 ports");
         assert_ne!(GatePorts::of("sb_2"), gates);
-        assert_eq!(req.vendor_ports(), vec![a, b, e]);
+        assert_eq!(req.vendor_ports(), vec![a, b, e, v, c]);
         assert!(
             !req.description().contains("\"k\""),
             "the key is not described"
         );
-        let urls: BTreeMap<String, String> = [(a, "https://a"), (b, "https://b"), (e, "https://e")]
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        let (apps, editor) = ungated("sb", &[3000, 8080], &urls);
-        assert_eq!(apps["3000"], "https://a");
-        assert_eq!(apps["8080"], "https://b");
-        assert_eq!(apps.len(), 2);
-        assert_eq!(editor.unwrap().url, "https://e");
+        let urls: BTreeMap<String, String> = [
+            (a, "https://a"),
+            (b, "https://b"),
+            (e, "https://e"),
+            (v, "https://v"),
+            (c, "https://c"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let seen = ungated("sb", &[3000, 8080], &urls);
+        assert_eq!(seen.apps["3000"], "https://a");
+        assert_eq!(seen.apps["8080"], "https://b");
+        assert_eq!(seen.apps.len(), 2);
+        assert_eq!(seen.editor.unwrap().url, "https://e");
+        let desktop = seen.desktop.unwrap();
+        assert_eq!(desktop.of(false).url, "https://v");
+        assert_eq!(desktop.of(true).url, "https://c");
+        assert_eq!(desktop.of(true).port, crate::desktop::DESKTOP_CONTROL_PORT);
+        // Any block of 14 stays within the ports there are.
+        for id in ["a", "b", "sandbox-with-a-long-name", "zz"] {
+            let g = GatePorts::of(id);
+            assert!(g.desktop(true) < 63_800 && g.app(0).unwrap() >= 40_000);
+        }
     }
 }

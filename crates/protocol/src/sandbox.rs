@@ -436,6 +436,9 @@ pub enum SandboxCommand {
     },
     /// A person asked for the editor: start code-server if it is not running.
     EditorStart,
+    /// A person asked for the desktop: start the display and its two servers (view-only,
+    /// and with control) unless they run.
+    DesktopStart,
     /// A person asked for one more port of a gated sandbox: put a gate on `gate_port` (which
     /// the vendor exposes) in front of `port`.
     OpenGate {

@@ -258,7 +258,7 @@ impl<S: Store> Session<'_, S> {
                 self.store.execute(
                     "INSERT INTO sandbox (id, sandbox_id, status, token_hash, spawned_at, updated_at) VALUES (1, ?, 'spawning', ?, ?, ?)
                      ON CONFLICT(id) DO UPDATE SET sandbox_id = excluded.sandbox_id, status = 'spawning', token_hash = excluded.token_hash,
-                        spawned_at = excluded.spawned_at, extended_at = NULL, links_at = NULL, connected_at = NULL, last_heartbeat = NULL, error = NULL, tunnel_urls = NULL, editor = NULL, ready_at = NULL, progress = NULL, updated_at = excluded.updated_at",
+                        spawned_at = excluded.spawned_at, extended_at = NULL, links_at = NULL, connected_at = NULL, last_heartbeat = NULL, error = NULL, tunnel_urls = NULL, editor = NULL, desktop = NULL, ready_at = NULL, progress = NULL, updated_at = excluded.updated_at",
                     &[ticket.sandbox_id.as_str().into(), ids::hash_secret(&ticket.token).into(), now.into(), now.into()],
                 )?;
                 self.store.execute("UPDATE session SET sandbox_status = 'spawning' WHERE id = 1", &[])
@@ -293,7 +293,7 @@ impl<S: Store> Session<'_, S> {
                 self.store.execute(
                     // A resumed workspace holds the session's work from the start (as one
                     // carried to a new machine does): a wait or failure on the way keeps it.
-                    "UPDATE sandbox SET status = 'spawning', spawned_at = ?, extended_at = NULL, links_at = NULL, connected_at = NULL, last_heartbeat = NULL, error = NULL, tunnel_urls = NULL, editor = NULL, progress = NULL, ready_at = COALESCE(ready_at, ?), updated_at = ? WHERE id = 1",
+                    "UPDATE sandbox SET status = 'spawning', spawned_at = ?, extended_at = NULL, links_at = NULL, connected_at = NULL, last_heartbeat = NULL, error = NULL, tunnel_urls = NULL, editor = NULL, desktop = NULL, progress = NULL, ready_at = COALESCE(ready_at, ?), updated_at = ? WHERE id = 1",
                     &[now.into(), now.into(), now.into()],
                 )?;
                 self.store.execute("UPDATE session SET sandbox_status = 'spawning' WHERE id = 1", &[])

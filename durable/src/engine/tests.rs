@@ -2568,6 +2568,107 @@ mod terminals {
         );
     }
 
+    #[test]
+    fn a_desktop_link_opens_what_it_was_made_for_once_for_its_person() {
+        use crate::engine::editor::Service;
+        use inspect_protocol::desktop::DesktopEndpoints;
+        use inspect_protocol::editor::EditorEndpoint;
+        let st = store();
+        let s = created(&st);
+        let ann = s.participant_by_user("u-ann").unwrap().unwrap();
+        let watch = Service::Desktop { control: false };
+        let control = Service::Desktop { control: true };
+        s.enqueue(&ann, &prompt("work", None), 10).unwrap();
+        let (t, _) = s.begin_spawn(10).unwrap().unwrap();
+        s.spawn_accepted(&t.sandbox_id, 10).unwrap();
+        s.sandbox_opened("sbws", 10).unwrap();
+        s.on_sandbox_frame(&frame(&t.sandbox_id, json!({"type": "ready"})), 11);
+        assert_eq!(
+            s.service_link(watch, &ann, 12).unwrap_err().code,
+            ErrorCode::Conflict,
+            "the provider exposes no desktop"
+        );
+        let at = |port: u16| EditorEndpoint {
+            port,
+            url: format!("http://127.0.0.1:{port}"),
+        };
+        let desktop = DesktopEndpoints {
+            view: at(41_012),
+            control: at(41_013),
+        };
+        s.set_desktop(&t.sandbox_id, Some(&desktop)).unwrap();
+        let editor = at(41_011);
+        s.set_editor(&t.sandbox_id, Some(&editor)).unwrap();
+
+        let now = 100_000;
+        let (seen, fx) = s.service_link(watch, &ann, now).unwrap();
+        assert_eq!(sent(&fx), vec!["desktop_start"]);
+        assert_eq!(seen.expires_at, 100 + 300);
+        // A desktop link is not the editor's, and the editor's not the desktop's; asking at
+        // the wrong door does not use it up.
+        assert_eq!(
+            s.open_service_link(&seen.token, false, "u-ann", now)
+                .unwrap_err()
+                .code,
+            ErrorCode::NotFound
+        );
+        let (editor_link, _) = s.editor_link(&ann, now).unwrap();
+        assert_eq!(
+            s.open_service_link(&editor_link.token, true, "u-ann", now)
+                .unwrap_err()
+                .code,
+            ErrorCode::NotFound
+        );
+        assert_eq!(s.open_editor_link(&editor_link.token, "u-ann", now).unwrap(), editor);
+        // Someone else is refused; the person gets the view-only server, once.
+        assert_eq!(
+            s.open_service_link(&seen.token, true, "u-bob", now)
+                .unwrap_err()
+                .code,
+            ErrorCode::Forbidden
+        );
+        assert_eq!(
+            s.open_service_link(&seen.token, true, "u-ann", now).unwrap(),
+            (desktop.view.clone(), watch)
+        );
+        assert_eq!(
+            s.open_service_link(&seen.token, true, "u-ann", now)
+                .unwrap_err()
+                .code,
+            ErrorCode::NotFound,
+            "a link opens once"
+        );
+        // Control is its own link, to the other server.
+        let (driven, _) = s.service_link(control, &ann, now).unwrap();
+        assert_eq!(
+            s.open_service_link(&driven.token, true, "u-ann", now).unwrap(),
+            (desktop.control.clone(), control)
+        );
+        let said: Vec<(String, serde_json::Value)> = st
+            .query("SELECT kind, data FROM events WHERE kind = 'desktop' ORDER BY seq", &[])
+            .unwrap()
+            .into_iter()
+            .map(|r| {
+                let mut c = crate::store::Cols::new(r);
+                let kind = c.string().unwrap();
+                (kind, serde_json::from_str(&c.string().unwrap()).unwrap())
+            })
+            .collect();
+        assert_eq!(said.len(), 2, "{said:?}");
+        assert_eq!(said[0].1["control"], false);
+        assert_eq!(said[1].1["control"], true);
+        assert_eq!(said[1].1["by"], ann.name.as_str());
+        let (late, _) = s.service_link(watch, &ann, now).unwrap();
+        s.set_sandbox_status("stopped", None, now + 1).unwrap();
+        assert_eq!(
+            s.open_service_link(&late.token, true, "u-ann", now + 2)
+                .unwrap_err()
+                .code,
+            ErrorCode::Conflict,
+            "the sandbox stopped"
+        );
+    }
+
     fn frame_of(msg: &ClientMessage) -> String {
         serde_json::to_string(msg).unwrap()
     }

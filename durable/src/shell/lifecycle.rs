@@ -483,16 +483,21 @@ impl SessionDO {
                 .spawn_accepted(&ticket.sandbox_id, now_ms())
                 .and_then(|mut fx| {
                     // A gated sandbox's URLs are its gates': kept under the ports behind them.
-                    let (urls, editor) = match self.sandbox_gate_key(&ticket.sandbox_id) {
+                    let seen = match self.sandbox_gate_key(&ticket.sandbox_id) {
                         Some(_) => inspect_protocol::provider::ungated(
                             &ticket.sandbox_id,
                             &engine.sandbox_settings()?.tunnel_ports,
                             &info.tunnel_urls,
                         ),
-                        None => (info.tunnel_urls.clone(), info.editor.clone()),
+                        None => inspect_protocol::provider::Ungated {
+                            apps: info.tunnel_urls.clone(),
+                            editor: info.editor.clone(),
+                            desktop: info.desktop.clone(),
+                        },
                     };
-                    fx.merge(engine.set_tunnel_urls(&ticket.sandbox_id, &urls)?);
-                    engine.set_editor(&ticket.sandbox_id, editor.as_ref())?;
+                    fx.merge(engine.set_tunnel_urls(&ticket.sandbox_id, &seen.apps)?);
+                    engine.set_editor(&ticket.sandbox_id, seen.editor.as_ref())?;
+                    engine.set_desktop(&ticket.sandbox_id, seen.desktop.as_ref())?;
                     if let (Some(snapshot_id), None) = (&restore, &prebuilt) {
                         fx.broadcast(ServerMessage::SandboxRestored {
                             sandbox_id: ticket.sandbox_id.clone(),
@@ -653,7 +658,7 @@ impl SessionDO {
     }
 
     /// Signs a long-running sandbox's links anew where the vendor's expire (its ports as
-    /// it started with them, and the editor's), and keeps and tells the new ones; a port
+    /// it started with them, the editor's and the desktop's), and keeps and tells the new ones; a port
     /// opened later keeps its link until the next start.
     pub(super) async fn refresh_links(&self, sandbox_id: &str) {
         let Some(provider) = self.provider() else {
@@ -681,16 +686,18 @@ impl SessionDO {
                 return;
             }
         };
-        let (urls, editor) = match gated {
+        let seen = match gated {
             true => inspect_protocol::provider::ungated(sandbox_id, &settings.tunnel_ports, &fresh),
-            false => (fresh, None),
+            false => inspect_protocol::provider::Ungated {
+                apps: fresh,
+                ..Default::default()
+            },
         };
         let fx = engine.tunnel_urls().and_then(|mut all| {
-            all.extend(urls);
+            all.extend(seen.apps);
             let fx = engine.set_tunnel_urls(sandbox_id, &all)?;
-            if editor.is_some() {
-                engine.set_editor(sandbox_id, editor.as_ref())?;
-            }
+            engine.set_editor(sandbox_id, seen.editor.as_ref())?;
+            engine.set_desktop(sandbox_id, seen.desktop.as_ref())?;
             Ok(fx)
         });
         match fx {

@@ -1,6 +1,7 @@
 //! The session's REST surface, as the Worker forwards it.
 
 use super::*;
+use crate::engine::editor::Service;
 
 pub(super) fn reply<T: Serialize>(r: std::result::Result<T, ApiError>) -> Result<Response> {
     match r {
@@ -508,28 +509,50 @@ impl SessionDO {
                     Err(e) => json_error(&e),
                 }
             }
-            (Method::Post, "editor") => {
+            // A person's link to the editor, or to the desktop (to watch, or with control).
+            (Method::Post, "editor" | "desktop") => {
                 let origin = req
                     .headers()
                     .get(super::ORIGIN_HEADER)
                     .ok()
                     .flatten()
                     .unwrap_or_default();
+                let desktop = action == "desktop";
+                let ask: inspect_protocol::desktop::DesktopRequest = match desktop {
+                    true => match body_json(&mut req).await {
+                        Ok(ask) => ask,
+                        Err(e) => return json_error(&e),
+                    },
+                    false => Default::default(),
+                };
+                let service = match desktop {
+                    true => Service::Desktop {
+                        control: ask.control(),
+                    },
+                    false => Service::Editor,
+                };
                 let result = actor_of(&req).and_then(|actor| {
                     let me = self.author(&actor, now)?;
                     let sid = engine.session_id()?;
-                    let (grant, fx) = engine.editor_link(&me, now)?;
-                    Ok((
-                        inspect_protocol::editor::EditorLink {
-                            url: format!(
-                                "{origin}/sessions/{sid}/editor/open?{}={}",
-                                inspect_protocol::editor::EDITOR_LINK_PARAM,
-                                grant.token
-                            ),
+                    let (grant, fx) = engine.service_link(service, &me, now)?;
+                    let url = format!(
+                        "{origin}/sessions/{sid}/{action}/open?{}={}",
+                        inspect_protocol::editor::EDITOR_LINK_PARAM,
+                        grant.token
+                    );
+                    let link = match desktop {
+                        true => serde_json::to_value(inspect_protocol::desktop::DesktopLink {
+                            url,
                             expires_at: grant.expires_at,
-                        },
-                        fx,
-                    ))
+                            control: ask.control(),
+                        }),
+                        false => serde_json::to_value(inspect_protocol::editor::EditorLink {
+                            url,
+                            expires_at: grant.expires_at,
+                        }),
+                    }
+                    .map_err(|e| ApiError::internal(e.to_string()))?;
+                    Ok((link, fx))
                 });
                 match result {
                     Ok((link, fx)) => {
@@ -539,16 +562,24 @@ impl SessionDO {
                     Err(e) => json_error(&e),
                 }
             }
-            // The person's browser opens their link: where the editor's gate is, once.
-            (Method::Get, "editor/open") => {
+            // The person's browser opens their link: where the editor's or the desktop's
+            // gate is, once (the desktop's with noVNC's page to open).
+            (Method::Get, "editor/open" | "desktop/open") => {
                 let token = query_param(&req, inspect_protocol::editor::EDITOR_LINK_PARAM)
                     .unwrap_or_default();
+                let desktop = action == "desktop/open";
                 let result = actor_of(&req).and_then(|actor| {
-                    let editor = engine.open_editor_link(&token, &actor.user_id, now)?;
+                    let (endpoint, service) =
+                        engine.open_service_link(&token, desktop, &actor.user_id, now)?;
                     let sandbox = engine
                         .sandbox_row()?
                         .ok_or_else(|| ApiError::conflict("the session has no sandbox"))?;
-                    Ok(self.gated_link(&sandbox.sandbox_id, editor.port, editor.url, now))
+                    let mut link =
+                        self.gated_link(&sandbox.sandbox_id, endpoint.port, endpoint.url, now);
+                    if let Service::Desktop { control } = service {
+                        link.url = inspect_protocol::desktop::page_link(&link.url, control);
+                    }
+                    Ok(link)
                 });
                 // The Worker sends the browser on (a redirect from here would be followed
                 // by the Worker's own fetch).

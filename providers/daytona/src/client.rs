@@ -116,6 +116,7 @@ impl DaytonaProvider {
     ) -> SandboxInfo {
         SandboxInfo {
             editor: None,
+            desktop: None,
             sandbox_id: req.sandbox_id.clone(),
             session_id: req.session_id.clone(),
             status: "running".into(),
@@ -160,6 +161,7 @@ impl SandboxProvider for DaytonaProvider {
         };
         Ok(SandboxInfo {
             editor: None,
+            desktop: None,
             sandbox_id: sandbox_id.to_owned(),
             session_id: found
                 .as_ref()

@@ -194,6 +194,7 @@ impl E2bProvider {
             .collect();
         Ok(SandboxInfo {
             editor: None,
+            desktop: None,
             sandbox_id: req.sandbox_id.clone(),
             session_id: req.session_id.clone(),
             status: "running".into(),
@@ -249,6 +250,7 @@ impl SandboxProvider for E2bProvider {
         };
         Ok(SandboxInfo {
             editor: None,
+            desktop: None,
             sandbox_id: sandbox_id.to_owned(),
             session_id: found
                 .as_ref()

@@ -127,6 +127,7 @@ impl KubernetesProvider {
         }
         Ok(SandboxInfo {
             editor: None,
+            desktop: None,
             sandbox_id: req.sandbox_id.clone(),
             session_id: req.session_id.clone(),
             status: "running".into(),
@@ -226,6 +227,7 @@ impl SandboxProvider for KubernetesProvider {
         };
         Ok(SandboxInfo {
             editor: None,
+            desktop: None,
             sandbox_id: sandbox_id.to_owned(),
             session_id: labels[kube::LABEL_SESSION]
                 .as_str()

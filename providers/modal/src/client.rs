@@ -53,6 +53,7 @@ impl ModalProvider {
     fn info(&self, sandbox_id: &str, session_id: &str, data: &Value) -> SandboxInfo {
         SandboxInfo {
             editor: None,
+            desktop: None,
             sandbox_id: sandbox_id.to_owned(),
             session_id: session_id.to_owned(),
             status: data["status"].as_str().unwrap_or("running").to_owned(),

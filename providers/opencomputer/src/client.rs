@@ -215,6 +215,7 @@ impl OpenComputerProvider {
         }
         Ok(SandboxInfo {
             editor: None,
+            desktop: None,
             sandbox_id: req.sandbox_id.clone(),
             session_id: req.session_id.clone(),
             status: "running".into(),
@@ -267,6 +268,7 @@ impl SandboxProvider for OpenComputerProvider {
         };
         Ok(SandboxInfo {
             editor: None,
+            desktop: None,
             sandbox_id: sandbox.sandbox_id.clone(),
             session_id: found
                 .as_ref()

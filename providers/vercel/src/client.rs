@@ -168,6 +168,7 @@ impl SandboxProvider for VercelProvider {
         }
         Ok(SandboxInfo {
             editor: None,
+            desktop: None,
             sandbox_id: req.sandbox_id.clone(),
             session_id: req.session_id.clone(),
             status: "running".into(),
@@ -187,6 +188,7 @@ impl SandboxProvider for VercelProvider {
         };
         Ok(SandboxInfo {
             editor: None,
+            desktop: None,
             sandbox_id: sandbox_id.to_owned(),
             session_id: found
                 .as_ref()

@@ -16,6 +16,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
+use inspect_protocol::desktop::DesktopEndpoints;
 use inspect_protocol::editor::EditorEndpoint;
 use inspect_protocol::health::{DiskUse, HostHealth};
 use inspect_protocol::provider::{
@@ -69,6 +70,7 @@ struct Sandbox {
     child: Child,
     tunnel_urls: BTreeMap<String, String>,
     editor: Option<EditorEndpoint>,
+    desktop: Option<DesktopEndpoints>,
     /// One task per exposed port (and its way out, when confined); aborted when the
     /// sandbox goes.
     forwarders: Vec<tokio::task::JoinHandle<()>>,
@@ -118,6 +120,13 @@ impl HostState {
             Some(image) => image.join("usr/local/bin/code-server").exists(),
             None => std::env::var_os("INSPECT_CODE_SERVER_BIN").is_some(),
         }
+    }
+
+    /// Whether this host's sandboxes can run the desktop (its programs are in the image,
+    /// or on this host).
+    fn has_desktop(&self) -> bool {
+        let root = self.image.as_deref().unwrap_or(std::path::Path::new("/"));
+        crate::run::desktop::installed(root)
     }
 }
 
@@ -329,6 +338,7 @@ fn info(id: &str, sandbox: &mut Sandbox) -> SandboxInfo {
         detail: None,
         vendor_id: None,
         editor: sandbox.editor.clone(),
+        desktop: sandbox.desktop.clone(),
     }
 }
 
@@ -458,24 +468,34 @@ async fn spawn(state: &HostState, req: &SpawnRequest) -> anyhow::Result<Spawned>
             .env("INSPECT_INBOUND_SOCKET", root.join(INBOUND_SOCKET));
         forwarders.extend(way_out.tasks);
     }
-    // The editor, where this host has code-server: a port of its own (sandboxes here share
-    // the network), behind a gate like any tunnelled port's. code-server starts when a
-    // person first asks for it.
+    // The editor, where this host has code-server, and the desktop, where it has a
+    // display server and noVNC: ports of their own (sandboxes here share the network),
+    // each behind a gate like any tunnelled port's. They start when a person first asks.
+    let mut service = async |var: &str| -> anyhow::Result<EditorEndpoint> {
+        let port = free_port().await?;
+        let (mut urls, tasks) = expose_ports(
+            &[port],
+            &req.sandbox_id,
+            state.secret.as_bytes(),
+            inbound.clone(),
+        )
+        .await?;
+        forwarders.extend(tasks);
+        cmd.env(var, port.to_string());
+        let url = urls
+            .remove(&port.to_string())
+            .context("the gate's URL for a service")?;
+        Ok(EditorEndpoint { port, url })
+    };
     let editor = match state.has_editor() {
-        true => {
-            let port = free_port().await?;
-            let (mut urls, tasks) = expose_ports(
-                &[port],
-                &req.sandbox_id,
-                state.secret.as_bytes(),
-                inbound.clone(),
-            )
-            .await?;
-            forwarders.extend(tasks);
-            cmd.env("INSPECT_EDITOR_PORT", port.to_string());
-            urls.remove(&port.to_string())
-                .map(|url| EditorEndpoint { port, url })
-        }
+        true => Some(service("INSPECT_EDITOR_PORT").await?),
+        false => None,
+    };
+    let desktop = match state.has_desktop() {
+        true => Some(DesktopEndpoints {
+            view: service(crate::run::desktop::VIEW_PORT_VAR).await?,
+            control: service(crate::run::desktop::CONTROL_PORT_VAR).await?,
+        }),
         false => None,
     };
     if let Some(restore) = &restore {
@@ -490,6 +510,7 @@ async fn spawn(state: &HostState, req: &SpawnRequest) -> anyhow::Result<Spawned>
         child,
         tunnel_urls,
         editor,
+        desktop,
         forwarders,
         inbound,
     };

@@ -26,6 +26,8 @@ struct Forward {
     http: reqwest::Client,
     /// Where a screenshot's browser keeps its files (writable in the sandbox).
     scratch: std::path::PathBuf,
+    /// The desktop's display while it is open.
+    desktop: super::desktop::Display,
 }
 
 pub struct AgentApi {
@@ -40,6 +42,7 @@ pub async fn start(
     sandbox_id: &str,
     token: &str,
     scratch: &std::path::Path,
+    desktop: super::desktop::Display,
 ) -> Result<AgentApi> {
     let mut key = [0u8; 24];
     getrandom::fill(&mut key).map_err(|e| anyhow::anyhow!("randomness: {e}"))?;
@@ -55,6 +58,7 @@ pub async fn start(
             .timeout(std::time::Duration::from_secs(180))
             .build()?,
         scratch: scratch.to_owned(),
+        desktop,
     });
     let app = Router::new()
         .route("/pull-requests", post(pull_requests))
@@ -66,6 +70,7 @@ pub async fn start(
                 inspect_protocol::media::MAX_MEDIA_BYTES,
             )),
         )
+        .route("/desktop", axum::routing::get(desktop_display))
         .route("/children", post(spawn_child))
         .route("/children/{id}", axum::routing::get(child_status))
         .route("/children/{id}/{op}", post(child_op))
@@ -203,6 +208,20 @@ async fn forward_picture(f: &Forward, bytes: Vec<u8>, mime: &str, caption: &str)
             format!("the control plane could not be reached: {e}"),
         ),
     }
+}
+
+/// `GET /desktop`: the display the desktop is on while it is open (`{"display": ":90"}`),
+/// else `{"display": null}`; the agent's browser runs there when there is one.
+async fn desktop_display(State(f): State<Arc<Forward>>, headers: HeaderMap) -> Response {
+    if !authorized(&headers, &f.key) {
+        return StatusCode::UNAUTHORIZED.into_response();
+    }
+    let display = f
+        .desktop
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    axum::Json(serde_json::json!({ "display": display })).into_response()
 }
 
 async fn spawn_child(State(f): State<Arc<Forward>>, headers: HeaderMap, body: Bytes) -> Response {

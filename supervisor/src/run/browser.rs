@@ -5,8 +5,8 @@
 //! would hear it) and what went wrong in it (console errors, uncaught exceptions), and
 //! photograph it. `browser_mcp.rs` offers these to the agent as MCP tools.
 //!
-//! Headless, unless the sandbox's desktop is open (`DISPLAY` set): then the window is on
-//! that display and the people watching the desktop see the agent work.
+//! Headless, unless the sandbox's desktop is open: then the window is on its display and
+//! the people watching the desktop see the agent work.
 
 use super::screenshot::{browser_and_folder, QUIET};
 use anyhow::{anyhow, bail, Context, Result};
@@ -50,6 +50,8 @@ pub struct Browser {
     reader: tokio::task::JoinHandle<()>,
     child: tokio::process::Child,
     _dir: tempfile::TempDir,
+    /// The desktop's display the window is on; none: headless.
+    pub display: Option<String>,
 }
 
 impl Drop for Browser {
@@ -60,11 +62,10 @@ impl Drop for Browser {
 }
 
 impl Browser {
-    /// Starts Chromium (its files under `scratch` when no shorter place is writable) and
-    /// attaches to its page.
-    pub async fn launch(scratch: &std::path::Path) -> Result<Browser> {
-        let on_desktop = std::env::var_os("DISPLAY").is_some_and(|d| !d.is_empty());
-        let (mut child, dir, profile) = start_devtools(scratch, WIDTH, HEIGHT, !on_desktop)?;
+    /// Starts Chromium (its files under `scratch` when no shorter place is writable), on
+    /// the desktop's `display` or headless, and attaches to its page.
+    pub async fn launch(scratch: &std::path::Path, display: Option<&str>) -> Result<Browser> {
+        let (mut child, dir, profile) = start_devtools(scratch, WIDTH, HEIGHT, display)?;
         let socket =
             match tokio::time::timeout(Duration::from_secs(30), page_socket(&profile)).await {
                 Ok(Ok(s)) => s,
@@ -124,6 +125,7 @@ impl Browser {
             reader,
             child,
             _dir: dir,
+            display: display.map(str::to_owned),
         };
         for domain in ["Page.enable", "Runtime.enable", "Log.enable"] {
             browser.call(domain, json!({})).await?;
@@ -369,18 +371,23 @@ impl Browser {
 }
 
 /// Starts Chromium on `about:blank` with its DevTools on a port it chooses (written into
-/// the profile, see [`page_socket`]), headless or on the display; the process, its folder
-/// (kept as long as it runs) and its profile.
+/// the profile, see [`page_socket`]), headless or on a desktop's `display`; the process,
+/// its folder (kept as long as it runs) and its profile.
 pub fn start_devtools(
     scratch: &std::path::Path,
     width: u32,
     height: u32,
-    headless: bool,
+    display: Option<&str>,
 ) -> Result<(tokio::process::Child, tempfile::TempDir, std::path::PathBuf)> {
     let (binary, dir) = browser_and_folder(scratch)?;
     let profile = dir.path().join("profile");
-    let child = tokio::process::Command::new(binary)
-        .args(QUIET.iter().filter(|a| headless || **a != "--headless"))
+    let mut cmd = tokio::process::Command::new(binary);
+    match display {
+        Some(display) => cmd.env("DISPLAY", display),
+        None => cmd.env_remove("DISPLAY"),
+    };
+    let child = cmd
+        .args(QUIET.iter().filter(|a| display.is_none() || **a != "--headless"))
         .arg("--remote-debugging-port=0")
         .arg("--remote-allow-origins=*")
         .arg(format!("--user-data-dir={}", profile.display()))

@@ -98,14 +98,32 @@ impl BrowserTools {
         }
     }
 
-    /// The page, the browser started (again, after a crash) when there is none.
+    /// The page, the browser started (again, after a crash) when there is none. While the
+    /// sandbox's desktop is open the browser runs on its display, where people watch it: a
+    /// desktop opened (or closed) since the last action moves it there, on the same page.
     async fn page(&self) -> Result<tokio::sync::MappedMutexGuard<'_, Browser>, String> {
+        let display = crate::agent_tool::desktop_display().await;
         let mut held = self.page.lock().await;
         if held.as_mut().is_some_and(|b| !b.alive()) {
             *held = None;
         }
+        let mut reopen = None;
+        if let Some(moving) = held.as_ref().filter(|b| b.display != display) {
+            let at = moving.eval("location.href").await.ok();
+            reopen = at.and_then(|v| v.as_str().map(str::to_owned));
+            *held = None;
+        }
         if held.is_none() {
-            *held = Some(Browser::launch(&self.scratch).await.map_err(words)?);
+            let browser = Browser::launch(&self.scratch, display.as_deref())
+                .await
+                .map_err(words)?;
+            if let Some(url) = reopen.filter(|u| browser::checked_url(u).is_ok()) {
+                browser
+                    .open(&url, browser::DEFAULT_LOAD_SECS)
+                    .await
+                    .map_err(words)?;
+            }
+            *held = Some(browser);
         }
         tokio::sync::MutexGuard::try_map(held, Option::as_mut)
             .map_err(|_| "the browser did not start".to_string())

@@ -5,7 +5,6 @@
 //! ports; here it listens on every interface, where the vendor's proxy reaches it.
 
 use crate::host::gate::Gate;
-use inspect_protocol::editor::EDITOR_PORT;
 use inspect_protocol::provider::GatePorts;
 use std::sync::Arc;
 
@@ -22,8 +21,8 @@ impl Gates {
         }
     }
 
-    /// The gates the sandbox starts with: one per tunnelled port, numbered in order, and the
-    /// editor's.
+    /// The gates the sandbox starts with: one per tunnelled port, numbered in order, the
+    /// editor's and the desktop's two.
     pub async fn open_all(&self, ports: &[u16]) {
         let gates = GatePorts::of(&self.sandbox_id);
         for (i, port) in ports.iter().enumerate() {
@@ -31,7 +30,9 @@ impl Gates {
                 self.open(*port, gate).await;
             }
         }
-        self.open(EDITOR_PORT, gates.editor()).await;
+        for (port, gate) in gates.services() {
+            self.open(port, gate).await;
+        }
     }
 
     /// A gate on `gate_port` in front of `port`, for the life of the sandbox. A port that

@@ -12,6 +12,7 @@ pub mod browser_mcp;
 pub mod build;
 pub mod changes;
 pub mod claude;
+pub mod desktop;
 pub mod editor;
 pub mod egress;
 pub mod gates;
@@ -221,12 +222,15 @@ pub async fn run() -> Result<()> {
         .context("relaying the confined sandbox's ways out")?;
     let unpacking =
         restore::Restore::from_env()?.map(|r| restore::Unpacking::start(r, cfg.root.clone()));
+    // The desktop starts when a person asks; the agent's browser asks the API for it.
+    let desktop = desktop::Desktop::from_env(&cfg.root, GATE_KEY.get().is_some());
     let api = agent_api::start(
         &link_cfg.control_plane_url,
         &link_cfg.session_id,
         &link_cfg.sandbox_id,
         &link_cfg.token,
         &cfg.root.join("tmp"),
+        desktop.display(),
     )
     .await
     .context("starting the agent API")?;
@@ -515,6 +519,7 @@ pub async fn run() -> Result<()> {
         directory.clone(),
         Some(cfg.root.join("bin")),
     );
+    let desktop = std::sync::Arc::new(tokio::sync::Mutex::new(desktop));
     let mut editor = editor::Editor::from_env(
         directory.clone(),
         &cfg.root,
@@ -597,6 +602,15 @@ pub async fn run() -> Result<()> {
                     if let Err(message) = editor.start() {
                         events.send(SandboxEvent::Warning { scope: "editor".into(), message });
                     }
+                }
+                Some(SandboxCommand::DesktopStart) => {
+                    // The display takes a moment: the loop goes on meanwhile.
+                    let (desktop, events) = (desktop.clone(), events.clone());
+                    tokio::spawn(async move {
+                        if let Err(message) = desktop.lock().await.start().await {
+                            events.send(SandboxEvent::Warning { scope: "desktop".into(), message });
+                        }
+                    });
                 }
                 Some(other) => {
                     events.send(SandboxEvent::Warning { scope: "sandbox".into(), message: format!("command not supported here: {}", serde_json::to_value(&other).ok().and_then(|v| v["type"].as_str().map(str::to_owned)).unwrap_or_default()) });

@@ -30,7 +30,7 @@ struct Shot {
 pub async fn record(req: &ScreenshotRequest, scratch: &std::path::Path) -> Result<Vec<u8>> {
     let (w, h, timeout) = checked(req)?;
     let seconds = req.seconds.context("a recording needs its seconds")?;
-    let (mut child, _dir, profile) = super::browser::start_devtools(scratch, w, h, true)?;
+    let (mut child, _dir, profile) = super::browser::start_devtools(scratch, w, h, None)?;
     let shots = tokio::time::timeout(
         Duration::from_secs(timeout + u64::from(seconds) + 10),
         screencast(&profile, req.url.trim(), w, h, timeout, seconds),
