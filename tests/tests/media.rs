@@ -7,7 +7,7 @@
 #![allow(clippy::unwrap_used)] // a test fails loudly by design
 
 use inspect_tests::agent::AgentStack;
-use inspect_tests::client::{create_session, send, WsClient};
+use inspect_tests::client::{create_session, send, send_as, WsClient};
 use inspect_tests::fakes::model::Reply;
 use inspect_tests::repo::source_repo;
 use reqwest::Method;
@@ -465,4 +465,185 @@ async fn the_agent_drives_its_browser_through_the_app_it_started() {
         "{} bytes",
         png.len()
     );
+}
+
+/// A browser's page load of `url` as `who` (local mode names the person), not followed.
+async fn navigate_as(who: &str, url: &str) -> reqwest::Response {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+        .get(url)
+        .header("X-OpenInspect-Actor", who)
+        .header("Accept", "text/html")
+        .header("Sec-Fetch-Mode", "navigate")
+        .send()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn people_watch_the_agents_browser_on_the_desktop() {
+    let port = inspect_tests::stack::free_port().unwrap();
+    // A page that keeps changing for 25 s, then says so.
+    let page = r#"<!doctype html><title>Live</title><h1 id="n">0</h1><script>let i = 0; const t = setInterval(() => { i++; document.getElementById('n').textContent = i; document.body.style.background = 'hsl(' + (i * 37 % 360) + ',70%,55%)'; }, 150); setTimeout(() => { clearInterval(t); document.body.append('Finished'); }, 25000);</script>"#;
+    let serve = format!(
+        "mkdir -p live && cat > live/index.html <<'HTML'\n{page}\nHTML\ncd live && (nohup python3 -m http.server {port} --bind 127.0.0.1 >/dev/null 2>&1 &) && sleep 1 && echo serving"
+    );
+    let agent = AgentStack::start_in_image(vec![
+        Reply::text("Ready."),
+        Reply::tool(
+            "bash",
+            json!({"command": serve, "description": "start the app"}),
+        ),
+        Reply::tool(
+            "browser_open",
+            json!({"url": format!("http://127.0.0.1:{port}/")}),
+        ),
+        Reply::tool(
+            "browser_wait_for",
+            json!({"text": "Finished", "timeout_secs": 45}),
+        ),
+        Reply::text("Watched it run."),
+    ])
+    .await
+    .unwrap();
+    let demo = source_repo();
+    agent.register_repo("demo", demo.path()).await.unwrap();
+    let base = &agent.stack.base_url;
+    let id = create_session(
+        base,
+        "ann",
+        json!({"repositories": [{"owner": "local", "name": "demo"}]}),
+    )
+    .await
+    .unwrap();
+    let desktop = agent.stack.url(&format!("/sessions/{id}/desktop"));
+    let early = send_as("ann", Method::POST, &desktop, None).await.unwrap();
+    assert_eq!(early.status, 409, "no sandbox yet: {}", early.body);
+    let (mut ws, _) = WsClient::join(base, &agent.stack.ws_url(""), &id, "ann")
+        .await
+        .unwrap();
+    ws.send(json!({"type": "prompt", "content": "get ready"}))
+        .await
+        .unwrap();
+    let logs = || agent.host.sandbox_logs();
+    loop {
+        let m = ws
+            .recv_within(120)
+            .await
+            .unwrap_or_else(|e| panic!("{e}\n{}", logs()));
+        if m["type"] == "sandbox_event" && m["event"]["type"] == "execution_complete" {
+            break;
+        }
+    }
+    // Bad asks, in words.
+    for bad in [json!({"control": "yes"}), json!({"view": true})] {
+        let r = send_as("ann", Method::POST, &desktop, Some(bad.clone()))
+            .await
+            .unwrap();
+        assert_eq!(r.status, 400, "{bad}: {}", r.body);
+    }
+    // Links: the person's own, once; control is a link of its own, to another server.
+    let control = send_as("ann", Method::POST, &desktop, Some(json!({"control": true})))
+        .await
+        .unwrap();
+    assert_eq!(control.status, 200, "{}", control.body);
+    assert_eq!(control.body["control"], true);
+    let control_url = control.body["url"].as_str().unwrap().to_owned();
+    assert!(
+        control_url.starts_with(&format!("{base}/sessions/{id}/desktop/open?token=")),
+        "{control_url}"
+    );
+    assert_eq!(navigate_as("bob", &control_url).await.status(), 403);
+    let editor_door = control_url.replace("/desktop/open", "/editor/open");
+    assert_eq!(
+        navigate_as("ann", &editor_door).await.status(),
+        404,
+        "a desktop link is not the editor's"
+    );
+    let opened = navigate_as("ann", &control_url).await;
+    assert_eq!(opened.status(), 302);
+    let control_gate = opened.headers()["location"].to_str().unwrap().to_owned();
+    assert!(
+        control_gate.contains("/vnc.html?") && control_gate.contains("view_only=0"),
+        "{control_gate}"
+    );
+    assert!(control_gate.contains("inspect_port_token="), "{control_gate}");
+    assert_eq!(
+        navigate_as("ann", &control_url).await.status(),
+        404,
+        "a link opens once"
+    );
+    let watch = send_as("ann", Method::POST, &desktop, None).await.unwrap();
+    assert_eq!(watch.status, 200, "{}", watch.body);
+    assert_eq!(watch.body["control"], false);
+    // The gate lets nothing through without the link or its cookie.
+    let plain = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let control_base = control_gate.split("/vnc.html").next().unwrap().to_owned();
+    assert_eq!(
+        plain
+            .get(format!("{control_base}/vnc.html"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        401
+    );
+
+    // In the browser: the view-only desktop, and the agent's browser appearing on it.
+    let out = inspect_tests::browser::artifacts("desktop");
+    let (b, o, i, link) = (
+        base.clone(),
+        out.clone(),
+        id.clone(),
+        watch.body["url"].as_str().unwrap().to_owned(),
+    );
+    let script = tokio::task::spawn_blocking(move || {
+        inspect_tests::browser::run_script(
+            "desktop.mjs",
+            &b,
+            &o,
+            &[
+                ("SESSION_ID", i),
+                ("DESKTOP_LINK", link),
+                ("PERSON", "ann".into()),
+            ],
+        )
+    })
+    .await;
+    let said = match script {
+        Ok(text) => text,
+        Err(e) => panic!("the browser script failed: {e}\n{}", logs()),
+    };
+    println!("{said}");
+    assert!(said.contains("[desktop] ok"), "{said}");
+    let mut seen = Vec::new();
+    loop {
+        let m = ws
+            .recv_within(120)
+            .await
+            .unwrap_or_else(|e| panic!("{e}\n{}", logs()));
+        let done = m["type"] == "sandbox_event" && m["event"]["type"] == "execution_complete";
+        seen.push(m);
+        if done {
+            break;
+        }
+    }
+    let waited = seen
+        .iter()
+        .map(|m| &m["event"])
+        .find(|e| e["type"] == "tool_call" && e["tool"] == "browser_wait_for" && e["status"] == "completed")
+        .unwrap_or_else(|| panic!("the agent did not see its page finish: {seen:#?}\n{}", logs()));
+    assert!(waited.to_string().contains("Finished"), "{waited}");
+    let said = inspect_tests::client::events_until(base, &id, "desktop", "desktop", 10)
+        .await
+        .unwrap();
+    assert_eq!(said.len(), 2, "{said:?}");
+    assert_eq!(said[0]["by"], "ann");
+    assert_eq!(said[0]["control"], true);
+    assert_eq!(said[1]["control"], false);
 }

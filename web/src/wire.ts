@@ -854,7 +854,11 @@ vendorId?: string | null,
 /**
  * Where the sandbox's editor is reached, when the provider exposes one.
  */
-editor?: EditorEndpoint | null, };
+editor?: EditorEndpoint | null, 
+/**
+ * Where the sandbox's desktop is reached, when the provider exposes one.
+ */
+desktop?: DesktopEndpoints | null, };
 
 export type SandboxList = { sandboxes: Array<SandboxInfo>, };
 
@@ -915,7 +919,7 @@ export type SandboxCommand = { "type": "setup_secrets", env: Record<string, stri
  * Files sent with the prompt; kept ones (`attachmentId`) are fetched from
  * `GET /sessions/:id/attachments/:attachmentId` with the sandbox's token.
  */
-attachments?: Array<Attachment>, } | { "type": "stop", messageId?: string | null, } | { "type": "snapshot" } | { "type": "shutdown" } | { "type": "push", pushSpec: PushSpec, } | { "type": "ack", ackId: string, } | { "type": "acks", ackIds: Array<string>, } | { "type": "error", code: string, message: string, } | { "type": "terminal_open", terminalId: string, cols: number, rows: number, } | { "type": "terminal_input", terminalId: string, data: string, } | { "type": "terminal_resize", terminalId: string, cols: number, rows: number, } | { "type": "terminal_replay", terminalId: string, client: string, } | { "type": "terminal_close", terminalId: string, } | { "type": "editor_start" } | { "type": "open_gate", port: number, gatePort: number, };
+attachments?: Array<Attachment>, } | { "type": "stop", messageId?: string | null, } | { "type": "snapshot" } | { "type": "shutdown" } | { "type": "push", pushSpec: PushSpec, } | { "type": "ack", ackId: string, } | { "type": "acks", ackIds: Array<string>, } | { "type": "error", code: string, message: string, } | { "type": "terminal_open", terminalId: string, cols: number, rows: number, } | { "type": "terminal_input", terminalId: string, data: string, } | { "type": "terminal_resize", terminalId: string, cols: number, rows: number, } | { "type": "terminal_replay", terminalId: string, client: string, } | { "type": "terminal_close", terminalId: string, } | { "type": "editor_start" } | { "type": "desktop_start" } | { "type": "open_gate", port: number, gatePort: number, };
 
 export type StepStatus = "started" | "succeeded" | "failed" | "skipped";
 
@@ -1076,6 +1080,16 @@ export type EditorLink = { url: string,
 expiresAt: number, };
 
 export type EditorEndpoint = { port: number, url: string, };
+
+export type DesktopRequest = { control?: boolean, };
+
+export type DesktopLink = { url: string, 
+/**
+ * Unix seconds.
+ */
+expiresAt: number, control: boolean, };
+
+export type DesktopEndpoints = { view: EditorEndpoint, control: EditorEndpoint, };
 
 export type PortLink = { port: number, url: string, gated: boolean, expiresAt?: number | null, };
 

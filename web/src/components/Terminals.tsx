@@ -6,7 +6,7 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import { del, errorText, post } from "../api";
 import type { LiveSession, LiveState } from "../live";
-import type { EditorLink, PortLink, TerminalInfo } from "../wire";
+import type { DesktopLink, EditorLink, PortLink, TerminalInfo } from "../wire";
 import { ErrorNote } from "./bits";
 
 /** Bytes per input message (the session takes at most 64 KiB). */
@@ -163,11 +163,11 @@ export function TerminalsPanel({ sessionId, live, state }: { sessionId: string; 
       setError(errorText(e));
     }
   };
-  // The editor's link is the person's own and opens once: asked for on each click, in a
-  // window opened at once so no pop-up blocker stops it.
-  const editor = () => {
+  // A link of the person's own (the editor's, the desktop's, a port's) opens once: asked
+  // for on each click, in a window opened at once so no pop-up blocker stops it.
+  const openLink = (path: string, body?: unknown) => {
     const w = window.open("", "_blank");
-    post<EditorLink>(`/sessions/${sessionId}/editor`)
+    post<EditorLink | DesktopLink | PortLink>(`/sessions/${sessionId}/${path}`, body)
       .then((link) => {
         if (w) w.location.href = link.url;
         else location.href = link.url;
@@ -188,17 +188,7 @@ export function TerminalsPanel({ sessionId, live, state }: { sessionId: string; 
       setError(`${port || "nothing"} is not a port (1 to 65535)`);
       return;
     }
-    const w = window.open("", "_blank");
-    post<PortLink>(`/sessions/${sessionId}/ports`, { port: n })
-      .then((link) => {
-        if (w) w.location.href = link.url;
-        else location.href = link.url;
-        setError("");
-      })
-      .catch((err) => {
-        w?.close();
-        setError(errorText(err));
-      });
+    openLink("ports", { port: n });
   };
   const close = async (id: string) => {
     try {
@@ -215,8 +205,26 @@ export function TerminalsPanel({ sessionId, live, state }: { sessionId: string; 
         <button type="button" onClick={() => void start()} disabled={!running} data-testid="open-terminal">
           Open a terminal
         </button>{" "}
-        <button type="button" onClick={editor} disabled={!running} data-testid="open-editor">
+        <button type="button" onClick={() => openLink("editor")} disabled={!running} data-testid="open-editor">
           Open in VS Code
+        </button>{" "}
+        <button
+          type="button"
+          onClick={() => openLink("desktop", {})}
+          disabled={!running}
+          data-testid="open-desktop"
+          title="Watch the sandbox's desktop, where the agent's browser runs"
+        >
+          Desktop
+        </button>{" "}
+        <button
+          type="button"
+          onClick={() => openLink("desktop", { control: true })}
+          disabled={!running}
+          data-testid="control-desktop"
+          title="Open the desktop with your mouse and keys reaching it"
+        >
+          Take control
         </button>
         <form class="port-form" onSubmit={openPort}>
           <label>

@@ -247,6 +247,12 @@ const Row = memo(({ e, turn }: { e: TimelineEvent; turn?: TurnUse }) => {
           {str(e.by)} opened the editor
         </div>
       );
+    case "desktop":
+      return (
+        <div class="row-note muted small" data-testid="desktop-note">
+          {str(e.by)} {e.control ? "took control of the desktop" : "opened the desktop"}
+        </div>
+      );
     default:
       return <div class="row-note muted small">{e.type}</div>;
   }
