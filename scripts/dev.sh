@@ -26,6 +26,7 @@ STATE_DIR="$(cd "$STATE_DIR" && pwd)"
 ensure_toolchain
 # VS Code for the sandboxes (the host offers it when it is there).
 ensure_code_server || log "code-server could not be installed; sessions will have no editor"
+ensure_desktop || true
 ensure_claude_code || log "Claude Code could not be installed; sessions can run OpenCode only"
 # The test command builds everything once and runs this script with what it built.
 if [ "${INSPECT_WORKER_PREBUILT:-}" != 1 ]; then

@@ -111,6 +111,26 @@ ensure_chromium() {
   fi
 }
 
+# The desktop people watch, for the local host's sandboxes that run on this machine's own
+# files (the image has it): Debian's display server, window manager, VNC server, noVNC and
+# websockify (the list providers/image/packages gives the image).
+ensure_desktop() {
+  local want=(xvfb openbox x11vnc novnc websockify)
+  if [ -x /usr/bin/Xvfb ] && [ -x /usr/bin/x11vnc ] && [ -x /usr/bin/websockify ] && [ -f /usr/share/novnc/vnc.html ]; then
+    return 0
+  fi
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    log "installing the desktop's programs (Debian's ${want[*]})"
+    if ! apt-get install -y -qq --no-install-recommends "${want[@]}" >/dev/null 2>&1; then
+      apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq --no-install-recommends "${want[@]}" >/dev/null 2>&1 || true
+    fi
+  fi
+  [ -x /usr/bin/Xvfb ] && [ -x /usr/bin/x11vnc ] && [ -x /usr/bin/websockify ] && [ -f /usr/share/novnc/vnc.html ] || {
+    log "the desktop needs Debian's ${want[*]}: sessions here will have no desktop"
+    return 1
+  }
+}
+
 # code-server (VS Code in the browser) for the local host's sandboxes, pinned, from the npm
 # registry, into .toolchain/. Its install builds native modules (node-gyp against the
 # project's Node 22; Debian's gcc, make, python3 and libkrb5-dev) and would download

@@ -545,9 +545,14 @@ async fn people_watch_the_agents_browser_on_the_desktop() {
         assert_eq!(r.status, 400, "{bad}: {}", r.body);
     }
     // Links: the person's own, once; control is a link of its own, to another server.
-    let control = send_as("ann", Method::POST, &desktop, Some(json!({"control": true})))
-        .await
-        .unwrap();
+    let control = send_as(
+        "ann",
+        Method::POST,
+        &desktop,
+        Some(json!({"control": true})),
+    )
+    .await
+    .unwrap();
     assert_eq!(control.status, 200, "{}", control.body);
     assert_eq!(control.body["control"], true);
     let control_url = control.body["url"].as_str().unwrap().to_owned();
@@ -569,7 +574,10 @@ async fn people_watch_the_agents_browser_on_the_desktop() {
         control_gate.contains("/vnc.html?") && control_gate.contains("view_only=0"),
         "{control_gate}"
     );
-    assert!(control_gate.contains("inspect_port_token="), "{control_gate}");
+    assert!(
+        control_gate.contains("inspect_port_token="),
+        "{control_gate}"
+    );
     assert_eq!(
         navigate_as("ann", &control_url).await.status(),
         404,
@@ -636,8 +644,17 @@ async fn people_watch_the_agents_browser_on_the_desktop() {
     let waited = seen
         .iter()
         .map(|m| &m["event"])
-        .find(|e| e["type"] == "tool_call" && e["tool"] == "browser_wait_for" && e["status"] == "completed")
-        .unwrap_or_else(|| panic!("the agent did not see its page finish: {seen:#?}\n{}", logs()));
+        .find(|e| {
+            e["type"] == "tool_call"
+                && e["tool"] == "browser_wait_for"
+                && e["status"] == "completed"
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "the agent did not see its page finish: {seen:#?}\n{}",
+                logs()
+            )
+        });
     assert!(waited.to_string().contains("Finished"), "{waited}");
     let said = inspect_tests::client::events_until(base, &id, "desktop", "desktop", 10)
         .await

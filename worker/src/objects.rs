@@ -186,16 +186,7 @@ pub(crate) async fn open_service(
     req: Request,
     actor: &Actor,
 ) -> ApiResult<Response> {
-    let resp = forward(
-        env,
-        id,
-        action,
-        req,
-        Some(actor),
-        Vec::new(),
-        false,
-    )
-    .await?;
+    let resp = forward(env, id, action, req, Some(actor), Vec::new(), false).await?;
     let text = object_answer(resp, 200).await?;
     let link: inspect_protocol::session::PortLink = parse(&text)?;
     let headers = Headers::new();

@@ -604,7 +604,7 @@ impl std::fmt::Display for ProviderError {
 #[serde(tag = "outcome", content = "sandbox", rename_all = "snake_case")]
 pub enum Resumed {
     /// The stopped sandbox's workspace runs again, as the request's sandbox.
-    Started(SandboxInfo),
+    Started(Box<SandboxInfo>),
     /// Nothing is left to resume (deleted, expired): spawn a fresh one.
     Gone,
 }
@@ -696,7 +696,10 @@ mod tests {
         let (a, b, e) = (gates.app(0).unwrap(), gates.app(1).unwrap(), gates.editor());
         let (v, c) = (gates.desktop(false), gates.desktop(true));
         assert!((40_000..=63_799).contains(&a) && b == a + 1 && e == a + 11);
-        assert!(v == a + 12 && c == a + 13, "the desktop's two gates end the block");
+        assert!(
+            v == a + 12 && c == a + 13,
+            "the desktop's two gates end the block"
+        );
         assert_eq!(gates.app(10), None, "at most 10 ports");
         assert_ne!(GatePorts::of("sb_2"), gates);
         assert_eq!(req.vendor_ports(), vec![a, b, e, v, c]);

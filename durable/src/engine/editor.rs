@@ -31,7 +31,9 @@ pub struct EditorGrant {
 pub enum Service {
     Editor,
     /// The desktop: to watch it, or with control of its mouse and keys.
-    Desktop { control: bool },
+    Desktop {
+        control: bool,
+    },
 }
 
 impl Service {
@@ -268,7 +270,9 @@ impl<S: Store> Session<'_, S> {
         if expires_at <= now_ms / 1000 {
             return Err(ApiError::new(
                 inspect_protocol::ErrorCode::Gone,
-                format!("this {what} link has expired; open the {what} again from the session page"),
+                format!(
+                    "this {what} link has expired; open the {what} again from the session page"
+                ),
             ));
         }
         Ok((self.live_service(service)?, service))

@@ -2619,7 +2619,11 @@ mod terminals {
                 .code,
             ErrorCode::NotFound
         );
-        assert_eq!(s.open_editor_link(&editor_link.token, "u-ann", now).unwrap(), editor);
+        assert_eq!(
+            s.open_editor_link(&editor_link.token, "u-ann", now)
+                .unwrap(),
+            editor
+        );
         // Someone else is refused; the person gets the view-only server, once.
         assert_eq!(
             s.open_service_link(&seen.token, true, "u-bob", now)
@@ -2628,7 +2632,8 @@ mod terminals {
             ErrorCode::Forbidden
         );
         assert_eq!(
-            s.open_service_link(&seen.token, true, "u-ann", now).unwrap(),
+            s.open_service_link(&seen.token, true, "u-ann", now)
+                .unwrap(),
             (desktop.view.clone(), watch)
         );
         assert_eq!(
@@ -2641,11 +2646,15 @@ mod terminals {
         // Control is its own link, to the other server.
         let (driven, _) = s.service_link(control, &ann, now).unwrap();
         assert_eq!(
-            s.open_service_link(&driven.token, true, "u-ann", now).unwrap(),
+            s.open_service_link(&driven.token, true, "u-ann", now)
+                .unwrap(),
             (desktop.control.clone(), control)
         );
         let said: Vec<(String, serde_json::Value)> = st
-            .query("SELECT kind, data FROM events WHERE kind = 'desktop' ORDER BY seq", &[])
+            .query(
+                "SELECT kind, data FROM events WHERE kind = 'desktop' ORDER BY seq",
+                &[],
+            )
             .unwrap()
             .into_iter()
             .map(|r| {

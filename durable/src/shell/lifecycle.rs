@@ -369,7 +369,7 @@ impl SessionDO {
                     let mut made = match &resume {
                         Some(previous) => {
                             match provider.resume(&self.sandbox_at(previous), &req).await {
-                                Ok(Resumed::Started(info)) => Ok(info),
+                                Ok(Resumed::Started(info)) => Ok(*info),
                                 // Nothing left to resume: a fresh sandbox, and the timeline says so.
                                 Ok(Resumed::Gone) => {
                                     // Resume, else restore, else fresh: the newest snapshot of

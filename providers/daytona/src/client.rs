@@ -236,7 +236,7 @@ impl SandboxProvider for DaytonaProvider {
             }
         }
         let urls = self.preview_urls(&id, &req.vendor_ports()).await?;
-        Ok(Resumed::Started(self.info(req, &id, urls)))
+        Ok(Resumed::Started(Box::new(self.info(req, &id, urls))))
     }
 
     async fn snapshot(&self, _sandbox: &SandboxRef) -> Result<SnapshotInfo, ProviderError> {

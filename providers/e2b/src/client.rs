@@ -320,7 +320,7 @@ impl SandboxProvider for E2bProvider {
         }
         self.started(&connected, req, true)
             .await
-            .map(Resumed::Started)
+            .map(|info| Resumed::Started(Box::new(info)))
     }
 
     /// A running turn keeps its sandbox: a whole lifetime from now (within the plan).

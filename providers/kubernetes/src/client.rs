@@ -260,7 +260,9 @@ impl SandboxProvider for KubernetesProvider {
         let Some(claim) = kube::newest_name(&list) else {
             return Ok(Resumed::Gone);
         };
-        self.start(req, &claim).await.map(Resumed::Started)
+        self.start(req, &claim)
+            .await
+            .map(|info| Resumed::Started(Box::new(info)))
     }
 
     async fn snapshot(&self, _sandbox: &SandboxRef) -> Result<SnapshotInfo, ProviderError> {

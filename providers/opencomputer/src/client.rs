@@ -336,7 +336,9 @@ impl SandboxProvider for OpenComputerProvider {
         if oc::id_of(&s).is_none() {
             s["sandboxID"] = json!(id);
         }
-        self.started(&s, req, false).await.map(Resumed::Started)
+        self.started(&s, req, false)
+            .await
+            .map(|info| Resumed::Started(Box::new(info)))
     }
 
     /// A running turn keeps its sandbox: OpenComputer's timeout is an idle one, and a

@@ -407,7 +407,7 @@ async fn create_sandbox(State(state): State<Arc<HostState>>, body: axum::body::B
 }
 
 enum Spawned {
-    Started(SandboxInfo),
+    Started(Box<SandboxInfo>),
     /// No room: `running` of at most `cap` sandboxes run.
     Full {
         running: usize,
@@ -418,7 +418,7 @@ enum Spawned {
 async fn spawn(state: &HostState, req: &SpawnRequest) -> anyhow::Result<Spawned> {
     let mut map = state.sandboxes.lock().await;
     if let Some(existing) = map.get_mut(&req.sandbox_id) {
-        return Ok(Spawned::Started(info(&req.sandbox_id, existing)));
+        return Ok(Spawned::Started(Box::new(info(&req.sandbox_id, existing))));
     }
     if let Some(cap) = state.max_sandboxes {
         let running = map
@@ -516,7 +516,7 @@ async fn spawn(state: &HostState, req: &SpawnRequest) -> anyhow::Result<Spawned>
     };
     let out = info(&req.sandbox_id, &mut sandbox);
     map.insert(req.sandbox_id.clone(), sandbox);
-    Ok(Spawned::Started(out))
+    Ok(Spawned::Started(Box::new(out)))
 }
 
 /// The supervisor as a sandbox runs it (`run`, or `build` for an image): confined where

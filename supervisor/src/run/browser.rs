@@ -387,7 +387,11 @@ pub fn start_devtools(
         None => cmd.env_remove("DISPLAY"),
     };
     let child = cmd
-        .args(QUIET.iter().filter(|a| display.is_none() || **a != "--headless"))
+        .args(
+            QUIET
+                .iter()
+                .filter(|a| display.is_none() || **a != "--headless"),
+        )
         .arg("--remote-debugging-port=0")
         .arg("--remote-allow-origins=*")
         .arg(format!("--user-data-dir={}", profile.display()))

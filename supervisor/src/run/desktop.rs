@@ -158,7 +158,14 @@ impl Desktop {
             let display = format!(":{n}");
             let mut server = self.spawn(
                 "Xvfb",
-                &[display.as_str(), "-screen", "0", screen.as_str(), "-nolisten", "tcp"],
+                &[
+                    display.as_str(),
+                    "-screen",
+                    "0",
+                    screen.as_str(),
+                    "-nolisten",
+                    "tcp",
+                ],
                 "",
                 "xvfb",
             )?;
@@ -192,7 +199,13 @@ impl Desktop {
 
     /// One of the desktop's programs, on `display`, its output in its own log, without the
     /// sandbox's token.
-    fn spawn(&self, program: &str, args: &[&str], display: &str, log: &str) -> Result<Child, String> {
+    fn spawn(
+        &self,
+        program: &str,
+        args: &[&str],
+        display: &str,
+        log: &str,
+    ) -> Result<Child, String> {
         let out = std::fs::File::create(self.logs.join(format!("{log}.log")))
             .map_err(|e| format!("making the desktop's log: {e}"))?;
         let err = out
@@ -209,8 +222,7 @@ impl Desktop {
             true => cmd.env_remove("DISPLAY"),
             false => cmd.env("DISPLAY", display),
         };
-        cmd.spawn()
-            .map_err(|e| format!("starting {program}: {e}"))
+        cmd.spawn().map_err(|e| format!("starting {program}: {e}"))
     }
 }
 

@@ -73,6 +73,8 @@ pub const QUIET: &[&str] = &[
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
+    // No bar about the flags above on a window people watch (the desktop's).
+    "--test-type",
 ];
 
 /// Photographs the page into a PNG; its bytes.
