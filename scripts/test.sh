@@ -8,6 +8,7 @@ ensure_nextest
 ensure_bwrap
 ensure_chromium
 ensure_code_server
+ensure_desktop || true
 ensure_claude_code
 
 log "cargo fmt --check"

@@ -1028,8 +1028,8 @@ async fn kubernetes_ports_get_an_ingress_and_their_urls_reach_the_sandbox() {
     assert_eq!(service["spec"]["ports"][0]["port"], gate);
     assert_eq!(
         service["spec"]["ports"].as_array().unwrap().len(),
-        2,
-        "the port's gate and the editor's"
+        4,
+        "the port's gate, the editor's and the desktop's two"
     );
     // Without the sandbox's credentials nobody else reads them that way.
     let forged = reqwest::Client::new()
@@ -1895,6 +1895,56 @@ async fn a_cloud_sandbox_s_ports_and_editor_are_behind_its_own_gates() {
             .await
             .unwrap();
         assert_eq!(first.status(), 302, "code-server: {}", w.logs());
+    }
+
+    // The desktop with control, through its own gate (the view-only one has another).
+    let desktop = inspect_tests::client::send_as(
+        "ann",
+        reqwest::Method::POST,
+        &w.agent.stack.url(&format!("/sessions/{id}/desktop")),
+        Some(json!({"control": true})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(desktop.status, 200, "{}", desktop.body);
+    let open = plain
+        .get(desktop.body["url"].as_str().unwrap())
+        .header("X-OpenInspect-Actor", "ann")
+        .header("Sec-Fetch-Mode", "navigate")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(open.status(), 302);
+    let gate_link = open.headers()["location"].to_str().unwrap().to_owned();
+    let (gate, page) = gate_link.split_once("/vnc.html?").unwrap();
+    assert!(page.contains("view_only=0"), "{gate_link}");
+    assert_ne!(gate, url, "the desktop has a gate of its own");
+    assert_eq!(plain.get(gate).send().await.unwrap().status(), 401);
+    let swapped = plain.get(&gate_link).send().await.unwrap();
+    assert_eq!(swapped.status(), 302);
+    let to = swapped.headers()["location"].to_str().unwrap().to_owned();
+    assert!(
+        to.starts_with("/vnc.html?") && !to.contains("inspect_port_token"),
+        "the gate keeps noVNC's page and drops its token: {to}"
+    );
+    let cookie = swapped.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    // noVNC's page, served by websockify behind the gate, where the machine has it (the
+    // test command installs it; the sandbox here runs on the machine's own files).
+    if std::path::Path::new("/usr/share/novnc/vnc.html").exists() {
+        let served = plain
+            .get(format!("{gate}{to}"))
+            .header("Cookie", &cookie)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(served.status(), 200, "{}", w.logs());
+        assert!(served.text().await.unwrap().contains("noVNC"));
     }
 }
 

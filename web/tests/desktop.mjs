@@ -1,21 +1,28 @@
-// The desktop people watch, in the browser: a person opens their desktop link (the control
-// plane's, which sends them through the sandbox's gate to noVNC), the canvas connects and
-// shows the empty desktop; then they ask the agent to open its app, and the agent's
+// The desktop people watch, in the browser: a person clicks "Desktop" on the session page;
+// their link (the control plane's, which sends them through the sandbox's gate to noVNC)
+// opens in a new tab, the canvas connects and shows the empty desktop; then they ask the agent to open its app, and the agent's
 // browser appears on the desktop and animates: frames that change, counted in pixels.
 // Run by `tests/tests/media.rs`.
-import { launch, shot, step } from "./browser.mjs";
+import { expectVisible, launch, shot, step } from "./browser.mjs";
 
-const { BASE_URL, SESSION_ID, DESKTOP_LINK, PERSON } = process.env;
+const { BASE_URL, SESSION_ID, PERSON } = process.env;
 const browser = await launch();
 try {
   const context = await browser.newContext({
     viewport: { width: 1300, height: 860 },
     extraHTTPHeaders: { "X-OpenInspect-Actor": PERSON },
   });
-  const page = await context.newPage();
-  page.on("pageerror", (e) => console.log(`[page error] ${e.message}`));
-  step("the person's link leads to noVNC through the gate");
-  await page.goto(DESKTOP_LINK);
+  const session = await context.newPage();
+  session.on("pageerror", (e) => console.log(`[page error] ${e.message}`));
+  step("Desktop, on the session page: the person's link leads to noVNC through the gate");
+  await session.goto(`${BASE_URL}/sessions/${SESSION_ID}`);
+  const button = session.getByRole("region", { name: "Terminals" }).getByTestId("open-desktop");
+  await expectVisible(session, button, "the Desktop button");
+  await session.waitForFunction(() => !document.querySelector('[data-testid="open-desktop"]')?.disabled, null, {
+    timeout: 60_000,
+  });
+  const [page] = await Promise.all([context.waitForEvent("page"), button.click()]);
+  await page.waitForURL(/vnc\.html/, { timeout: 30_000 });
   if (!page.url().includes("vnc.html") || page.url().includes("inspect_port_token")) {
     throw new Error(`the link ended at ${page.url()}`);
   }
@@ -74,6 +81,11 @@ try {
     last = now;
   }
   await shot(page, "desktop-agent");
+  await expectVisible(
+    session,
+    session.getByTestId("desktop-note").filter({ hasText: "opened the desktop" }),
+    "the timeline's desktop note",
+  );
   console.log(`[desktop] ok: changed pixels between frames ${counts.slice(-4).join(", ")} of ${empty.length}`);
 } finally {
   await browser.close();
