@@ -81,4 +81,18 @@ impl AgentStack {
     pub async fn register_repo(&self, name: &str, path: &Path) -> Result<()> {
         crate::client::register_repo(&self.stack.base_url, name, path).await
     }
+
+    /// A new repository registered as `local/demo` and a session on it made by `who`: the
+    /// repository (kept as long as the test needs it) and the session's id.
+    pub async fn demo_session(&self, who: &str) -> Result<(tempfile::TempDir, String)> {
+        let demo = crate::repo::source_repo();
+        self.register_repo("demo", demo.path()).await?;
+        let id = crate::client::create_session(
+            &self.stack.base_url,
+            who,
+            serde_json::json!({"repositories": [{"owner": "local", "name": "demo"}]}),
+        )
+        .await?;
+        Ok((demo, id))
+    }
 }

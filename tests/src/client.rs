@@ -374,3 +374,29 @@ pub async fn automation_runs(stack: &crate::Stack, id: &str) -> Vec<Value> {
         Err(e) => panic!("the runs of {id}: {e}"),
     }
 }
+
+/// A browser's page load of `url` as `who` (local mode names the person), not followed.
+pub async fn navigate_as(who: &str, url: &str) -> reqwest::Response {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("an HTTP client")
+        .get(url)
+        .header("X-OpenInspect-Actor", who)
+        .header("Accept", "text/html")
+        .header("Sec-Fetch-Mode", "navigate")
+        .send()
+        .await
+        .expect("the page load")
+}
+
+/// The cookie a gate set for its link (`name=value`).
+pub fn gate_cookie(swapped: &reqwest::Response) -> String {
+    swapped.headers()["set-cookie"]
+        .to_str()
+        .expect("a cookie")
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .to_owned()
+}

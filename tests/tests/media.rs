@@ -8,9 +8,8 @@
 #![allow(clippy::unwrap_used)] // a test fails loudly by design
 
 use inspect_tests::agent::AgentStack;
-use inspect_tests::client::{create_session, send, send_as, WsClient};
+use inspect_tests::client::{send, send_as, WsClient};
 use inspect_tests::fakes::model::Reply;
-use inspect_tests::repo::source_repo;
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -36,16 +35,8 @@ async fn the_agent_photographs_the_page_it_serves_and_the_people_see_it() {
     )
     .await
     .unwrap();
-    let demo = source_repo();
-    agent.register_repo("demo", demo.path()).await.unwrap();
+    let (_demo, id) = agent.demo_session("ann").await.unwrap();
     let base = &agent.stack.base_url;
-    let id = create_session(
-        base,
-        "ann",
-        json!({"repositories": [{"owner": "local", "name": "demo"}]}),
-    )
-    .await
-    .unwrap();
     let (mut ws, _) = WsClient::join(base, &agent.stack.ws_url(""), &id, "ann")
         .await
         .unwrap();
@@ -203,16 +194,8 @@ async fn the_agent_records_a_moving_page_and_the_people_see_it_move() {
     )
     .await
     .unwrap();
-    let demo = source_repo();
-    agent.register_repo("demo", demo.path()).await.unwrap();
+    let (_demo, id) = agent.demo_session("ann").await.unwrap();
     let base = &agent.stack.base_url;
-    let id = create_session(
-        base,
-        "ann",
-        json!({"repositories": [{"owner": "local", "name": "demo"}]}),
-    )
-    .await
-    .unwrap();
     let (mut ws, _) = WsClient::join(base, &agent.stack.ws_url(""), &id, "ann")
         .await
         .unwrap();
@@ -328,16 +311,8 @@ async fn the_agent_drives_its_browser_through_the_app_it_started() {
     ])
     .await
     .unwrap();
-    let demo = source_repo();
-    agent.register_repo("demo", demo.path()).await.unwrap();
+    let (_demo, id) = agent.demo_session("ann").await.unwrap();
     let base = &agent.stack.base_url;
-    let id = create_session(
-        base,
-        "ann",
-        json!({"repositories": [{"owner": "local", "name": "demo"}]}),
-    )
-    .await
-    .unwrap();
     let (mut ws, _) = WsClient::join(base, &agent.stack.ws_url(""), &id, "ann")
         .await
         .unwrap();
@@ -468,21 +443,6 @@ async fn the_agent_drives_its_browser_through_the_app_it_started() {
     );
 }
 
-/// A browser's page load of `url` as `who` (local mode names the person), not followed.
-async fn navigate_as(who: &str, url: &str) -> reqwest::Response {
-    reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap()
-        .get(url)
-        .header("X-OpenInspect-Actor", who)
-        .header("Accept", "text/html")
-        .header("Sec-Fetch-Mode", "navigate")
-        .send()
-        .await
-        .unwrap()
-}
-
 #[tokio::test]
 async fn people_watch_the_agents_browser_on_the_desktop() {
     let port = inspect_tests::stack::free_port().unwrap();
@@ -509,16 +469,8 @@ async fn people_watch_the_agents_browser_on_the_desktop() {
     ])
     .await
     .unwrap();
-    let demo = source_repo();
-    agent.register_repo("demo", demo.path()).await.unwrap();
+    let (_demo, id) = agent.demo_session("ann").await.unwrap();
     let base = &agent.stack.base_url;
-    let id = create_session(
-        base,
-        "ann",
-        json!({"repositories": [{"owner": "local", "name": "demo"}]}),
-    )
-    .await
-    .unwrap();
     let desktop = agent.stack.url(&format!("/sessions/{id}/desktop"));
     let early = send_as("ann", Method::POST, &desktop, None).await.unwrap();
     assert_eq!(early.status, 409, "no sandbox yet: {}", early.body);
@@ -561,14 +513,21 @@ async fn people_watch_the_agents_browser_on_the_desktop() {
         control_url.starts_with(&format!("{base}/sessions/{id}/desktop/open?token=")),
         "{control_url}"
     );
-    assert_eq!(navigate_as("bob", &control_url).await.status(), 403);
+    assert_eq!(
+        inspect_tests::client::navigate_as("bob", &control_url)
+            .await
+            .status(),
+        403
+    );
     let editor_door = control_url.replace("/desktop/open", "/editor/open");
     assert_eq!(
-        navigate_as("ann", &editor_door).await.status(),
+        inspect_tests::client::navigate_as("ann", &editor_door)
+            .await
+            .status(),
         404,
         "a desktop link is not the editor's"
     );
-    let opened = navigate_as("ann", &control_url).await;
+    let opened = inspect_tests::client::navigate_as("ann", &control_url).await;
     assert_eq!(opened.status(), 302);
     let control_gate = opened.headers()["location"].to_str().unwrap().to_owned();
     assert!(
@@ -580,7 +539,9 @@ async fn people_watch_the_agents_browser_on_the_desktop() {
         "{control_gate}"
     );
     assert_eq!(
-        navigate_as("ann", &control_url).await.status(),
+        inspect_tests::client::navigate_as("ann", &control_url)
+            .await
+            .status(),
         404,
         "a link opens once"
     );

@@ -1826,13 +1826,7 @@ async fn a_cloud_sandbox_s_ports_and_editor_are_behind_its_own_gates() {
         .await
         .unwrap();
     assert_eq!(swapped.status(), 302);
-    let cookie = swapped.headers()["set-cookie"]
-        .to_str()
-        .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_owned();
+    let cookie = inspect_tests::client::gate_cookie(&swapped);
     let listing = plain
         .get(format!("{url}/"))
         .header("Cookie", &cookie)
@@ -1867,13 +1861,8 @@ async fn a_cloud_sandbox_s_ports_and_editor_are_behind_its_own_gates() {
         .await
         .unwrap();
         assert_eq!(editor.status, 200, "{}", editor.body);
-        let open = plain
-            .get(editor.body["url"].as_str().unwrap())
-            .header("X-OpenInspect-Actor", "ann")
-            .header("Sec-Fetch-Mode", "navigate")
-            .send()
-            .await
-            .unwrap();
+        let open =
+            inspect_tests::client::navigate_as("ann", editor.body["url"].as_str().unwrap()).await;
         assert_eq!(open.status(), 302);
         let gate_link = open.headers()["location"].to_str().unwrap().to_owned();
         let gate = gate_link.split("/?").next().unwrap().to_owned();
@@ -1881,13 +1870,7 @@ async fn a_cloud_sandbox_s_ports_and_editor_are_behind_its_own_gates() {
         assert_eq!(plain.get(&gate).send().await.unwrap().status(), 401);
         let swapped = plain.get(&gate_link).send().await.unwrap();
         assert_eq!(swapped.status(), 302);
-        let cookie = swapped.headers()["set-cookie"]
-            .to_str()
-            .unwrap()
-            .split(';')
-            .next()
-            .unwrap()
-            .to_owned();
+        let cookie = inspect_tests::client::gate_cookie(&swapped);
         let first = plain
             .get(format!("{gate}/"))
             .header("Cookie", &cookie)
@@ -1907,13 +1890,8 @@ async fn a_cloud_sandbox_s_ports_and_editor_are_behind_its_own_gates() {
     .await
     .unwrap();
     assert_eq!(desktop.status, 200, "{}", desktop.body);
-    let open = plain
-        .get(desktop.body["url"].as_str().unwrap())
-        .header("X-OpenInspect-Actor", "ann")
-        .header("Sec-Fetch-Mode", "navigate")
-        .send()
-        .await
-        .unwrap();
+    let open =
+        inspect_tests::client::navigate_as("ann", desktop.body["url"].as_str().unwrap()).await;
     assert_eq!(open.status(), 302);
     let gate_link = open.headers()["location"].to_str().unwrap().to_owned();
     let (gate, page) = gate_link.split_once("/vnc.html?").unwrap();
@@ -1927,13 +1905,7 @@ async fn a_cloud_sandbox_s_ports_and_editor_are_behind_its_own_gates() {
         to.starts_with("/vnc.html?") && !to.contains("inspect_port_token"),
         "the gate keeps noVNC's page and drops its token: {to}"
     );
-    let cookie = swapped.headers()["set-cookie"]
-        .to_str()
-        .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_owned();
+    let cookie = inspect_tests::client::gate_cookie(&swapped);
     // noVNC's page, served by websockify behind the gate, where the machine has it (the
     // test command installs it; the sandbox here runs on the machine's own files).
     if std::path::Path::new("/usr/share/novnc/vnc.html").exists() {

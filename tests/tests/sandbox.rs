@@ -449,13 +449,7 @@ async fn tunnel_ports_reach_the_sandbox_and_the_clients() {
         .await
         .unwrap();
     assert_eq!(swapped.status(), 302);
-    let cookie = swapped.headers()["set-cookie"]
-        .to_str()
-        .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_owned();
+    let cookie = inspect_tests::client::gate_cookie(&swapped);
     assert_eq!(swapped.headers()["location"], "/");
     let mut body = String::new();
     for _ in 0..50 {
@@ -2140,13 +2134,7 @@ async fn an_environment_that_lets_out_one_host_refuses_the_rest_and_says_so() {
         .await
         .unwrap();
     assert_eq!(swapped.status(), 302);
-    let cookie = swapped.headers()["set-cookie"]
-        .to_str()
-        .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_owned();
+    let cookie = inspect_tests::client::gate_cookie(&swapped);
     let gate = link.body["url"]
         .as_str()
         .unwrap()

@@ -278,21 +278,6 @@ async fn a_person_opens_a_terminal_types_and_everyone_in_the_session_can_see_it(
     assert_eq!(stranger.status, 404, "{}", stranger.body);
 }
 
-/// A browser's page load of `url` as `who` (local mode names the person), not followed.
-async fn navigate_as(who: &str, url: &str) -> reqwest::Response {
-    reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap()
-        .get(url)
-        .header("X-OpenInspect-Actor", who)
-        .header("Accept", "text/html")
-        .header("Sec-Fetch-Mode", "navigate")
-        .send()
-        .await
-        .unwrap()
-}
-
 #[tokio::test]
 async fn the_editor_and_ports_open_for_the_session_s_people_and_end_with_the_sandbox() {
     assert!(
@@ -302,16 +287,8 @@ async fn the_editor_and_ports_open_for_the_session_s_people_and_end_with_the_san
     let agent = AgentStack::start_in_image(vec![Reply::text("Ready.")])
         .await
         .unwrap();
-    let demo = source_repo();
-    agent.register_repo("demo", demo.path()).await.unwrap();
+    let (_demo, id) = agent.demo_session("ann").await.unwrap();
     let base = &agent.stack.base_url;
-    let id = create_session(
-        base,
-        "ann",
-        json!({"repositories": [{"owner": "local", "name": "demo"}]}),
-    )
-    .await
-    .unwrap();
     let editor = agent.stack.url(&format!("/sessions/{id}/editor"));
     let early = send_as("ann", Method::POST, &editor, None).await.unwrap();
     assert_eq!(early.status, 409, "no sandbox yet: {}", early.body);
@@ -338,19 +315,26 @@ async fn the_editor_and_ports_open_for_the_session_s_people_and_end_with_the_san
     assert!(link.body["expiresAt"].as_i64().unwrap() > 0);
 
     // Someone else with the link is refused; its person is sent on to the editor's gate.
-    let bob = navigate_as("bob", &url).await;
+    let bob = inspect_tests::client::navigate_as("bob", &url).await;
     assert_eq!(bob.status(), 403);
-    let ann_open = navigate_as("ann", &url).await;
+    let ann_open = inspect_tests::client::navigate_as("ann", &url).await;
     assert_eq!(ann_open.status(), 302);
     let gate_link = ann_open.headers()["location"].to_str().unwrap().to_owned();
     assert!(gate_link.contains("inspect_port_token="), "{gate_link}");
     assert_eq!(
-        navigate_as("ann", &url).await.status(),
+        inspect_tests::client::navigate_as("ann", &url)
+            .await
+            .status(),
         404,
         "a link opens once"
     );
     let forged = format!("{base}/sessions/{id}/editor/open?token=made-up");
-    assert_eq!(navigate_as("ann", &forged).await.status(), 404);
+    assert_eq!(
+        inspect_tests::client::navigate_as("ann", &forged)
+            .await
+            .status(),
+        404
+    );
 
     // The gate: a cookie for the link, then code-server's page (it starts on first ask).
     let plain = reqwest::Client::builder()
@@ -361,13 +345,7 @@ async fn the_editor_and_ports_open_for_the_session_s_people_and_end_with_the_san
     assert_eq!(plain.get(&gate).send().await.unwrap().status(), 401);
     let swapped = plain.get(&gate_link).send().await.unwrap();
     assert_eq!(swapped.status(), 302);
-    let cookie = swapped.headers()["set-cookie"]
-        .to_str()
-        .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_owned();
+    let cookie = inspect_tests::client::gate_cookie(&swapped);
     let first = plain
         .get(format!("{gate}/"))
         .header("Cookie", &cookie)
@@ -443,13 +421,7 @@ async fn the_editor_and_ports_open_for_the_session_s_people_and_end_with_the_san
     assert_eq!(plain.get(&app).send().await.unwrap().status(), 401);
     let swapped = plain.get(&app_link).send().await.unwrap();
     assert_eq!(swapped.status(), 302);
-    let app_cookie = swapped.headers()["set-cookie"]
-        .to_str()
-        .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_owned();
+    let app_cookie = inspect_tests::client::gate_cookie(&swapped);
     let listing = plain
         .get(format!("{app}/"))
         .header("Cookie", &app_cookie)
@@ -503,7 +475,8 @@ async fn the_editor_and_ports_open_for_the_session_s_people_and_end_with_the_san
         );
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     }
-    let after = navigate_as("ann", unused.body["url"].as_str().unwrap()).await;
+    let after =
+        inspect_tests::client::navigate_as("ann", unused.body["url"].as_str().unwrap()).await;
     assert_eq!(after.status(), 409);
     let refused = send_as("ann", Method::POST, &editor, None).await.unwrap();
     assert_eq!(refused.status, 409, "{}", refused.body);
