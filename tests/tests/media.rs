@@ -614,4 +614,31 @@ async fn people_watch_the_agents_browser_on_the_desktop() {
     assert_eq!(said[0]["by"], "ann");
     assert_eq!(said[0]["control"], true);
     assert_eq!(said[1]["control"], false);
+
+    // Once the sandbox stops, the desktop goes with it: its gate answers no more, and a
+    // link asked for then is refused.
+    let archived = send_as(
+        "ann",
+        Method::POST,
+        &agent.stack.url(&format!("/sessions/{id}/archive")),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(archived.status, 200, "{}", archived.body);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while plain
+        .get(format!("{control_base}/vnc.html"))
+        .send()
+        .await
+        .is_ok()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the desktop outlived its sandbox"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    }
+    let refused = send_as("ann", Method::POST, &desktop, None).await.unwrap();
+    assert_eq!(refused.status, 409, "{}", refused.body);
 }

@@ -150,7 +150,8 @@ impl Desktop {
         Ok(display)
     }
 
-    /// Xvfb on the first display free (another sandbox on the same host may hold one):
+    /// Xvfb on the first display free (a sandbox without a /tmp of its own shares the
+    /// host's):
     /// the display once its socket is there, and the server.
     async fn display_server(&self) -> Result<(String, Child), String> {
         let screen = format!("{DESKTOP_WIDTH}x{DESKTOP_HEIGHT}x24");
@@ -158,6 +159,8 @@ impl Desktop {
             let display = format!(":{n}");
             let mut server = self.spawn(
                 "Xvfb",
+                // Its socket in the sandbox's own /tmp alone: no TCP, and no abstract
+                // socket (which anything sharing the host's network could reach).
                 &[
                     display.as_str(),
                     "-screen",
@@ -165,6 +168,8 @@ impl Desktop {
                     screen.as_str(),
                     "-nolisten",
                     "tcp",
+                    "-nolisten",
+                    "local",
                 ],
                 "",
                 "xvfb",
