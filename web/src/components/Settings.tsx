@@ -711,15 +711,22 @@ function RepositorySettings({ repos }: { repos: Repository[] }) {
   }, [repos]);
   useEffect(() => {
     if (!repo) return;
+    // Only the repository chosen last: an earlier choice's answer arriving later (the first
+    // repository's, asked while the list loaded) must not overwrite it.
+    let chosen = true;
     get<RepoSettings>(`/repos/${repo}/settings`)
       .then((r) => {
+        if (!chosen) return;
         setSettings(r);
         setUsers((r.allowedTriggerUsers ?? []).join(", "));
         setPorts((r.tunnelPorts ?? []).join(", "));
         setError("");
         setNote("");
       })
-      .catch((e) => setError(errorText(e)));
+      .catch((e) => chosen && setError(errorText(e)));
+    return () => {
+      chosen = false;
+    };
   }, [repo]);
   const save = async (e: Event) => {
     e.preventDefault();
