@@ -153,9 +153,14 @@ function Attempt({
   const [changes, setChanges] = useState<ChangesSummary | null>(null);
   const state = child?.state ?? "idle";
   useEffect(() => {
+    // The attempt's change as of its latest state: an earlier answer arriving later is dropped.
+    let latest = true;
     get<ChangesSummary>(`/sessions/${id}/changes`)
-      .then(setChanges)
+      .then((c) => latest && setChanges(c))
       .catch(() => undefined);
+    return () => {
+      latest = false;
+    };
   }, [id, state]);
   const files = changes?.repos.flatMap((r) => r.files.map((f) => ({ ...f, repo: r.repo }))) ?? [];
   const words = child?.lastOutput ?? "";

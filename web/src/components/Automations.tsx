@@ -117,19 +117,26 @@ function SchedulePicker({
   const current = cronOf(preset, hour, day, custom);
   useEffect(() => {
     onChange(current, timezone);
+    // The preview of what is typed last: an earlier answer arriving later is dropped.
+    let last = true;
     const t = setTimeout(() => {
       const q = new URLSearchParams({ cron: current, timezone });
       get<SchedulePreview>(`/automations/schedule-preview?${q}`)
         .then((p) => {
+          if (!last) return;
           setPreview(p.nextRuns);
           setProblem("");
         })
         .catch((e) => {
+          if (!last) return;
           setPreview([]);
           setProblem(errorText(e));
         });
     }, 250);
-    return () => clearTimeout(t);
+    return () => {
+      last = false;
+      clearTimeout(t);
+    };
   }, [current, timezone]);
   return (
     <fieldset class="schedule">
