@@ -15,8 +15,6 @@ pub const DESKTOP_LINK_TTL_SECS: i64 = 300;
 /// picks a pair per sandbox.
 pub const DESKTOP_VIEW_PORT: u16 = 6080;
 pub const DESKTOP_CONTROL_PORT: u16 = 6081;
-/// The query parameter the link carries its token in.
-pub const DESKTOP_LINK_PARAM: &str = "token";
 /// The display's size.
 pub const DESKTOP_WIDTH: u32 = 1280;
 pub const DESKTOP_HEIGHT: u32 = 800;
@@ -59,7 +57,8 @@ impl DesktopRequest {
 }
 
 /// The person's link to the desktop. `url` is the control plane's path
-/// (`/sessions/:id/desktop/open?token=…`), opened in the person's browser, where their
+/// (`/sessions/:id/desktop/open?token=…`, the token in the editor's link's parameter,
+/// [`crate::editor::EDITOR_LINK_PARAM`]), opened in the person's browser, where their
 /// sign-in goes with it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
