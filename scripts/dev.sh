@@ -152,7 +152,7 @@ write_bound_config plane "$STATE_DIR/plane" "$STATE_DIR/worker.env"
 write_bound_config providers "$STATE_DIR/providers" "$STATE_DIR/worker.env"
 (cd "$ROOT" && exec setsid wrangler dev --local --ip 127.0.0.1 --port "$PORT" \
   -c wrangler.toml -c "$STATE_DIR/plane/wrangler.toml" -c "$STATE_DIR/providers/wrangler.toml" \
-  --persist-to "$STATE_DIR/wrangler" --show-interactive-dev-session=false --test-scheduled \
+  --persist-to "$STATE_DIR/wrangler" --show-interactive-dev-session=false \
   --env-file "$STATE_DIR/worker.env") &
 pids+=($!)
 

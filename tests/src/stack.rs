@@ -168,9 +168,9 @@ impl Stack {
             .arg(inspector.to_string())
             .arg("--persist-to")
             .arg(self.state.path().join("wrangler"))
+            // `GET /cdn-cgi/local/scheduled?cron=…` (the runtime's own route) runs the cron
+            // handler.
             .arg("--show-interactive-dev-session=false")
-            // `GET /__scheduled` runs the cron handler.
-            .arg("--test-scheduled")
             .arg("--log-level")
             .arg(self.options.log_level.as_deref().unwrap_or("warn"));
         if let Some((cert, key)) = &self.options.tls {

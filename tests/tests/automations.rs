@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
 /// Runs the cron trigger as if it fired at `ms` (the minute's trigger: automations only),
-/// through the runtime's own trigger route (wrangler's `/__scheduled` takes no time).
+/// through the runtime's own trigger route (`/cdn-cgi/local/scheduled`, which takes a time).
 async fn tick(stack: &Stack, ms: i64) {
     let r = reqwest::get(stack.url(&format!(
         "/cdn-cgi/local/scheduled?cron=*+*+*+*+*&time={ms}"

@@ -932,7 +932,7 @@ async fn the_installations_repositories_are_listed_synced_and_branched() {
     github_repo(&gh, "acme", "api");
     let r = send(Method::GET, &stack.url("/repos"), None).await.unwrap();
     assert!(!names(&r.body).contains(&"acme/api".to_owned()));
-    let cron = reqwest::get(stack.url("/__scheduled?cron=*/30+*+*+*+*"))
+    let cron = reqwest::get(stack.url("/cdn-cgi/local/scheduled?cron=*%2F30+*+*+*+*"))
         .await
         .unwrap();
     assert!(cron.status().is_success(), "{:?}", cron.text().await);

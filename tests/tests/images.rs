@@ -31,7 +31,7 @@ fn add_setup(repo: &Path, script: &str) {
 }
 
 async fn cron(stack: &inspect_tests::Stack) {
-    let r = reqwest::get(stack.url("/__scheduled?cron=*/30+*+*+*+*"))
+    let r = reqwest::get(stack.url("/cdn-cgi/local/scheduled?cron=*%2F30+*+*+*+*"))
         .await
         .unwrap();
     assert!(r.status().is_success(), "{}", r.status());
