@@ -11,13 +11,20 @@
 # (`INSPECT_SANDBOX_IMAGE`, bubblewrap with the image as /): the tests use the same files the
 # clouds run.
 #
-#   scripts/build-image.sh            → prints the merged root's path on its last line
+#   scripts/build-image.sh                → prints the merged root's path on its last line
+#   scripts/build-image.sh --debian-only  → only Debian's part (cached), which needs nothing
+#                                           of the project's: the test command builds it while
+#                                           it compiles
 # Settings: INSPECT_IMAGE_DIR (where, default .toolchain/image), INSPECT_SUPERVISOR_BIN
 # (the supervisor to put in; else a release build), DEBIAN_MIRROR.
 source "$(dirname "$0")/toolchain.sh"
+DEBIAN_ONLY=0
+case "${1:-}" in
+  --debian-only) DEBIAN_ONLY=1 ;;
+  "") ;;
+  *) log "usage: scripts/build-image.sh [--debian-only]"; exit 2 ;;
+esac
 ensure_node
-ensure_code_server
-ensure_claude_code
 
 OUT="${INSPECT_IMAGE_DIR:-$ROOT/.toolchain/image}"
 MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
@@ -58,6 +65,9 @@ if [ ! -f "$DEBIAN.done" ]; then
 fi
 
 # 2. The project's part.
+[ "$DEBIAN_ONLY" = 1 ] && { log "the image's Debian part: $DEBIAN"; exit 0; }
+ensure_code_server
+ensure_claude_code
 if [ -n "${INSPECT_SUPERVISOR_BIN:-}" ]; then
   SUPERVISOR="$INSPECT_SUPERVISOR_BIN"
 else

@@ -2,14 +2,26 @@
 # Runs every check and test suite: formatting, clippy (native and wasm), the web client's
 # typecheck and unit tests, the native unit tests, and the integration and browser suites
 # through the real runtime (wrangler dev / workerd, headless Chromium).
+#
+# Two steps run beside the foreground (scripts/toolchain.sh's start_job): the machine's own
+# installs with the sandbox image's Debian part (downloads, mostly waiting), and the three
+# release Workers (their link-time optimization keeps one core busy for minutes). The
+# foreground meanwhile checks and compiles everything native; the tests start once both
+# are in.
 source "$(dirname "$0")/toolchain.sh"
 ensure_toolchain
 ensure_nextest
-ensure_bwrap
-ensure_chromium
-ensure_code_server
-ensure_desktop || true
-ensure_claude_code
+
+installs() {
+  ensure_bwrap
+  ensure_chromium
+  ensure_code_server
+  ensure_desktop || true
+  ensure_claude_code
+  "$ROOT/scripts/build-image.sh" --debian-only
+}
+start_job installs installs
+start_job workers build_worker --release
 
 log "cargo fmt --check"
 cargo fmt --all -- --check
@@ -38,19 +50,29 @@ build_web
 log "web: typecheck and unit tests (vitest)"
 (cd "$ROOT/web" && node_modules/.bin/tsc -p . && node_modules/.bin/vitest run --reporter=dot)
 
-build_worker --release
-export INSPECT_WORKER_PREBUILT=1
-log "deploy configuration (scripts/deploy.sh --dry-run)"
-./scripts/deploy.sh --dry-run
-log "building the supervisor and the CLI"
+log "building the supervisor, the CLI and the tests"
 cargo build --quiet -p inspect-supervisor -p inspect-cli
 export INSPECT_SUPERVISOR_BIN="$CARGO_TARGET_DIR/debug/inspect-supervisor"
 export INSPECT_CLI_BIN="$CARGO_TARGET_DIR/debug/inspect"
+cargo nextest run --workspace --no-run --cargo-quiet
+
+await_job installs
+# Again in the foreground, now at once: each says where its program is.
+ensure_bwrap
+ensure_chromium
+ensure_code_server
+ensure_desktop || true
+ensure_claude_code
 log "the sandbox image (scripts/build-image.sh; cached): the terminal suite runs its sandboxes in it"
 INSPECT_TEST_SANDBOX_IMAGE="$("$ROOT/scripts/build-image.sh" | tail -1)"
 log "the built image holds every listed tool, its supervisor stripped"
 "$ROOT/scripts/check-sandbox-image.sh" --root "$INSPECT_TEST_SANDBOX_IMAGE"
 export INSPECT_TEST_SANDBOX_IMAGE
+
+await_job workers
+export INSPECT_WORKER_PREBUILT=1
+log "deploy configuration (scripts/deploy.sh --dry-run)"
+./scripts/deploy.sh --dry-run
 
 log "tests (cargo nextest: every suite's tests from one pool, the slowest first)"
 cargo nextest run --workspace -j "${INSPECT_TEST_THREADS:-4}"

@@ -194,6 +194,41 @@ ensure_claude_code() {
   export INSPECT_CLAUDE_BIN="$dir/claude"
 }
 
+# Steps run beside the foreground ones (the machine has idle time while a download waits or
+# a release Worker's link-time optimization keeps one core busy): `start_job NAME CMD…`
+# runs CMD in the background, its output kept in $JOB_DIR/NAME.log; `await_job NAME` waits
+# for it, prints that output and stops the script if it failed.
+JOB_DIR="${JOB_DIR:-$CARGO_TARGET_DIR/jobs}"
+declare -A JOB_PIDS=()
+start_job() { # name command...
+  local name="$1"
+  shift
+  mkdir -p "$JOB_DIR"
+  log "started beside: $name"
+  ("$@") >"$JOB_DIR/$name.log" 2>&1 &
+  JOB_PIDS[$name]=$!
+  trap stop_jobs EXIT
+}
+# A process and everything it started (a job's cargo and rustc, its downloads).
+kill_tree() { # pid
+  local child
+  for child in $(ps -o pid= --ppid "$1" 2>/dev/null); do kill_tree "$child"; done
+  kill "$1" 2>/dev/null || true
+}
+# Jobs still running when the script ends (a failed step) are stopped with it.
+stop_jobs() {
+  local pid
+  for pid in "${JOB_PIDS[@]}"; do kill_tree "$pid"; done
+}
+await_job() { # name
+  local rc=0 began=$SECONDS
+  wait "${JOB_PIDS[$1]}" || rc=$?
+  unset "JOB_PIDS[$1]"
+  log "$1 (run beside; waited $((SECONDS - began)) s for it):"
+  cat "$JOB_DIR/$1.log" >&2
+  [ "$rc" = 0 ] || { log "$1 failed (exit $rc)"; exit "$rc"; }
+}
+
 ensure_toolchain() {
   ensure_rust
   ensure_node
