@@ -156,11 +156,16 @@ write_bound_config providers "$STATE_DIR/providers" "$STATE_DIR/worker.env"
   --env-file "$STATE_DIR/worker.env") &
 pids+=($!)
 
+names=("the sandbox host" "wrangler dev")
 for _ in $(seq 600); do
   if curl -fsS "http://127.0.0.1:$PORT/health" >/dev/null 2>&1; then
     log "Open-Inspect is running at http://127.0.0.1:$PORT  (state: $STATE_DIR; Ctrl-C stops)"
     break
   fi
+  # A part that ended on its way up (a port taken meanwhile, say) ends the run, in words.
+  for i in "${!pids[@]}"; do
+    kill -0 "${pids[$i]}" 2>/dev/null || { log "${names[$i]} exited while starting (its output is above)"; exit 1; }
+  done
   sleep 0.2
 done
 wait -n "${pids[@]}" || true

@@ -255,15 +255,14 @@ build_worker() {
     log "building the $script Worker (worker-build $profile)"
     (cd "$dir" && worker-build "$profile" --out-dir "$out" . "${features[@]}")
     # The release wasm without its function names: 11 % less to upload gzipped. Panics then
-    # show wasm offsets instead of names; INSPECT_KEEP_WASM_NAMES=1 keeps them. Then a size
-    # pass (-Os) over worker-build's -O: 0.4 % less gzipped for 20 s (measured: -Os or -Oz
-    # in worker-build's own pass, or with the names still there, came out larger).
+    # show wasm offsets instead of names; INSPECT_KEEP_WASM_NAMES=1 keeps them. (A second
+    # size pass, -Os over worker-build's -O, took 0.4 % off the gzip for ~41 s of CPU on the
+    # control plane alone, binaryen being JavaScript here: dropped, docs/benchmarks.md.)
     if [ "$profile" = "--release" ] && [ "${INSPECT_KEEP_WASM_NAMES:-0}" != "1" ]; then
       local wasm_features=(--enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext
         --enable-mutable-globals)
       local wasm="$out/index_bg.wasm"
       "$WASM_OPT_BIN" --strip-debug --strip-producers "${wasm_features[@]}" "$wasm" -o "$wasm"
-      "$WASM_OPT_BIN" -Os "${wasm_features[@]}" "$wasm" -o "$wasm"
     fi
   done
 }

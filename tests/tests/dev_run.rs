@@ -30,43 +30,23 @@ async fn the_run_command_takes_dev_vars_and_the_environment() {
         ),
     )
     .unwrap();
-    let port = free_port().unwrap();
+    // Ports free a moment ago can be taken by another test before the run command binds
+    // them: it then stops and says so, and is started again on others.
     let log_path = dir.path().join("dev.log");
-    let log = std::fs::File::create(&log_path).unwrap();
-    let mut cmd = Command::new("bash");
-    cmd.arg(inspect_tests::root().join("scripts/dev.sh"))
-        .env("INSPECT_PORT", port.to_string())
-        .env("INSPECT_HOST_PORT", free_port().unwrap().to_string())
-        .env("INSPECT_STATE_DIR", dir.path().join("state"))
-        .env("INSPECT_DEV_VARS", &vars)
-        .env("INSPECT_WORKER_PREBUILT", "1")
-        .env("INSPECT_SUPERVISOR_BIN", supervisor_bin().unwrap())
-        .env("ALLOWED_GITHUB_ORGS", ORG_FROM_ENV)
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .process_group(0);
-    apply_tool_env(&mut cmd);
-    let child = cmd.spawn().unwrap();
-    let base = format!("http://127.0.0.1:{port}");
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let up = loop {
-        if reqwest::get(format!("{base}/health"))
-            .await
-            .is_ok_and(|r| r.status().is_success())
-        {
-            break true;
-        }
-        if Instant::now() > deadline {
-            break false;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
     let printed = || std::fs::read_to_string(&log_path).unwrap_or_default();
-    if !up {
+    let mut tries = 0;
+    let (child, base) = loop {
+        let (child, base, up) = start_run_command(dir.path(), &vars, &log_path).await;
+        if up {
+            break (child, base);
+        }
         stop_group(child, Duration::from_secs(5));
+        tries += 1;
+        if tries < 3 && printed().contains("Address already in use") {
+            continue;
+        }
         panic!("dev.sh did not come up:\n{}", printed());
-    }
+    };
 
     let client = reqwest::Client::new();
     let body = br#"{"title":"signed from slack"}"#.to_vec();
@@ -157,4 +137,45 @@ async fn the_run_command_takes_dev_vars_and_the_environment() {
     // Names only: no value reaches the output.
     assert!(!out.contains(SECRET), "the secret was printed:\n{out}");
     assert!(!out.contains(ORG_FROM_ENV), "a value was printed:\n{out}");
+}
+
+/// Starts the run command on fresh ports with its output in `log_path`; whether it came up
+/// (its health answered) before it ended or two minutes passed.
+async fn start_run_command(
+    dir: &std::path::Path,
+    vars: &std::path::Path,
+    log_path: &std::path::Path,
+) -> (std::process::Child, String, bool) {
+    let port = free_port().unwrap();
+    let log = std::fs::File::create(log_path).unwrap();
+    let mut cmd = Command::new("bash");
+    cmd.arg(inspect_tests::root().join("scripts/dev.sh"))
+        .env("INSPECT_PORT", port.to_string())
+        .env("INSPECT_HOST_PORT", free_port().unwrap().to_string())
+        .env("INSPECT_STATE_DIR", dir.join("state"))
+        .env("INSPECT_DEV_VARS", vars)
+        .env("INSPECT_WORKER_PREBUILT", "1")
+        .env("INSPECT_SUPERVISOR_BIN", supervisor_bin().unwrap())
+        .env("ALLOWED_GITHUB_ORGS", ORG_FROM_ENV)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .process_group(0);
+    apply_tool_env(&mut cmd);
+    let mut child = cmd.spawn().unwrap();
+    let base = format!("http://127.0.0.1:{port}");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let up = loop {
+        if reqwest::get(format!("{base}/health"))
+            .await
+            .is_ok_and(|r| r.status().is_success())
+        {
+            break true;
+        }
+        if Instant::now() > deadline || child.try_wait().unwrap().is_some() {
+            break false;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    (child, base, up)
 }
