@@ -66,7 +66,10 @@ try {
 
   step("open the sandbox in VS Code");
   const [editor] = await Promise.all([context.waitForEvent("page"), panel.getByTestId("open-editor").click()]);
-  await editor.waitForSelector(".monaco-workbench", { timeout: 60_000 });
+  // VS Code's first page is its whole workbench (tens of MB of scripts), served by a
+  // code-server that has just started: on a machine whose two cores run three other suites,
+  // that load alone was seen to pass 60 s (34 s for the whole test when the cores are free).
+  await editor.waitForSelector(".monaco-workbench", { timeout: 120_000 });
   // The repository's files in the explorer: the editor is on the sandbox's workspace.
   await editor.locator(".explorer-folders-view").getByText("README.md").waitFor({ timeout: 60_000 });
   await expectVisible(page, page.getByTestId("editor-note").filter({ hasText: "opened the editor" }), "the timeline's editor note");
