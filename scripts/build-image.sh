@@ -15,14 +15,19 @@
 #   scripts/build-image.sh --debian-only  → only Debian's part (cached), which needs nothing
 #                                           of the project's: the test command builds it while
 #                                           it compiles
+#   scripts/build-image.sh --root-only    → the merged root, without the OCI archive (what the
+#                                           local host runs; the test command's sandboxes need
+#                                           no archive, whose layers take a minute of CPU)
 # Settings: INSPECT_IMAGE_DIR (where, default .toolchain/image), INSPECT_SUPERVISOR_BIN
 # (the supervisor to put in; else a release build), DEBIAN_MIRROR.
 source "$(dirname "$0")/toolchain.sh"
 DEBIAN_ONLY=0
+ROOT_ONLY=0
 case "${1:-}" in
   --debian-only) DEBIAN_ONLY=1 ;;
+  --root-only) ROOT_ONLY=1 ;;
   "") ;;
-  *) log "usage: scripts/build-image.sh [--debian-only]"; exit 2 ;;
+  *) log "usage: scripts/build-image.sh [--debian-only | --root-only]"; exit 2 ;;
 esac
 ensure_node
 
@@ -119,6 +124,11 @@ if [ ! -d "$MERGED" ]; then
 fi
 
 # 3. The OCI archive.
+if [ "$ROOT_ONLY" = 1 ]; then
+  log "the image's root: $MERGED in $(($(date +%s) - started)) s"
+  echo "$MERGED"
+  exit 0
+fi
 ARCHIVE="$OUT/inspect-sandbox.oci.tar"
 if [ ! -f "$ARCHIVE" ] || [ "$(cat "$ARCHIVE.key" 2>/dev/null)" != "$debian_key-$project_key" ]; then
   log "writing the OCI image ($ARCHIVE)"
