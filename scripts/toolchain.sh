@@ -241,7 +241,7 @@ build_worker() {
   # and the control plane Worker (worker/build-plane/), two builds of the Worker crate, and
   # the providers Worker (worker/build-providers/, from providers/worker), bound by service
   # bindings (wrangler.toml, worker/plane.toml, worker/providers.toml).
-  local script out dir features
+  local script out dir features pids=() scripts=()
   for script in session plane providers; do
     out="$ROOT/worker/build"
     dir="$ROOT/worker"
@@ -254,17 +254,32 @@ build_worker() {
     fi
     log "building the $script Worker (worker-build $profile)"
     (cd "$dir" && worker-build "$profile" --out-dir "$out" . "${features[@]}")
-    # The release wasm without its function names: 11 % less to upload gzipped. Panics then
-    # show wasm offsets instead of names; INSPECT_KEEP_WASM_NAMES=1 keeps them. (A second
-    # size pass, -Os over worker-build's -O, took 0.4 % off the gzip for ~41 s of CPU on the
-    # control plane alone, binaryen being JavaScript here: dropped, docs/benchmarks.md.)
-    if [ "$profile" = "--release" ] && [ "${INSPECT_KEEP_WASM_NAMES:-0}" != "1" ]; then
-      local wasm_features=(--enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext
-        --enable-mutable-globals)
-      local wasm="$out/index_bg.wasm"
-      "$WASM_OPT_BIN" --strip-debug --strip-producers "${wasm_features[@]}" "$wasm" -o "$wasm"
+    # wasm-opt (binaryen, the npm package's JavaScript build here: one thread, minutes on
+    # the control plane) runs beside the next Worker's compile, each in its own process
+    # (the crates' metadata turns worker-build's own pass off). `-O` with the features
+    # worker-build names; without the function names (11 % less to upload gzipped; panics
+    # then show wasm offsets instead of names; INSPECT_KEEP_WASM_NAMES=1 keeps them).
+    if [ "$profile" = "--release" ]; then
+      local wasm="$out/index_bg.wasm" keep=(--strip-debug --strip-producers)
+      [ "${INSPECT_KEEP_WASM_NAMES:-0}" = "1" ] && keep=(--debuginfo)
+      "$WASM_OPT_BIN" -O --enable-mutable-globals --enable-sign-ext \
+        --enable-nontrapping-float-to-int --enable-bulk-memory --enable-multivalue \
+        --enable-reference-types --enable-exception-handling "${keep[@]}" \
+        "$wasm" -o "$wasm" >"$CARGO_TARGET_DIR/wasm-opt-$script.log" 2>&1 &
+      pids+=("$!")
+      scripts+=("$script")
     fi
   done
+  local i rc=0
+  for i in "${!pids[@]}"; do
+    if ! wait "${pids[$i]}"; then
+      rc=1
+      log "wasm-opt failed on the ${scripts[$i]} Worker:"
+      cat "$CARGO_TARGET_DIR/wasm-opt-${scripts[$i]}.log" >&2
+    fi
+  done
+  [ "$rc" = 0 ] || return 1
+  [ "${#pids[@]}" = 0 ] || log "the Workers' wasm optimized (wasm-opt -O)"
 }
 
 # A bound Worker's configuration for `wrangler dev` in DIR: worker/NAME.toml (plane,
