@@ -241,7 +241,8 @@ build_worker() {
   # and the control plane Worker (worker/build-plane/), two builds of the Worker crate, and
   # the providers Worker (worker/build-providers/, from providers/worker), bound by service
   # bindings (wrangler.toml, worker/plane.toml, worker/providers.toml).
-  local script out dir features pids=() scripts=()
+  local script out dir features
+  local -A passes=() # script → its wasm-opt pass's pid
   for script in session plane providers; do
     out="$ROOT/worker/build"
     dir="$ROOT/worker"
@@ -253,7 +254,9 @@ build_worker() {
       features=()
     fi
     log "building the $script Worker (worker-build $profile)"
-    (cd "$dir" && worker-build "$profile" --out-dir "$out" . "${features[@]}")
+    # A compile that fails stops the passes already running too.
+    (cd "$dir" && worker-build "$profile" --out-dir "$out" . "${features[@]}") ||
+      { [ "${#passes[@]}" = 0 ] || kill "${passes[@]}" 2>/dev/null; return 1; }
     # wasm-opt (binaryen, the npm package's JavaScript build here: one thread, minutes on
     # the control plane) runs beside the next Worker's compile, each in its own process
     # (the crates' metadata turns worker-build's own pass off). `-O` with the features
@@ -266,20 +269,19 @@ build_worker() {
         --enable-nontrapping-float-to-int --enable-bulk-memory --enable-multivalue \
         --enable-reference-types --enable-exception-handling "${keep[@]}" \
         "$wasm" -o "$wasm" >"$CARGO_TARGET_DIR/wasm-opt-$script.log" 2>&1 &
-      pids+=("$!")
-      scripts+=("$script")
+      passes[$script]=$!
     fi
   done
-  local i rc=0
-  for i in "${!pids[@]}"; do
-    if ! wait "${pids[$i]}"; then
+  local rc=0
+  for script in "${!passes[@]}"; do
+    if ! wait "${passes[$script]}"; then
       rc=1
-      log "wasm-opt failed on the ${scripts[$i]} Worker:"
-      cat "$CARGO_TARGET_DIR/wasm-opt-${scripts[$i]}.log" >&2
+      log "wasm-opt failed on the $script Worker:"
+      cat "$CARGO_TARGET_DIR/wasm-opt-$script.log" >&2
     fi
   done
   [ "$rc" = 0 ] || return 1
-  [ "${#pids[@]}" = 0 ] || log "the Workers' wasm optimized (wasm-opt -O)"
+  [ "${#passes[@]}" = 0 ] || log "the Workers' wasm optimized (wasm-opt -O)"
 }
 
 # A bound Worker's configuration for `wrangler dev` in DIR: worker/NAME.toml (plane,
