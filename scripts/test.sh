@@ -24,7 +24,9 @@ installs() {
   "$ROOT/scripts/build-image.sh" --debian-only
 }
 start_job installs installs
-start_job workers build_worker --release
+# Without binaryen's size pass: the tests run the same code, and on a fresh machine the
+# pass is ~300 CPU-s of the build phase (the run command, deploy and bench keep it).
+start_job workers build_worker --release --no-wasm-opt
 
 log "cargo fmt --check"
 cargo fmt --all -- --check
