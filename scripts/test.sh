@@ -37,7 +37,7 @@ log "clippy (wasm32)"
 # Every crate but the native-only ones (tokio) builds for the Workers; the Worker crate with
 # both scripts' features, so every handler is reached (each build alone leaves the other's
 # handlers unreached).
-cargo clippy --workspace --exclude inspect-supervisor --exclude inspect-tests --exclude inspect-changes --exclude inspect-cli \
+cargo clippy --workspace --exclude inspect-supervisor --exclude inspect-tests --exclude inspect-bench --exclude inspect-changes --exclude inspect-cli \
   --target wasm32-unknown-unknown --features inspect-worker/session,inspect-worker/plane \
   --quiet -- -D warnings
 

@@ -3,7 +3,7 @@
 //! into a real shell's PTY, and its echo comes back the same way. The real stack: `wrangler
 //! dev`, the local sandbox host, the supervisor. Median and 90th percentile of 300 keys.
 //!
-//! Run: `cargo run --release -p inspect-tests --bin terminal-bench` (with
+//! Run: `cargo run --release -p inspect-bench --bin terminal-bench` (with
 //! `INSPECT_WORKER_PREBUILT=1` after a release build, `INSPECT_SUPERVISOR_BIN` set, as
 //! `scripts/bench.sh` does). `INSPECT_KEYS=300` changes the count.
 

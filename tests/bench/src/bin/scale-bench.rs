@@ -3,7 +3,7 @@
 //! sends one batch of 10 tool calls a second. For each N: delivery latency p50/p99 (the
 //! sandbox's send → the client's receipt), workerd's RSS and its CPU per session.
 //!
-//! Run: `cargo run --release -p inspect-tests --bin scale-bench` (after
+//! Run: `cargo run --release -p inspect-bench --bin scale-bench` (after
 //! `./scripts/bench.sh` built the Worker, or with `INSPECT_WORKER_PREBUILT=1`).
 //! `INSPECT_SCALE=100,300,1000` picks the sizes, `INSPECT_SCALE_SECONDS=20` the load time.
 

@@ -4,7 +4,7 @@
 //! session's own client (what the object's fan-out costs alone). Then the analytics query
 //! (`GET /usage`) over N sessions in the index.
 //!
-//! Run: `cargo run --release -p inspect-tests --bin inbox-bench` (after `./scripts/bench.sh`
+//! Run: `cargo run --release -p inspect-bench --bin inbox-bench` (after `./scripts/bench.sh`
 //! built the Workers, or with `INSPECT_WORKER_PREBUILT=1`). `INSPECT_INBOX_RUNS=40` picks the
 //! prompts, `INSPECT_USAGE_SESSIONS=10000` the sessions the query sums.
 

@@ -2,7 +2,7 @@
 //! 200 changed since the base commit (committed, uncommitted and untracked alike), read by
 //! `inspect_changes::capture` as the supervisor does after each turn. Median of 9.
 //!
-//! Run: `cargo run --release -p inspect-tests --bin changes-bench`
+//! Run: `cargo run --release -p inspect-bench --bin changes-bench`
 //! (`INSPECT_FILES=20000`, `INSPECT_CHANGED=200` change the sizes).
 
 use anyhow::{ensure, Result};
