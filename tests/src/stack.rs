@@ -353,6 +353,12 @@ pub fn apply_tool_env(cmd: &mut Command) {
     .env(
         "WRANGLER_LOG_PATH",
         std::env::temp_dir().join("inspect-wrangler-logs"),
+    )
+    // Node's on-disk cache of compiled code, shared by every stack of the run: wrangler's
+    // main thread ~0.45 CPU-s less a start (each stack compiled wrangler's 10 MB afresh).
+    .env(
+        "NODE_COMPILE_CACHE",
+        target_dir().join("node-compile-cache"),
     );
 }
 
