@@ -140,7 +140,9 @@ async fn the_run_command_takes_dev_vars_and_the_environment() {
 }
 
 /// Starts the run command on fresh ports with its output in `log_path`; whether it came up
-/// (its health answered) before it ended or two minutes passed.
+/// (its health answered) before it ended or four minutes passed: a fresh state folder's
+/// D1 migrations, which wrangler applies one at a time (1–4 s each while the whole test
+/// command starts its slowest suites), come first.
 async fn start_run_command(
     dir: &std::path::Path,
     vars: &std::path::Path,
@@ -164,7 +166,7 @@ async fn start_run_command(
     apply_tool_env(&mut cmd);
     let mut child = cmd.spawn().unwrap();
     let base = format!("http://127.0.0.1:{port}");
-    let deadline = Instant::now() + Duration::from_secs(120);
+    let deadline = Instant::now() + Duration::from_secs(240);
     let up = loop {
         if reqwest::get(format!("{base}/health"))
             .await
