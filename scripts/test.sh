@@ -6,8 +6,8 @@
 # Two steps run beside the foreground (scripts/toolchain.sh's start_job): the machine's own
 # installs with the sandbox image's Debian part (downloads, mostly waiting), and the three
 # release Workers (their link-time optimization keeps one core busy for minutes). The
-# foreground meanwhile checks and compiles everything native; the tests start once both
-# are in.
+# foreground meanwhile checks and compiles everything native, clippy linting the
+# workspace's crates as they compile; the tests start once both are in.
 source "$(dirname "$0")/toolchain.sh"
 # A fresh target directory (a clean clone, CI) has nothing for incremental compilation to
 # reuse, only its bookkeeping to write: off for that run.
@@ -31,8 +31,6 @@ start_job workers build_worker --release --no-wasm-opt
 log "cargo fmt --check"
 cargo fmt --all -- --check
 
-log "clippy (native)"
-cargo clippy --workspace --all-targets --quiet -- -D warnings
 log "clippy (wasm32)"
 # Every crate but the native-only ones (tokio) builds for the Workers; the Worker crate with
 # both scripts' features, so every handler is reached (each build alone leaves the other's
@@ -40,6 +38,16 @@ log "clippy (wasm32)"
 cargo clippy --workspace --exclude inspect-supervisor --exclude inspect-tests --exclude inspect-bench --exclude inspect-changes --exclude inspect-cli \
   --target wasm32-unknown-unknown --features inspect-worker/session,inspect-worker/plane \
   --quiet -- -D warnings
+
+# Clippy natively is not a pass of its own: its driver compiles the workspace's crates (it is
+# rustc with clippy's lints added), so every native build below is linted as it compiles,
+# with `-D warnings` as `cargo clippy -- -D warnings` passes it. `cargo clippy` would first
+# check every dependency again in its own mode (~300 s of a fresh machine's build, the
+# dependencies then compiled a second time for the tests); this way each compiles once.
+# What `--all-targets` covered: the libraries and programs (`cargo build --workspace`, the
+# benchmarks included), their tests and the integration suites (nextest's build).
+RUSTC_WORKSPACE_WRAPPER="$(rustc --print sysroot)/bin/clippy-driver"
+export RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
 
 log "the Modal app's pure part (python3 unittest)"
 python3 -m unittest discover -s "$ROOT/providers/modal/app" -q
@@ -55,8 +63,8 @@ build_web
 log "web: typecheck and unit tests (vitest)"
 (cd "$ROOT/web" && node_modules/.bin/tsc -p . && node_modules/.bin/vitest run --reporter=dot)
 
-log "building the supervisor, the CLI and the tests"
-cargo build --quiet -p inspect-supervisor -p inspect-cli
+log "building (and clippy's lints on) every native crate, program and test"
+cargo build --workspace --quiet
 export INSPECT_SUPERVISOR_BIN="$CARGO_TARGET_DIR/debug/inspect-supervisor"
 export INSPECT_CLI_BIN="$CARGO_TARGET_DIR/debug/inspect"
 cargo nextest run --workspace --no-run --cargo-quiet
