@@ -2,7 +2,7 @@
 //! 200 changed since the base commit (committed, uncommitted and untracked alike), read by
 //! `inspect_changes::capture` as the supervisor does after each turn. Median of 9.
 //!
-//! Run: `cargo run --release -p inspect-bench --bin changes-bench`
+//! Run: `cargo run --release -p inspect-bench -- changes`
 //! (`INSPECT_FILES=20000`, `INSPECT_CHANGED=200` change the sizes).
 
 use anyhow::{ensure, Result};
@@ -34,8 +34,7 @@ fn number(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-#[tokio::main]
-async fn main() -> Result<()> {
+pub async fn benchmark() -> Result<()> {
     let (files, changed) = (
         number("INSPECT_FILES", 20_000),
         number("INSPECT_CHANGED", 200),

@@ -5,7 +5,7 @@
 //! network: its relay, the host's proxy deciding, the server). Rounds alternate the two;
 //! each round clones `INSPECT_BENCH_CLONES` times (default 5). Medians and their ratio.
 //!
-//! Run: `cargo run --release -p inspect-bench --bin egress-bench` (`INSPECT_BENCH_MB=50`,
+//! Run: `cargo run --release -p inspect-bench -- egress` (`INSPECT_BENCH_MB=50`,
 //! `INSPECT_BENCH_ROUNDS=2`). Needs bubblewrap (the confinement), `python3` (the server).
 
 use anyhow::{ensure, Context, Result};
@@ -105,8 +105,7 @@ async fn clones_in(agent: &AgentStack, environment: &str, label: &str) -> Result
     Ok(ms)
 }
 
-#[tokio::main]
-async fn main() -> Result<()> {
+pub async fn benchmark() -> Result<()> {
     let (mb, rounds, clones) = (
         number("INSPECT_BENCH_MB", 50),
         number("INSPECT_BENCH_ROUNDS", 2),

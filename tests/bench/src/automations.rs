@@ -4,7 +4,7 @@
 //! slot, creating and prompting N sessions) and checks each automation ran exactly once:
 //! one run, one session, one spawn — and none more on a second tick of the same slot.
 //!
-//! Run: `cargo run --release -p inspect-bench --bin automations-bench` (after
+//! Run: `cargo run --release -p inspect-bench -- automations` (after
 //! `./scripts/bench.sh` built the Worker, or with `INSPECT_WORKER_PREBUILT=1`).
 //! `INSPECT_AUTOMATIONS=1000` picks N, `INSPECT_BENCH_RUNS=3` how many times it is done.
 //! `INSPECT_BENCH_CAP=1` lets at most that many sandboxes run (the rest wait for room, as
@@ -151,8 +151,7 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-#[tokio::main]
-async fn main() -> Result<()> {
+pub async fn benchmark() -> Result<()> {
     let n: usize = inspect_tests::setting("INSPECT_AUTOMATIONS").unwrap_or(1000);
     let runs: usize = inspect_tests::setting("INSPECT_BENCH_RUNS").unwrap_or(1);
     let cap: Option<usize> = inspect_tests::setting("INSPECT_BENCH_CAP");

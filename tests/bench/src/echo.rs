@@ -5,7 +5,7 @@
 //! arrived. The echo must not wait on the provider, whatever it is doing. Also workerd's
 //! memory for the N sessions idle, each with its client, before the burst.
 //!
-//! Run: `cargo run --release -p inspect-bench --bin echo-bench` (after `./scripts/bench.sh`
+//! Run: `cargo run --release -p inspect-bench -- echo` (after `./scripts/bench.sh`
 //! built the Workers, or with `INSPECT_WORKER_PREBUILT=1`). `INSPECT_ECHO=2000` picks N,
 //! `INSPECT_ECHO_PROVIDER_MS=2000` how long the provider takes to answer a spawn.
 
@@ -15,8 +15,7 @@ use inspect_tests::percentile;
 use serde_json::json;
 use std::time::{Duration, Instant};
 
-#[tokio::main]
-async fn main() -> Result<()> {
+pub async fn benchmark() -> Result<()> {
     let n: usize = inspect_tests::setting("INSPECT_ECHO").unwrap_or(2000);
     let provider_ms: u64 = inspect_tests::setting("INSPECT_ECHO_PROVIDER_MS").unwrap_or(2000);
     let provider = CaptureProvider::start_with(None, Duration::from_millis(provider_ms)).await?;

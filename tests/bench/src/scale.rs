@@ -3,7 +3,7 @@
 //! sends one batch of 10 tool calls a second. For each N: delivery latency p50/p99 (the
 //! sandbox's send → the client's receipt), workerd's RSS and its CPU per session.
 //!
-//! Run: `cargo run --release -p inspect-bench --bin scale-bench` (after
+//! Run: `cargo run --release -p inspect-bench -- scale` (after
 //! `./scripts/bench.sh` built the Worker, or with `INSPECT_WORKER_PREBUILT=1`).
 //! `INSPECT_SCALE=100,300,1000` picks the sizes, `INSPECT_SCALE_SECONDS=20` the load time.
 
@@ -159,8 +159,7 @@ async fn run(n: usize, secs: u64) -> Result<Run> {
     })
 }
 
-#[tokio::main]
-async fn main() -> Result<()> {
+pub async fn benchmark() -> Result<()> {
     let sizes: Vec<usize> = std::env::var("INSPECT_SCALE")
         .unwrap_or_else(|_| "100,300,1000".into())
         .split(',')

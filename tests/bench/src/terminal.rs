@@ -3,7 +3,7 @@
 //! into a real shell's PTY, and its echo comes back the same way. The real stack: `wrangler
 //! dev`, the local sandbox host, the supervisor. Median and 90th percentile of 300 keys.
 //!
-//! Run: `cargo run --release -p inspect-bench --bin terminal-bench` (with
+//! Run: `cargo run --release -p inspect-bench -- terminal` (with
 //! `INSPECT_WORKER_PREBUILT=1` after a release build, `INSPECT_SUPERVISOR_BIN` set, as
 //! `scripts/bench.sh` does). `INSPECT_KEYS=300` changes the count.
 
@@ -23,8 +23,7 @@ async fn drain(ws: &mut WsClient) {
     }
 }
 
-#[tokio::main]
-async fn main() -> Result<()> {
+pub async fn benchmark() -> Result<()> {
     let keys: usize = std::env::var("INSPECT_KEYS")
         .ok()
         .and_then(|v| v.parse().ok())

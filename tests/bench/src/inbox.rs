@@ -4,7 +4,7 @@
 //! session's own client (what the object's fan-out costs alone). Then the analytics query
 //! (`GET /usage`) over N sessions in the index.
 //!
-//! Run: `cargo run --release -p inspect-bench --bin inbox-bench` (after `./scripts/bench.sh`
+//! Run: `cargo run --release -p inspect-bench -- inbox` (after `./scripts/bench.sh`
 //! built the Workers, or with `INSPECT_WORKER_PREBUILT=1`). `INSPECT_INBOX_RUNS=40` picks the
 //! prompts, `INSPECT_USAGE_SESSIONS=10000` the sessions the query sums.
 
@@ -16,8 +16,7 @@ use inspect_tests::percentile;
 use serde_json::json;
 use std::time::{Duration, Instant};
 
-#[tokio::main]
-async fn main() -> Result<()> {
+pub async fn benchmark() -> Result<()> {
     let runs: usize = inspect_tests::setting("INSPECT_INBOX_RUNS").unwrap_or(40);
     let sessions: usize = inspect_tests::setting("INSPECT_USAGE_SESSIONS").unwrap_or(10_000);
     let mut provider = CaptureProvider::start().await?;

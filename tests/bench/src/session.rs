@@ -504,8 +504,7 @@ async fn creates(stack: &Stack, n: usize) -> Result<f64> {
     Ok(n as f64 / start.elapsed().as_secs_f64())
 }
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() -> Result<()> {
+pub async fn benchmark() -> Result<()> {
     let stack = Stack::start_with(inspect_tests::StackOptions::unthrottled())
         .await
         .context("starting the local stack")?;

@@ -2,7 +2,7 @@
 //! and the real OpenCode, with the scripted model server.
 //!
 //! Run: `./scripts/bench.sh` (after the session benchmarks) or
-//! `cargo run --release -p inspect-bench --bin sandbox-bench`. `INSPECT_BENCH=fresh`,
+//! `cargo run --release -p inspect-bench -- sandbox`. `INSPECT_BENCH=fresh`,
 //! `restore` or `prebuilt` runs one part (`setup`: the fresh sandboxes, their repository
 //! with a 3-s setup hook); `INSPECT_BENCH_RUNS=N` sets the fresh runs;
 //! `INSPECT_BENCH_STEPS=1` prints each boot step of a restore as it arrives;
@@ -414,8 +414,7 @@ async fn equipped(stack: &Stack, host: &SandboxHost, model: &FakeModel, runs: us
     Ok(())
 }
 
-#[tokio::main]
-async fn main() -> Result<()> {
+pub async fn benchmark() -> Result<()> {
     let runs: usize = std::env::var("INSPECT_BENCH_RUNS")
         .ok()
         .and_then(|v| v.parse().ok())
