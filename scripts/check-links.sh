@@ -6,13 +6,10 @@ source "$(dirname "$0")/toolchain.sh"
 ensure_node
 cd "$ROOT" || exit 1
 mapfile -t files < <(git ls-files '*.md')
+# One process for every file (a Node start each was ~0.7 CPU-s): it names each file with a
+# dead link and fails if any has one.
 failed=0
-for f in "${files[@]}"; do
-  if ! out="$(markdown-link-check --quiet --config "$ROOT/scripts/check-links.json" "$f" 2>&1)"; then
-    echo "$out"
-    failed=1
-  fi
-done
+markdown-link-check --quiet --config "$ROOT/scripts/check-links.json" "${files[@]}" || failed=1
 if [ "$failed" = 0 ]; then
   log "links: every link of ${#files[@]} Markdown files reaches its file and heading"
 fi
