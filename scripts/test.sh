@@ -48,6 +48,10 @@ cargo clippy --workspace --exclude inspect-supervisor --exclude inspect-tests --
 # benchmarks included), their tests and the integration suites (nextest's build).
 RUSTC_WORKSPACE_WRAPPER="$(rustc --print sysroot)/bin/clippy-driver"
 export RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
+# Nor line tables in the test command's builds (the dev profile keeps them for a person's
+# own builds): the workspace's crates compile in ~12 % less CPU. A failing test still names
+# its file and line (the panic's location); a backtrace names functions only.
+export CARGO_PROFILE_DEV_DEBUG=false
 
 log "the Modal app's pure part (python3 unittest)"
 python3 -m unittest discover -s "$ROOT/providers/modal/app" -q
