@@ -40,6 +40,6 @@ cargo run --release --quiet -p inspect-bench -- egress
 # The browser: the first page's JavaScript and render time, and a 5,000-event timeline
 # (render, long tasks while scrolling to the top), three runs.
 for run in 1 2 3; do
-  cargo test --release --quiet -p inspect-tests --test web -- --nocapture 2>&1 \
+  cargo test --release --quiet -p inspect-tests --test suites -- web:: --nocapture 2>&1 \
     | grep -E '^\[(timeline|e2e)\] (metrics|\{)' || true
 done

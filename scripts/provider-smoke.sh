@@ -2,7 +2,7 @@
 # The first calls to try against a sandbox vendor's real account, with the same settings
 # the Worker reads (see docs/providers.md, "First real run"). With --create it makes (and
 # deletes) one sandbox on your account. The test command runs it against each vendor's
-# fake (tests/tests/provider_smoke.rs).
+# fake (tests/tests/suites/provider_smoke.rs).
 #
 #   scripts/provider-smoke.sh VENDOR [--create]
 #
