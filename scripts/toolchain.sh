@@ -23,6 +23,15 @@ ensure_rust() {
     log "adding the wasm32-unknown-unknown target"
     rustup target add wasm32-unknown-unknown
   fi
+  # The test command lints with clippy's driver and checks formatting (a minimal rustup
+  # profile has neither).
+  local component
+  for component in clippy rustfmt; do
+    if ! rustup component list --installed 2>/dev/null | grep -q "^$component"; then
+      log "adding the $component component"
+      rustup component add "$component"
+    fi
+  done
   if ! "$CARGO_BIN/wasm-bindgen" --version 2>/dev/null | grep -q " $WASM_BINDGEN_VERSION\$"; then
     log "installing wasm-bindgen-cli $WASM_BINDGEN_VERSION (one time, a few minutes)"
     # Not --locked: one locked dependency of this version is missing from the registry.
