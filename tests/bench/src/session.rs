@@ -8,17 +8,10 @@ use anyhow::{Context, Result};
 use futures::future::join_all;
 use inspect_tests::capture_provider::{connect_sandbox, next_command, CaptureProvider};
 use inspect_tests::client::{create_session, WsClient};
+use inspect_tests::percentile;
 use inspect_tests::Stack;
 use serde_json::json;
 use std::time::{Duration, Instant};
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
 
 fn sorted(mut v: Vec<f64>) -> Vec<f64> {
     v.sort_by(|a, b| a.total_cmp(b));
