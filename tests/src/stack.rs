@@ -161,6 +161,13 @@ impl Stack {
             .open(&log_path)?;
         let inspector = free_port()?;
         let mut cmd = Command::new(root.join("node_modules/.bin/wrangler"));
+        // wrangler's local trace collector (a Worker fed every invocation's tail events,
+        // for its local explorer) takes ~12 % of workerd's one thread under load; the tests
+        // read the log, not the traces. `X_LOCAL_OBSERVABILITY=true` (wrangler's own
+        // variable) brings it back.
+        if std::env::var_os("X_LOCAL_OBSERVABILITY").is_none() {
+            cmd.env("X_LOCAL_OBSERVABILITY", "false");
+        }
         cmd.current_dir(&root)
             .args(["dev", "--local", "--ip", "127.0.0.1", "--port"])
             .arg(self.port.to_string())

@@ -85,6 +85,7 @@ async fn once(n: usize, cap: Option<usize>) -> Result<Outcome> {
         }
     }
     let create_s = made.elapsed().as_secs_f64();
+    eprintln!("  {n} schedules made in {create_s:.1} s; the due tick begins");
 
     let tick_s = tick(&stack, due + 1_000).await?;
     let second_tick_s = tick(&stack, due + 2_000).await?;
