@@ -33,6 +33,10 @@ try {
 
   step("Settings › Skills: a skill for every session; Settings › Models lists the catalog");
   await page.goto(`${BASE}/settings/models`);
+  // The catalog first: Models sits above Skills and grows when it loads, which would move
+  // the "New skill" button from under a click already on its way.
+  const models = page.getByRole("region", { name: "Models", exact: true });
+  await expectVisible(page, models.getByLabel("Enable inspect/fake-model", { exact: true }), "the compatible server's model");
   const skills = page.getByRole("region", { name: "Skills", exact: true });
   await skills.getByRole("button", { name: "New skill" }).click();
   await skills.getByLabel("Name", { exact: true }).fill("house-style");
@@ -40,8 +44,6 @@ try {
   await skills.getByLabel("Instructions (Markdown)").fill("Write small commits.");
   await skills.getByRole("button", { name: "Create skill" }).click();
   await expectVisible(page, skills.getByRole("list", { name: "Skills" }).getByText("house-style"), "the saved skill");
-  const models = page.getByRole("region", { name: "Models", exact: true });
-  await expectVisible(page, models.getByLabel("Enable inspect/fake-model", { exact: true }), "the compatible server's model");
   const mcp = page.getByRole("region", { name: "MCP servers", exact: true });
   await mcp.getByLabel("MCP server name").fill("docs-site");
   await mcp.getByLabel("MCP server URL or command").fill("http://127.0.0.1:9/mcp");
