@@ -6,6 +6,7 @@
 use crate::auth::tokens;
 use crate::db;
 use crate::http::{body_as, read_body_up_to, said_json, ApiResult};
+use crate::lookups::Lookups;
 use futures::StreamExt;
 use inspect_automations::rules::{self, Firing};
 use inspect_automations::schedule;
@@ -289,7 +290,8 @@ pub async fn trigger(env: &Env, id: &str, now: i64) -> ApiResult<Run> {
     if claim != Claim::Started {
         return Err(ApiError::conflict(store::CONCURRENT_RUN));
     }
-    start_run(env, &automation, &run_id, &Firing::Manual, now).await;
+    let lookups = Lookups::default();
+    start_run(env, &automation, &run_id, &Firing::Manual, now, &lookups).await;
     store::runs(env, id, RUNS_SHOWN)
         .await?
         .into_iter()
@@ -310,6 +312,7 @@ async fn start_run(
     run_id: &str,
     firing: &Firing<'_>,
     now: i64,
+    lookups: &Lookups,
 ) -> Vec<String> {
     let settings = &automation.automation.settings;
     // A GitHub event on a pull request: its branch is worked on, and its comments hear
@@ -357,8 +360,16 @@ async fn start_run(
                 slack_thread,
                 github,
             };
-            let outcome =
-                start_session(env, automation, repo, on_branch, from, content, &origin).await;
+            let outcome = start_session(
+                env,
+                automation,
+                (repo, on_branch),
+                from,
+                content,
+                &origin,
+                lookups,
+            )
+            .await;
             let started = outcome.as_ref().ok().cloned();
             if let Err(e) = outcome {
                 let _ = store::add_session(
@@ -395,12 +406,13 @@ async fn start_run(
 async fn start_session(
     env: &Env,
     automation: &Stored,
-    repo: Option<RepositoryRef>,
-    // The repository's branch is a pull request's, not one the repository lists.
-    on_branch: bool,
+    // The repository, and whether its branch is a pull request's (not one the repository
+    // lists).
+    (repo, on_branch): (Option<RepositoryRef>, bool),
     from: AutomationOrigin,
     content: String,
     origin: &str,
+    lookups: &Lookups,
 ) -> Result<String, (Option<String>, ApiError)> {
     // A run is new work: refused, with the reason kept on the run, once a budget of the
     // owner's is spent.
@@ -417,13 +429,14 @@ async fn start_session(
         automation: Some(from.clone()),
         ..Default::default()
     };
-    let created = crate::objects::create_session_with(
+    let created = crate::objects::create_session_among(
         env,
         origin,
         &automation.actor,
         create,
         &overrides,
         inspect_protocol::usage::SessionSource::Automation,
+        lookups,
     )
     .await
     .map_err(|e| (None, e))?;
@@ -580,7 +593,7 @@ async fn fire_event(
         log("event_skipped");
         return Ok(accepted(0, 1));
     }
-    let sessions = start_run(env, automation, &run_id, firing, now).await;
+    let sessions = start_run(env, automation, &run_id, firing, now, &Lookups::default()).await;
     log("event_run_started");
     let (answer, _) = accepted(1, 0);
     Ok((answer, sessions))
@@ -860,8 +873,11 @@ pub async fn sentry_webhook(
 pub async fn tick(env: &Env, now: i64) -> ApiResult<usize> {
     store::time_out(env, now).await?;
     let due = store::due(env, now, DUE_PER_TICK).await?;
+    // The tick's sessions read the deployment's settings once between them.
+    let lookups = Lookups::default();
+    let lookups = &lookups;
     let fired = futures::stream::iter(due)
-        .map(|automation| async move { fire(env, automation, now).await })
+        .map(|automation| async move { fire(env, automation, now, lookups).await })
         .buffer_unordered(FIRING_AT_ONCE)
         .filter(|started| futures::future::ready(*started))
         .count()
@@ -869,7 +885,7 @@ pub async fn tick(env: &Env, now: i64) -> ApiResult<usize> {
     Ok(fired)
 }
 
-async fn fire(env: &Env, automation: Stored, now: i64) -> bool {
+async fn fire(env: &Env, automation: Stored, now: i64, lookups: &Lookups) -> bool {
     let a = &automation.automation;
     let Some(slot) = a.next_run_at else {
         return false;
@@ -900,6 +916,7 @@ async fn fire(env: &Env, automation: Stored, now: i64) -> bool {
             &run_id,
             &Firing::Schedule { slot_ms: slot },
             now,
+            lookups,
         )
         .await;
         Ok::<bool, ApiError>(true)

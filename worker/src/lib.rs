@@ -20,6 +20,7 @@
 
 pub mod auth;
 pub mod listing;
+pub mod lookups;
 pub mod routes;
 pub mod usage_query;
 pub mod webpush;

@@ -5,6 +5,7 @@
 
 use crate::auth::session_ids;
 use crate::http::{body_as, internal, json, now_ms, origin_of, parse, read_body, ApiResult};
+use crate::lookups::Lookups;
 use crate::routes::SessionAction;
 use crate::{index, repos, settings};
 use inspect_durable::headers::{ACTOR_HEADER, ORIGIN_HEADER, SESSION_HEADER, VOUCHED_HEADER};
@@ -486,14 +487,39 @@ pub(crate) async fn create_session_with(
     env: &Env,
     origin: &str,
     actor: &Actor,
-    mut create: CreateSessionRequest,
+    create: CreateSessionRequest,
     branch_overrides: &[inspect_protocol::session::RepositoryRef],
     source: SessionSource,
 ) -> ApiResult<inspect_protocol::session::CreateSessionResponse> {
+    let lookups = Lookups::default();
+    create_session_among(
+        env,
+        origin,
+        actor,
+        create,
+        branch_overrides,
+        source,
+        &lookups,
+    )
+    .await
+}
+
+/// [`create_session_with`], reading the deployment through `lookups` (shared by sessions
+/// created together).
+pub(crate) async fn create_session_among(
+    env: &Env,
+    origin: &str,
+    actor: &Actor,
+    mut create: CreateSessionRequest,
+    branch_overrides: &[inspect_protocol::session::RepositoryRef],
+    source: SessionSource,
+    lookups: &Lookups,
+) -> ApiResult<inspect_protocol::session::CreateSessionResponse> {
     create.environment_name = None;
+    create.catalog = None;
     // Where the sandbox may send traffic is the environment's to say, never a request's.
     create.egress = None;
-    let mut repositories = match &create.environment_id {
+    let repositories = match &create.environment_id {
         Some(environment) => {
             if create.repositories.is_some() || create.repo_owner.is_some() {
                 return Err(ApiError::bad_request(
@@ -519,7 +545,14 @@ pub(crate) async fn create_session_with(
         }
         None => inspect_durable::engine::state::repositories_of(&create)?,
     };
-    repos::resolve(env, &mut repositories).await?;
+    let asked = format!("repositories {repositories:?}");
+    let repositories = lookups
+        .get(asked, || async move {
+            let mut repositories = repositories;
+            repos::resolve(env, &mut repositories).await?;
+            Ok(repositories)
+        })
+        .await?;
     // A session that names no model, no ports or no agent gets its primary repository's
     // defaults.
     let asks_ports = create
@@ -528,8 +561,12 @@ pub(crate) async fn create_session_with(
         .is_some_and(|s| !s.tunnel_ports.is_empty());
     if create.model.is_none() || !asks_ports || create.agent.is_none() {
         if let Some(primary) = repositories.first() {
-            let settings =
-                inspect_github::api::repo_settings(env, &primary.owner, &primary.name).await?;
+            let key = format!("repo settings {}/{}", primary.owner, primary.name);
+            let settings = lookups
+                .get(key, || {
+                    inspect_github::api::repo_settings(env, &primary.owner, &primary.name)
+                })
+                .await?;
             if create.model.is_none() {
                 create.model = settings.default_model;
             }
@@ -549,14 +586,17 @@ pub(crate) async fn create_session_with(
         .iter()
         .map(|r| (r.owner.clone(), r.name.clone()))
         .collect();
+    let (environment, agent) = (
+        create.environment_id.as_deref(),
+        create.agent.unwrap_or_default(),
+    );
+    let key = format!("grants {repository_names:?} {environment:?} {agent:?}");
     create.managed_grants = Some(
-        inspect_models::grant_store::for_session(
-            env,
-            &repository_names,
-            create.environment_id.as_deref(),
-            create.agent.unwrap_or_default(),
-        )
-        .await?,
+        lookups
+            .get(key, || {
+                inspect_models::grant_store::for_session(env, &repository_names, environment, agent)
+            })
+            .await?,
     );
     // What the deployment offers now, read at once: its models, the managed skills and the
     // MCP servers that apply.
@@ -569,31 +609,35 @@ pub(crate) async fn create_session_with(
         }
         _ => None,
     };
+    let applies = format!("{repositories:?} {environment:?}");
+    let applicable_skills = || {
+        lookups.get(format!("skills {applies}"), || {
+            inspect_skills::store::applicable(env, &repositories, environment.as_deref())
+        })
+    };
     let (models, skills, mcp_servers) = futures::join!(
-        inspect_models::store::catalog(env),
+        lookups.get("models".to_owned(), || inspect_models::store::catalog(env)),
         async {
             match skill_choice {
-                inspect_protocol::skills::SkillChoice::All => {
-                    inspect_skills::store::applicable(env, &repositories, environment.as_deref())
-                        .await
-                }
+                inspect_protocol::skills::SkillChoice::All => applicable_skills().await,
                 inspect_protocol::skills::SkillChoice::None => Ok(Vec::new()),
                 inspect_protocol::skills::SkillChoice::Profile(_) => {
                     let wanted = profile.map(|p| p.skills).unwrap_or_default();
-                    inspect_skills::store::applicable(env, &repositories, environment.as_deref())
-                        .await
-                        .map(|all| {
-                            all.into_iter()
-                                .filter(|s| wanted.contains(&s.name))
-                                .collect()
-                        })
+                    applicable_skills().await.map(|all| {
+                        all.into_iter()
+                            .filter(|s| wanted.contains(&s.name))
+                            .collect()
+                    })
                 }
             }
         },
-        inspect_mcp::store::for_session(env, &repositories, environment.as_deref()),
+        lookups.get(format!("mcp {applies}"), || {
+            inspect_mcp::store::for_session(env, &repositories, environment.as_deref())
+        }),
     );
     // The model and effort must be ones the deployment offers; none named: its default.
     let models = models?;
+    create.catalog = Some(models.clone());
     match &create.model {
         Some(model) => {
             inspect_models::check_model(&models, model).map_err(ApiError::bad_request)?
@@ -611,12 +655,13 @@ pub(crate) async fn create_session_with(
         .as_deref()
         .filter(|m| inspect_models::needs_reach(m))
     {
-        let mut names = inspect_durable::sealed::secret_names(
-            env,
-            create.environment_id.as_deref(),
-            &repository_names,
-        )
-        .await?;
+        let environment = create.environment_id.as_deref();
+        let key = format!("secret names {environment:?} {repository_names:?}");
+        let mut names = lookups
+            .get(key, || {
+                inspect_durable::sealed::secret_names(env, environment, &repository_names)
+            })
+            .await?;
         names.extend(inspect_models::store::sandbox_keys(env));
         let granted: Vec<&str> = create
             .managed_grants

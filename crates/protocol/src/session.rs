@@ -71,6 +71,12 @@ pub struct CreateSessionRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "ts", ts(skip))]
     pub managed_grants: Option<Vec<crate::models::ManagedGrant>>,
+    /// The models the deployment offered as the session was created (the control plane
+    /// sets this; never a person): its object checks and spawns against them for as long
+    /// as it would keep a catalog it read itself, instead of reading them again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(skip))]
+    pub catalog: Option<crate::models::ModelCatalog>,
     /// The coding agent (OpenCode unless the repository's settings or this say otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "ts", ts(optional))]

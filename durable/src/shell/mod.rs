@@ -139,7 +139,7 @@ impl SessionDO {
         }
         match inspect_models::store::catalog(&self.env).await {
             Ok(catalog) => {
-                *self.models.borrow_mut() = Some((now, catalog.clone()));
+                self.keep_models(now, catalog.clone());
                 Some(catalog)
             }
             Err(e) => {
@@ -147,6 +147,11 @@ impl SessionDO {
                 None
             }
         }
+    }
+
+    /// Keeps `catalog` as the models read at `at` (the control plane's, at creation).
+    pub(super) fn keep_models(&self, at: i64, catalog: inspect_protocol::models::ModelCatalog) {
+        *self.models.borrow_mut() = Some((at, catalog));
     }
 
     /// Writes a log line about this session (its id added).

@@ -380,10 +380,15 @@ impl SessionDO {
                         .ok()
                         .flatten()
                         .ok_or_else(|| ApiError::bad_request("no session id"))?;
-                    let body: CreateSessionRequest = body_json(&mut req).await?;
+                    let mut body: CreateSessionRequest = body_json(&mut req).await?;
                     self.ensure_schema()
                         .map_err(|e| ApiError::internal(e.to_string()))?;
                     let state = engine.create(&sid, &body, &actor, now)?;
+                    // The catalog the control plane just read is the one the first
+                    // prompt and spawn are checked against.
+                    if let Some(catalog) = body.catalog.take() {
+                        self.keep_models(now, catalog);
+                    }
                     Ok::<_, ApiError>(state)
                 }
                 .await;
