@@ -208,16 +208,6 @@ impl<S: Store> Session<'_, S> {
             .unwrap_or(CONNECTING_TIMEOUT_MS))
     }
 
-    /// Records the deployment's budget for a sandbox to become ready.
-    pub fn set_ready_timeout(&self, ms: Option<i64>) -> EngineResult<()> {
-        self.store
-            .execute(
-                "UPDATE session SET ready_timeout_ms = ? WHERE id = 1",
-                &[ms.into()],
-            )
-            .map_err(internal)
-    }
-
     /// What the provider last said of the sandbox on its way (scheduled, pulling, …).
     fn sandbox_progress_said(&self) -> EngineResult<Option<String>> {
         Ok(self
@@ -255,22 +245,18 @@ impl<S: Store> Session<'_, S> {
         self.sandbox_warning("sandbox", &format!("not ready yet: {progress}"), now)
     }
 
-    /// Records the deployment's idle timeout for this session.
-    pub fn set_idle_timeout(&self, ms: Option<i64>) -> EngineResult<()> {
+    /// Records what the deployment allows this session, at its creation, in one statement:
+    /// how long its sandbox may idle, its budget to become ready, and the prompts a
+    /// person may send a minute (`None`: the defaults).
+    pub fn set_limits(&self, limits: &SessionLimits) -> EngineResult<()> {
         self.store
             .execute(
-                "UPDATE session SET idle_timeout_ms = ? WHERE id = 1",
-                &[ms.into()],
-            )
-            .map_err(internal)
-    }
-
-    /// The deployment's prompt rate per person (per minute), recorded at creation.
-    pub fn set_prompt_rate(&self, per_minute: Option<u32>) -> EngineResult<()> {
-        self.store
-            .execute(
-                "UPDATE session SET prompts_per_minute = ? WHERE id = 1",
-                &[per_minute.map(i64::from).into()],
+                "UPDATE session SET idle_timeout_ms = ?, ready_timeout_ms = ?, prompts_per_minute = ? WHERE id = 1",
+                &[
+                    limits.idle_timeout_ms.into(),
+                    limits.ready_timeout_ms.into(),
+                    limits.prompts_per_minute.map(i64::from).into(),
+                ],
             )
             .map_err(internal)
     }
@@ -550,4 +536,12 @@ pub(crate) fn record_activity(store: &impl Store, now: i64) -> crate::store::Sto
         "UPDATE sandbox SET last_activity = MAX(COALESCE(last_activity, 0), ?) WHERE id = 1",
         &[now.into()],
     )
+}
+
+/// What the deployment allows a session ([`Session::set_limits`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionLimits {
+    pub idle_timeout_ms: Option<i64>,
+    pub ready_timeout_ms: Option<i64>,
+    pub prompts_per_minute: Option<u32>,
 }

@@ -1904,7 +1904,11 @@ fn events_filtered_by_type_and_prompt_page_to_the_end() {
 fn prompts_past_the_rate_wait_and_say_when() {
     let st = store();
     let s = created(&st);
-    s.set_prompt_rate(Some(3)).unwrap();
+    let limits = deadlines::SessionLimits {
+        prompts_per_minute: Some(3),
+        ..Default::default()
+    };
+    s.set_limits(&limits).unwrap();
     let ann = s.participant_by_user("u-ann").unwrap().unwrap();
     for i in 0..3 {
         s.enqueue(&ann, &prompt(&format!("p{i}"), None), 1_000 + i)

@@ -26,13 +26,19 @@ impl SessionDO {
     /// Keeps the origin the session was created at, for its sandboxes to connect back to.
     /// Later requests do not move it: a session's sandboxes keep one address.
     pub(super) fn remember_origin(&self, req: &Request) {
+        if self.origin_kept.get() {
+            return;
+        }
         let Some(origin) = req.headers().get(ORIGIN_HEADER).ok().flatten() else {
             return;
         };
-        let _ = self.store.execute(
-            "UPDATE session SET origin = ? WHERE id = 1 AND origin IS NULL",
+        // A row back: the session exists, and its origin is set (now or before).
+        let kept = self.store.query(
+            "UPDATE session SET origin = COALESCE(origin, ?) WHERE id = 1 RETURNING 1",
             &[origin.as_str().into()],
         );
+        self.origin_kept
+            .set(kept.is_ok_and(|rows| !rows.is_empty()));
     }
 
     /// Checks a sandbox's credentials (bearer token + `X-Sandbox-ID`): `None` when they are
@@ -242,31 +248,38 @@ impl SessionDO {
                 wanted = true;
             }
         }
-        self.spawn_if_wanted(wanted).await;
-        if reschedule {
+        // A spawn points the alarm itself.
+        let scheduled = self.spawn_if_wanted(wanted).await;
+        if reschedule && !scheduled {
             self.schedule().await;
         }
     }
 
-    /// Spawns a sandbox if the engine wants one and none is alive or on its way.
-    pub(super) async fn spawn_if_wanted(&self, wanted: bool) {
+    /// Spawns a sandbox if the engine wants one and none is alive or on its way: whether
+    /// it did (and so pointed the alarm at the next deadline).
+    pub(super) async fn spawn_if_wanted(&self, wanted: bool) -> bool {
         if !wanted {
-            return;
+            return false;
         }
         if self.stopping.get() {
             self.spawn_deferred.set(true);
-            return;
+            return false;
         }
         let engine = self.engine();
         // The settings are read once: the plan and the spawn use the same provider.
         let configured = ViaBinding::chosen(&self.env);
         let provider = configured.as_ref().ok();
         // Decide before begin_spawn replaces the record of the last sandbox.
+        // The provider's runtime (a call to it) is asked only when something depends on it:
+        // a snapshot that could be restored, or a prebuilt image to choose.
         let mut runtime = String::new();
         let plan = match &provider {
             Some(p) => {
-                runtime = p.runtime_version().await.unwrap_or_default();
-                engine.spawn_plan(p.capabilities(), &runtime).ok()
+                let caps = p.capabilities();
+                if caps.restore && engine.latest_snapshot().ok().flatten().is_some() {
+                    runtime = p.runtime_version().await.unwrap_or_default();
+                }
+                engine.spawn_plan(caps, &runtime).ok()
             }
             None => None,
         };
@@ -284,7 +297,7 @@ impl SessionDO {
             None => engine.begin_spawn(now_ms()),
         };
         let Ok(Some((mut ticket, fx))) = begun else {
-            return;
+            return false;
         };
         self.apply(fx);
         // A resume onto a new machine carries the last workspace, and its work.
@@ -301,8 +314,8 @@ impl SessionDO {
         };
         // Nothing of its own to start from: the newest compatible prebuilt image, if any.
         let mut prebuilt = None;
-        if matches!(plan, Some(SpawnPlan::Fresh { .. })) && !runtime.is_empty() {
-            prebuilt = self.prebuilt_image(&runtime).await;
+        if let (Some(SpawnPlan::Fresh { .. }), Some(p)) = (&plan, provider) {
+            prebuilt = self.prebuilt_image(p, &mut runtime).await;
             if prebuilt.is_some() {
                 restore = prebuilt.clone();
             }
@@ -413,7 +426,7 @@ impl SessionDO {
                                                 req.sandbox_token = renewed.token.clone();
                                                 ticket = renewed;
                                             }
-                                            _ => return,
+                                            _ => return false,
                                         }
                                     }
                                     provider.create(&req).await
@@ -523,12 +536,18 @@ impl SessionDO {
             self.apply(fx);
         }
         self.schedule().await;
+        true
     }
 
     /// The image a sandbox with nothing of its own starts from: the newest ready one of the
-    /// session's environment (or its only repository) made by `runtime` for the session's
-    /// repositories. Images skipped are said on the timeline.
-    async fn prebuilt_image(&self, runtime: &str) -> Option<String> {
+    /// session's environment (or its only repository) made by the provider's runtime (asked
+    /// into `runtime` when there are images and it is not known yet; none when it cannot
+    /// say) for the session's repositories. Images skipped are said on the timeline.
+    async fn prebuilt_image(
+        &self,
+        provider: &ViaBinding<'_>,
+        runtime: &mut String,
+    ) -> Option<String> {
         use inspect_protocol::images::{choose_image, BuildStatus, ImageScope};
         let state = self.engine().state().ok()?;
         let scope = match (&state.environment_id, state.repositories.as_slice()) {
@@ -549,6 +568,15 @@ impl SessionDO {
                     return None;
                 }
             };
+        if ready.is_empty() {
+            return None;
+        }
+        if runtime.is_empty() {
+            *runtime = provider.runtime_version().await.unwrap_or_default();
+            if runtime.is_empty() {
+                return None;
+            }
+        }
         let repositories: Vec<(String, String)> = state
             .repositories
             .iter()

@@ -6,6 +6,7 @@
 //! (JSON) and the session id in `X-Inspect-Session-Id`; nothing outside the Worker can
 //! reach a Durable Object, so these headers are trusted.
 
+use crate::engine::deadlines::SessionLimits;
 use crate::engine::plan::SpawnPlan;
 use crate::engine::sockets::{KIND_CLIENT, KIND_SANDBOX};
 use crate::engine::{ids, timeline, Effects, Session, Target};
@@ -103,6 +104,9 @@ pub struct SessionDO {
     /// The deployment's models as last read from D1 (when, in ms): prompts are checked
     /// against them; read again after [`MODELS_TTL_MS`].
     models: RefCell<Option<(i64, inspect_protocol::models::ModelCatalog)>>,
+    /// The session's origin is stored (the first one a request carried is kept): later
+    /// requests need not write it again.
+    origin_kept: std::cell::Cell<bool>,
 }
 
 /// A change to the deployment's models reaches a running session's prompts within this.
@@ -279,6 +283,7 @@ impl DurableObject for SessionDO {
             staging,
             schema_ready: std::cell::Cell::new(schema_ready),
             models: RefCell::new(None),
+            origin_kept: Default::default(),
         };
         if !schema_ready {
             return this;

@@ -404,7 +404,6 @@ impl SessionDO {
                             .and_then(|v| v.to_string().parse::<i64>().ok())
                             .filter(|s| *s > 0)
                             .map(|s| s * 1000);
-                        let _ = engine.set_idle_timeout(idle);
                         let ready = self
                             .provider()
                             .map_or(ProviderKind::Local, |p| p.kind())
@@ -415,13 +414,16 @@ impl SessionDO {
                                 )
                                 .as_deref(),
                             );
-                        let _ = engine.set_ready_timeout(Some(ready * 1000));
                         let rate = self
                             .env
                             .var("RATE_LIMIT_PROMPTS_PER_MINUTE")
                             .ok()
                             .and_then(|v| v.to_string().parse::<u32>().ok());
-                        let _ = engine.set_prompt_rate(rate);
+                        let _ = engine.set_limits(&SessionLimits {
+                            idle_timeout_ms: idle,
+                            ready_timeout_ms: Some(ready * 1000),
+                            prompts_per_minute: rate,
+                        });
                         // The whole state: the Worker indexes the session from it.
                         Ok(json_ok(&state)?.with_status(201))
                     }
