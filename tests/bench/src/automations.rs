@@ -1,7 +1,8 @@
 //! Schedules at scale (a benchmark, not a test): N enabled schedules all due in one cron
 //! tick under `wrangler dev`, each on a repository, with a provider the benchmark plays
 //! (every spawn is answered at once and kept). Measures the tick's wall time (claiming each
-//! slot, creating and prompting N sessions) and checks each automation ran exactly once:
+//! slot, creating and prompting N sessions) and workerd's CPU through it (steadier on a
+//! shared machine), and checks each automation ran exactly once:
 //! one run, one session, one spawn — and none more on a second tick of the same slot.
 //!
 //! Run: `cargo run --release -p inspect-bench -- automations` (after
