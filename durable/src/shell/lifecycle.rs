@@ -3,6 +3,7 @@
 
 use super::fanout::moves_deadlines;
 use super::*;
+use inspect_protocol::session::SessionState;
 
 impl SessionDO {
     /// Points the one alarm slot at the earliest deadline, or clears it.
@@ -312,10 +313,12 @@ impl SessionDO {
             Some(SpawnPlan::Resume { sandbox_id }) => Some(sandbox_id.clone()),
             _ => None,
         };
+        // The session as it is now, read once for the image, the request and the secrets.
+        let state = engine.state();
         // Nothing of its own to start from: the newest compatible prebuilt image, if any.
         let mut prebuilt = None;
-        if let (Some(SpawnPlan::Fresh { .. }), Some(p)) = (&plan, provider) {
-            prebuilt = self.prebuilt_image(p, &mut runtime).await;
+        if let (Some(SpawnPlan::Fresh { .. }), Some(p), Ok(state)) = (&plan, provider, &state) {
+            prebuilt = self.prebuilt_image(state, p, &mut runtime).await;
             if prebuilt.is_some() {
                 restore = prebuilt.clone();
             }
@@ -349,8 +352,12 @@ impl SessionDO {
             self.apply(fx);
         }
         let models = self.models().await;
-        let request = match self.spawn_request(&ticket, restore.clone(), boot_mode) {
-            Ok(mut req) => self.sandbox_secrets().await.map(|layered| {
+        let request = state.and_then(|state| {
+            let request = self.spawn_request(&state, &ticket, restore.clone(), boot_mode)?;
+            Ok((request, state))
+        });
+        let request = match request {
+            Ok((mut req, state)) => self.secrets_for(&state).await.map(|layered| {
                 self.setup_secrets_named
                     .set(Some(!layered.setup.is_empty()));
                 req.env = layered.env;
@@ -545,11 +552,11 @@ impl SessionDO {
     /// say) for the session's repositories. Images skipped are said on the timeline.
     async fn prebuilt_image(
         &self,
+        state: &SessionState,
         provider: &ViaBinding<'_>,
         runtime: &mut String,
     ) -> Option<String> {
         use inspect_protocol::images::{choose_image, BuildStatus, ImageScope};
-        let state = self.engine().state().ok()?;
         let scope = match (&state.environment_id, state.repositories.as_slice()) {
             (Some(id), _) => ImageScope::Environment {
                 environment_id: id.clone(),
@@ -605,7 +612,14 @@ impl SessionDO {
     pub(super) async fn sandbox_secrets(
         &self,
     ) -> std::result::Result<inspect_secrets::Layered, ApiError> {
-        let state = self.engine().state()?;
+        self.secrets_for(&self.engine().state()?).await
+    }
+
+    /// [`Self::sandbox_secrets`] of the session as `state` has it.
+    async fn secrets_for(
+        &self,
+        state: &SessionState,
+    ) -> std::result::Result<inspect_secrets::Layered, ApiError> {
         let repositories: Vec<(String, String)> = state
             .repositories
             .iter()
@@ -759,11 +773,11 @@ impl SessionDO {
 
     pub(super) fn spawn_request(
         &self,
+        state: &SessionState,
         ticket: &crate::engine::sandbox::SpawnTicket,
         restore_from: Option<String>,
         boot_mode: inspect_protocol::provider::BootMode,
     ) -> std::result::Result<inspect_protocol::provider::SpawnRequest, ApiError> {
-        let state = self.engine().state()?;
         let origin = self
             .store
             .scalar("SELECT origin FROM session WHERE id = 1", &[])
