@@ -260,7 +260,9 @@ impl<S: Store> Session<'_, S> {
         fx.attention
             .extend(self.prompt_mentions(&author.user_id, &id, &req.content)?);
         fx.merge(self.dispatch_next(now)?);
-        fx.spawn_wanted = self.needs_sandbox()?;
+        // The prompt just queued waits unless a ready sandbox took it (then one is live):
+        // a sandbox is wanted exactly when none is live (needs_sandbox without its queue read).
+        fx.spawn_wanted = !self.sandbox_live()?;
         Ok((
             PromptAccepted {
                 message_id: id,

@@ -206,14 +206,20 @@ impl<S: Store> Session<'_, S> {
 
     /// Whether a prompt waits with no live sandbox to run it.
     pub fn needs_sandbox(&self) -> EngineResult<bool> {
-        let live = self
-            .sandbox_row()?
-            .is_some_and(|r| LIVE_STATES.contains(&r.status.as_str()));
-        let waiting = self
+        if self.sandbox_live()? {
+            return Ok(false);
+        }
+        Ok(self
             .queue()?
             .iter()
-            .any(|q| q.status == MessageStatus::Pending);
-        Ok(waiting && !live)
+            .any(|q| q.status == MessageStatus::Pending))
+    }
+
+    /// Whether the session's sandbox is alive or on its way.
+    pub fn sandbox_live(&self) -> EngineResult<bool> {
+        Ok(self
+            .sandbox_row()?
+            .is_some_and(|r| LIVE_STATES.contains(&r.status.as_str())))
     }
 
     /// A person is typing: start a sandbox if none is alive (and the session takes prompts),
