@@ -64,6 +64,17 @@ impl<S: crate::store::Store> super::Session<'_, S> {
         caps: Capabilities,
         runtime_version: &str,
     ) -> super::EngineResult<SpawnPlan> {
+        let snapshot = self.latest_snapshot()?;
+        self.spawn_plan_from(caps, snapshot.as_ref(), runtime_version)
+    }
+
+    /// [`Self::spawn_plan`] with the latest snapshot already read.
+    pub fn spawn_plan_from(
+        &self,
+        caps: Capabilities,
+        snapshot: Option<&LatestSnapshot>,
+        runtime_version: &str,
+    ) -> super::EngineResult<SpawnPlan> {
         use crate::store::Cols;
         let resumable = self.resumable()?;
         let previous = self
@@ -81,11 +92,10 @@ impl<S: crate::store::Store> super::Session<'_, S> {
             })
             .transpose()
             .map_err(super::internal)?;
-        let snapshot = self.latest_snapshot()?;
         Ok(plan_spawn(
             caps,
             previous.as_ref(),
-            snapshot.as_ref(),
+            snapshot,
             runtime_version,
         ))
     }

@@ -277,10 +277,13 @@ impl SessionDO {
         let plan = match &provider {
             Some(p) => {
                 let caps = p.capabilities();
-                if caps.restore && engine.latest_snapshot().ok().flatten().is_some() {
+                let snapshot = engine.latest_snapshot().ok().flatten();
+                if caps.restore && snapshot.is_some() {
                     runtime = p.runtime_version().await.unwrap_or_default();
                 }
-                engine.spawn_plan(caps, &runtime).ok()
+                engine
+                    .spawn_plan_from(caps, snapshot.as_ref(), &runtime)
+                    .ok()
             }
             None => None,
         };
