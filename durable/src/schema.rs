@@ -542,16 +542,30 @@ pub fn migrate(store: &impl Store) -> StoreResult<i64> {
         return Ok(current_version());
     }
     // Every pending migration (for a new object, the schema as they leave it) and the
-    // version reached, as one script in one unit: a new session's object creates its whole
-    // schema in one call.
-    let mut script = match have {
+    // version reached, as one script in one unit.
+    let script = match have {
         0 => FRESH.to_owned(),
         _ => MIGRATIONS[have.max(0) as usize..].join(";\n"),
     };
+    store.atomically(|| store.execute_script(&with_version(script)))?;
+    Ok(current_version())
+}
+
+/// Makes the whole schema in a database known to be empty ([`exists`] said so): one
+/// script, the version table with it, so a new session's object spends one call on it.
+pub fn create(store: &impl Store) -> StoreResult<i64> {
+    let script = format!(
+        "CREATE TABLE schema_version (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL);\n{FRESH}"
+    );
+    store.atomically(|| store.execute_script(&with_version(script)))?;
+    Ok(current_version())
+}
+
+/// `script` followed by the statement recording the version it reaches.
+fn with_version(mut script: String) -> String {
     script.push_str(&format!(
         ";\nINSERT INTO schema_version (id, version) VALUES (1, {}) ON CONFLICT(id) DO UPDATE SET version = excluded.version;",
         current_version()
     ));
-    store.atomically(|| store.execute_script(&script))?;
-    Ok(current_version())
+    script
 }

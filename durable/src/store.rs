@@ -136,6 +136,11 @@ impl Cols {
     pub fn new(row: Row) -> Self {
         Cols(row.into_iter())
     }
+    /// Whether the `n`th column still to read (0: the next) is NULL, without reading it
+    /// (a LEFT JOIN that found no row leaves its columns NULL).
+    pub fn ahead_is_null(&self, n: usize) -> bool {
+        self.0.as_slice().get(n).is_none_or(SqlValue::is_null)
+    }
     fn next(&mut self) -> StoreResult<SqlValue> {
         self.0
             .next()

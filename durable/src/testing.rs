@@ -170,6 +170,21 @@ mod tests {
         schema::migrate(&store).unwrap();
         // The version table, the version read, then one script for all the rest.
         assert_eq!(store.take_statements().len(), 3);
+        // A database known to be empty gets the same in one script.
+        let known_empty = SqliteStore::in_memory();
+        assert!(!schema::exists(&known_empty).unwrap());
+        known_empty.take_statements();
+        assert_eq!(
+            schema::create(&known_empty).unwrap(),
+            schema::current_version()
+        );
+        assert_eq!(known_empty.take_statements().len(), 1);
+        assert_eq!(known_empty.shape(), store.shape());
+        assert_eq!(
+            schema::migrate(&known_empty).unwrap(),
+            schema::current_version()
+        );
+        assert_eq!(known_empty.shape(), store.shape());
         // An object stored by an older release (here: after the first two migrations) gets
         // the rest, and its rows stay.
         let old = SqliteStore::in_memory();

@@ -59,32 +59,89 @@ struct SandboxTimes {
     links_at: Option<i64>,
 }
 
+/// The columns [`SandboxTimes::read`] reads, in its order.
+const SANDBOX_TIMES: &str = "sandbox_id, status, spawned_at, last_heartbeat, disconnected_at, last_activity, updated_at, extended_at, links_at";
+
+impl SandboxTimes {
+    fn read(c: &mut Cols) -> crate::store::StoreResult<SandboxTimes> {
+        Ok(SandboxTimes {
+            sandbox_id: c.opt_string()?.unwrap_or_default(),
+            status: c.string()?,
+            spawned_at: c.opt_i64()?,
+            last_heartbeat: c.opt_i64()?,
+            disconnected_at: c.opt_i64()?,
+            last_activity: c.opt_i64()?,
+            updated_at: c.i64()?,
+            extended_at: c.opt_i64()?,
+            links_at: c.opt_i64()?,
+        })
+    }
+}
+
+/// See [`Session::deadline_inputs`].
+struct DeadlineInputs {
+    ready_timeout_ms: Option<i64>,
+    idle_timeout_ms: Option<i64>,
+    first_unsubscribed: Option<i64>,
+    processing_started: Option<i64>,
+    sandbox: Option<SandboxTimes>,
+}
+
 impl<S: Store> Session<'_, S> {
     fn sandbox_times(&self) -> EngineResult<Option<SandboxTimes>> {
         self.store
             .query(
-                "SELECT sandbox_id, status, spawned_at, last_heartbeat, disconnected_at, last_activity, updated_at, extended_at, links_at FROM sandbox WHERE id = 1",
+                &format!("SELECT {SANDBOX_TIMES} FROM sandbox WHERE id = 1"),
                 &[],
             )
             .map_err(internal)?
             .into_iter()
             .next()
-            .map(|row| {
-                let mut c = Cols::new(row);
-                Ok(SandboxTimes {
-                    sandbox_id: c.opt_string()?.unwrap_or_default(),
-                    status: c.string()?,
-                    spawned_at: c.opt_i64()?,
-                    last_heartbeat: c.opt_i64()?,
-                    disconnected_at: c.opt_i64()?,
-                    last_activity: c.opt_i64()?,
-                    updated_at: c.i64()?,
-                    extended_at: c.opt_i64()?,
-                    links_at: c.opt_i64()?,
-                })
-            })
+            .map(|row| SandboxTimes::read(&mut Cols::new(row)))
             .transpose()
             .map_err(internal)
+    }
+
+    /// What every deadline depends on, in one read: the session's budgets, its sandbox's
+    /// times, the running prompt's start and the first client still to subscribe. `None`
+    /// when no session is stored here.
+    fn deadline_inputs(&self) -> EngineResult<Option<DeadlineInputs>> {
+        let Some(row) = self
+            .store
+            .query(
+                "SELECT s.ready_timeout_ms, s.idle_timeout_ms,
+                    (SELECT MIN(connected_at) FROM ws_client_mapping WHERE kind = ? AND subscribed_at IS NULL),
+                    (SELECT started_at FROM messages WHERE status = 'processing' LIMIT 1),
+                    b.sandbox_id, b.status, b.spawned_at, b.last_heartbeat, b.disconnected_at, b.last_activity, b.updated_at, b.extended_at, b.links_at
+                 FROM session s LEFT JOIN sandbox b ON b.id = 1 WHERE s.id = 1",
+                &[super::sockets::KIND_CLIENT.into()],
+            )
+            .map_err(internal)?
+            .into_iter()
+            .next()
+        else {
+            return Ok(None);
+        };
+        let mut c = Cols::new(row);
+        let mut read = || -> crate::store::StoreResult<DeadlineInputs> {
+            let ready_timeout_ms = c.opt_i64()?;
+            let idle_timeout_ms = c.opt_i64()?;
+            let first_unsubscribed = c.opt_i64()?;
+            let processing_started = c.opt_i64()?;
+            // A session without a sandbox row has NULL in every sandbox column.
+            let sandbox = match c.ahead_is_null(1) {
+                true => None,
+                false => Some(SandboxTimes::read(&mut c)?),
+            };
+            Ok(DeadlineInputs {
+                ready_timeout_ms,
+                idle_timeout_ms,
+                first_unsubscribed,
+                processing_started,
+                sandbox,
+            })
+        };
+        read().map(Some).map_err(internal)
     }
 
     fn processing_started(&self) -> EngineResult<Option<(String, i64)>> {
@@ -109,11 +166,16 @@ impl<S: Store> Session<'_, S> {
 
     /// Every pending deadline, earliest first is what the alarm is set to.
     pub fn next_deadline(&self) -> EngineResult<Option<i64>> {
-        let mut all = vec![self.next_subscribe_deadline()?];
-        if let Some(t) = self.sandbox_times()? {
+        let Some(inputs) = self.deadline_inputs()? else {
+            return Ok(None);
+        };
+        let mut all = vec![inputs
+            .first_unsubscribed
+            .map(|t| t + inspect_protocol::limits::SUBSCRIBE_DEADLINE_MS)];
+        if let Some(t) = &inputs.sandbox {
             match t.status.as_str() {
                 "spawning" | "connecting" | "syncing" | "setup" | "start" => {
-                    let budget = self.ready_timeout()?;
+                    let budget = ready_budget(inputs.ready_timeout_ms);
                     all.push(t.spawned_at.map(|s| s + budget));
                     if t.status == "connecting" {
                         all.push(Some(t.updated_at + CONNECT_CHECK_MS));
@@ -125,9 +187,9 @@ impl<S: Store> Session<'_, S> {
                     }
                     all.push(t.last_heartbeat.map(|h| h + HEARTBEAT_STALE_MS));
                     all.push(t.disconnected_at.map(|d| d + RECONNECT_GRACE_MS));
-                    all.push(Self::links_due(&t));
+                    all.push(Self::links_due(t));
                     if t.status == "ready" {
-                        all.push(Some(self.idle_deadline(&t)?));
+                        all.push(Some(self.idle_deadline_with(t, inputs.idle_timeout_ms)?));
                     }
                 }
                 "failed" if self.needs_sandbox()? && !self.given_up(t.updated_at)? => {
@@ -139,10 +201,10 @@ impl<S: Store> Session<'_, S> {
                 _ => {}
             }
         }
-        if let Some((_, started)) = self.processing_started()? {
+        if let Some(started) = inputs.processing_started {
             all.push(Some(started + EXECUTION_TIMEOUT_MS));
-            if let Some(t) = self.sandbox_times()? {
-                all.push(Self::extension_due(&t));
+            if let Some(t) = &inputs.sandbox {
+                all.push(Self::extension_due(t));
             }
         }
         Ok(all.into_iter().flatten().min())
@@ -173,11 +235,21 @@ impl<S: Store> Session<'_, S> {
     /// When a ready sandbox counts as idle: 10 minutes after its last activity, 5 more
     /// while anyone watches.
     fn idle_deadline(&self, t: &SandboxTimes) -> EngineResult<i64> {
+        self.idle_deadline_with(t, self.configured_idle_timeout()?)
+    }
+
+    /// [`Self::idle_deadline`] with the session's idle timeout already read (`idle_timeout_ms`
+    /// as stored: none, or not above 0, for the default).
+    fn idle_deadline_with(
+        &self,
+        t: &SandboxTimes,
+        idle_timeout_ms: Option<i64>,
+    ) -> EngineResult<i64> {
         let since = t.last_activity.or(t.spawned_at).unwrap_or(t.updated_at);
         let watched = !self
             .socket_ids(Some(super::sockets::KIND_CLIENT))?
             .is_empty();
-        let (idle, extra) = match self.configured_idle_timeout()? {
+        let (idle, extra) = match idle_timeout_ms.filter(|ms| *ms > 0) {
             Some(ms) => (ms, ms / 2),
             None => (INACTIVITY_MS, INACTIVITY_WATCHED_EXTRA_MS),
         };
@@ -199,13 +271,12 @@ impl<S: Store> Session<'_, S> {
     /// (`SANDBOX_READY_TIMEOUT_SECONDS`) recorded when the session was made, else
     /// [`CONNECTING_TIMEOUT_MS`].
     pub fn ready_timeout(&self) -> EngineResult<i64> {
-        Ok(self
-            .store
-            .scalar("SELECT ready_timeout_ms FROM session WHERE id = 1", &[])
-            .map_err(internal)?
-            .and_then(|v| v.as_i64())
-            .filter(|ms| *ms > 0)
-            .unwrap_or(CONNECTING_TIMEOUT_MS))
+        Ok(ready_budget(
+            self.store
+                .scalar("SELECT ready_timeout_ms FROM session WHERE id = 1", &[])
+                .map_err(internal)?
+                .and_then(|v| v.as_i64()),
+        ))
     }
 
     /// What the provider last said of the sandbox on its way (scheduled, pulling, …).
@@ -544,4 +615,12 @@ pub struct SessionLimits {
     pub idle_timeout_ms: Option<i64>,
     pub ready_timeout_ms: Option<i64>,
     pub prompts_per_minute: Option<u32>,
+}
+
+/// A sandbox's time to become ready from the session's stored budget (none, or not above
+/// 0: [`CONNECTING_TIMEOUT_MS`]).
+fn ready_budget(ready_timeout_ms: Option<i64>) -> i64 {
+    ready_timeout_ms
+        .filter(|ms| *ms > 0)
+        .unwrap_or(CONNECTING_TIMEOUT_MS)
 }

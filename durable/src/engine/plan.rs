@@ -76,10 +76,15 @@ impl<S: crate::store::Store> super::Session<'_, S> {
         runtime_version: &str,
     ) -> super::EngineResult<SpawnPlan> {
         use crate::store::Cols;
-        let resumable = self.resumable()?;
         let previous = self
             .store
-            .query("SELECT sandbox_id FROM sandbox WHERE id = 1", &[])
+            .query(
+                &format!(
+                    "SELECT sandbox_id, {} FROM sandbox WHERE id = 1",
+                    super::sandbox::RESUMABLE
+                ),
+                &[],
+            )
             .map_err(super::internal)?
             .into_iter()
             .next()
@@ -87,7 +92,7 @@ impl<S: crate::store::Store> super::Session<'_, S> {
                 let mut c = Cols::new(row);
                 Ok(PreviousSandbox {
                     sandbox_id: c.opt_string()?.unwrap_or_default(),
-                    resumable,
+                    resumable: c.i64()? != 0,
                 })
             })
             .transpose()

@@ -1,6 +1,7 @@
 //! The prompt queue: FIFO, one `processing` at a time, at most ten unfinished, idempotent
 //! by `clientRequestId`.
 
+use super::sandbox::LIVE_STATES;
 use super::{ids, internal, timeline, Effects, EngineResult, Session};
 use crate::store::{Cols, Row, Store, StoreResult};
 use inspect_protocol::client::ServerMessage;
@@ -120,6 +121,14 @@ pub fn validate_prompt(req: &PromptRequest) -> EngineResult<()> {
     Ok(())
 }
 
+/// The session's status, its unfinished prompts and its prompt rate: what a new prompt is
+/// checked against.
+struct QueueGate {
+    status: SessionStatus,
+    unfinished: i64,
+    prompts_per_minute: Option<i64>,
+}
+
 impl<S: Store> Session<'_, S> {
     /// A prompt's model must be one the deployment enables, and its effort one that model
     /// (or the session's) accepts; the error names the choices.
@@ -151,7 +160,11 @@ impl<S: Store> Session<'_, S> {
     ) -> EngineResult<(PromptAccepted, Effects)> {
         validate_prompt(req)?;
         self.check_model_choice(req)?;
-        let (status, unfinished) = self.status_and_unfinished()?;
+        let QueueGate {
+            status,
+            unfinished,
+            prompts_per_minute,
+        } = self.queue_gate()?;
         if status == SessionStatus::Archived {
             return Err(ApiError::conflict(
                 "the session is archived; unarchive it to send prompts",
@@ -173,7 +186,7 @@ impl<S: Store> Session<'_, S> {
                 return Ok((accepted, Effects::none()));
             }
         }
-        self.check_prompt_rate(&author.participant_id, now)?;
+        self.check_prompt_rate(&author.participant_id, prompts_per_minute, now)?;
         if unfinished >= MAX_UNFINISHED_PROMPTS as i64 {
             return Err(ApiError::too_many(
                 format!(
@@ -236,10 +249,12 @@ impl<S: Store> Session<'_, S> {
                         callback.clone().into(),
                     ],
                 )?;
-                if status == SessionStatus::Created {
-                    self.store.execute("UPDATE session SET status = 'active' WHERE id = 1", &[])?;
-                }
-                self.touch(now)?;
+                // The first prompt activates the session; every prompt touches it.
+                self.store.execute(
+                    "UPDATE session SET status = CASE WHEN status = 'created' THEN 'active' ELSE status END,
+                        updated_at = MAX(updated_at, ?) WHERE id = 1",
+                    &[now.into()],
+                )?;
                 timeline::append(self.store, event_kind::USER_MESSAGE, Some(&id), data, now)
             })
             .map_err(internal)?;
@@ -259,10 +274,14 @@ impl<S: Store> Session<'_, S> {
         // A ready sandbox takes it at once; with none alive, one should be spawned.
         fx.attention
             .extend(self.prompt_mentions(&author.user_id, &id, &req.content)?);
-        fx.merge(self.dispatch_next(now)?);
-        // The prompt just queued waits unless a ready sandbox took it (then one is live):
-        // a sandbox is wanted exactly when none is live (needs_sandbox without its queue read).
-        fx.spawn_wanted = !self.sandbox_live()?;
+        // Only a ready sandbox takes it now (dispatch_next does nothing otherwise), and then
+        // one is live. Else the prompt waits, and a sandbox is wanted exactly when none is
+        // live (needs_sandbox without its queue read): one read of the sandbox for both.
+        let sandbox = self.sandbox_row()?;
+        if sandbox.as_ref().is_some_and(|r| r.status == "ready") {
+            fx.merge(self.dispatch_next(now)?);
+        }
+        fx.spawn_wanted = !sandbox.is_some_and(|r| LIVE_STATES.contains(&r.status.as_str()));
         Ok((
             PromptAccepted {
                 message_id: id,
@@ -273,16 +292,12 @@ impl<S: Store> Session<'_, S> {
         ))
     }
 
-    /// One person's prompts to this session within the last minute, against the rate.
-    fn check_prompt_rate(&self, author_id: &str, now: i64) -> EngineResult<()> {
-        let limit = self
-            .store
-            .scalar("SELECT prompts_per_minute FROM session WHERE id = 1", &[])
-            .map_err(internal)?
-            .and_then(|v| v.as_i64())
-            .map_or(inspect_protocol::limits::DEFAULT_PROMPTS_PER_MINUTE, |l| {
-                l as u32
-            });
+    /// One person's prompts to this session within the last minute, against the rate
+    /// (`limit`, the session's own; the default when it has none).
+    fn check_prompt_rate(&self, author_id: &str, limit: Option<i64>, now: i64) -> EngineResult<()> {
+        let limit = limit.map_or(inspect_protocol::limits::DEFAULT_PROMPTS_PER_MINUTE, |l| {
+            l as u32
+        });
         let recent: Vec<i64> = self
             .store
             .query(
@@ -534,12 +549,12 @@ impl<S: Store> Session<'_, S> {
             .map_err(internal)
     }
 
-    /// The session's status and how many prompts are unfinished, in one query.
-    fn status_and_unfinished(&self) -> EngineResult<(SessionStatus, i64)> {
+    /// What decides whether a prompt may be queued, in one query.
+    fn queue_gate(&self) -> EngineResult<QueueGate> {
         let row = self
             .store
             .query(
-                "SELECT status, (SELECT COUNT(*) FROM messages WHERE status IN ('pending', 'processing')) FROM session WHERE id = 1",
+                "SELECT status, (SELECT COUNT(*) FROM messages WHERE status IN ('pending', 'processing')), prompts_per_minute FROM session WHERE id = 1",
                 &[],
             )
             .map_err(internal)?
@@ -549,9 +564,14 @@ impl<S: Store> Session<'_, S> {
         let mut c = Cols::new(row);
         let status = c.string().map_err(internal)?;
         let unfinished = c.i64().map_err(internal)?;
+        let prompts_per_minute = c.opt_i64().map_err(internal)?;
         let status = SessionStatus::parse(&status)
             .ok_or_else(|| ApiError::internal(format!("unknown status {status}")))?;
-        Ok((status, unfinished))
+        Ok(QueueGate {
+            status,
+            unfinished,
+            prompts_per_minute,
+        })
     }
 
     /// 1-based place among unfinished prompts; 0 once finished.

@@ -21,6 +21,11 @@ pub const CAPACITY_BACKSTOP_MS: i64 = 60_000;
 /// (`deadlines::FAILURE_WINDOW_MS`).
 pub const MAX_SPAWN_FAILURES: i64 = 3;
 
+/// The condition (on the `sandbox` row) of a last sandbox that is one to resume: see
+/// [`Session::resumable`].
+pub(crate) const RESUMABLE: &str =
+    "(status = 'stopped' OR (status IN ('stale', 'failed', 'waiting') AND ready_at IS NOT NULL))";
+
 /// Sandbox states a spawn must not repeat while in one of them.
 pub(crate) const LIVE_STATES: &[&str] = &[
     "spawning",
@@ -245,14 +250,24 @@ impl<S: Store> Session<'_, S> {
     /// Starts a spawn: a new sandbox id and token (only the hash is kept). `None` when a
     /// sandbox is already alive or on its way, so there are never two.
     pub fn begin_spawn(&self, now: i64) -> EngineResult<Option<(SpawnTicket, Effects)>> {
-        self.session_id()?;
-        if self.spawn_cooling_down(now)? {
-            return Ok(None);
-        }
-        if self
-            .sandbox_row()?
-            .is_some_and(|r| LIVE_STATES.contains(&r.status.as_str()))
-        {
+        // The session, and its last sandbox's state, in one read.
+        let row = self
+            .store
+            .query(
+                "SELECT b.status, b.updated_at FROM session s LEFT JOIN sandbox b ON b.id = 1 WHERE s.id = 1",
+                &[],
+            )
+            .map_err(internal)?
+            .into_iter()
+            .next()
+            .ok_or_else(|| inspect_protocol::ApiError::not_found("session not found"))?;
+        let mut c = Cols::new(row);
+        let status = c.opt_string().map_err(internal)?;
+        let updated_at = c.opt_i64().map_err(internal)?;
+        let cooling_down = status.as_deref() == Some("failed")
+            && updated_at.is_some_and(|t| now - t < SPAWN_COOLDOWN_MS);
+        let live = status.as_deref().is_some_and(|s| LIVE_STATES.contains(&s));
+        if cooling_down || live {
             return Ok(None);
         }
         let ticket = SpawnTicket {
@@ -330,7 +345,7 @@ impl<S: Store> Session<'_, S> {
         Ok(self
             .store
             .scalar(
-                "SELECT COUNT(*) FROM sandbox WHERE id = 1 AND (status = 'stopped' OR (status IN ('stale', 'failed', 'waiting') AND ready_at IS NOT NULL))",
+                &format!("SELECT COUNT(*) FROM sandbox WHERE id = 1 AND {RESUMABLE}"),
                 &[],
             )
             .map_err(internal)?
@@ -403,7 +418,8 @@ impl<S: Store> Session<'_, S> {
         Ok(Some(ticket))
     }
 
-    /// Whether the last spawn failed less than [`SPAWN_COOLDOWN_MS`] ago.
+    /// Whether the last spawn failed less than [`SPAWN_COOLDOWN_MS`] ago (as
+    /// [`Self::begin_spawn`] checks).
     pub fn spawn_cooling_down(&self, now: i64) -> EngineResult<bool> {
         let failed_at = self
             .store

@@ -434,6 +434,42 @@ impl<S: Store> Session<'_, S> {
         )
     }
 
+    /// What a spawn request carries beyond [`Self::state`], in one read: the control
+    /// plane's origin (none until a request brought it), the sandbox settings and the MCP
+    /// servers as the sandbox receives them.
+    pub fn spawn_inputs(
+        &self,
+    ) -> EngineResult<(
+        Option<String>,
+        inspect_protocol::session::SandboxSettings,
+        Vec<inspect_protocol::mcp::SessionMcpServer>,
+    )> {
+        let row = self
+            .store
+            .query(
+                "SELECT origin, sandbox_settings, mcp FROM session WHERE id = 1",
+                &[],
+            )
+            .map_err(internal)?
+            .into_iter()
+            .next()
+            .ok_or_else(|| ApiError::not_found("session not found"))?;
+        let mut c = Cols::new(row);
+        let mut read = || -> crate::store::StoreResult<_> {
+            let origin = c.opt_string()?;
+            let settings = c
+                .opt_string()?
+                .and_then(|s| serde_json::from_str(&s).ok())
+                .unwrap_or_default();
+            let mcp = c
+                .opt_string()?
+                .and_then(|s| serde_json::from_str(&s).ok())
+                .unwrap_or_default();
+            Ok((origin, settings, mcp))
+        };
+        read().map_err(internal)
+    }
+
     /// What the session asks of its sandbox.
     pub fn sandbox_settings(&self) -> EngineResult<inspect_protocol::session::SandboxSettings> {
         Ok(self

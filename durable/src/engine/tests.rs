@@ -2820,3 +2820,31 @@ fn every_ended_prompt_tells_its_author_and_names_tell_the_named() {
         .attention
         .is_empty());
 }
+
+/// A first prompt's path through a new session (what each of a due tick's sessions does)
+/// is counted, so a read added twice by accident shows here.
+#[test]
+fn a_first_prompt_queues_spawns_and_schedules_in_counted_statements() {
+    let st = store();
+    let s = created(&st);
+    let ann = s.participant_by_user("u-ann").unwrap().unwrap();
+    st.take_statements();
+    let (_, fx) = s.enqueue(&ann, &prompt("hello", None), 2_000).unwrap();
+    assert!(fx.spawn_wanted);
+    let ran = st.take_statements();
+    assert_eq!(ran.len(), 7, "{ran:#?}");
+    let snapshot = s.latest_snapshot().unwrap();
+    let plan = s
+        .spawn_plan_from(keeps_sandboxes(), snapshot.as_ref(), "")
+        .unwrap();
+    assert_eq!(plan, plan::SpawnPlan::Fresh { warning: None });
+    assert!(s.begin_spawn(2_001).unwrap().is_some());
+    let ran = st.take_statements();
+    assert_eq!(ran.len(), 6, "{ran:#?}");
+    // A second spawn is refused while the first is on its way, from the same one read.
+    assert!(s.begin_spawn(2_002).unwrap().is_none());
+    assert_eq!(st.take_statements().len(), 1);
+    let due = s.next_deadline().unwrap();
+    assert_eq!(due, Some(2_001 + deadlines::CONNECTING_TIMEOUT_MS));
+    assert_eq!(st.take_statements().len(), 1);
+}

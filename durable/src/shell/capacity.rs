@@ -17,7 +17,7 @@ impl SessionDO {
     /// in D1, and how many wait ahead of it decides how soon it asks again by itself.
     pub(super) async fn join_waiters(&self, now: i64) {
         let engine = self.engine();
-        let (Ok(id), Ok(Some(since))) = (engine.session_id(), engine.waiting_since()) else {
+        let (Ok(id), Ok(Some(since))) = (self.session_id(), engine.waiting_since()) else {
             return;
         };
         let kept = async {
@@ -57,7 +57,7 @@ impl SessionDO {
         if !self.engine().capacity_found().unwrap_or(false) {
             return;
         }
-        let Ok(id) = self.engine().session_id() else {
+        let Ok(id) = self.session_id() else {
             return;
         };
         let _ = leave(&self.env, &id).await;
@@ -67,7 +67,7 @@ impl SessionDO {
     /// (after the response, without holding this session up).
     pub(super) fn wake_waiter(&self) {
         let env = self.env.clone();
-        let me = self.engine().session_id().unwrap_or_default();
+        let me = self.session_id().unwrap_or_default();
         self.state.wait_until(async move {
             #[derive(serde::Deserialize)]
             struct Waiter {

@@ -63,6 +63,10 @@ impl SessionDO {
                 r.sockets.insert(tag.id, ws);
             }
         }
+        // No socket held, none subscribed (a new session's object asks nothing).
+        if r.sockets.is_empty() {
+            return r;
+        }
         r.subscribed = self
             .engine()
             .socket_ids(Some(KIND_CLIENT))

@@ -146,7 +146,7 @@ impl SessionDO {
             return;
         }
         let engine = self.engine();
-        let sid = engine.session_id().unwrap_or_default();
+        let sid = self.session_id().unwrap_or_default();
         let known = engine.vendor_sandboxes().unwrap_or_default();
         match provider.delete_session(&sid, &known).await {
             Ok(()) => {
@@ -781,12 +781,9 @@ impl SessionDO {
         restore_from: Option<String>,
         boot_mode: inspect_protocol::provider::BootMode,
     ) -> std::result::Result<inspect_protocol::provider::SpawnRequest, ApiError> {
-        let origin = self
-            .store
-            .scalar("SELECT origin FROM session WHERE id = 1", &[])
-            .map_err(|e| ApiError::internal(e.to_string()))?
-            .and_then(|v| v.into_string())
-            .ok_or_else(|| ApiError::internal("the control plane's origin is unknown"))?;
+        let (origin, settings, mcp_servers) = self.engine().spawn_inputs()?;
+        let origin =
+            origin.ok_or_else(|| ApiError::internal("the control plane's origin is unknown"))?;
         let repositories = state
             .repositories
             .iter()
@@ -809,7 +806,6 @@ impl SessionDO {
             .model
             .clone()
             .or_else(|| self.env.var("DEFAULT_MODEL").ok().map(|v| v.to_string()));
-        let settings = self.engine().sandbox_settings()?;
         Ok(inspect_protocol::provider::SpawnRequest {
             setup_secrets: Vec::new(),
             session_id: state.id.clone(),
@@ -828,7 +824,7 @@ impl SessionDO {
             default_model,
             models: Vec::new(),
             skills: state.skills.clone(),
-            mcp_servers: self.engine().mcp_servers()?,
+            mcp_servers,
             agent: state.agent,
             managed_grants: settings.managed_grants,
             egress: settings.egress,
@@ -836,7 +832,7 @@ impl SessionDO {
     }
 
     pub(super) fn accept_client_socket(&self) -> Result<Response> {
-        if let Err(e) = self.engine().session_id() {
+        if let Err(e) = self.session_id() {
             return json_error(&e);
         }
         let pair = WebSocketPair::new()?;

@@ -98,15 +98,29 @@ pub struct SessionDO {
     setup_secrets_named: std::cell::Cell<Option<bool>>,
     /// Streamed parts told to clients and not yet written.
     staging: Rc<RefCell<staging::Staging>>,
-    /// The database holds the schema: `/init` made a session here. Until then every route
-    /// but `/init` answers 404 and writes nothing.
-    schema_ready: std::cell::Cell<bool>,
+    /// Whether the database holds the schema (`/init` made a session here). Until it does
+    /// every route but `/init` answers 404 and writes nothing.
+    schema: std::cell::Cell<SchemaState>,
     /// The deployment's models as last read from D1 (when, in ms): prompts are checked
     /// against them; read again after [`MODELS_TTL_MS`].
     models: RefCell<Option<(i64, inspect_protocol::models::ModelCatalog)>>,
     /// The session's origin is stored (the first one a request carried is kept): later
     /// requests need not write it again.
     origin_kept: std::cell::Cell<bool>,
+    /// The session's id once read (it never changes; forgotten when the session is deleted).
+    known_id: RefCell<Option<String>>,
+}
+
+/// What the object knows of its database's schema.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum SchemaState {
+    /// Made, and brought to the newest version.
+    Ready,
+    /// None: the object found its database empty when it started.
+    Absent,
+    /// Not known to be either (the check or a migration failed, or the session was just
+    /// deleted): made or brought forward when `/init` asks.
+    Unknown,
 }
 
 /// A change to the deployment's models reaches a running session's prompts within this.
@@ -158,18 +172,31 @@ impl SessionDO {
         *self.models.borrow_mut() = Some((at, catalog));
     }
 
+    /// The session's id, read from SQLite once (a session not made here: not found).
+    pub(super) fn session_id(&self) -> std::result::Result<String, ApiError> {
+        if let Some(id) = self.known_id.borrow().as_ref() {
+            return Ok(id.clone());
+        }
+        let id = self.engine().session_id()?;
+        *self.known_id.borrow_mut() = Some(id.clone());
+        Ok(id)
+    }
+
     /// Writes a log line about this session (its id added).
     pub(super) fn log(&self, line: inspect_runtime::log::LogLine) {
-        let sid = self.engine().session_id().unwrap_or_default();
+        let sid = self.session_id().unwrap_or_default();
         inspect_runtime::log::emit(line.session(&sid));
     }
 
     /// Creates (or brings forward) the schema: `/init` and the health probe's object.
     fn ensure_schema(&self) -> StoreResult<()> {
-        if !self.schema_ready.get() {
-            schema::migrate(&self.store)?;
-            self.schema_ready.set(true);
-        }
+        match self.schema.get() {
+            SchemaState::Ready => return Ok(()),
+            // A new session's object: the whole schema in one script.
+            SchemaState::Absent => schema::create(&self.store)?,
+            SchemaState::Unknown => schema::migrate(&self.store)?,
+        };
+        self.schema.set(SchemaState::Ready);
         Ok(())
     }
 
@@ -243,22 +270,22 @@ impl DurableObject for SessionDO {
         // Only an object a session was made in has a schema to bring forward; anything
         // else stays empty (strangers' ids never reach here, but nothing is written if
         // one does).
-        let schema_ready = match schema::exists(&store) {
+        let schema_state = match schema::exists(&store) {
             Ok(true) => match schema::migrate(&store) {
-                Ok(_) => true,
+                Ok(_) => SchemaState::Ready,
                 Err(e) => {
                     inspect_runtime::log::emit(
                         LogLine::error("session", "schema_migration_failed").detail(e),
                     );
-                    false
+                    SchemaState::Unknown
                 }
             },
-            Ok(false) => false,
+            Ok(false) => SchemaState::Absent,
             Err(e) => {
                 inspect_runtime::log::emit(
                     LogLine::error("session", "schema_check_failed").detail(e),
                 );
-                false
+                SchemaState::Unknown
             }
         };
         // Pings are answered by the runtime without waking the object.
@@ -281,11 +308,12 @@ impl DurableObject for SessionDO {
             setup_secrets_named: Default::default(),
             progress_updates: Rc::default(),
             staging,
-            schema_ready: std::cell::Cell::new(schema_ready),
+            schema: std::cell::Cell::new(schema_state),
             models: RefCell::new(None),
             origin_kept: Default::default(),
+            known_id: RefCell::new(None),
         };
-        if !schema_ready {
+        if schema_state != SchemaState::Ready {
             return this;
         }
         // Sockets recorded in SQLite but no longer held by the runtime (lost in a restart)

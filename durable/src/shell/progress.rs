@@ -148,7 +148,7 @@ impl SessionDO {
             let Some(shown) = self.shown(message_id) else {
                 return;
             };
-            let session = self.engine().session_id().unwrap_or_default();
+            let session = self.session_id().unwrap_or_default();
             *trailing = Some(Trailing {
                 message_id: message_id.to_owned(),
                 tool,
@@ -188,7 +188,7 @@ impl SessionDO {
         let Some(shown) = self.shown(message_id) else {
             return;
         };
-        let session = self.engine().session_id().unwrap_or_default();
+        let session = self.session_id().unwrap_or_default();
         let url = self.session_url(&session);
         let env = self.env.clone();
         let updates = Rc::clone(&self.progress_updates);
@@ -251,7 +251,7 @@ impl SessionDO {
             .to_owned();
         let name = format!("screenshot.{}", mime.rsplit('/').next().unwrap_or("png"));
         let env = self.env.clone();
-        let session = self.engine().session_id().unwrap_or_default();
+        let session = self.session_id().unwrap_or_default();
         self.state.wait_until(async move {
             use base64::Engine as _;
             let asked = PlaneCall::SlackMedia {

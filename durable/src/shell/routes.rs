@@ -49,7 +49,7 @@ impl SessionDO {
         let method = req.method();
         let now = now_ms();
         let engine = self.engine();
-        if self.schema_ready.get() {
+        if self.schema.get() == SchemaState::Ready {
             self.remember_origin(&req);
         } else if !matches!(action.as_str(), "init" | "internal/health") {
             return json_error(&ApiError::not_found("session not found"));
@@ -394,6 +394,7 @@ impl SessionDO {
                 .await;
                 match result {
                     Ok(state) => {
+                        *self.known_id.borrow_mut() = Some(state.id.clone());
                         // The row exists now: keep the origin the creator used, and the
                         // deployment's idle timeout.
                         self.remember_origin(&req);
@@ -432,13 +433,13 @@ impl SessionDO {
             }
             (Method::Get, "") => reply(engine.state()),
             (Method::Delete, "") => {
-                if let Err(e) = engine.session_id() {
+                if let Err(e) = self.session_id() {
                     return json_error(&e);
                 }
                 // Its sandboxes, their directories and its snapshots go first: a provider
                 // that cannot say so keeps the session (try again) rather than orphan them.
                 if let Some(provider) = self.provider() {
-                    let sid = engine.session_id().unwrap_or_default();
+                    let sid = self.session_id().unwrap_or_default();
                     let known = engine.vendor_sandboxes().unwrap_or_default();
                     if let Err(e) = provider.delete_session(&sid, &known).await {
                         return json_error(&ApiError::new(
@@ -457,8 +458,9 @@ impl SessionDO {
                 let storage = self.state.storage();
                 let _ = storage.delete_alarm().await;
                 storage.delete_all().await?;
-                // Empty again: only a new `/init` makes a schema here.
-                self.schema_ready.set(false);
+                self.known_id.borrow_mut().take();
+                // Only a new `/init` makes a schema here (it checks what is left first).
+                self.schema.set(SchemaState::Unknown);
                 json_ok(&serde_json::json!({ "deleted": true }))
             }
             // The Worker tells of a change on the host (a webhook, the periodic check).
@@ -540,7 +542,7 @@ impl SessionDO {
                 };
                 let result = actor_of(&req).and_then(|actor| {
                     let me = self.author(&actor, now)?;
-                    let sid = engine.session_id()?;
+                    let sid = self.session_id()?;
                     let (grant, fx) = engine.service_link(service, &me, now)?;
                     let url = format!(
                         "{origin}/sessions/{sid}/{action}/open?{}={}",
@@ -773,7 +775,7 @@ impl SessionDO {
             (Method::Get, "events") => reply(self.events_page(&req)),
             // The workspace's change: the listing, or one file's diff.
             (Method::Get, "changes") => {
-                let result = engine.session_id().and_then(|_| {
+                let result = self.session_id().and_then(|_| {
                     match (query_param(&req, "repo"), query_param(&req, "file")) {
                         (Some(repo), Some(file)) => engine
                             .changed_file(&repo, &file)?
@@ -794,26 +796,22 @@ impl SessionDO {
                 reply(result)
             }
             (Method::Get, "tunnel-urls") => reply(
-                engine
-                    .session_id()
+                self.session_id()
                     .and_then(|_| engine.tunnel_urls())
                     .map(|tunnel_urls| inspect_protocol::session::TunnelUrls { tunnel_urls }),
             ),
             (Method::Get, "messages") => reply(
-                engine
-                    .session_id()
+                self.session_id()
                     .and_then(|_| engine.messages())
                     .map(|messages| MessageList { messages }),
             ),
             (Method::Get, "artifacts") => reply(
-                engine
-                    .session_id()
+                self.session_id()
                     .and_then(|_| engine.artifacts())
                     .map(|artifacts| ArtifactList { artifacts }),
             ),
             (Method::Get, "participants") => reply(
-                engine
-                    .session_id()
+                self.session_id()
                     .and_then(|_| engine.participants())
                     .map(|participants| ParticipantList { participants }),
             ),
@@ -862,7 +860,7 @@ impl SessionDO {
         now: i64,
     ) -> std::result::Result<inspect_protocol::session::Participant, ApiError> {
         let engine = self.engine();
-        engine.session_id()?;
+        self.session_id()?;
         if let Some(p) = engine.participant_by_user(&actor.user_id)? {
             return Ok(p);
         }
@@ -879,8 +877,7 @@ impl SessionDO {
         &self,
         req: &Request,
     ) -> std::result::Result<inspect_protocol::session::EventPage, ApiError> {
-        let engine = self.engine();
-        let sid = engine.session_id()?;
+        let sid = self.session_id()?;
         let codec = timeline::CursorCodec { session_id: &sid };
         let after = match query_param(req, "cursor") {
             Some(c) => codec.decode(&c)?,
