@@ -208,6 +208,68 @@ mod tests {
     }
 
     #[test]
+    fn events_keep_their_rows_and_sequence_when_their_id_index_goes() {
+        let old = SqliteStore::in_memory();
+        old.execute(
+            "CREATE TABLE schema_version (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL)",
+            &[],
+        )
+        .unwrap();
+        let before = schema::MIGRATIONS.len() - 1;
+        for m in &schema::MIGRATIONS[..before] {
+            old.execute_script(m).unwrap();
+        }
+        old.execute(
+            "INSERT INTO schema_version (id, version) VALUES (1, ?)",
+            &[(before as i64).into()],
+        )
+        .unwrap();
+        // Three events, the last moved up the timeline (a streamed part's newer version).
+        for (seq, id, key) in [
+            (1, "evt_a", None),
+            (2, "evt_b", Some("tool:1")),
+            (3, "evt_c", None),
+        ] {
+            old.execute(
+                "INSERT INTO events (seq, id, kind, timestamp, data, part_key) VALUES (?, ?, 'k', 1, '{}', ?)",
+                &[i64::from(seq).into(), id.into(), key.into()],
+            )
+            .unwrap();
+        }
+        old.execute("UPDATE events SET seq = 7 WHERE id = 'evt_b'", &[])
+            .unwrap();
+        assert_eq!(schema::migrate(&old).unwrap(), schema::current_version());
+        let rows: Vec<(i64, String)> = old
+            .query("SELECT seq, id FROM events ORDER BY seq", &[])
+            .unwrap()
+            .into_iter()
+            .map(|r| (r[0].as_i64().unwrap(), r[1].as_str().unwrap().to_owned()))
+            .collect();
+        let expected = [(1, "evt_a"), (3, "evt_c"), (7, "evt_b")];
+        assert_eq!(
+            rows,
+            expected.map(|(s, i)| (s, i.to_owned())).to_vec(),
+            "every row, under its sequence"
+        );
+        // The next event comes after every one kept, and a part is still found by its key.
+        old.execute(
+            "INSERT INTO events (id, kind, timestamp, data) VALUES ('evt_d', 'k', 2, '{}')",
+            &[],
+        )
+        .unwrap();
+        let next = old
+            .scalar("SELECT seq FROM events WHERE id = 'evt_d'", &[])
+            .unwrap()
+            .unwrap();
+        assert_eq!(next.as_i64(), Some(8));
+        let dup = old.execute(
+            "INSERT INTO events (id, kind, timestamp, data, part_key) VALUES ('evt_e', 'k', 2, '{}', 'tool:1')",
+            &[],
+        );
+        assert!(dup.is_err(), "part keys stay unique");
+    }
+
+    #[test]
     fn a_failed_unit_leaves_nothing_behind() {
         let store = SqliteStore::in_memory();
         schema::migrate(&store).unwrap();
