@@ -459,6 +459,7 @@ impl SessionDO {
                 let _ = storage.delete_alarm().await;
                 storage.delete_all().await?;
                 self.known_id.borrow_mut().take();
+                self.origin_kept.set(false);
                 // Only a new `/init` makes a schema here (it checks what is left first).
                 self.schema.set(SchemaState::Unknown);
                 json_ok(&serde_json::json!({ "deleted": true }))
