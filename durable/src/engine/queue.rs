@@ -551,17 +551,10 @@ impl<S: Store> Session<'_, S> {
 
     /// What decides whether a prompt may be queued, in one query.
     fn queue_gate(&self) -> EngineResult<QueueGate> {
-        let row = self
-            .store
-            .query(
-                "SELECT status, (SELECT COUNT(*) FROM messages WHERE status IN ('pending', 'processing')), prompts_per_minute FROM session WHERE id = 1",
-                &[],
-            )
-            .map_err(internal)?
-            .into_iter()
-            .next()
-            .ok_or_else(|| ApiError::not_found("session not found"))?;
-        let mut c = Cols::new(row);
+        let mut c = self.session_row(
+            "SELECT status, (SELECT COUNT(*) FROM messages WHERE status IN ('pending', 'processing')), prompts_per_minute FROM session WHERE id = 1",
+            &[],
+        )?;
         let status = c.string().map_err(internal)?;
         let unfinished = c.i64().map_err(internal)?;
         let prompts_per_minute = c.opt_i64().map_err(internal)?;

@@ -251,17 +251,10 @@ impl<S: Store> Session<'_, S> {
     /// sandbox is already alive or on its way, so there are never two.
     pub fn begin_spawn(&self, now: i64) -> EngineResult<Option<(SpawnTicket, Effects)>> {
         // The session, and its last sandbox's state, in one read.
-        let row = self
-            .store
-            .query(
-                "SELECT b.status, b.updated_at FROM session s LEFT JOIN sandbox b ON b.id = 1 WHERE s.id = 1",
-                &[],
-            )
-            .map_err(internal)?
-            .into_iter()
-            .next()
-            .ok_or_else(|| inspect_protocol::ApiError::not_found("session not found"))?;
-        let mut c = Cols::new(row);
+        let mut c = self.session_row(
+            "SELECT b.status, b.updated_at FROM session s LEFT JOIN sandbox b ON b.id = 1 WHERE s.id = 1",
+            &[],
+        )?;
         let status = c.opt_string().map_err(internal)?;
         let updated_at = c.opt_i64().map_err(internal)?;
         let cooling_down = status.as_deref() == Some("failed")

@@ -1,7 +1,7 @@
 //! Creating a session, reading its state, and its status and title.
 
 use super::{internal, timeline, EngineResult, Session};
-use crate::store::{Cols, Store};
+use crate::store::{Cols, SqlValue, Store};
 use inspect_protocol::client::ServerMessage;
 use inspect_protocol::limits::{MAX_SESSION_REPOSITORIES, MAX_TITLE_CHARS};
 use inspect_protocol::session::{
@@ -234,6 +234,18 @@ impl<S: Store> Session<'_, S> {
         Ok(state)
     }
 
+    /// The one row `sql` reads from the session (`FROM session WHERE id = 1`, with whatever
+    /// it joins), or 404 when this object holds no session.
+    pub(crate) fn session_row(&self, sql: &str, params: &[SqlValue]) -> EngineResult<Cols> {
+        self.store
+            .query(sql, params)
+            .map_err(internal)?
+            .into_iter()
+            .next()
+            .map(Cols::new)
+            .ok_or_else(|| ApiError::not_found("session not found"))
+    }
+
     /// The session's id, or 404 when this object holds no session.
     pub fn session_id(&self) -> EngineResult<String> {
         self.store
@@ -268,20 +280,13 @@ impl<S: Store> Session<'_, S> {
     }
 
     pub fn state(&self) -> EngineResult<SessionState> {
-        let row = self
-            .store
-            .query(
-                "SELECT session_id, title, status, repositories, branch_name, model, reasoning_effort, created_by, sandbox_status, created_at, updated_at, environment_id, environment_name, parent_session_id, depth, automation, skills, mcp, sandbox_settings,
-                    (SELECT COUNT(*) FROM messages),
-                    (SELECT COUNT(*) FROM messages WHERE status = 'processing')
-                 FROM session WHERE id = 1",
-                &[],
-            )
-            .map_err(internal)?
-            .into_iter()
-            .next()
-            .ok_or_else(|| ApiError::not_found("session not found"))?;
-        let mut c = Cols::new(row);
+        let mut c = self.session_row(
+            "SELECT session_id, title, status, repositories, branch_name, model, reasoning_effort, created_by, sandbox_status, created_at, updated_at, environment_id, environment_name, parent_session_id, depth, automation, skills, mcp, sandbox_settings,
+                (SELECT COUNT(*) FROM messages),
+                (SELECT COUNT(*) FROM messages WHERE status = 'processing')
+             FROM session WHERE id = 1",
+            &[],
+        )?;
         let mut read = || -> crate::store::StoreResult<SessionState> {
             let id = c.string()?;
             let title = c.opt_string()?;
@@ -444,17 +449,10 @@ impl<S: Store> Session<'_, S> {
         inspect_protocol::session::SandboxSettings,
         Vec<inspect_protocol::mcp::SessionMcpServer>,
     )> {
-        let row = self
-            .store
-            .query(
-                "SELECT origin, sandbox_settings, mcp FROM session WHERE id = 1",
-                &[],
-            )
-            .map_err(internal)?
-            .into_iter()
-            .next()
-            .ok_or_else(|| ApiError::not_found("session not found"))?;
-        let mut c = Cols::new(row);
+        let mut c = self.session_row(
+            "SELECT origin, sandbox_settings, mcp FROM session WHERE id = 1",
+            &[],
+        )?;
         let mut read = || -> crate::store::StoreResult<_> {
             let origin = c.opt_string()?;
             let settings = c
