@@ -7,7 +7,6 @@
 //! is on the timeline.
 
 use super::{ids, internal, timeline, EngineResult, Session};
-use crate::engine::sandbox::LIVE_STATES;
 use crate::engine::Effects;
 use crate::store::Store;
 use inspect_protocol::client::ServerMessage;
@@ -125,9 +124,7 @@ impl<S: Store> Session<'_, S> {
 
     /// Where the running sandbox's `service` is reached, or why it is not.
     fn live_service(&self, service: Service) -> EngineResult<EditorEndpoint> {
-        let live = self
-            .sandbox_row()?
-            .is_some_and(|r| LIVE_STATES.contains(&r.status.as_str()));
+        let live = self.sandbox_row()?.is_some_and(|r| r.is_live());
         if !live || !self.sandbox_connected()? {
             return Err(ApiError::conflict(format!(
                 "the session's sandbox is not running; send a prompt to start it, then open the {}",

@@ -1,7 +1,6 @@
 //! The prompt queue: FIFO, one `processing` at a time, at most ten unfinished, idempotent
 //! by `clientRequestId`.
 
-use super::sandbox::LIVE_STATES;
 use super::{ids, internal, timeline, Effects, EngineResult, Session};
 use crate::store::{Cols, Row, Store, StoreResult};
 use inspect_protocol::client::ServerMessage;
@@ -281,7 +280,7 @@ impl<S: Store> Session<'_, S> {
         if sandbox.as_ref().is_some_and(|r| r.status == "ready") {
             fx.merge(self.dispatch_next(now)?);
         }
-        fx.spawn_wanted = !sandbox.is_some_and(|r| LIVE_STATES.contains(&r.status.as_str()));
+        fx.spawn_wanted = !sandbox.is_some_and(|r| r.is_live());
         Ok((
             PromptAccepted {
                 message_id: id,

@@ -75,6 +75,19 @@ pub(crate) struct SandboxRow {
     token_hash: Option<String>,
 }
 
+impl SandboxRow {
+    /// Alive or on its way (one of [`LIVE_STATES`]).
+    pub(crate) fn is_live(&self) -> bool {
+        LIVE_STATES.contains(&self.status.as_str())
+    }
+}
+
+/// Whether a spawn that failed at `failed_at` (none: the last one did not fail) is still
+/// cooling down at `now`.
+fn cooling_down(failed_at: Option<i64>, now: i64) -> bool {
+    failed_at.is_some_and(|t| now - t < SPAWN_COOLDOWN_MS)
+}
+
 impl<S: Store> Session<'_, S> {
     pub(crate) fn sandbox_row(&self) -> EngineResult<Option<SandboxRow>> {
         self.store
@@ -222,18 +235,14 @@ impl<S: Store> Session<'_, S> {
 
     /// Whether the session's sandbox is alive or on its way.
     pub fn sandbox_live(&self) -> EngineResult<bool> {
-        Ok(self
-            .sandbox_row()?
-            .is_some_and(|r| LIVE_STATES.contains(&r.status.as_str())))
+        Ok(self.sandbox_row()?.is_some_and(|r| r.is_live()))
     }
 
     /// A person is typing: start a sandbox if none is alive (and the session takes prompts),
     /// or keep the live one from counting as idle.
     pub fn warm(&self, now: i64) -> EngineResult<Effects> {
         let mut fx = Effects::none();
-        let live = self
-            .sandbox_row()?
-            .is_some_and(|r| LIVE_STATES.contains(&r.status.as_str()));
+        let live = self.sandbox_row()?.is_some_and(|r| r.is_live());
         if live {
             self.sandbox_active(now)?;
             return Ok(fx);
@@ -257,10 +266,9 @@ impl<S: Store> Session<'_, S> {
         )?;
         let status = c.opt_string().map_err(internal)?;
         let updated_at = c.opt_i64().map_err(internal)?;
-        let cooling_down = status.as_deref() == Some("failed")
-            && updated_at.is_some_and(|t| now - t < SPAWN_COOLDOWN_MS);
+        let failed_at = updated_at.filter(|_| status.as_deref() == Some("failed"));
         let live = status.as_deref().is_some_and(|s| LIVE_STATES.contains(&s));
-        if cooling_down || live {
+        if cooling_down(failed_at, now) || live {
             return Ok(None);
         }
         let ticket = SpawnTicket {
@@ -422,7 +430,7 @@ impl<S: Store> Session<'_, S> {
             )
             .map_err(internal)?
             .and_then(|v| v.as_i64());
-        Ok(failed_at.is_some_and(|t| now - t < SPAWN_COOLDOWN_MS))
+        Ok(cooling_down(failed_at, now))
     }
 
     /// How long a session waiting for room waits before asking again: the first in line
@@ -589,9 +597,7 @@ impl<S: Store> Session<'_, S> {
         if port == 0 {
             return Err(inspect_protocol::ApiError::bad_request("0 is not a port"));
         }
-        let live = self
-            .sandbox_row()?
-            .filter(|r| LIVE_STATES.contains(&r.status.as_str()));
+        let live = self.sandbox_row()?.filter(SandboxRow::is_live);
         let Some(sandbox) = live else {
             return Err(inspect_protocol::ApiError::conflict(
                 "the session's sandbox is not running; send a prompt to start it, then open a port",

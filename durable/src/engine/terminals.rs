@@ -4,7 +4,6 @@
 //! A terminal ends with its shell, when someone closes it, or when the sandbox stops.
 
 use super::{ids, internal, timeline, EngineResult, Session};
-use crate::engine::sandbox::LIVE_STATES;
 use crate::engine::Effects;
 use crate::store::{Cols, Store};
 use inspect_protocol::client::ServerMessage;
@@ -50,9 +49,7 @@ impl<S: Store> Session<'_, S> {
         if !size_ok(req.cols, req.rows) {
             return Err(bad_size(req.cols, req.rows));
         }
-        let live = self
-            .sandbox_row()?
-            .is_some_and(|r| LIVE_STATES.contains(&r.status.as_str()));
+        let live = self.sandbox_row()?.is_some_and(|r| r.is_live());
         if !live || !self.sandbox_connected()? {
             return Err(ApiError::conflict(
                 "the session's sandbox is not running; send a prompt to start it, then open a terminal",
