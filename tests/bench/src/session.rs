@@ -6,12 +6,16 @@
 
 use anyhow::{Context, Result};
 use futures::future::join_all;
-use inspect_tests::capture_provider::{connect_sandbox, next_command, CaptureProvider};
+use futures::SinkExt;
+use inspect_tests::capture_provider::{
+    connect_sandbox, next_command, CaptureProvider, SandboxSocket,
+};
 use inspect_tests::client::{create_session, WsClient};
 use inspect_tests::percentile;
 use inspect_tests::Stack;
 use serde_json::json;
 use std::time::{Duration, Instant};
+use tokio_tungstenite::tungstenite::Message;
 
 fn sorted(mut v: Vec<f64>) -> Vec<f64> {
     v.sort_by(|a, b| a.total_cmp(b));
@@ -210,48 +214,85 @@ struct PathRun {
     last: f64,
 }
 
-async fn sandbox_path(kind: Streamed, batch: usize, watching: usize) -> Result<PathRun> {
-    let mut provider = CaptureProvider::start().await?;
-    let mut options = inspect_tests::StackOptions::unthrottled();
-    options.vars.extend(provider.worker_vars());
-    let stack = Stack::start_with(options).await?;
-    // The floor on this stack, just before: the ratio is paired, not across runtimes.
-    let floor = frame_floor(&stack).await?;
-    let http = reqwest::Client::new();
-    // A real repository (registration checks it); no sandbox ever clones it here.
-    let source = inspect_tests::repo::source_repo();
-    http.post(stack.url("/repos"))
-        .json(&json!({"name": "bench", "path": source.path().to_string_lossy()}))
-        .send()
-        .await?
-        .error_for_status()?;
-    let session = create_session(
-        &stack.base_url,
-        "bench",
-        json!({"repoOwner": "local", "repoName": "bench"}),
-    )
-    .await?;
-    let watchers = clients(&stack, &session, watching).await?;
-    let (mut prompter, _) =
-        WsClient::join(&stack.base_url, &stack.ws_url(""), &session, "prompter").await?;
-    prompter
-        .send(json!({"type": "prompt", "content": "go"}))
+/// A sandbox event as the supervisor frames it.
+fn framed(sandbox_id: &str, mut v: serde_json::Value) -> serde_json::Value {
+    v["sandboxId"] = json!(sandbox_id);
+    v["timestamp"] = json!(0);
+    v
+}
+
+/// A session with `watching` subscribed clients, a prompter, and its sandbox connected,
+/// ready and running the prompter's first prompt: what (a) and (g) stream into. Also the
+/// frame floor on the same stack, measured before the session was made.
+struct Streaming {
+    _provider: CaptureProvider,
+    stack: Stack,
+    floor: f64,
+    watchers: Vec<WsClient>,
+    prompter: WsClient,
+    sb: SandboxSocket,
+    sandbox_id: String,
+    message_id: String,
+}
+
+impl Streaming {
+    async fn start(watching: usize) -> Result<Self> {
+        let mut provider = CaptureProvider::start().await?;
+        let mut options = inspect_tests::StackOptions::unthrottled();
+        options.vars.extend(provider.worker_vars());
+        let stack = Stack::start_with(options).await?;
+        // The floor on this stack, just before: the ratio is paired, not across runtimes.
+        let floor = frame_floor(&stack).await?;
+        let http = reqwest::Client::new();
+        // A real repository (registration checks it); no sandbox ever clones it here.
+        let source = inspect_tests::repo::source_repo();
+        http.post(stack.url("/repos"))
+            .json(&json!({"name": "bench", "path": source.path().to_string_lossy()}))
+            .send()
+            .await?
+            .error_for_status()?;
+        let session = create_session(
+            &stack.base_url,
+            "bench",
+            json!({"repoOwner": "local", "repoName": "bench"}),
+        )
         .await?;
-    let spawn = provider.next_spawn().await?;
-    let mut sb = connect_sandbox(&stack, &spawn).await?;
-    use futures::SinkExt;
-    let frame = |v: serde_json::Value| {
-        let mut v = v;
-        v["sandboxId"] = json!(spawn.sandbox_id);
-        v["timestamp"] = json!(0);
-        v
-    };
-    sb.send(tokio_tungstenite::tungstenite::Message::text(
-        frame(json!({"type": "ready"})).to_string(),
-    ))
-    .await?;
-    let prompt = next_command(&mut sb, "prompt").await?;
-    let message_id = prompt["messageId"].as_str().unwrap_or_default().to_owned();
+        let watchers = clients(&stack, &session, watching).await?;
+        let (mut prompter, _) =
+            WsClient::join(&stack.base_url, &stack.ws_url(""), &session, "prompter").await?;
+        prompter
+            .send(json!({"type": "prompt", "content": "go"}))
+            .await?;
+        let spawn = provider.next_spawn().await?;
+        let mut sb = connect_sandbox(&stack, &spawn).await?;
+        let ready = framed(&spawn.sandbox_id, json!({"type": "ready"}));
+        sb.send(Message::text(ready.to_string())).await?;
+        let prompt = next_command(&mut sb, "prompt").await?;
+        Ok(Streaming {
+            _provider: provider,
+            stack,
+            floor,
+            watchers,
+            prompter,
+            sb,
+            sandbox_id: spawn.sandbox_id,
+            message_id: prompt["messageId"].as_str().unwrap_or_default().to_owned(),
+        })
+    }
+}
+
+async fn sandbox_path(kind: Streamed, batch: usize, watching: usize) -> Result<PathRun> {
+    let Streaming {
+        _provider,
+        stack: _stack,
+        floor,
+        watchers,
+        mut prompter,
+        mut sb,
+        sandbox_id,
+        message_id,
+    } = Streaming::start(watching).await?;
+    let frame = |v: serde_json::Value| framed(&sandbox_id, v);
     let n = 3000usize;
     let start = Instant::now();
     // The clients read while the flood is sent, so each delivery is timed as it lands.
@@ -267,8 +308,7 @@ async fn sandbox_path(kind: Streamed, batch: usize, watching: usize) -> Result<P
             } else {
                 json!({"type": "batch", "events": events}).to_string()
             };
-            sb.send(tokio_tungstenite::tungstenite::Message::text(text))
-                .await?;
+            sb.send(Message::text(text)).await?;
             i += take;
         }
         Ok::<Instant, anyhow::Error>(Instant::now())
@@ -304,7 +344,7 @@ async fn sandbox_path(kind: Streamed, batch: usize, watching: usize) -> Result<P
         0.5,
     );
     // (e) The first prompt completes; the next queued prompt reaches the warm sandbox.
-    sb.send(tokio_tungstenite::tungstenite::Message::text(
+    sb.send(Message::text(
         frame(json!({"type": "execution_complete", "messageId": message_id, "success": true, "ackId": "a1"})).to_string(),
     ))
     .await?;
@@ -317,7 +357,7 @@ async fn sandbox_path(kind: Streamed, batch: usize, watching: usize) -> Result<P
             .await?;
         let p = next_command(&mut sb, "prompt").await?;
         lat.push(t0.elapsed().as_secs_f64() * 1000.0);
-        sb.send(tokio_tungstenite::tungstenite::Message::text(
+        sb.send(Message::text(
             frame(json!({"type": "execution_complete", "messageId": p["messageId"], "success": true, "ackId": format!("b{k}")})).to_string(),
         ))
         .await?;
@@ -332,6 +372,72 @@ async fn sandbox_path(kind: Streamed, batch: usize, watching: usize) -> Result<P
         first,
         last,
     })
+}
+
+/// (g) The sandbox's events fanned out: `n_clients` watch while the sandbox sends one tool
+/// call every 20 ms; each delivery's latency from its frame leaving the sandbox. Returns
+/// p50 and p99 over every delivery, and p99 over each event's last client.
+async fn sandbox_fanout(n_clients: usize, samples: usize) -> Result<(f64, f64, f64)> {
+    let Streaming {
+        _provider,
+        stack: _stack,
+        watchers,
+        mut sb,
+        sandbox_id,
+        message_id,
+        ..
+    } = Streaming::start(n_clients).await?;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(usize, Instant)>();
+    let mut tasks = Vec::new();
+    for mut w in watchers {
+        let tx = tx.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut got = 0;
+            while got < samples {
+                let Ok(m) = w.recv_within(30).await else {
+                    break;
+                };
+                if m["type"] == "sandbox_event" && m["event"]["type"] == "tool_call" {
+                    let k = m["event"]["callId"]
+                        .as_str()
+                        .and_then(|c| c.strip_prefix('c'))
+                        .and_then(|k| k.parse().ok())
+                        .unwrap_or(usize::MAX);
+                    let _ = tx.send((k, Instant::now()));
+                    got += 1;
+                }
+            }
+        }));
+    }
+    drop(tx);
+    let mut sent_at = vec![Instant::now(); samples];
+    for (k, at) in sent_at.iter_mut().enumerate() {
+        let event = framed(&sandbox_id, Streamed::ToolCalls.event(&message_id, k));
+        *at = Instant::now();
+        sb.send(Message::text(event.to_string())).await?;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    join_all(tasks).await;
+    let (mut all, mut last) = (Vec::new(), vec![0f64; samples]);
+    while let Ok((k, at)) = rx.try_recv() {
+        if let Some(s) = sent_at.get(k) {
+            let ms = at.duration_since(*s).as_secs_f64() * 1000.0;
+            all.push(ms);
+            last[k] = last[k].max(ms);
+        }
+    }
+    anyhow::ensure!(
+        all.len() == samples * n_clients,
+        "only {} of {} deliveries",
+        all.len(),
+        samples * n_clients
+    );
+    let all = sorted(all);
+    Ok((
+        percentile(&all, 0.5),
+        percentile(&all, 0.99),
+        percentile(&sorted(last), 0.99),
+    ))
 }
 
 /// (b) Latency from a prompt being sent to each client seeing its `user_message`.
@@ -513,6 +619,10 @@ pub async fn benchmark() -> Result<()> {
         print_storm(&stack).await?;
         return Ok(());
     }
+    // `INSPECT_SESSION_BENCH=fanout`: only the floor and (g).
+    if std::env::var("INSPECT_SESSION_BENCH").as_deref() == Ok("fanout") {
+        return print_fanout().await;
+    }
     // `INSPECT_SESSION_BENCH=creates`: only the floor and (d), for a change to creation.
     if std::env::var("INSPECT_SESSION_BENCH").as_deref() == Ok("creates") {
         let rate = creates(&stack, 100).await?;
@@ -565,6 +675,7 @@ pub async fn benchmark() -> Result<()> {
         let (p50, p99) = broadcast_latency(&stack, n, 60).await?;
         println!("(b) broadcast latency, {n} clients: p50 {p50:.1} ms, p99 {p99:.1} ms");
     }
+    print_fanout().await?;
     for events in [0, 500] {
         let (whole, step) = subscribe_time(&stack, events, 20).await?;
         println!("(c) connect -> subscribed with {events} events: median {whole:.2} ms (the subscribe step alone {step:.2} ms)");
@@ -572,6 +683,14 @@ pub async fn benchmark() -> Result<()> {
     let rate = creates(&stack, 100).await?;
     println!("(d) sequential session creates: {rate:.0}/s");
     print_storm(&stack).await?;
+    Ok(())
+}
+
+async fn print_fanout() -> Result<()> {
+    for n in [50, 200] {
+        let (p50, p99, last) = sandbox_fanout(n, 100).await?;
+        println!("(g) sandbox events fanned out, {n} clients, a tool call every 20 ms: p50 {p50:.1} ms, p99 {p99:.1} ms, each event's last client p99 {last:.1} ms");
+    }
     Ok(())
 }
 
