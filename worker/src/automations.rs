@@ -345,6 +345,7 @@ async fn start_run(
         Firing::Slack { thread, .. } => Some((*thread).clone()),
         _ => None,
     };
+    let sole = targets.len() == 1;
     let starts = targets.into_iter().map(|repo| {
         let content = content.clone();
         let origin = origin.clone();
@@ -364,7 +365,7 @@ async fn start_run(
                 env,
                 automation,
                 (repo, on_branch),
-                from,
+                (from, sole),
                 content,
                 &origin,
                 lookups,
@@ -392,7 +393,10 @@ async fn start_run(
         }
     });
     let started = futures::future::join_all(starts).await;
-    let _ = store::mark_running(env, run_id).await;
+    // A run of one session was marked running with it.
+    if !sole {
+        let _ = store::mark_running(env, run_id).await;
+    }
     // A session that could not start ended already: the run may be over.
     if started.contains(&None) {
         if let Err(e) = store::finish_run(env, run_id, now).await {
@@ -409,7 +413,8 @@ async fn start_session(
     // The repository, and whether its branch is a pull request's (not one the repository
     // lists).
     (repo, on_branch): (Option<RepositoryRef>, bool),
-    from: AutomationOrigin,
+    // Where it comes from, and whether it is its run's only session.
+    (from, sole): (AutomationOrigin, bool),
     content: String,
     origin: &str,
     lookups: &Lookups,
@@ -442,16 +447,16 @@ async fn start_session(
     .map_err(|e| (None, e))?;
     let session = created.session_id;
     let failed = |e: ApiError| (Some(session.clone()), e);
-    store::add_session(
-        env,
-        &from.run_id,
-        &from.repository,
-        Some(&session),
-        RunStatus::Running,
-        None,
-    )
-    .await
-    .map_err(failed)?;
+    // Recorded before its prompt, whose outcome the run waits for.
+    let recorded = match sole {
+        true => store::add_sole_session(env, &from.run_id, &from.repository, &session).await,
+        false => {
+            let running = RunStatus::Running;
+            let (run, repository) = (&from.run_id, &from.repository);
+            store::add_session(env, run, repository, Some(&session), running, None).await
+        }
+    };
+    recorded.map_err(failed)?;
     let prompt = PromptRequest {
         content,
         model: settings.model.clone(),
@@ -868,8 +873,9 @@ pub async fn sentry_webhook(
 }
 
 /// The cron step: runs past their time fail, and every due schedule fires once — the
-/// slot is taken by moving `next_run_at` on from it in one statement (so two Workers, or a
-/// restart, never fire it twice), and a missed stretch fires once, not per slot.
+/// slot is taken by moving `next_run_at` on from it, in one batch with its run's claim (so
+/// two Workers, or a restart, never fire it twice), and a missed stretch fires once, not
+/// per slot.
 pub async fn tick(env: &Env, now: i64) -> ApiResult<usize> {
     store::time_out(env, now).await?;
     let due = store::due(env, now, DUE_PER_TICK).await?;
@@ -892,22 +898,9 @@ async fn fire(env: &Env, automation: Stored, now: i64, lookups: &Lookups) -> boo
     };
     let next = next_run(&a.settings, now).ok().flatten();
     let outcome = async {
-        if !store::advance(env, &a.id, slot, next).await? {
-            return Ok(false);
-        }
         let run_id = new_run_id()?;
-        let key = format!("schedule:{slot}");
-        let claim = store::claim(
-            env,
-            &run_id,
-            &a.id,
-            RunTrigger::Schedule,
-            &key,
-            Overlap::Skipped,
-            now,
-        )
-        .await?;
-        if claim != Claim::Started {
+        let claim = store::take_slot(env, &a.id, (slot, next), &run_id, now).await?;
+        if claim != Some(Claim::Started) {
             return Ok(false);
         }
         start_run(

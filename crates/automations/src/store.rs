@@ -288,16 +288,8 @@ pub async fn due(env: &Env, now: i64, limit: usize) -> Result<Vec<Stored>, ApiEr
     rows.into_iter().map(Row::into_stored).collect()
 }
 
-/// Moves a schedule's next firing from `from` to `to`; false when another tick already did.
-pub async fn advance(env: &Env, id: &str, from: i64, to: Option<i64>) -> Result<bool, ApiError> {
-    Ok(run(
-        env,
-        "UPDATE automations SET next_run_at = ?3 WHERE id = ?1 AND next_run_at = ?2",
-        &[id.into(), num(from), opt_num(to)],
-    )
-    .await?
-        > 0)
-}
+/// Moves a schedule's next firing from `from` to `to` (taking the slot `from`).
+const ADVANCE: &str = "UPDATE automations SET next_run_at = ?3 WHERE id = ?1 AND next_run_at = ?2";
 
 /// How claiming a firing went.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -324,6 +316,20 @@ pub enum Overlap {
     Refused,
 }
 
+/// The statement that inserts a run under its concurrency key (?1 run, ?2 automation, ?3
+/// trigger, ?4 key, ?5 now) when `guard` holds.
+fn claim_sql(guard: &str) -> String {
+    format!(
+        "INSERT INTO automation_runs (id, automation_id, trigger, concurrency_key, status, created_at)
+         SELECT ?1, ?2, ?3, ?4, 'starting', ?5 WHERE {guard}
+         ON CONFLICT (automation_id, concurrency_key) DO NOTHING"
+    )
+}
+
+/// No other run of the automation is active.
+const NONE_ACTIVE: &str =
+    "NOT EXISTS (SELECT 1 FROM automation_runs WHERE automation_id = ?2 AND status IN ('starting', 'running'))";
+
 /// Claims a firing: its run is inserted under its concurrency key, in one statement that
 /// also checks, unless overlap is allowed, that no other run of the automation is active.
 pub async fn claim(
@@ -337,39 +343,56 @@ pub async fn claim(
 ) -> Result<Claim, ApiError> {
     let guard = match overlap {
         Overlap::Allowed => "1",
-        Overlap::Skipped | Overlap::Refused => {
-            "NOT EXISTS (SELECT 1 FROM automation_runs WHERE automation_id = ?2 AND status IN ('starting', 'running'))"
-        }
+        Overlap::Skipped | Overlap::Refused => NONE_ACTIVE,
     };
-    let claimed = run(
-        env,
-        &format!(
-            "INSERT INTO automation_runs (id, automation_id, trigger, concurrency_key, status, created_at)
-             SELECT ?1, ?2, ?3, ?4, 'starting', ?5 WHERE {guard}
-             ON CONFLICT (automation_id, concurrency_key) DO NOTHING"
-        ),
-        &[
-            run_id.into(),
-            automation_id.into(),
-            trigger.as_str().into(),
-            concurrency_key.into(),
-            num(now),
-        ],
-    )
-    .await?;
+    let args = [
+        run_id.into(),
+        automation_id.into(),
+        trigger.as_str().into(),
+        concurrency_key.into(),
+        num(now),
+    ];
+    let claimed = run(env, &claim_sql(guard), &args).await?;
+    let firing = Firing {
+        run_id,
+        automation_id,
+        trigger,
+        concurrency_key,
+        now,
+    };
+    claimed_or_skipped(env, claimed > 0, overlap, firing).await
+}
+
+/// A firing being claimed.
+struct Firing<'a> {
+    run_id: &'a str,
+    automation_id: &'a str,
+    trigger: RunTrigger,
+    concurrency_key: &'a str,
+    now: i64,
+}
+
+/// How a claim went, from whether its insert wrote: a firing skipped for another active run
+/// is recorded as skipped (once per key).
+async fn claimed_or_skipped(
+    env: &Env,
+    claimed: bool,
+    overlap: Overlap,
+    f: Firing<'_>,
+) -> Result<Claim, ApiError> {
     Ok(match overlap {
-        _ if claimed > 0 => Claim::Started,
+        _ if claimed => Claim::Started,
         Overlap::Allowed => Claim::Duplicate,
         Overlap::Refused => Claim::Skipped,
         Overlap::Skipped => {
             let recorded = skip(
                 env,
-                run_id,
-                automation_id,
-                trigger,
-                concurrency_key,
+                f.run_id,
+                f.automation_id,
+                f.trigger,
+                f.concurrency_key,
                 CONCURRENT_RUN,
-                now,
+                f.now,
             )
             .await?;
             if recorded {
@@ -379,6 +402,46 @@ pub async fn claim(
             }
         }
     })
+}
+
+/// A schedule's slot `from` taken (its next firing moved to `to`) and its run claimed, in one
+/// batch: the run is inserted only when the move was this batch's (`changes()`) and no
+/// other run is active (else recorded as skipped). `None` when the slot was not there to
+/// take (another tick took it, or the schedule changed).
+pub async fn take_slot(
+    env: &Env,
+    automation_id: &str,
+    (from, to): (i64, Option<i64>),
+    run_id: &str,
+    now: i64,
+) -> Result<Option<Claim>, ApiError> {
+    let concurrency_key = format!("schedule:{from}");
+    let advance = [automation_id.into(), num(from), opt_num(to)];
+    let claim = [
+        run_id.into(),
+        automation_id.into(),
+        RunTrigger::Schedule.as_str().into(),
+        concurrency_key.as_str().into(),
+        num(now),
+    ];
+    let guard = format!("changes() = 1 AND {NONE_ACTIVE}");
+    let changed =
+        inspect_runtime::d1::run_batch(env, &[(ADVANCE, &advance), (&claim_sql(&guard), &claim)])
+            .await?;
+    if changed.first().copied().unwrap_or(0) == 0 {
+        return Ok(None);
+    }
+    let firing = Firing {
+        run_id,
+        automation_id,
+        trigger: RunTrigger::Schedule,
+        concurrency_key: &concurrency_key,
+        now,
+    };
+    let claimed = changed.get(1).copied().unwrap_or(0) > 0;
+    claimed_or_skipped(env, claimed, Overlap::Skipped, firing)
+        .await
+        .map(Some)
 }
 
 /// Records a firing that is not run, with why (once per concurrency key).
@@ -409,6 +472,13 @@ pub async fn skip(
     Ok(recorded > 0)
 }
 
+/// Records one repository's session of a run (?1 run, ?2 repository, ?3 session, ?4 status,
+/// ?5 error).
+const ADD_SESSION: &str =
+    "INSERT INTO automation_run_sessions (run_id, repository, session_id, status, error)
+         VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT (run_id, repository) DO UPDATE SET session_id = ?3, status = ?4, error = ?5";
+
 /// Records one repository's session of a run (or why it could not start).
 pub async fn add_session(
     env: &Env,
@@ -420,9 +490,7 @@ pub async fn add_session(
 ) -> Result<(), ApiError> {
     run(
         env,
-        "INSERT INTO automation_run_sessions (run_id, repository, session_id, status, error)
-         VALUES (?1, ?2, ?3, ?4, ?5)
-         ON CONFLICT (run_id, repository) DO UPDATE SET session_id = ?3, status = ?4, error = ?5",
+        ADD_SESSION,
         &[
             run_id.into(),
             repository.into(),
@@ -435,14 +503,34 @@ pub async fn add_session(
     Ok(())
 }
 
+/// Marks a run `running` (?1) once its sessions were made (unless they all ended already).
+const MARK_RUNNING: &str =
+    "UPDATE automation_runs SET status = 'running' WHERE id = ?1 AND status = 'starting'";
+
 /// Marks a run `running` once its sessions were made (unless they all ended already).
 pub async fn mark_running(env: &Env, run_id: &str) -> Result<(), ApiError> {
-    run(
-        env,
-        "UPDATE automation_runs SET status = 'running' WHERE id = ?1 AND status = 'starting'",
-        &[run_id.into()],
-    )
-    .await?;
+    run(env, MARK_RUNNING, &[run_id.into()]).await?;
+    Ok(())
+}
+
+/// Records a run's only session as made and running, and so the run as running, in one
+/// batch (a run of one repository, or of none).
+pub async fn add_sole_session(
+    env: &Env,
+    run_id: &str,
+    repository: &str,
+    session_id: &str,
+) -> Result<(), ApiError> {
+    let session = [
+        run_id.into(),
+        repository.into(),
+        session_id.into(),
+        RunStatus::Running.as_str().into(),
+        worker::wasm_bindgen::JsValue::NULL,
+    ];
+    let running = [run_id.into()];
+    inspect_runtime::d1::run_batch(env, &[(ADD_SESSION, &session), (MARK_RUNNING, &running)])
+        .await?;
     Ok(())
 }
 

@@ -73,22 +73,24 @@ pub async fn sweep_then_run(
     sweep: (&str, &[JsValue]),
     statement: (&str, &[JsValue]),
 ) -> Result<usize, ApiError> {
+    let changed = run_batch(env, &[sweep, statement]).await?;
+    Ok(changed.get(1).copied().unwrap_or(0))
+}
+
+/// Runs statements in one batch (one round trip, one transaction, in order): how many rows
+/// each changed. A statement may look at the one before it with SQLite's `changes()`.
+pub async fn run_batch(
+    env: &Env,
+    statements: &[(&str, &[JsValue])],
+) -> Result<Vec<usize>, ApiError> {
     let database = database(env)?;
-    let first = database
-        .prepare(sweep.0)
-        .bind(sweep.1)
-        .map_err(unavailable)?;
-    let second = database
-        .prepare(statement.0)
-        .bind(statement.1)
-        .map_err(unavailable)?;
-    let results = database
-        .batch(vec![first, second])
-        .await
-        .map_err(unavailable)?;
+    let prepared = statements
+        .iter()
+        .map(|(sql, args)| database.prepare(*sql).bind(args).map_err(unavailable))
+        .collect::<Result<Vec<_>, _>>()?;
+    let results = database.batch(prepared).await.map_err(unavailable)?;
     Ok(results
-        .get(1)
-        .and_then(|r| r.meta().ok().flatten())
-        .and_then(|m| m.changes)
-        .unwrap_or(0))
+        .iter()
+        .map(|r| r.meta().ok().flatten().and_then(|m| m.changes).unwrap_or(0))
+        .collect())
 }

@@ -2,7 +2,8 @@
 //! scheduled-event route at chosen times), the real supervisor and OpenCode on the
 //! scripted model: a schedule fires one session per repository once per slot, even across
 //! a restart; a webhook with its key starts a run for a matching payload, once per
-//! idempotency key; runs that fail three times in a row pause the automation.
+//! idempotency key; runs that fail three times in a row pause the automation; a slot due
+//! while the last run goes on is recorded as skipped.
 
 #![allow(clippy::unwrap_used)] // a test fails loudly by design
 
@@ -599,6 +600,65 @@ async fn a_run_still_going_after_ninety_minutes_fails() {
         .unwrap();
     assert_eq!(a.body["consecutiveFailures"], 1, "{}", a.body);
     assert_eq!(a.body["status"], "degraded");
+}
+
+#[tokio::test]
+async fn a_due_slot_is_skipped_while_the_last_run_goes_on() {
+    use inspect_tests::capture_provider::CaptureProvider;
+    // A provider whose sandboxes never connect: the first run never ends by itself.
+    let mut provider = CaptureProvider::start().await.unwrap();
+    let mut options = inspect_tests::StackOptions::local();
+    options.vars = provider.worker_vars();
+    let stack = Stack::start_with(options).await.unwrap();
+    let repo = source_repo();
+    inspect_tests::client::register_repo(&stack.base_url, "demo", repo.path())
+        .await
+        .unwrap();
+    let made = create(
+        &stack,
+        json!({
+            "name": "Hourly",
+            "triggerType": "schedule",
+            "repositories": [{"owner": "local", "name": "demo"}],
+            "instructions": "Look again.",
+            "schedule": {"cron": "0 * * * *", "timezone": "UTC"}
+        }),
+    )
+    .await;
+    let id = made["automation"]["id"].as_str().unwrap().to_owned();
+    let due = made["automation"]["nextRunAt"].as_i64().unwrap();
+
+    // The slot fires: one run of one session, running as soon as its session was made.
+    tick(&stack, due + 1_000).await;
+    let all = runs(&stack, &id).await;
+    assert_eq!(all.len(), 1, "{all:?}");
+    assert_eq!(all[0]["status"], "running", "{all:?}");
+    assert_eq!(all[0]["sessions"][0]["status"], "running", "{all:?}");
+    provider.next_spawn().await.unwrap();
+
+    // The next slot while it goes: recorded as skipped, with why, and the schedule moves on.
+    let hour = 3_600_000;
+    tick(&stack, due + hour + 1_000).await;
+    let all = runs(&stack, &id).await;
+    assert_eq!(all.len(), 2, "{all:?}");
+    let skipped = all.iter().find(|r| r["status"] == "skipped").unwrap();
+    assert!(
+        skipped["reason"].as_str().unwrap().contains("still active"),
+        "{skipped}"
+    );
+    assert!(all.iter().any(|r| r["status"] == "running"), "{all:?}");
+    // The same slot again: nothing more.
+    tick(&stack, due + hour + 2_000).await;
+    assert_eq!(runs(&stack, &id).await.len(), 2);
+    let a = send(Method::GET, &stack.url(&format!("/automations/{id}")), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        a.body["nextRunAt"].as_i64(),
+        Some(due + 2 * hour),
+        "{}",
+        a.body
+    );
 }
 
 #[tokio::test]
