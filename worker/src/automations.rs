@@ -434,29 +434,35 @@ async fn start_session(
         automation: Some(from.clone()),
         ..Default::default()
     };
+    // A run's only session is recorded, with the run as running, in its index row's batch.
+    let (run_id, repository) = (from.run_id.clone(), from.repository.clone());
+    let sole_session = move |id: &str| store::sole_session_statements(&run_id, &repository, id);
+    let also: Option<crate::index::AlsoIndexed> = match sole {
+        true => Some(&sole_session),
+        false => None,
+    };
     let created = crate::objects::create_session_among(
         env,
         origin,
         &automation.actor,
         create,
         &overrides,
-        inspect_protocol::usage::SessionSource::Automation,
+        (inspect_protocol::usage::SessionSource::Automation, also),
         lookups,
     )
     .await
     .map_err(|e| (None, e))?;
     let session = created.session_id;
     let failed = |e: ApiError| (Some(session.clone()), e);
-    // Recorded before its prompt, whose outcome the run waits for.
-    let recorded = match sole {
-        true => store::add_sole_session(env, &from.run_id, &from.repository, &session).await,
-        false => {
-            let running = RunStatus::Running;
-            let (run, repository) = (&from.run_id, &from.repository);
-            store::add_session(env, run, repository, Some(&session), running, None).await
-        }
-    };
-    recorded.map_err(failed)?;
+    // Recorded before its prompt, whose outcome the run waits for (a sole session was, with
+    // its index row).
+    if !sole {
+        let running = RunStatus::Running;
+        let (run, repository) = (&from.run_id, &from.repository);
+        store::add_session(env, run, repository, Some(&session), running, None)
+            .await
+            .map_err(failed)?;
+    }
     let prompt = PromptRequest {
         content,
         model: settings.model.clone(),

@@ -21,12 +21,19 @@ fn opt(v: &Option<String>) -> JsValue {
     v.as_deref().map_or(JsValue::NULL, JsValue::from)
 }
 
-/// Indexes a new session.
+/// Statements written in one batch with a new session's index row, given its id: what
+/// else records the session as made (an automation's run records its session).
+pub type AlsoIndexed<'a> = &'a dyn Fn(&str) -> Vec<(&'static str, Vec<JsValue>)>;
+
+/// Indexes a new session (with what `also` adds, in the same batch).
 pub async fn insert(
     env: &Env,
     state: &SessionState,
     actor: &Actor,
-    source: inspect_protocol::usage::SessionSource,
+    (source, also): (
+        inspect_protocol::usage::SessionSource,
+        Option<AlsoIndexed<'_>>,
+    ),
 ) -> Result<(), ApiError> {
     let db = env.d1("DB").map_err(unavailable)?;
     let repos = serde_json::to_string(&state.repositories).unwrap_or_else(|_| "[]".into());
@@ -52,7 +59,11 @@ pub async fn insert(
         .prepare("INSERT OR IGNORE INTO session_participants (session_id, user_id) VALUES (?1, ?2)")
         .bind(&[state.id.as_str().into(), actor.user_id.as_str().into()])
         .map_err(unavailable)?;
-    db.batch(vec![row, member]).await.map_err(unavailable)?;
+    let mut statements = vec![row, member];
+    for (sql, args) in also.map(|also| also(&state.id)).unwrap_or_default() {
+        statements.push(db.prepare(sql).bind(&args).map_err(unavailable)?);
+    }
+    db.batch(statements).await.map_err(unavailable)?;
     Ok(())
 }
 

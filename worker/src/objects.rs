@@ -498,7 +498,7 @@ pub(crate) async fn create_session_with(
         actor,
         create,
         branch_overrides,
-        source,
+        (source, None),
         &lookups,
     )
     .await
@@ -512,7 +512,8 @@ pub(crate) async fn create_session_among(
     actor: &Actor,
     mut create: CreateSessionRequest,
     branch_overrides: &[inspect_protocol::session::RepositoryRef],
-    source: SessionSource,
+    // How it came to be, and what else is written with its index row.
+    (source, also): (SessionSource, Option<index::AlsoIndexed<'_>>),
     lookups: &Lookups,
 ) -> ApiResult<inspect_protocol::session::CreateSessionResponse> {
     create.environment_name = None;
@@ -697,7 +698,7 @@ pub(crate) async fn create_session_among(
                 call_object(env, &id, Method::Post, "/init", origin, Some(actor), &body).await?;
             object_answer(resp, 201).await.map(drop)
         },
-        index::insert(env, &state, actor, source),
+        index::insert(env, &state, actor, (source, also)),
     );
     if let Err(e) = stored {
         if indexed.is_ok() {

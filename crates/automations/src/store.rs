@@ -513,25 +513,22 @@ pub async fn mark_running(env: &Env, run_id: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// Records a run's only session as made and running, and so the run as running, in one
-/// batch (a run of one repository, or of none).
-pub async fn add_sole_session(
-    env: &Env,
+/// The statements that record a run's only session as made and running, and so the run as
+/// running (a run of one repository, or of none): written in one batch with the session's
+/// index row.
+pub fn sole_session_statements(
     run_id: &str,
     repository: &str,
     session_id: &str,
-) -> Result<(), ApiError> {
-    let session = [
+) -> Vec<(&'static str, Vec<worker::wasm_bindgen::JsValue>)> {
+    let session = vec![
         run_id.into(),
         repository.into(),
         session_id.into(),
         RunStatus::Running.as_str().into(),
         worker::wasm_bindgen::JsValue::NULL,
     ];
-    let running = [run_id.into()];
-    inspect_runtime::d1::run_batch(env, &[(ADD_SESSION, &session), (MARK_RUNNING, &running)])
-        .await?;
-    Ok(())
+    vec![(ADD_SESSION, session), (MARK_RUNNING, vec![run_id.into()])]
 }
 
 /// A session's prompt ended: its run learns how, and the run ends with its last session.
