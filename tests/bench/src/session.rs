@@ -374,6 +374,74 @@ async fn sandbox_path(kind: Streamed, batch: usize, watching: usize) -> Result<P
     })
 }
 
+/// Every client's deliveries of `samples` numbered events of one kind, as they land.
+struct Deliveries {
+    clients: usize,
+    samples: usize,
+    landed: tokio::sync::mpsc::UnboundedReceiver<(usize, Instant)>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Deliveries {
+    /// Each client reads until it has seen `samples` `sandbox_event`s of `kind`, numbered by
+    /// `number` (from the event).
+    fn watch(
+        watchers: Vec<WsClient>,
+        samples: usize,
+        kind: &'static str,
+        number: fn(&serde_json::Value) -> Option<usize>,
+    ) -> Self {
+        let clients = watchers.len();
+        let (tx, landed) = tokio::sync::mpsc::unbounded_channel();
+        let tasks = watchers
+            .into_iter()
+            .map(|mut w| {
+                let tx = tx.clone();
+                tokio::spawn(async move {
+                    let mut got = 0;
+                    while got < samples {
+                        let Ok(m) = w.recv_within(30).await else {
+                            break;
+                        };
+                        if m["type"] == "sandbox_event" && m["event"]["type"] == kind {
+                            let k = number(&m["event"]).unwrap_or(usize::MAX);
+                            let _ = tx.send((k, Instant::now()));
+                            got += 1;
+                        }
+                    }
+                })
+            })
+            .collect();
+        Deliveries {
+            clients,
+            samples,
+            landed,
+            tasks,
+        }
+    }
+
+    /// Once every client is done: each delivery's latency from its event's `sent_at`, and
+    /// each event's slowest delivery (both sorted, ms). Every delivery must have landed.
+    async fn latencies(mut self, sent_at: &[Instant]) -> Result<(Vec<f64>, Vec<f64>)> {
+        join_all(self.tasks).await;
+        let (mut all, mut last) = (Vec::new(), vec![0f64; self.samples]);
+        while let Ok((k, at)) = self.landed.try_recv() {
+            if let Some(s) = sent_at.get(k) {
+                let ms = at.duration_since(*s).as_secs_f64() * 1000.0;
+                all.push(ms);
+                last[k] = last[k].max(ms);
+            }
+        }
+        let wanted = self.samples * self.clients;
+        anyhow::ensure!(
+            all.len() == wanted,
+            "only {} of {wanted} deliveries",
+            all.len()
+        );
+        Ok((sorted(all), sorted(last)))
+    }
+}
+
 /// (g) The sandbox's events fanned out: `n_clients` watch while the sandbox sends one tool
 /// call every 20 ms; each delivery's latency from its frame leaving the sandbox. Returns
 /// p50 and p99 over every delivery, and p99 over each event's last client.
@@ -387,29 +455,12 @@ async fn sandbox_fanout(n_clients: usize, samples: usize) -> Result<(f64, f64, f
         message_id,
         ..
     } = Streaming::start(n_clients).await?;
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(usize, Instant)>();
-    let mut tasks = Vec::new();
-    for mut w in watchers {
-        let tx = tx.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut got = 0;
-            while got < samples {
-                let Ok(m) = w.recv_within(30).await else {
-                    break;
-                };
-                if m["type"] == "sandbox_event" && m["event"]["type"] == "tool_call" {
-                    let k = m["event"]["callId"]
-                        .as_str()
-                        .and_then(|c| c.strip_prefix('c'))
-                        .and_then(|k| k.parse().ok())
-                        .unwrap_or(usize::MAX);
-                    let _ = tx.send((k, Instant::now()));
-                    got += 1;
-                }
-            }
-        }));
-    }
-    drop(tx);
+    let deliveries = Deliveries::watch(watchers, samples, "tool_call", |event| {
+        event["callId"]
+            .as_str()
+            .and_then(|c| c.strip_prefix('c'))
+            .and_then(|k| k.parse().ok())
+    });
     let mut sent_at = vec![Instant::now(); samples];
     for (k, at) in sent_at.iter_mut().enumerate() {
         let event = framed(&sandbox_id, Streamed::ToolCalls.event(&message_id, k));
@@ -417,26 +468,11 @@ async fn sandbox_fanout(n_clients: usize, samples: usize) -> Result<(f64, f64, f
         sb.send(Message::text(event.to_string())).await?;
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    join_all(tasks).await;
-    let (mut all, mut last) = (Vec::new(), vec![0f64; samples]);
-    while let Ok((k, at)) = rx.try_recv() {
-        if let Some(s) = sent_at.get(k) {
-            let ms = at.duration_since(*s).as_secs_f64() * 1000.0;
-            all.push(ms);
-            last[k] = last[k].max(ms);
-        }
-    }
-    anyhow::ensure!(
-        all.len() == samples * n_clients,
-        "only {} of {} deliveries",
-        all.len(),
-        samples * n_clients
-    );
-    let all = sorted(all);
+    let (all, last) = deliveries.latencies(&sent_at).await?;
     Ok((
         percentile(&all, 0.5),
         percentile(&all, 0.99),
-        percentile(&sorted(last), 0.99),
+        percentile(&last, 0.99),
     ))
 }
 
@@ -446,29 +482,9 @@ async fn broadcast_latency(stack: &Stack, n_clients: usize, samples: usize) -> R
     let watchers = clients(stack, &session, n_clients).await?;
     let (mut sender, _) =
         WsClient::join(&stack.base_url, &stack.ws_url(""), &session, "sender").await?;
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(usize, Instant)>();
-    let mut tasks = Vec::new();
-    for mut w in watchers {
-        let tx = tx.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut got = 0;
-            while got < samples {
-                let Ok(m) = w.recv_within(30).await else {
-                    break;
-                };
-                if m["type"] == "sandbox_event" && m["event"]["type"] == "user_message" {
-                    let i: usize = m["event"]["content"]
-                        .as_str()
-                        .unwrap_or("")
-                        .parse()
-                        .unwrap_or(usize::MAX);
-                    let _ = tx.send((i, Instant::now()));
-                    got += 1;
-                }
-            }
-        }));
-    }
-    drop(tx);
+    let deliveries = Deliveries::watch(watchers, samples, "user_message", |event| {
+        event["content"].as_str()?.parse().ok()
+    });
     let mut sent_at = vec![Instant::now(); samples];
     for (i, at) in sent_at.iter_mut().enumerate() {
         *at = Instant::now();
@@ -483,20 +499,7 @@ async fn broadcast_latency(stack: &Stack, n_clients: usize, samples: usize) -> R
         sender.clear();
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    join_all(tasks).await;
-    let mut lat = Vec::new();
-    while let Ok((i, at)) = rx.try_recv() {
-        if let Some(s) = sent_at.get(i) {
-            lat.push(at.duration_since(*s).as_secs_f64() * 1000.0);
-        }
-    }
-    anyhow::ensure!(
-        lat.len() == samples * n_clients,
-        "only {} of {} deliveries",
-        lat.len(),
-        samples * n_clients
-    );
-    let lat = sorted(lat);
+    let (lat, _) = deliveries.latencies(&sent_at).await?;
     Ok((percentile(&lat, 0.5), percentile(&lat, 0.99)))
 }
 
