@@ -69,19 +69,27 @@ pub async fn builds(
     status: Option<BuildStatus>,
     limit: u32,
 ) -> Result<Vec<ImageBuild>, ApiError> {
+    let (sql, args) = builds_query(scope, status, limit);
+    let rows: Vec<BuildRow> = inspect_runtime::d1::all(env, &sql, &args).await?;
+    Ok(rows.into_iter().map(Into::into).collect())
+}
+
+/// [`builds`]' statement, for a batch (its rows are [`BuildRow`]s).
+pub fn builds_query(
+    scope: &ImageScope,
+    status: Option<BuildStatus>,
+    limit: u32,
+) -> (String, Vec<wasm_bindgen::JsValue>) {
     let (kind, key) = scope.key();
-    let rows: Vec<BuildRow> = inspect_runtime::d1::all(
-        env,
-        &format!(
+    (
+        format!(
             "SELECT {BUILD_COLUMNS} FROM image_builds WHERE scope_kind = ?1 AND scope_key = ?2 AND (?3 IS NULL OR status = ?3) ORDER BY started_at DESC LIMIT ?4"
         ),
-        &[
+        vec![
             kind.into(),
             key.into(),
             status.map_or(wasm_bindgen::JsValue::NULL, |s| s.as_str().into()),
             (limit as f64).into(),
         ],
     )
-    .await?;
-    Ok(rows.into_iter().map(Into::into).collect())
 }

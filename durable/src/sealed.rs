@@ -52,43 +52,83 @@ pub async fn open_secrets(
     environment_id: Option<&str>,
     repositories: &[(String, String)],
 ) -> Result<inspect_secrets::Layered, ApiError> {
-    // Without a key nothing can have been stored.
-    let Some(key) = inspect_runtime::setting(env, inspect_secrets::KEY_VAR) else {
+    let Some(read) = SecretsRead::new(env, environment_id, repositories)? else {
         return Ok(Default::default());
     };
-    let key = inspect_secrets::SealingKey::from_config(Some(&key))?;
-    let scopes = inspect_secrets::flowing_scopes(environment_id, repositories);
-    let repo_ids: Vec<String> = scopes
-        .iter()
-        .filter(|s| matches!(s, inspect_secrets::Scope::Repository { .. }))
-        .map(|s| s.key().1)
-        .collect();
-    let (condition, args) = scopes_where(&scopes);
-    let sql =
-        format!("SELECT scope, scope_id, name, sealed, setup_only FROM secrets WHERE {condition}");
-    #[derive(Deserialize)]
-    struct Row {
-        scope: String,
-        scope_id: String,
-        name: String,
-        sealed: String,
-        setup_only: f64,
+    let rows = inspect_runtime::d1::all(env, &read.sql, &read.args).await;
+    read.open(rows)
+}
+
+/// The read of the secrets a sandbox gets, made ready (for [`open_secrets`] or a batch),
+/// and the opening of the rows it returns.
+pub struct SecretsRead {
+    key: inspect_secrets::SealingKey,
+    repo_ids: Vec<String>,
+    pub sql: String,
+    pub args: Vec<wasm_bindgen::JsValue>,
+}
+
+/// A row of [`SecretsRead`]'s statement.
+#[derive(Deserialize)]
+pub struct SecretRow {
+    scope: String,
+    scope_id: String,
+    name: String,
+    sealed: String,
+    setup_only: f64,
+}
+
+impl SecretsRead {
+    /// The read for a session's environment and repositories; `None` without a sealing key
+    /// (nothing can have been stored).
+    pub fn new(
+        env: &Env,
+        environment_id: Option<&str>,
+        repositories: &[(String, String)],
+    ) -> Result<Option<Self>, ApiError> {
+        let Some(key) = inspect_runtime::setting(env, inspect_secrets::KEY_VAR) else {
+            return Ok(None);
+        };
+        let key = inspect_secrets::SealingKey::from_config(Some(&key))?;
+        let scopes = inspect_secrets::flowing_scopes(environment_id, repositories);
+        let repo_ids: Vec<String> = scopes
+            .iter()
+            .filter(|s| matches!(s, inspect_secrets::Scope::Repository { .. }))
+            .map(|s| s.key().1)
+            .collect();
+        let (condition, args) = scopes_where(&scopes);
+        let sql = format!(
+            "SELECT scope, scope_id, name, sealed, setup_only FROM secrets WHERE {condition}"
+        );
+        Ok(Some(SecretsRead {
+            key,
+            repo_ids,
+            sql,
+            args,
+        }))
     }
-    let rows: Vec<Row> = inspect_runtime::d1::all(env, &sql, &args)
-        .await
-        .map_err(|e| ApiError::new(e.code, format!("reading secrets: {}", e.message)))?;
-    let stored: Vec<inspect_secrets::StoredSecret> = rows
-        .into_iter()
-        .map(|r| inspect_secrets::StoredSecret {
-            order: repo_ids
-                .iter()
-                .position(|id| *id == r.scope_id)
-                .unwrap_or(0),
-            scope: r.scope,
-            name: r.name,
-            sealed: r.sealed,
-            setup: r.setup_only > 0.0,
-        })
-        .collect();
-    inspect_secrets::layer(&key, &stored)
+
+    /// The rows read, layered and opened.
+    pub fn open(
+        &self,
+        rows: Result<Vec<SecretRow>, ApiError>,
+    ) -> Result<inspect_secrets::Layered, ApiError> {
+        let rows =
+            rows.map_err(|e| ApiError::new(e.code, format!("reading secrets: {}", e.message)))?;
+        let stored: Vec<inspect_secrets::StoredSecret> = rows
+            .into_iter()
+            .map(|r| inspect_secrets::StoredSecret {
+                order: self
+                    .repo_ids
+                    .iter()
+                    .position(|id| *id == r.scope_id)
+                    .unwrap_or(0),
+                scope: r.scope,
+                name: r.name,
+                sealed: r.sealed,
+                setup: r.setup_only > 0.0,
+            })
+            .collect();
+        inspect_secrets::layer(&self.key, &stored)
+    }
 }

@@ -83,14 +83,23 @@ pub async fn run_batch(
     env: &Env,
     statements: &[(&str, &[JsValue])],
 ) -> Result<Vec<usize>, ApiError> {
+    Ok(query_batch(env, statements)
+        .await?
+        .iter()
+        .map(|r| r.meta().ok().flatten().and_then(|m| m.changes).unwrap_or(0))
+        .collect())
+}
+
+/// Runs statements in one batch (one round trip, one transaction, in order): each one's
+/// result (its rows: `results::<T>()`).
+pub async fn query_batch(
+    env: &Env,
+    statements: &[(&str, &[JsValue])],
+) -> Result<Vec<worker::D1Result>, ApiError> {
     let database = database(env)?;
     let prepared = statements
         .iter()
         .map(|(sql, args)| database.prepare(*sql).bind(args).map_err(unavailable))
         .collect::<Result<Vec<_>, _>>()?;
-    let results = database.batch(prepared).await.map_err(unavailable)?;
-    Ok(results
-        .iter()
-        .map(|r| r.meta().ok().flatten().and_then(|m| m.changes).unwrap_or(0))
-        .collect())
+    database.batch(prepared).await.map_err(unavailable)
 }

@@ -3,7 +3,13 @@
 
 use super::fanout::moves_deadlines;
 use super::*;
+use inspect_protocol::images::ImageBuild;
 use inspect_protocol::session::SessionState;
+
+/// A scope's ready images, as read for a spawn.
+type ImagesRead = std::result::Result<Vec<ImageBuild>, ApiError>;
+/// A sandbox's secrets, read and opened for a spawn.
+type SecretsOpened = std::result::Result<inspect_secrets::Layered, ApiError>;
 
 impl SessionDO {
     /// Points the one alarm slot at the earliest deadline, or clears it.
@@ -318,10 +324,17 @@ impl SessionDO {
         };
         // The session as it is now, read once for the image, the request and the secrets.
         let state = engine.state();
-        // Nothing of its own to start from: the newest compatible prebuilt image, if any.
+        // Nothing of its own to start from: the newest compatible prebuilt image, if any
+        // (read with the secrets, in one batch).
         let mut prebuilt = None;
+        let mut secrets_read = None;
         if let (Some(SpawnPlan::Fresh { .. }), Some(p), Ok(state)) = (&plan, provider, &state) {
-            prebuilt = self.prebuilt_image(state, p, &mut runtime).await;
+            let ready;
+            (ready, secrets_read) = self.images_and_secrets(state).await;
+            prebuilt = match ready {
+                Some(ready) => self.prebuilt_image(state, p, &mut runtime, ready).await,
+                None => None,
+            };
             if prebuilt.is_some() {
                 restore = prebuilt.clone();
             }
@@ -360,7 +373,11 @@ impl SessionDO {
             Ok((request, state))
         });
         let request = match request {
-            Ok((mut req, state)) => self.secrets_for(&state).await.map(|layered| {
+            Ok((mut req, state)) => match secrets_read {
+                Some(read) => read,
+                None => self.secrets_for(&state).await,
+            }
+            .map(|layered| {
                 self.setup_secrets_named
                     .set(Some(!layered.setup.is_empty()));
                 req.env = layered.env;
@@ -558,26 +575,16 @@ impl SessionDO {
         state: &SessionState,
         provider: &ViaBinding<'_>,
         runtime: &mut String,
+        ready: ImagesRead,
     ) -> Option<String> {
-        use inspect_protocol::images::{choose_image, BuildStatus, ImageScope};
-        let scope = match (&state.environment_id, state.repositories.as_slice()) {
-            (Some(id), _) => ImageScope::Environment {
-                environment_id: id.clone(),
-            },
-            (None, [only]) => ImageScope::Repository {
-                owner: only.owner.clone(),
-                name: only.name.clone(),
-            },
-            _ => return None,
+        use inspect_protocol::images::choose_image;
+        let ready = match ready {
+            Ok(r) => r,
+            Err(e) => {
+                self.log(LogLine::warn("sandbox", "images_unreadable").detail(e.message));
+                return None;
+            }
         };
-        let ready =
-            match crate::images::builds(&self.env, &scope, Some(BuildStatus::Ready), 10).await {
-                Ok(r) => r,
-                Err(e) => {
-                    self.log(LogLine::warn("sandbox", "images_unreadable").detail(e.message));
-                    return None;
-                }
-            };
         if ready.is_empty() {
             return None;
         }
@@ -608,6 +615,66 @@ impl SessionDO {
                 .with("build", chosen.id.as_str()),
         );
         chosen.image_id.clone()
+    }
+
+    /// A fresh spawn's reads: the ready images of the session's scope (its environment, or
+    /// its only repository; `None` when it has neither) and its sandbox's secrets, in one D1
+    /// batch. The secrets are `None` when they are to be read on their own (no sealing key,
+    /// no image scope, or the batch failed).
+    async fn images_and_secrets(
+        &self,
+        state: &SessionState,
+    ) -> (Option<ImagesRead>, Option<SecretsOpened>) {
+        use inspect_protocol::images::{BuildStatus, ImageScope};
+        let scope = match (&state.environment_id, state.repositories.as_slice()) {
+            (Some(id), _) => ImageScope::Environment {
+                environment_id: id.clone(),
+            },
+            (None, [only]) => ImageScope::Repository {
+                owner: only.owner.clone(),
+                name: only.name.clone(),
+            },
+            _ => return (None, None),
+        };
+        let status = Some(BuildStatus::Ready);
+        let repositories: Vec<(String, String)> = state
+            .repositories
+            .iter()
+            .map(|r| (r.owner.clone(), r.name.clone()))
+            .collect();
+        let environment = state.environment_id.as_deref();
+        let secrets = match crate::sealed::SecretsRead::new(&self.env, environment, &repositories) {
+            Ok(Some(read)) => read,
+            _ => {
+                let ready = crate::images::builds(&self.env, &scope, status, 10).await;
+                return (Some(ready), None);
+            }
+        };
+        let (sql, args) = crate::images::builds_query(&scope, status, 10);
+        let batch = [
+            (sql.as_str(), args.as_slice()),
+            (&secrets.sql, &secrets.args),
+        ];
+        match inspect_runtime::d1::query_batch(&self.env, &batch).await {
+            Ok(results) => {
+                let rows = |i: usize| {
+                    results
+                        .get(i)
+                        .ok_or_else(|| ApiError::internal("a batch answered short"))
+                };
+                let ready = rows(0).and_then(|r| {
+                    r.results::<crate::images::BuildRow>()
+                        .map_err(inspect_runtime::d1::unavailable)
+                });
+                let opened = rows(1).and_then(|r| {
+                    r.results::<crate::sealed::SecretRow>()
+                        .map_err(inspect_runtime::d1::unavailable)
+                });
+                let ready = ready.map(|rows| rows.into_iter().map(Into::into).collect());
+                (Some(ready), Some(secrets.open(opened)))
+            }
+            Err(e) => (Some(Err(e)), None),
+        }
     }
 
     /// The secrets the sandbox gets, read and opened at spawn time so a change applies to
