@@ -405,9 +405,10 @@ async fn claimed_or_skipped(
 }
 
 /// A schedule's slot `from` taken (its next firing moved to `to`) and its run claimed, in one
-/// batch: the run is inserted only when the move was this batch's (`changes()`) and no
-/// other run is active (else recorded as skipped). `None` when the slot was not there to
-/// take (another tick took it, or the schedule changed).
+/// batch (a transaction, its statements in order): the run is inserted while the schedule
+/// still stands at `from` and no other run is active, then the schedule moves on; a slot
+/// taken while another run goes on is recorded as skipped. `None` when the slot was not
+/// there to take (another tick took it, or the schedule changed): then nothing was claimed.
 pub async fn take_slot(
     env: &Env,
     automation_id: &str,
@@ -416,19 +417,22 @@ pub async fn take_slot(
     now: i64,
 ) -> Result<Option<Claim>, ApiError> {
     let concurrency_key = format!("schedule:{from}");
-    let advance = [automation_id.into(), num(from), opt_num(to)];
     let claim = [
         run_id.into(),
         automation_id.into(),
         RunTrigger::Schedule.as_str().into(),
         concurrency_key.as_str().into(),
         num(now),
+        num(from),
     ];
-    let guard = format!("changes() = 1 AND {NONE_ACTIVE}");
+    let advance = [automation_id.into(), num(from), opt_num(to)];
+    let guard = format!(
+        "EXISTS (SELECT 1 FROM automations WHERE id = ?2 AND next_run_at = ?6) AND {NONE_ACTIVE}"
+    );
     let changed =
-        inspect_runtime::d1::run_batch(env, &[(ADVANCE, &advance), (&claim_sql(&guard), &claim)])
+        inspect_runtime::d1::run_batch(env, &[(&claim_sql(&guard), &claim), (ADVANCE, &advance)])
             .await?;
-    if changed.first().copied().unwrap_or(0) == 0 {
+    if changed.get(1).copied().unwrap_or(0) == 0 {
         return Ok(None);
     }
     let firing = Firing {
@@ -438,7 +442,7 @@ pub async fn take_slot(
         concurrency_key: &concurrency_key,
         now,
     };
-    let claimed = changed.get(1).copied().unwrap_or(0) > 0;
+    let claimed = changed.first().copied().unwrap_or(0) > 0;
     claimed_or_skipped(env, claimed, Overlap::Skipped, firing)
         .await
         .map(Some)

@@ -78,7 +78,7 @@ pub async fn sweep_then_run(
 }
 
 /// Runs statements in one batch (one round trip, one transaction, in order): how many rows
-/// each changed. A statement may look at the one before it with SQLite's `changes()`.
+/// each changed.
 pub async fn run_batch(
     env: &Env,
     statements: &[(&str, &[JsValue])],
