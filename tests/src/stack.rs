@@ -571,7 +571,7 @@ fn copy_dir(from: &Path, to: &Path) -> Result<()> {
     Ok(())
 }
 
-/// workerd's pid (the stack's), its resident KiB and its CPU seconds so far.
+/// workerd's pid (this run's stack's), its resident KiB and its CPU seconds so far.
 pub fn workerd() -> Option<(u32, u64, f64)> {
     let ticks = 100.0; // USER_HZ on Linux
     let mut best: Option<(u32, u64, f64)> = None;
@@ -603,10 +603,33 @@ pub fn workerd() -> Option<(u32, u64, f64)> {
             .zip(fields.get(12).and_then(|s| s.parse::<f64>().ok()))
             .map(|(u, s)| (u + s) / ticks)
             .unwrap_or(0.0);
-        // The newest workerd is this run's.
-        if best.is_none_or(|b| pid > b.0) {
+        // This run's workerd descends from this process (through wrangler); of several
+        // (a stack restarted), the newest. Another program's stack is never taken, whatever
+        // its pid (pids wrap).
+        if descends_from_us(pid) && best.is_none_or(|b| pid > b.0) {
             best = Some((pid, rss, cpu));
         }
     }
     best
+}
+
+/// Whether `pid` is a descendant of this process.
+fn descends_from_us(mut pid: u32) -> bool {
+    let us = std::process::id();
+    // wrangler's node, then workerd: a few levels at most.
+    for _ in 0..8 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // The parent's pid is the second field after the command's closing parenthesis.
+        let parent = stat
+            .rsplit(')')
+            .next()
+            .and_then(|rest| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        match parent {
+            Some(p) if p == us => return true,
+            Some(p) if p > 1 => pid = p,
+            _ => return false,
+        }
+    }
+    false
 }
