@@ -130,7 +130,17 @@ impl CaptureProvider {
     /// registered; the folder returned is the repository's source (keep it while the stack
     /// runs).
     pub async fn stack_with_repo(&self, repo: &str) -> Result<(Stack, tempfile::TempDir)> {
-        let mut options = crate::StackOptions::unthrottled();
+        self.stack_with_repo_in(crate::StackOptions::unthrottled(), repo)
+            .await
+    }
+
+    /// [`Self::stack_with_repo`] on a stack started with `options` (this provider's
+    /// variables added).
+    pub async fn stack_with_repo_in(
+        &self,
+        mut options: crate::StackOptions,
+        repo: &str,
+    ) -> Result<(Stack, tempfile::TempDir)> {
         options.vars.extend(self.worker_vars());
         let stack = Stack::start_with(options)
             .await

@@ -11,6 +11,15 @@ type ImagesRead = std::result::Result<Vec<ImageBuild>, ApiError>;
 /// A sandbox's secrets, read and opened for a spawn.
 type SecretsOpened = std::result::Result<inspect_secrets::Layered, ApiError>;
 
+/// The session's repositories as (owner, name): what images and secrets are keyed by.
+fn owner_names(state: &SessionState) -> Vec<(String, String)> {
+    state
+        .repositories
+        .iter()
+        .map(|r| (r.owner.clone(), r.name.clone()))
+        .collect()
+}
+
 impl SessionDO {
     /// Points the one alarm slot at the earliest deadline, or clears it.
     pub(super) async fn schedule(&self) {
@@ -594,11 +603,7 @@ impl SessionDO {
                 return None;
             }
         }
-        let repositories: Vec<(String, String)> = state
-            .repositories
-            .iter()
-            .map(|r| (r.owner.clone(), r.name.clone()))
-            .collect();
+        let repositories = owner_names(state);
         let (chosen, warnings) = choose_image(&ready, runtime, &repositories);
         for w in warnings {
             if let Ok(fx) = self
@@ -637,11 +642,7 @@ impl SessionDO {
             _ => return (None, None),
         };
         let status = Some(BuildStatus::Ready);
-        let repositories: Vec<(String, String)> = state
-            .repositories
-            .iter()
-            .map(|r| (r.owner.clone(), r.name.clone()))
-            .collect();
+        let repositories = owner_names(state);
         let environment = state.environment_id.as_deref();
         let secrets = match crate::sealed::SecretsRead::new(&self.env, environment, &repositories) {
             Ok(Some(read)) => read,
@@ -690,11 +691,7 @@ impl SessionDO {
         &self,
         state: &SessionState,
     ) -> std::result::Result<inspect_secrets::Layered, ApiError> {
-        let repositories: Vec<(String, String)> = state
-            .repositories
-            .iter()
-            .map(|r| (r.owner.clone(), r.name.clone()))
-            .collect();
+        let repositories = owner_names(state);
         crate::sealed::open_secrets(&self.env, state.environment_id.as_deref(), &repositories).await
     }
 

@@ -50,20 +50,6 @@ async fn finished_run(stack: &Stack, id: &str, secs: u64) -> Value {
     }
 }
 
-/// A local stack whose sandboxes come from `provider`, with the repository `local/demo`.
-async fn stack_with_demo(
-    provider: &inspect_tests::capture_provider::CaptureProvider,
-) -> (Stack, tempfile::TempDir) {
-    let mut options = inspect_tests::StackOptions::local();
-    options.vars = provider.worker_vars();
-    let stack = Stack::start_with(options).await.unwrap();
-    let repo = source_repo();
-    inspect_tests::client::register_repo(&stack.base_url, "demo", repo.path())
-        .await
-        .unwrap();
-    (stack, repo)
-}
-
 async fn create(stack: &Stack, body: Value) -> Value {
     let r = send(Method::POST, &stack.url("/automations"), Some(body))
         .await
@@ -558,7 +544,10 @@ async fn a_run_still_going_after_ninety_minutes_fails() {
         + 12)
         % 24;
     let far_from_now = format!("0 {hour} * * *");
-    let (stack, _repo) = stack_with_demo(&provider).await;
+    let (stack, _repo) = provider
+        .stack_with_repo_in(inspect_tests::StackOptions::local(), "demo")
+        .await
+        .unwrap();
     let made = create(
         &stack,
         json!({
@@ -615,7 +604,10 @@ async fn a_due_slot_is_skipped_while_the_last_run_goes_on() {
     use inspect_tests::capture_provider::CaptureProvider;
     // A provider whose sandboxes never connect: the first run never ends by itself.
     let mut provider = CaptureProvider::start().await.unwrap();
-    let (stack, _repo) = stack_with_demo(&provider).await;
+    let (stack, _repo) = provider
+        .stack_with_repo_in(inspect_tests::StackOptions::local(), "demo")
+        .await
+        .unwrap();
     let made = create(
         &stack,
         json!({

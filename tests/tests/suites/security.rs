@@ -526,11 +526,8 @@ async fn concurrent_creates_cannot_overshoot_the_rate_limit() {
 #[tokio::test]
 async fn smaller_holes_are_closed() {
     let provider = CaptureProvider::start().await.unwrap();
-    let mut options = StackOptions::local();
-    options.vars = provider.worker_vars();
-    let stack = Stack::start_with(options).await.unwrap();
-    let repo = source_repo();
-    inspect_tests::client::register_repo(&stack.base_url, "demo", repo.path())
+    let (stack, _repo) = provider
+        .stack_with_repo_in(StackOptions::local(), "demo")
         .await
         .unwrap();
     // A person cannot make a session pass as an automation's (whose outcome would then
