@@ -40,6 +40,8 @@ const CALL_SECS: u64 = 30;
 
 type Sink = SplitSink<WebSocketStream<MaybeTlsStream<TcpStream>>, Message>;
 type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Result<Value>>>>>;
+/// Where the page's events go besides the console, once someone listens.
+type Tap = Arc<Mutex<Option<tokio::sync::mpsc::UnboundedSender<Value>>>>;
 
 /// One page of one Chromium, driven.
 pub struct Browser {
@@ -47,6 +49,7 @@ pub struct Browser {
     pending: Pending,
     next: AtomicU64,
     console: Arc<Mutex<Vec<String>>>,
+    tap: Tap,
     reader: tokio::task::JoinHandle<()>,
     child: tokio::process::Child,
     _dir: tempfile::TempDir,
@@ -65,7 +68,17 @@ impl Browser {
     /// Starts Chromium (its files under `scratch` when no shorter place is writable), on
     /// the desktop's `display` or headless, and attaches to its page.
     pub async fn launch(scratch: &std::path::Path, display: Option<&str>) -> Result<Browser> {
-        let (mut child, dir, profile) = start_devtools(scratch, WIDTH, HEIGHT, display)?;
+        Self::launch_sized(scratch, display, WIDTH, HEIGHT).await
+    }
+
+    /// [`Browser::launch`] with a window of `width` × `height`.
+    pub async fn launch_sized(
+        scratch: &std::path::Path,
+        display: Option<&str>,
+        width: u32,
+        height: u32,
+    ) -> Result<Browser> {
+        let (mut child, dir, profile) = start_devtools(scratch, width, height, display)?;
         let socket =
             match tokio::time::timeout(Duration::from_secs(30), page_socket(&profile)).await {
                 Ok(Ok(s)) => s,
@@ -84,8 +97,9 @@ impl Browser {
         let (sink, mut stream) = ws.split();
         let pending: Pending = Arc::default();
         let console: Arc<Mutex<Vec<String>>> = Arc::default();
+        let tap: Tap = Arc::default();
         let reader = {
-            let (pending, console) = (pending.clone(), console.clone());
+            let (pending, console, tap) = (pending.clone(), console.clone(), tap.clone());
             tokio::spawn(async move {
                 while let Some(Ok(msg)) = stream.next().await {
                     let Message::Text(text) = msg else { continue };
@@ -103,12 +117,17 @@ impl Browser {
                         if let Some(tx) = lock(&pending).remove(&id) {
                             let _ = tx.send(answer);
                         }
-                    } else if let Some(line) = console_error(&v) {
-                        let mut kept = lock(&console);
-                        if kept.len() >= MAX_CONSOLE {
-                            kept.remove(0);
+                    } else {
+                        if let Some(line) = console_error(&v) {
+                            let mut kept = lock(&console);
+                            if kept.len() >= MAX_CONSOLE {
+                                kept.remove(0);
+                            }
+                            kept.push(line);
                         }
-                        kept.push(line);
+                        if let Some(tx) = lock(&tap).as_ref() {
+                            let _ = tx.send(v);
+                        }
                     }
                 }
                 // The page is gone: every caller still waiting hears it.
@@ -122,6 +141,7 @@ impl Browser {
             pending,
             next: AtomicU64::new(1),
             console,
+            tap,
             reader,
             child,
             _dir: dir,
@@ -133,10 +153,18 @@ impl Browser {
         browser
             .call(
                 "Emulation.setDeviceMetricsOverride",
-                json!({"width": WIDTH, "height": HEIGHT, "deviceScaleFactor": 1, "mobile": false}),
+                json!({"width": width, "height": height, "deviceScaleFactor": 1, "mobile": false}),
             )
             .await?;
         Ok(browser)
+    }
+
+    /// The page's events (DevTools messages without an id) from now on; a second call
+    /// takes them from the first.
+    pub fn events(&self) -> tokio::sync::mpsc::UnboundedReceiver<Value> {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        *lock(&self.tap) = Some(tx);
+        rx
     }
 
     /// Whether the browser still runs (a crash is met by a new one on the next action).
@@ -373,7 +401,7 @@ impl Browser {
 /// Starts Chromium on `about:blank` with its DevTools on a port it chooses (written into
 /// the profile, see [`page_socket`]), headless or on a desktop's `display`; the process,
 /// its folder (kept as long as it runs) and its profile.
-pub fn start_devtools(
+fn start_devtools(
     scratch: &std::path::Path,
     width: u32,
     height: u32,
@@ -415,7 +443,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// The page's DevTools socket, once Chromium has written the port it chose into the
 /// profile and opened its first page.
-pub async fn page_socket(profile: &std::path::Path) -> Result<String> {
+async fn page_socket(profile: &std::path::Path) -> Result<String> {
     let port_file = profile.join("DevToolsActivePort");
     let port = loop {
         if let Some(port) = std::fs::read_to_string(&port_file)

@@ -4,16 +4,15 @@
 //! people. A page that stays still is one long frame; a page that never loads is given up
 //! on after its timeout, with the browser killed.
 
+use super::browser::Browser;
 use super::screenshot::checked;
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Context, Result};
 use base64::Engine;
-use futures::{SinkExt, StreamExt};
 use image::codecs::gif::{GifEncoder, Repeat};
 use image::{Delay, Frame};
 use inspect_protocol::media::{ScreenshotRequest, MAX_MEDIA_BYTES};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
-use tokio_tungstenite::tungstenite::Message;
 
 /// Frames kept each second at most, and the width they are drawn at most (a GIF's size
 /// grows with both).
@@ -30,16 +29,10 @@ struct Shot {
 pub async fn record(req: &ScreenshotRequest, scratch: &std::path::Path) -> Result<Vec<u8>> {
     let (w, h, timeout) = checked(req)?;
     let seconds = req.seconds.context("a recording needs its seconds")?;
-    let (mut child, _dir, profile) = super::browser::start_devtools(scratch, w, h, None)?;
-    let shots = tokio::time::timeout(
-        Duration::from_secs(timeout + u64::from(seconds) + 10),
-        screencast(&profile, req.url.trim(), w, h, timeout, seconds),
-    )
-    .await
-    .map_err(|_| anyhow!("{} did not load within {timeout} s", req.url.trim()))
-    .and_then(|r| r);
-    let _ = child.kill().await;
-    let (shots, end) = shots?;
+    let browser = Browser::launch_sized(scratch, None, w, h).await?;
+    browser.open(req.url.trim(), timeout).await?;
+    let (shots, end) = screencast(&browser, w, h, seconds).await?;
+    drop(browser);
     let gif = tokio::task::spawn_blocking(move || encode(&shots, end))
         .await
         .context("encoding the recording")??;
@@ -53,71 +46,38 @@ pub async fn record(req: &ScreenshotRequest, scratch: &std::path::Path) -> Resul
     Ok(gif)
 }
 
-/// Drives the page: loads `url`, then keeps the screencast's frames for `seconds`. The
-/// frames and the moment the recording ended.
-async fn screencast(
-    profile: &std::path::Path,
-    url: &str,
-    w: u32,
-    h: u32,
-    timeout: u64,
-    seconds: u32,
-) -> Result<(Vec<Shot>, f64)> {
-    let socket = super::browser::page_socket(profile).await?;
-    let (mut ws, _) = tokio_tungstenite::connect_async(&socket).await?;
-    let mut id = 0u64;
-    ws.send(cdp(&mut id, "Page.enable", json!({}))).await?;
-    ws.send(cdp(
-        &mut id,
-        "Emulation.setDeviceMetricsOverride",
-        json!({"width": w, "height": h, "deviceScaleFactor": 1, "mobile": false}),
-    ))
-    .await?;
-    ws.send(cdp(&mut id, "Page.navigate", json!({"url": url})))
+/// Keeps the loaded page's screencast frames for `seconds`. The frames and the moment the
+/// recording ended.
+async fn screencast(browser: &Browser, w: u32, h: u32, seconds: u32) -> Result<(Vec<Shot>, f64)> {
+    let mut events = browser.events();
+    browser
+        .call(
+            "Page.startScreencast",
+            json!({"format": "jpeg", "quality": 80, "maxWidth": w, "maxHeight": h, "everyNthFrame": 1}),
+        )
         .await?;
-    let load_by = Instant::now() + Duration::from_secs(timeout);
-    loop {
-        let left = load_by.saturating_duration_since(Instant::now());
-        let msg = tokio::time::timeout(left, ws.next())
-            .await
-            .map_err(|_| anyhow!("{url} did not load within {timeout} s"))?
-            .context("Chromium closed the page")??;
-        let Ok(text) = msg.into_text() else { continue };
-        let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
-        if v["method"] == "Page.loadEventFired" {
-            break;
-        }
-        if let Some(err) = v["result"]["errorText"].as_str().filter(|e| !e.is_empty()) {
-            bail!("{url} did not load: {err}");
-        }
-    }
-    ws.send(cdp(
-        &mut id,
-        "Page.startScreencast",
-        json!({"format": "jpeg", "quality": 80, "maxWidth": w, "maxHeight": h, "everyNthFrame": 1}),
-    ))
-    .await?;
     let started = Instant::now();
     let until = started + Duration::from_secs(u64::from(seconds));
     let mut shots: Vec<Shot> = Vec::new();
     let mut first_at: Option<f64> = None;
     let max = (MAX_FPS * f64::from(seconds)).ceil() as usize + 1;
-    while let Ok(Some(msg)) =
-        tokio::time::timeout(until.saturating_duration_since(Instant::now()), ws.next()).await
+    while let Ok(Some(v)) = tokio::time::timeout(
+        until.saturating_duration_since(Instant::now()),
+        events.recv(),
+    )
+    .await
     {
-        let Ok(text) = msg?.into_text() else { continue };
-        let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
         if v["method"] != "Page.screencastFrame" {
             continue;
         }
         let p = &v["params"];
         // Every frame is answered, or the screencast stops sending.
-        ws.send(cdp(
-            &mut id,
-            "Page.screencastFrameAck",
-            json!({"sessionId": p["sessionId"]}),
-        ))
-        .await?;
+        browser
+            .call(
+                "Page.screencastFrameAck",
+                json!({"sessionId": p["sessionId"]}),
+            )
+            .await?;
         let now = started.elapsed().as_secs_f64();
         let at = p["metadata"]["timestamp"]
             .as_f64()
@@ -127,45 +87,30 @@ async fn screencast(
         if too_soon || shots.len() >= max {
             continue;
         }
-        let jpeg = base64::engine::general_purpose::STANDARD
-            .decode(p["data"].as_str().unwrap_or_default())
-            .context("a frame that is not base64")?;
-        shots.push(Shot { jpeg, at });
+        shots.push(Shot {
+            jpeg: base64_of(&p["data"]).context("a frame that is not base64")?,
+            at,
+        });
     }
     let end = started.elapsed().as_secs_f64();
     if shots.is_empty() {
         // Nothing was drawn while recording: the page as it stands, for the whole time.
-        ws.send(cdp(
-            &mut id,
-            "Page.captureScreenshot",
-            json!({"format": "jpeg", "quality": 80}),
-        ))
-        .await?;
-        let want = id;
-        while let Some(msg) = ws.next().await {
-            let Ok(text) = msg?.into_text() else { continue };
-            let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
-            if v["id"] == want {
-                let jpeg = base64::engine::general_purpose::STANDARD
-                    .decode(v["result"]["data"].as_str().unwrap_or_default())
-                    .context("a picture that is not base64")?;
-                shots.push(Shot { jpeg, at: 0.0 });
-                break;
-            }
-        }
+        let r = browser
+            .call(
+                "Page.captureScreenshot",
+                json!({"format": "jpeg", "quality": 80}),
+            )
+            .await?;
+        shots.push(Shot {
+            jpeg: base64_of(&r["data"]).context("a picture that is not base64")?,
+            at: 0.0,
+        });
     }
-    let _ = ws.close(None).await;
     Ok((shots, end))
 }
 
-/// A DevTools command with the next id.
-fn cdp(id: &mut u64, method: &str, params: Value) -> Message {
-    *id += 1;
-    Message::Text(
-        json!({"id": *id, "method": method, "params": params})
-            .to_string()
-            .into(),
-    )
+fn base64_of(v: &Value) -> Result<Vec<u8>, base64::DecodeError> {
+    base64::engine::general_purpose::STANDARD.decode(v.as_str().unwrap_or_default())
 }
 
 /// The frames as an animated GIF that loops, each shown until the next was drawn (the last
