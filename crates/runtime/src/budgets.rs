@@ -7,7 +7,7 @@ use crate::d1;
 use inspect_protocol::budgets::{self, Budget, BudgetMetric, BudgetScope, BudgetStatus};
 use inspect_protocol::ApiError;
 use serde::Deserialize;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use worker::Env;
 
 const KEEP_MS: i64 = 30_000;
@@ -152,23 +152,66 @@ pub async fn any(env: &Env, now: i64) -> bool {
 
 thread_local! {
     /// The session Worker's side: until when the control plane said no budget is set.
-    static NONE_UNTIL: RefCell<i64> = const { RefCell::new(0) };
+    static NONE_UNTIL: Cell<i64> = const { Cell::new(0) };
+    /// Since when a check is being asked, if one is; and when an answer last said some
+    /// budget is set.
+    static ASKING_SINCE: Cell<Option<i64>> = const { Cell::new(None) };
+    static BUDGETS_SEEN_AT: Cell<i64> = const { Cell::new(0) };
+}
+
+/// A check waits this long at most for one already being asked.
+const ASK_WAIT_MS: i64 = 10_000;
+
+/// The check being asked (dropped, answered or not: no longer asked).
+struct Asking;
+
+impl Drop for Asking {
+    fn drop(&mut self) {
+        ASKING_SINCE.with(|a| a.set(None));
+    }
 }
 
 /// The session Worker's check: the control plane decides over the binding (the budgets'
 /// sums live there); while it last said no budget is set, for half a minute, nothing is
-/// asked. A control plane that does not answer refuses nothing (logged).
+/// asked. A check that comes while another is asked waits for its answer (a burst of
+/// prompts asks once, not once each), looking again every few milliseconds: each object
+/// wakes in its own context, and a wake-up sent from another object's would run this
+/// one's work in that one's. A control plane that does not answer refuses nothing
+/// (logged).
 pub async fn check_over_binding(env: &Env, user_id: &str, now: i64) -> Result<(), ApiError> {
-    if NONE_UNTIL.with(|n| *n.borrow() > now) {
-        return Ok(());
+    let mut wait = 1;
+    loop {
+        let at = worker::Date::now().as_millis() as i64;
+        if NONE_UNTIL.with(Cell::get) > at.max(now) {
+            return Ok(());
+        }
+        // Budgets are set (an answer came since this check began): this person's own.
+        if BUDGETS_SEEN_AT.with(Cell::get) >= now {
+            break;
+        }
+        match ASKING_SINCE.with(Cell::get) {
+            Some(since) if at - since < ASK_WAIT_MS => {
+                worker::Delay::from(std::time::Duration::from_millis(wait)).await;
+                wait = (wait * 2).min(16);
+            }
+            _ => break,
+        }
     }
+    ASKING_SINCE.with(|a| a.set(Some(now)));
+    let _asking = Asking;
+    ask_plane(env, user_id, now).await
+}
+
+/// The control plane's verdict for `user_id`; what it says of the budgets set is kept.
+async fn ask_plane(env: &Env, user_id: &str, now: i64) -> Result<(), ApiError> {
     let call = inspect_protocol::plane::PlaneCall::BudgetCheck {
         user_id: user_id.to_owned(),
     };
     match crate::binding::ask_plane::<inspect_protocol::plane::BudgetVerdict>(env, &call).await {
         Ok(verdict) => {
-            if !verdict.any {
-                NONE_UNTIL.with(|n| *n.borrow_mut() = now + KEEP_MS);
+            match verdict.any {
+                false => NONE_UNTIL.with(|n| n.set(now + KEEP_MS)),
+                true => BUDGETS_SEEN_AT.with(|b| b.set(worker::Date::now().as_millis() as i64)),
             }
             verdict.refused.map_or(Ok(()), Err)
         }

@@ -252,6 +252,24 @@ async fn a_spent_budget_refuses_new_work_until_an_admin_raises_it() {
         .unwrap();
     let err = ws.recv_type("error").await.unwrap();
     assert!(err.to_string().contains("model tokens"), "{err}");
+    // Prompts that come together are each refused: while one check is asked the others
+    // wait for it, and, budgets being set, then ask for their own.
+    let mut together = Vec::new();
+    for _ in 0..4 {
+        let (ws, _) = WsClient::join(&stack.base_url, &stack.ws_url(""), &id, "local")
+            .await
+            .unwrap();
+        together.push(ws);
+    }
+    for ws in together.iter_mut() {
+        ws.send(json!({"type": "prompt", "content": "together"}))
+            .await
+            .unwrap();
+    }
+    for ws in together.iter_mut() {
+        let err = ws.recv_type("error").await.unwrap();
+        assert!(err.to_string().contains("model tokens"), "{err}");
+    }
     // An automation's run is refused too, and says why.
     let made = send(
         Method::POST,
