@@ -551,10 +551,20 @@ pub fn exists(store: &impl Store) -> StoreResult<bool> {
 }
 
 pub fn migrate(store: &impl Store) -> StoreResult<i64> {
-    store.execute(
-        "CREATE TABLE IF NOT EXISTS schema_version (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL)",
-        &[],
-    )?;
+    if !exists(store)? {
+        store.execute(
+            "CREATE TABLE schema_version (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL)",
+            &[],
+        )?;
+    }
+    bring_forward(store)
+}
+
+/// [`migrate`] where the version table is known to exist ([`exists`] said so). Reads only,
+/// unless a migration is pending: a statement that writes, even one that changes nothing
+/// (`CREATE TABLE IF NOT EXISTS`), costs the object a commit, and an object woken from
+/// hibernation would pay it before anything it sends could leave.
+pub fn bring_forward(store: &impl Store) -> StoreResult<i64> {
     let have = store
         .scalar("SELECT version FROM schema_version WHERE id = 1", &[])?
         .and_then(|v| v.as_i64())

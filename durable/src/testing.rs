@@ -168,8 +168,20 @@ mod tests {
     fn a_new_database_is_made_in_one_script_and_an_old_one_brought_forward() {
         let store = SqliteStore::in_memory();
         schema::migrate(&store).unwrap();
-        // The version table, the version read, then one script for all the rest.
-        assert_eq!(store.take_statements().len(), 3);
+        // The version table looked for and made, the version read, then one script for all
+        // the rest.
+        assert_eq!(store.take_statements().len(), 4);
+        // An object woken with its schema current only reads (a write, even one that
+        // changes nothing, would cost it a commit).
+        assert_eq!(
+            schema::bring_forward(&store).unwrap(),
+            schema::current_version()
+        );
+        let woken = store.take_statements();
+        assert!(
+            woken.iter().all(|s| s.trim_start().starts_with("SELECT")),
+            "{woken:?}"
+        );
         // A database known to be empty gets the same in one script.
         let known_empty = SqliteStore::in_memory();
         assert!(!schema::exists(&known_empty).unwrap());

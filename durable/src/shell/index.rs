@@ -60,7 +60,9 @@ impl SessionDO {
         let env = self.env.clone();
         let store = self.store.clone();
         let sync = self.index_sync.clone();
+        let storage = self.state.storage();
         self.state.wait_until(async move {
+            let _ = storage.sync().await;
             loop {
                 sync.borrow_mut().dirty = false;
                 let started = now_ms();

@@ -277,6 +277,7 @@ impl SessionDO {
         if !wanted {
             return false;
         }
+        let _ = self.state.storage().sync().await;
         if self.stopping.get() {
             self.spawn_deferred.set(true);
             return false;

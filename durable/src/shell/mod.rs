@@ -271,7 +271,7 @@ impl DurableObject for SessionDO {
         // else stays empty (strangers' ids never reach here, but nothing is written if
         // one does).
         let schema_state = match schema::exists(&store) {
-            Ok(true) => match schema::migrate(&store) {
+            Ok(true) => match schema::bring_forward(&store) {
                 Ok(_) => SchemaState::Ready,
                 Err(e) => {
                     inspect_runtime::log::emit(
