@@ -62,6 +62,8 @@ impl SessionDO {
         let sync = self.index_sync.clone();
         let storage = self.state.storage();
         self.state.wait_until(async move {
+            // After the object's own commit: the runtime commits on a later turn, and D1's
+            // answers, coming first, would keep it (and what waits on it: the echo) waiting.
             let _ = storage.sync().await;
             loop {
                 sync.borrow_mut().dirty = false;

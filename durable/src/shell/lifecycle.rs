@@ -277,6 +277,9 @@ impl SessionDO {
         if !wanted {
             return false;
         }
+        // The prompt's echo leaves once its write is committed; the spawn's calls wait for
+        // that commit rather than queue ahead of it (hundreds of prompts at once: every
+        // echo came after every spawn's D1 calls).
         let _ = self.state.storage().sync().await;
         if self.stopping.get() {
             self.spawn_deferred.set(true);
