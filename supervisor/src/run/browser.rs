@@ -388,10 +388,13 @@ impl Browser {
 
     /// The page as a PNG.
     pub async fn screenshot(&self) -> Result<Vec<u8>> {
+        self.capture(json!({"format": "png"})).await
+    }
+
+    /// The page as `Page.captureScreenshot` draws it with `params` (its format, quality).
+    pub async fn capture(&self, params: Value) -> Result<Vec<u8>> {
         use base64::Engine;
-        let r = self
-            .call("Page.captureScreenshot", json!({"format": "png"}))
-            .await?;
+        let r = self.call("Page.captureScreenshot", params).await?;
         base64::engine::general_purpose::STANDARD
             .decode(r["data"].as_str().unwrap_or_default())
             .context("the screenshot's bytes")

@@ -11,7 +11,7 @@ use base64::Engine;
 use image::codecs::gif::{GifEncoder, Repeat};
 use image::{Delay, Frame};
 use inspect_protocol::media::{ScreenshotRequest, MAX_MEDIA_BYTES};
-use serde_json::{json, Value};
+use serde_json::json;
 use std::time::{Duration, Instant};
 
 /// Frames kept each second at most, and the width they are drawn at most (a GIF's size
@@ -87,30 +87,22 @@ async fn screencast(browser: &Browser, w: u32, h: u32, seconds: u32) -> Result<(
         if too_soon || shots.len() >= max {
             continue;
         }
-        shots.push(Shot {
-            jpeg: base64_of(&p["data"]).context("a frame that is not base64")?,
-            at,
-        });
+        let jpeg = base64::engine::general_purpose::STANDARD
+            .decode(p["data"].as_str().unwrap_or_default())
+            .context("a frame that is not base64")?;
+        shots.push(Shot { jpeg, at });
     }
     let end = started.elapsed().as_secs_f64();
     if shots.is_empty() {
         // Nothing was drawn while recording: the page as it stands, for the whole time.
-        let r = browser
-            .call(
-                "Page.captureScreenshot",
-                json!({"format": "jpeg", "quality": 80}),
-            )
-            .await?;
         shots.push(Shot {
-            jpeg: base64_of(&r["data"]).context("a picture that is not base64")?,
+            jpeg: browser
+                .capture(json!({"format": "jpeg", "quality": 80}))
+                .await?,
             at: 0.0,
         });
     }
     Ok((shots, end))
-}
-
-fn base64_of(v: &Value) -> Result<Vec<u8>, base64::DecodeError> {
-    base64::engine::general_purpose::STANDARD.decode(v.as_str().unwrap_or_default())
 }
 
 /// The frames as an animated GIF that loops, each shown until the next was drawn (the last
