@@ -2,7 +2,7 @@
 //! wins, and the handler is idempotent (alarms run at least once and may repeat, so each
 //! check looks at the clock and the stored state, never at why the alarm was set).
 
-use super::sandbox::{MAX_SPAWN_FAILURES, SPAWN_COOLDOWN_MS};
+use super::sandbox::{MAX_SPAWN_FAILURES, SPAWN_COOLDOWN_MS, WAITING};
 use super::sockets::KIND_SANDBOX;
 use super::{internal, Effects, EngineResult, Session};
 use crate::store::{Cols, Store};
@@ -195,7 +195,7 @@ impl<S: Store> Session<'_, S> {
                 "failed" if self.needs_sandbox()? && !self.given_up(t.updated_at)? => {
                     all.push(Some(t.updated_at + SPAWN_COOLDOWN_MS))
                 }
-                "waiting" if self.needs_sandbox()? => {
+                WAITING if self.needs_sandbox()? => {
                     all.push(Some(t.updated_at + self.capacity_retry_ms()?))
                 }
                 _ => {}
@@ -518,7 +518,7 @@ impl<S: Store> Session<'_, S> {
                 // keystroke tries again.
                 out.fx.spawn_wanted = self.needs_sandbox()? && !self.given_up(now)?;
             }
-            "waiting" if now >= t.updated_at + self.capacity_retry_ms()? => {
+            WAITING if now >= t.updated_at + self.capacity_retry_ms()? => {
                 out.fx.spawn_wanted = self.needs_sandbox()?;
             }
             _ => {}

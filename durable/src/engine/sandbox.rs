@@ -38,6 +38,9 @@ pub(crate) const LIVE_STATES: &[&str] = &[
     "snapshotting",
 ];
 
+/// A spawn the provider refused for want of room waits in this state (no sandbox was made).
+pub(crate) const WAITING: &str = "waiting";
+
 /// What a spawn needs: the sandbox's id and its one-time bearer token.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SpawnTicket {
@@ -217,8 +220,10 @@ impl<S: Store> Session<'_, S> {
             status: status.into(),
             error: error.map(str::to_owned),
         });
-        // A sandbox that stops ends a stretch of sandbox time: the index row counts it.
-        fx.index_changed |= !LIVE_STATES.contains(&status);
+        // A sandbox that stops ends a stretch of sandbox time: the index row counts it. A
+        // refused spawn (waiting for room) made none: nothing to count, no D1 write (a
+        // thousand sessions refused at once each wrote their row again).
+        fx.index_changed |= !LIVE_STATES.contains(&status) && status != WAITING;
         Ok(fx)
     }
 
@@ -483,7 +488,7 @@ impl<S: Store> Session<'_, S> {
     /// room asks at once. `false` when it does not wait (its place can go).
     pub fn capacity_freed(&self) -> EngineResult<(bool, Effects)> {
         let waiting =
-            self.sandbox_row()?.is_some_and(|r| r.status == "waiting") && self.needs_sandbox()?;
+            self.sandbox_row()?.is_some_and(|r| r.status == WAITING) && self.needs_sandbox()?;
         let mut fx = Effects::none();
         fx.spawn_wanted = waiting;
         Ok((waiting, fx))
@@ -723,10 +728,10 @@ impl<S: Store> Session<'_, S> {
         self.store
             .execute("INSERT INTO capacity_waits (at) VALUES (?)", &[now.into()])
             .map_err(internal)?;
-        self.set_sandbox_status("waiting", Some(reason), now)
+        self.set_sandbox_status(WAITING, Some(reason), now)
             .map_err(internal)?;
         self.status_effects(
-            "waiting",
+            WAITING,
             Some(&format!("waiting for room to start a sandbox: {reason}")),
             now,
         )

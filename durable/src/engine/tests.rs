@@ -627,9 +627,14 @@ mod sandbox_flow {
         };
         assert_eq!(s.spawn_plan(keeps_sandboxes(), "1").unwrap(), resume);
         s.begin_resume(&t.sandbox_id, 14).unwrap().unwrap();
-        s.spawn_waiting(&t.sandbox_id, "quota exceeded", 15)
+        let waiting = s
+            .spawn_waiting(&t.sandbox_id, "quota exceeded", 15)
             .unwrap();
         assert_eq!(s.sandbox_status().unwrap(), "waiting");
+        assert!(
+            !waiting.index_changed,
+            "a refused spawn made no sandbox: nothing for the index to count"
+        );
         assert_eq!(
             s.spawn_plan(keeps_sandboxes(), "1").unwrap(),
             resume,

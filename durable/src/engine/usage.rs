@@ -10,6 +10,8 @@ use inspect_protocol::ApiError;
 
 /// Milliseconds a sandbox was live, from its status changes in order (`(at, status)`): each
 /// stretch from entering a live state to leaving them, the last one up to `now` while live.
+/// A spawn the provider refused for want of room (`waiting`) made no sandbox: its stretch
+/// counts nothing.
 pub fn sandbox_ms(changes: &[(i64, String)], now: i64) -> i64 {
     let mut total = 0;
     let mut since: Option<i64> = None;
@@ -18,7 +20,9 @@ pub fn sandbox_ms(changes: &[(i64, String)], now: i64) -> i64 {
         match (live, since) {
             (true, None) => since = Some(*at),
             (false, Some(start)) => {
-                total += (at - start).max(0);
+                if status != sandbox::WAITING {
+                    total += (at - start).max(0);
+                }
                 since = None;
             }
             _ => {}
@@ -143,5 +147,13 @@ mod tests {
         assert_eq!(sandbox_ms(&changes, 4000), 1000 + 100 + 1000);
         assert_eq!(sandbox_ms(&[], 4000), 0);
         assert_eq!(sandbox_ms(&[s(10, "stopped")], 4000), 0);
+        // Refused for want of room, then made: only the sandbox that was made counts.
+        let waited = [
+            s(100, "spawning"),
+            s(120, "waiting"),
+            s(5000, "spawning"),
+            s(5100, "ready"),
+        ];
+        assert_eq!(sandbox_ms(&waited, 6000), 1000);
     }
 }

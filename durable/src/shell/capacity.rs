@@ -20,30 +20,38 @@ impl SessionDO {
         let (Ok(id), Ok(Some(since))) = (self.session_id(), engine.waiting_since()) else {
             return;
         };
-        let kept = async {
-            if since == now {
-                inspect_runtime::d1::run(
-                    &self.env,
+        // Its place (kept on its first refusal) and how many wait ahead of it: one batch.
+        let since_arg = inspect_runtime::d1::num(since);
+        let place = [id.as_str().into(), since_arg.clone()];
+        let ahead_args = [since_arg, id.as_str().into()];
+        let ahead_sql = "SELECT COUNT(*) AS ahead FROM capacity_waiters
+                         WHERE since < ?1 OR (since = ?1 AND session_id < ?2)";
+        let mut statements = vec![(ahead_sql, ahead_args.as_slice())];
+        if since == now {
+            statements.insert(
+                0,
+                (
                     "INSERT INTO capacity_waiters (session_id, since) VALUES (?1, ?2)
                      ON CONFLICT(session_id) DO NOTHING",
-                    &[id.as_str().into(), inspect_runtime::d1::num(since)],
-                )
-                .await?;
-            }
-            #[derive(serde::Deserialize)]
-            struct Ahead {
-                ahead: i64,
-            }
-            let ahead: Option<Ahead> = inspect_runtime::d1::first(
-                &self.env,
-                "SELECT COUNT(*) AS ahead FROM capacity_waiters
-                 WHERE since < ?1 OR (since = ?1 AND session_id < ?2)",
-                &[inspect_runtime::d1::num(since), id.as_str().into()],
-            )
-            .await?;
-            Ok::<_, ApiError>(ahead.map_or(0, |a| a.ahead))
+                    place.as_slice(),
+                ),
+            );
         }
-        .await;
+        #[derive(serde::Deserialize)]
+        struct Ahead {
+            ahead: i64,
+        }
+        let kept = inspect_runtime::d1::query_batch(&self.env, &statements)
+            .await
+            .and_then(|results| {
+                let counted = results
+                    .last()
+                    .ok_or_else(|| ApiError::internal("a batch answered short"))?;
+                let rows = counted
+                    .results::<Ahead>()
+                    .map_err(inspect_runtime::d1::unavailable)?;
+                Ok(rows.first().map_or(0, |a| a.ahead))
+            });
         match kept {
             Ok(ahead) => {
                 let _ = engine.waiters_ahead(ahead);
