@@ -226,13 +226,15 @@ impl WsClient {
                 .map_err(|_| anyhow::anyhow!("no message within {secs} s"))?;
             match next {
                 Some(Ok(Message::Text(t))) => {
-                    let v: Value = serde_json::from_str(&t)?;
+                    let mut v: Value = serde_json::from_str(&t)?;
                     // A batch of events reads as its events, one by one, in order.
                     if v["type"] == "sandbox_events" {
                         self.batches += 1;
-                        for e in v["events"].as_array().cloned().unwrap_or_default() {
-                            self.unbatched.push_back(
-                                serde_json::json!({"type": "sandbox_event", "event": e}),
+                        if let Some(Value::Array(events)) = v.get_mut("events").map(Value::take) {
+                            self.unbatched.extend(
+                                events.into_iter().map(
+                                    |e| serde_json::json!({"type": "sandbox_event", "event": e}),
+                                ),
                             );
                         }
                         match self.unbatched.pop_front() {
