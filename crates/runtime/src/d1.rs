@@ -92,6 +92,19 @@ pub async fn run_batch(
 
 /// Runs statements in one batch (one round trip, one transaction, in order): each one's
 /// result (its rows: `results::<T>()`).
+/// The rows of a batch's `i`th statement as `T` (a batch that answered short is an
+/// internal error).
+pub fn batch_rows<T: DeserializeOwned>(
+    results: &[worker::D1Result],
+    i: usize,
+) -> Result<Vec<T>, ApiError> {
+    results
+        .get(i)
+        .ok_or_else(|| ApiError::internal("a batch answered short"))?
+        .results()
+        .map_err(unavailable)
+}
+
 pub async fn query_batch(
     env: &Env,
     statements: &[(&str, &[JsValue])],

@@ -24,19 +24,20 @@ impl SessionDO {
         let since_arg = inspect_runtime::d1::num(since);
         let place = [id.as_str().into(), since_arg.clone()];
         let ahead_args = [since_arg, id.as_str().into()];
-        let ahead_sql = "SELECT COUNT(*) AS ahead FROM capacity_waiters
-                         WHERE since < ?1 OR (since = ?1 AND session_id < ?2)";
-        let mut statements = vec![(ahead_sql, ahead_args.as_slice())];
-        if since == now {
-            statements.insert(
-                0,
-                (
-                    "INSERT INTO capacity_waiters (session_id, since) VALUES (?1, ?2)
-                     ON CONFLICT(session_id) DO NOTHING",
-                    place.as_slice(),
-                ),
-            );
-        }
+        let keep = (
+            "INSERT INTO capacity_waiters (session_id, since) VALUES (?1, ?2)
+             ON CONFLICT(session_id) DO NOTHING",
+            place.as_slice(),
+        );
+        let count = (
+            "SELECT COUNT(*) AS ahead FROM capacity_waiters
+             WHERE since < ?1 OR (since = ?1 AND session_id < ?2)",
+            ahead_args.as_slice(),
+        );
+        let statements = match since == now {
+            true => vec![keep, count],
+            false => vec![count],
+        };
         #[derive(serde::Deserialize)]
         struct Ahead {
             ahead: i64,
@@ -44,12 +45,8 @@ impl SessionDO {
         let kept = inspect_runtime::d1::query_batch(&self.env, &statements)
             .await
             .and_then(|results| {
-                let counted = results
-                    .last()
-                    .ok_or_else(|| ApiError::internal("a batch answered short"))?;
-                let rows = counted
-                    .results::<Ahead>()
-                    .map_err(inspect_runtime::d1::unavailable)?;
+                let rows =
+                    inspect_runtime::d1::batch_rows::<Ahead>(&results, statements.len() - 1)?;
                 Ok(rows.first().map_or(0, |a| a.ahead))
             });
         match kept {

@@ -662,19 +662,9 @@ impl SessionDO {
         ];
         match inspect_runtime::d1::query_batch(&self.env, &batch).await {
             Ok(results) => {
-                let rows = |i: usize| {
-                    results
-                        .get(i)
-                        .ok_or_else(|| ApiError::internal("a batch answered short"))
-                };
-                let ready = rows(0).and_then(|r| {
-                    r.results::<crate::images::BuildRow>()
-                        .map_err(inspect_runtime::d1::unavailable)
-                });
-                let opened = rows(1).and_then(|r| {
-                    r.results::<crate::sealed::SecretRow>()
-                        .map_err(inspect_runtime::d1::unavailable)
-                });
+                use inspect_runtime::d1::batch_rows;
+                let ready = batch_rows::<crate::images::BuildRow>(&results, 0);
+                let opened = batch_rows::<crate::sealed::SecretRow>(&results, 1);
                 let ready = ready.map(|rows| rows.into_iter().map(Into::into).collect());
                 (Some(ready), Some(secrets.open(opened)))
             }
