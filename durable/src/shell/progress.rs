@@ -33,6 +33,9 @@ pub(super) struct ProgressUpdates {
     /// The period (its start) whose prompt was looked up for a trailing update.
     looked: Cell<i64>,
     trailing: RefCell<Option<Trailing>>,
+    /// The last prompt looked up and where its outcome goes: a prompt's callback is set
+    /// when it is queued and never changes, so its tool calls look it up once.
+    callback: RefCell<Option<(String, Option<CallbackContext>)>>,
 }
 
 /// A tool waiting for the period's end, and where it is shown.
@@ -218,16 +221,30 @@ impl SessionDO {
         }
     }
 
+    /// The prompt's callback, from memory when it was the last one looked up. The lookup
+    /// reads the prompt alone, so it does not write the staged parts first (the tells of
+    /// the frame being staged still leave before its write).
     fn callback_of(&self, message_id: &str) -> Option<CallbackContext> {
-        self.store
+        let remembered = self.progress_updates.callback.borrow();
+        if let Some((_, callback)) = remembered.as_ref().filter(|(id, _)| id == message_id) {
+            return callback.clone();
+        }
+        drop(remembered);
+        let row = self
+            .store
+            .raw()
             .scalar(
                 "SELECT callback FROM messages WHERE id = ?",
                 &[message_id.into()],
             )
             .ok()
-            .flatten()
-            .and_then(|v| v.into_string())
-            .and_then(|c| serde_json::from_str(&c).ok())
+            .flatten()?;
+        let callback = row
+            .into_string()
+            .and_then(|c| serde_json::from_str(&c).ok());
+        *self.progress_updates.callback.borrow_mut() =
+            Some((message_id.to_owned(), callback.clone()));
+        callback
     }
 }
 
