@@ -62,6 +62,27 @@ impl Staged {
         self.rows.len()
     }
 
+    /// Where the next staging starts once this one is written: the same sandbox and the
+    /// sequence after this one's last part, which is what its first read would find. Good
+    /// only while nothing else runs a statement on the session; the shell forgets it
+    /// ([`Staged::forget_start`]) before anything else does.
+    pub fn successor(&self) -> Staged {
+        Staged {
+            next_seq: self.next_seq,
+            sandbox_id: self.sandbox_id.clone(),
+            ..Staged::default()
+        }
+    }
+
+    /// Forgets where the staging starts (another statement may add events or change the
+    /// sandbox): the next staged frame reads them again.
+    pub fn forget_start(&mut self) {
+        if self.rows.is_empty() {
+            self.next_seq = None;
+            self.sandbox_id = None;
+        }
+    }
+
     /// What a staging starts from, read once with its first frame in one statement: the
     /// current sandbox (its frames are the ones staged; `None` when there is none) and the
     /// next sequence, one past the newest the timeline has ever given (a removed newest

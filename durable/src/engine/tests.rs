@@ -1172,6 +1172,60 @@ mod sandbox_flow {
         assert_eq!(event.seq, newest + 5);
     }
 
+    /// The staging after a write starts where the last one ended, without reading; once
+    /// anything else ran and it is forgotten, it reads again and follows that.
+    #[test]
+    fn a_staging_after_a_write_starts_where_the_last_ended() {
+        use crate::engine::staged::Staged;
+        let st = store();
+        let s = created(&st);
+        let (t, _) = s.begin_spawn(1).unwrap().unwrap();
+        s.sandbox_opened("sbws", 2).unwrap();
+        let sb = t.sandbox_id.as_str();
+        let call = |id: &str| {
+            frame(
+                sb,
+                json!({"type": "tool_call", "messageId": "m", "tool": "bash", "callId": id, "status": "completed"}),
+            )
+        };
+        let told_seq = |fx: Effects| match &fx.outbound[0].message {
+            ServerMessage::SandboxEvent { event } => event.seq,
+            m => panic!("{m:?}"),
+        };
+        let mut staged = Staged::default();
+        let first = told_seq(s.stage_sandbox_frame(&call("c1"), 3, &mut staged).unwrap());
+        let next = staged.successor();
+        s.write_staged(std::mem::replace(&mut staged, next))
+            .unwrap();
+        st.take_statements();
+        let second = told_seq(s.stage_sandbox_frame(&call("c2"), 4, &mut staged).unwrap());
+        assert_eq!(second, first + 1);
+        assert!(st.take_statements().is_empty(), "no read");
+        let next = staged.successor();
+        s.write_staged(std::mem::replace(&mut staged, next))
+            .unwrap();
+        // Something else adds an event; the staging forgets its start and follows it.
+        let fx = s.on_sandbox_frame(
+            &frame(sb, json!({"type": "step_start", "messageId": "m"})),
+            5,
+        );
+        assert_eq!(told_seq(fx), first + 2);
+        staged.forget_start();
+        let third = told_seq(s.stage_sandbox_frame(&call("c3"), 6, &mut staged).unwrap());
+        assert_eq!(third, first + 3);
+        s.write_staged(staged).unwrap();
+        let seqs: Vec<i64> = st
+            .query(
+                "SELECT seq FROM events WHERE seq >= ? ORDER BY seq",
+                &[first.into()],
+            )
+            .unwrap()
+            .into_iter()
+            .map(|r| crate::store::Cols::new(r).i64().unwrap())
+            .collect();
+        assert_eq!(seqs, (first..=first + 3).collect::<Vec<_>>());
+    }
+
     #[test]
     fn a_replaced_sandbox_is_gone() {
         let st = store();

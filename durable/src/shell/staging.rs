@@ -63,6 +63,8 @@ pub(super) fn send_tells(staging: &RefCell<Staging>, registry: &RefCell<Option<R
 /// once the write is durable (it is sent after the write). A failed write closes the
 /// sandbox's socket: the supervisor reconnects and resends what was not acknowledged.
 /// `store` is the raw store (writing staged parts before its statements would recurse).
+/// The next staging starts where this one ended, without a read, until any other
+/// statement runs ([`write_staged_and_forget_start`]).
 pub(super) fn write_staged(store: &DoStore, staging: &RefCell<Staging>) {
     let (staged, sandbox) = {
         let Ok(mut s) = staging.try_borrow_mut() else {
@@ -73,8 +75,15 @@ pub(super) fn write_staged(store: &DoStore, staging: &RefCell<Staging>) {
         }
         (std::mem::take(&mut s.staged), s.sandbox.clone())
     };
+    let next = staged.successor();
     let engine = Session::new(store);
-    match engine.write_staged(staged) {
+    let written = engine.write_staged(staged);
+    if written.is_ok() {
+        if let Ok(mut s) = staging.try_borrow_mut() {
+            s.staged = next;
+        }
+    }
+    match written {
         Ok(acks) if acks.is_empty() => {}
         Ok(ack_ids) => {
             if let (Some(ws), Ok(text)) = (
@@ -94,6 +103,16 @@ pub(super) fn write_staged(store: &DoStore, staging: &RefCell<Staging>) {
                 let _ = ws.close(Some(1011), Some("events not stored; send them again"));
             }
         }
+    }
+}
+
+/// Before any statement but the staging's own: what is staged is written, and where the
+/// next staging starts is read again afterwards (the statement may add events or change the
+/// sandbox).
+pub(super) fn write_staged_and_forget_start(store: &DoStore, staging: &RefCell<Staging>) {
+    write_staged(store, staging);
+    if let Ok(mut s) = staging.try_borrow_mut() {
+        s.staged.forget_start();
     }
 }
 

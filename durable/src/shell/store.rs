@@ -23,7 +23,7 @@ impl DoStore {
 
     fn write_staged(&self) {
         if let Some(staging) = &self.staging {
-            super::staging::write_staged(&self.raw(), staging);
+            super::staging::write_staged_and_forget_start(&self.raw(), staging);
         }
     }
 }
