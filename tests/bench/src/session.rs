@@ -657,6 +657,16 @@ pub async fn benchmark() -> Result<()> {
     // The floor crosses one socket each way; the last row does the same (one client), so
     // its ratio to the floor is the hot path's own, the first row's adds the fan-out.
     let watching = watcher_count();
+    // `INSPECT_SESSION_BENCH=batches`: only the floor and the batches of 50, for a change
+    // to a frame's cost per event.
+    if std::env::var("INSPECT_SESSION_BENCH").as_deref() == Ok("batches") {
+        let run = sandbox_path(Streamed::ToolCalls, 50, watching).await?;
+        println!(
+            "(a) sandbox tool-call events persisted + broadcast, {watching} clients, 50 per frame: {:.0} events/s (every client saw at least {} of 3000)",
+            run.rate, run.min_seen
+        );
+        return Ok(());
+    }
     for (kind, batch, watchers) in [
         (Streamed::ToolCalls, 1, watching),
         (Streamed::ToolCalls, 50, watching),
