@@ -1,7 +1,9 @@
 //! The scale curve (a benchmark, not a test): N sessions at once under `wrangler dev`,
 //! each with one subscribed client and a sandbox socket (the test plays the sandbox) that
 //! sends one batch of 10 tool calls a second. For each N: delivery latency p50/p99 (the
-//! sandbox's send → the client's receipt), workerd's RSS and its CPU per session.
+//! sandbox's send → the client's receipt), workerd's RSS and its CPU per session; its CPU a
+//! batch over the whole load and over the steady part alone (from its third second to its
+//! last, without the ramp and the drain: the finer measure for alternated runs).
 //!
 //! Run: `cargo run --release -p inspect-bench -- scale` (after
 //! `./scripts/bench.sh` built the Worker, or with `INSPECT_WORKER_PREBUILT=1`).
@@ -28,6 +30,8 @@ struct Run {
     cpu_per_session_pct: f64,
     /// workerd's CPU time per batch the sandboxes sent (finer than the percentage).
     cpu_per_batch_ms: f64,
+    /// The same over the steady part of the load (`None` for a load under 5 s).
+    steady_cpu_per_batch_ms: Option<f64>,
 }
 
 async fn run(n: usize, secs: u64) -> Result<Run> {
@@ -113,6 +117,18 @@ async fn run(n: usize, secs: u64) -> Result<Run> {
             })
         })
         .collect();
+    // The steady part: from the load's third second to its last, every session sending.
+    let steady = tokio::spawn(async move {
+        if secs < 5 {
+            return None;
+        }
+        let window = secs - 3;
+        tokio::time::sleep_until((origin + Duration::from_secs(2)).into()).await;
+        let before = inspect_tests::stack::workerd()?.2;
+        tokio::time::sleep_until((origin + Duration::from_secs(2 + window)).into()).await;
+        let after = inspect_tests::stack::workerd()?.2;
+        Some((after - before) * 1000.0 / (n as u64 * window) as f64)
+    });
     let expected = n * secs as usize * PER_BATCH;
     let readers: Vec<_> = clients
         .into_iter()
@@ -145,6 +161,7 @@ async fn run(n: usize, secs: u64) -> Result<Run> {
         let _ = s.await;
     }
     let (_, rss, cpu_after) = inspect_tests::stack::workerd().unwrap_or((0, 0, cpu_before));
+    let steady_cpu_per_batch_ms = steady.await.ok().flatten();
     all.sort_by(|a, b| a.total_cmp(b));
     Ok(Run {
         sessions: n,
@@ -156,6 +173,7 @@ async fn run(n: usize, secs: u64) -> Result<Run> {
         cpu_per_session_pct: (cpu_after - cpu_before) / window / n as f64 * 100.0,
         cpu_per_batch_ms: (cpu_after - cpu_before) * 1000.0
             / (expected as f64 / PER_BATCH as f64).max(1.0),
+        steady_cpu_per_batch_ms,
     })
 }
 
@@ -174,8 +192,10 @@ pub async fn benchmark() -> Result<()> {
         let t = Instant::now();
         match run(n, secs).await {
             Ok(r) => println!(
-                "{} sessions: delivery p50 {:.1} ms, p99 {:.1} ms ({} of {} events), workerd RSS {:.0} MiB ({:.2} MiB/session), CPU {:.2} % of a core per session, {:.3} ms per batch (run took {:.0} s)",
-                r.sessions, r.p50, r.p99, r.delivered, r.expected, r.rss_mib, r.rss_mib / r.sessions as f64, r.cpu_per_session_pct, r.cpu_per_batch_ms, t.elapsed().as_secs_f64()
+                "{} sessions: delivery p50 {:.1} ms, p99 {:.1} ms ({} of {} events), workerd RSS {:.0} MiB ({:.2} MiB/session), CPU {:.2} % of a core per session, {:.3} ms per batch{} (run took {:.0} s)",
+                r.sessions, r.p50, r.p99, r.delivered, r.expected, r.rss_mib, r.rss_mib / r.sessions as f64, r.cpu_per_session_pct, r.cpu_per_batch_ms,
+                r.steady_cpu_per_batch_ms.map(|ms| format!(", {ms:.3} ms steady")).unwrap_or_default(),
+                t.elapsed().as_secs_f64()
             ),
             Err(e) => println!("{n} sessions: failed: {e:#}"),
         }
