@@ -23,6 +23,14 @@ fn actor(name: &str) -> Actor {
     }
 }
 
+/// A session whose sandbox was spawned and connected, and that sandbox's id.
+fn with_open_sandbox(store: &SqliteStore) -> (Session<'_, SqliteStore>, String) {
+    let s = created(store);
+    let (t, _) = s.begin_spawn(1).unwrap().unwrap();
+    s.sandbox_opened("sbws", 2).unwrap();
+    (s, t.sandbox_id)
+}
+
 fn created(store: &SqliteStore) -> Session<'_, SqliteStore> {
     let s = Session::new(store);
     s.create(
@@ -920,10 +928,8 @@ mod sandbox_flow {
     #[test]
     fn a_batch_stores_its_streamed_parts_together_and_in_order() {
         let st = store();
-        let s = created(&st);
-        let (t, _) = s.begin_spawn(1).unwrap().unwrap();
-        s.sandbox_opened("sbws", 2).unwrap();
-        let sb = t.sandbox_id.as_str();
+        let (s, sb) = with_open_sandbox(&st);
+        let sb = sb.as_str();
         // A tool call stored by an earlier frame, updated in the batch.
         s.on_sandbox_frame(
             &frame(sb, json!({"type": "tool_call", "messageId": "m", "tool": "bash", "callId": "c0", "status": "running"})),
@@ -995,10 +1001,8 @@ mod sandbox_flow {
         use crate::engine::ids::part_event_id;
         use crate::engine::staged::Staged;
         let st = store();
-        let s = created(&st);
-        let (t, _) = s.begin_spawn(1).unwrap().unwrap();
-        s.sandbox_opened("sbws", 2).unwrap();
-        let sb = t.sandbox_id.as_str();
+        let (s, sb) = with_open_sandbox(&st);
+        let sb = sb.as_str();
         for key in ["tool:c1", "token:m:p"] {
             st.execute(
                 "INSERT INTO events (id, kind, message_id, timestamp, data, part_key)
@@ -1059,10 +1063,8 @@ mod sandbox_flow {
         use crate::engine::staged::Staged;
         use crate::engine::timeline;
         let st = store();
-        let s = created(&st);
-        let (t, _) = s.begin_spawn(1).unwrap().unwrap();
-        s.sandbox_opened("sbws", 2).unwrap();
-        let sb = t.sandbox_id.as_str();
+        let (s, sb) = with_open_sandbox(&st);
+        let sb = sb.as_str();
         // A call stored the usual way (a stored streamed part is acknowledged at once).
         let fx = s.on_sandbox_frame(
             &frame(sb, json!({"type": "tool_call", "messageId": "m", "tool": "bash", "callId": "c0", "status": "running", "ackId": "a0"})),
@@ -1178,10 +1180,8 @@ mod sandbox_flow {
     fn a_staging_after_a_write_starts_where_the_last_ended() {
         use crate::engine::staged::Staged;
         let st = store();
-        let s = created(&st);
-        let (t, _) = s.begin_spawn(1).unwrap().unwrap();
-        s.sandbox_opened("sbws", 2).unwrap();
-        let sb = t.sandbox_id.as_str();
+        let (s, sb) = with_open_sandbox(&st);
+        let sb = sb.as_str();
         let call = |id: &str| {
             frame(
                 sb,
@@ -1286,10 +1286,8 @@ mod sandbox_flow {
     #[test]
     fn egress_refusals_are_kept_once_and_listed_for_the_report() {
         let st = store();
-        let s = created(&st);
-        let (t, _) = s.begin_spawn(1).unwrap().unwrap();
-        s.sandbox_opened("sbws", 2).unwrap();
-        let sb = t.sandbox_id.as_str();
+        let (s, sb) = with_open_sandbox(&st);
+        let sb = sb.as_str();
         let sent = [
             json!({"type": "egress_blocked", "host": "registry.example", "port": 443, "method": "CONNECT", "reason": "not listed", "ackId": "b1"}),
             json!({"type": "egress_blocked", "host": "registry.example", "port": 443, "method": "CONNECT", "reason": "not listed", "ackId": "b1"}),
