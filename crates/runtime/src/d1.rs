@@ -90,8 +90,6 @@ pub async fn run_batch(
         .collect())
 }
 
-/// Runs statements in one batch (one round trip, one transaction, in order): each one's
-/// result (its rows: `results::<T>()`).
 /// The rows of a batch's `i`th statement as `T` (a batch that answered short is an
 /// internal error).
 pub fn batch_rows<T: DeserializeOwned>(
@@ -105,6 +103,8 @@ pub fn batch_rows<T: DeserializeOwned>(
         .map_err(unavailable)
 }
 
+/// Runs statements in one batch (one round trip, one transaction, in order): each one's
+/// result (its rows: `results::<T>()`).
 pub async fn query_batch(
     env: &Env,
     statements: &[(&str, &[JsValue])],

@@ -659,21 +659,18 @@ pub async fn benchmark() -> Result<()> {
     let watching = watcher_count();
     // `INSPECT_SESSION_BENCH=batches`: only the floor and the batches of 50, for a change
     // to a frame's cost per event.
-    if std::env::var("INSPECT_SESSION_BENCH").as_deref() == Ok("batches") {
-        let run = sandbox_path(Streamed::ToolCalls, 50, watching).await?;
-        println!(
-            "(a) sandbox tool-call events persisted + broadcast, {watching} clients, 50 per frame: {:.0} events/s (every client saw at least {} of 3000)",
-            run.rate, run.min_seen
-        );
-        return Ok(());
-    }
-    for (kind, batch, watchers) in [
+    let only_batches = std::env::var("INSPECT_SESSION_BENCH").as_deref() == Ok("batches");
+    let rows = [
         (Streamed::ToolCalls, 1, watching),
         (Streamed::ToolCalls, 50, watching),
         (Streamed::ToolCalls, 1, 1),
         (Streamed::Tokens, 1, watching),
         (Streamed::Tokens, 1, 1),
-    ] {
+    ];
+    for (kind, batch, watchers) in rows
+        .into_iter()
+        .filter(|(_, batch, _)| !only_batches || *batch == 50)
+    {
         let PathRun {
             rate,
             floor,
@@ -701,7 +698,7 @@ pub async fn benchmark() -> Result<()> {
     }
     // `INSPECT_SESSION_BENCH=sandbox`: only the floor and the sandbox path (a), for
     // alternating before/after runs of a change to the hot path.
-    if std::env::var("INSPECT_SESSION_BENCH").as_deref() == Ok("sandbox") {
+    if only_batches || std::env::var("INSPECT_SESSION_BENCH").as_deref() == Ok("sandbox") {
         return Ok(());
     }
     let (rate, expected, min_seen) = throughput(&stack).await?;
