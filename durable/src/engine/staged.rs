@@ -1,13 +1,19 @@
-//! Streamed parts told to clients at once and written a moment later, many frames in one
+//! Streamed parts told to clients at once and written a little later, many frames in one
 //! commit.
 //!
 //! Every write ends in a durable commit that holds the messages sent after it, so a frame
 //! that writes costs a commit: one streamed part per frame ran at about 30 % of the frames
 //! the object can take without storage. A frame made only of streamed parts (a text part's
 //! text so far, a tool call's state) is therefore *staged*: each part gets its sequence from
-//! memory and its id from its key, goes to the clients, and waits here; the shell writes
-//! everything staged in one statement a few milliseconds later, or before anything else
-//! touches the session.
+//! memory and its id from its key, goes to the clients, and waits here. The shell writes
+//! everything staged in one statement in the turn of the first frame that finds it older
+//! than [`staged_write_age`] (a second and a half to three: a session streaming a frame a
+//! second shares each commit between two or three frames, and a part changed meanwhile is
+//! written once, in its newest version); as soon as [`STAGED_MAX_PARTS`] wait; after
+//! [`STAGED_BACKSTOP_MS`] when no frame comes; or before anything else touches the
+//! session. Writing in a frame's turn rather than a timer's keeps the object's thread to
+//! one event a frame: at a thousand sessions sending a batch a second, workerd's CPU a
+//! batch fell by about a sixth against a write every frame (docs/benchmarks.md).
 //! Nothing is lost on the way: the supervisor keeps each part's newest version until the
 //! session acknowledges it, and the acknowledgement leaves only once the write is durable;
 //! after a restart it resends what was not acknowledged.
@@ -20,10 +26,31 @@ use inspect_protocol::sandbox::{frame_events, SandboxFrame, MAX_SANDBOX_FRAME_BY
 use inspect_protocol::session::TimelineEvent;
 use serde_json::Value;
 
-/// How long a staged part waits before it is written (the shell's timer).
-pub const STAGED_WRITE_MS: u64 = 10;
+/// How old the first staged part is at least when a frame's turn writes the staging with
+/// it ([`staged_write_age`]).
+pub const STAGED_WRITE_MS: i64 = 1_500;
+/// Up to this much older, drawn afresh for each staging: sessions started together (a
+/// schedule's tick, a burst of prompts) and streaming at the same pace do not all write in
+/// the same second, again and again.
+pub const STAGED_WRITE_JITTER_MS: i64 = 1_500;
+/// How long a staging waits at most when no frame comes to write it (the shell's timer:
+/// set when a staging begins and none is set, so a steady stream, written by its frames,
+/// runs about one every five seconds rather than one a write).
+pub const STAGED_BACKSTOP_MS: u64 = 5_000;
+// Old enough for frames a second apart to share a commit, young enough that a steady
+// stream's parts are durable (and acknowledged) within a few seconds.
+const _: () = assert!(STAGED_WRITE_MS > 1_000 && STAGED_WRITE_MS + STAGED_WRITE_JITTER_MS <= 3_000);
+/// Frames that come within this of the last share one message to each client.
+pub const TELL_TOGETHER_MS: u64 = 10;
 /// More parts than this are written at once, without waiting for the timer.
 pub const STAGED_MAX_PARTS: usize = 256;
+
+/// The age at which a staging is written by the turn of a frame that finds it, from `random`
+/// (any number; the shell passes a random one): between [`STAGED_WRITE_MS`] and that plus
+/// [`STAGED_WRITE_JITTER_MS`].
+pub fn staged_write_age(random: u32) -> i64 {
+    STAGED_WRITE_MS + i64::from(random) % (STAGED_WRITE_JITTER_MS + 1)
+}
 
 /// What is staged: the newest version of each part, with its sequence and id.
 #[derive(Debug, Default)]
@@ -34,8 +61,6 @@ pub struct Staged {
     sandbox_id: Option<String>,
     /// One row per part key, in the order of their sequences.
     rows: Vec<StagedRow>,
-    /// The supervisor's ack ids of the staged versions.
-    acks: Vec<String>,
     /// When the sandbox was last active.
     active_at: Option<i64>,
 }
@@ -49,12 +74,16 @@ struct StagedRow {
     message_id: Option<String>,
     timestamp: i64,
     data: String,
+    /// The supervisor's ack id of this version. An older version's is never sent: the
+    /// supervisor keeps only a part's newest version waiting, so acknowledging that one is
+    /// enough (and a part streamed token by token for seconds acknowledges once).
+    ack_id: Option<String>,
 }
 
 impl Staged {
     /// Nothing waits to be written.
     pub fn is_empty(&self) -> bool {
-        self.rows.is_empty() && self.acks.is_empty() && self.active_at.is_none()
+        self.rows.is_empty() && self.active_at.is_none()
     }
 
     /// Parts waiting.
@@ -110,7 +139,7 @@ impl Staged {
 
     /// Stages one part's newest version under the next sequence (its earlier staged
     /// version, if any, is replaced).
-    fn stage(&mut self, part: timeline::Part, now: i64) -> TimelineEvent {
+    fn stage(&mut self, part: timeline::Part, ack_id: Option<String>, now: i64) -> TimelineEvent {
         let id = ids::part_event_id(&part.part_key);
         let seq = self.next_seq.unwrap_or(1);
         self.next_seq = Some(seq + 1);
@@ -125,6 +154,7 @@ impl Staged {
             message_id: part.message_id.clone(),
             timestamp: now,
             data: serde_json::to_string(&data).unwrap_or_else(|_| "{}".into()),
+            ack_id,
         });
         TimelineEvent {
             id,
@@ -169,21 +199,18 @@ impl<S: Store> Session<'_, S> {
             return None;
         }
         // A batch's parts: the newest version of each, in the order they last changed.
-        let mut parts: Vec<timeline::Part> = Vec::with_capacity(frames.len());
-        let mut acks = Vec::new();
+        let mut parts: Vec<(timeline::Part, Option<String>)> = Vec::with_capacity(frames.len());
         for frame in &frames {
             let part = streamed_part(frame)?;
-            parts.retain(|p| p.part_key != part.part_key);
-            parts.push(part);
-            acks.extend(frame.ack_id.clone());
+            parts.retain(|(p, _)| p.part_key != part.part_key);
+            parts.push((part, frame.ack_id.clone()));
         }
         let mut fx = Effects::none();
-        for part in parts {
-            let event = staged.stage(part, now);
+        for (part, ack_id) in parts {
+            let event = staged.stage(part, ack_id, now);
             fx.broadcast(ServerMessage::SandboxEvent { event });
         }
         staged.sandbox_id = Some(current);
-        staged.acks.extend(acks);
         staged.active_at = Some(staged.active_at.map_or(now, |t| t.max(now)));
         if batch {
             fx.batch_events();
@@ -196,11 +223,9 @@ impl<S: Store> Session<'_, S> {
     /// durable).
     pub fn write_staged(&self, staged: Staged) -> EngineResult<Vec<String>> {
         let Staged {
-            rows,
-            acks,
-            active_at,
-            ..
+            rows, active_at, ..
         } = staged;
+        let acks = rows.iter().filter_map(|r| r.ack_id.clone()).collect();
         self.store
             .atomically(|| {
                 if !rows.is_empty() {

@@ -1143,7 +1143,8 @@ mod sandbox_flow {
         }
         assert_eq!(staged.len(), 3);
         let acks = s.write_staged(std::mem::take(&mut staged)).unwrap();
-        assert_eq!(acks, vec!["a1", "a2", "a3", "a4", "a5"]);
+        // Each part's newest version is acknowledged: the supervisor keeps no other waiting.
+        assert_eq!(acks, vec!["a1", "a4", "a5"]);
         // The timeline now holds exactly what was told, each part once, in its place.
         let codec = timeline::CursorCodec { session_id: "s" };
         let page = timeline::older_than(&st, &codec, timeline::NEWEST, 100).unwrap();
@@ -1172,6 +1173,25 @@ mod sandbox_flow {
             panic!("{:?}", fx.outbound)
         };
         assert_eq!(event.seq, newest + 5);
+    }
+
+    /// A staging is written by the frame that finds it a second and a half to three seconds
+    /// old, the age drawn from the whole range: sessions streaming at the same pace spread
+    /// their writes.
+    #[test]
+    fn a_staging_is_written_between_its_youngest_and_oldest_age() {
+        use crate::engine::staged::{
+            staged_write_age, STAGED_WRITE_JITTER_MS as JITTER, STAGED_WRITE_MS as LEAST,
+        };
+        assert_eq!(staged_write_age(0), LEAST);
+        assert_eq!(staged_write_age(JITTER as u32), LEAST + JITTER);
+        assert_eq!(staged_write_age(JITTER as u32 + 1), LEAST);
+        let ages: std::collections::BTreeSet<i64> = (0..=u32::MAX)
+            .step_by(65_537)
+            .map(staged_write_age)
+            .collect();
+        assert!(ages.iter().all(|a| (LEAST..=LEAST + JITTER).contains(a)));
+        assert!(ages.len() > JITTER as usize / 2, "{} distinct", ages.len());
     }
 
     /// The staging after a write starts where the last one ended, without reading; once

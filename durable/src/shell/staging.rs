@@ -10,14 +10,17 @@
 //! to clients sends the held tells first ([`SessionDO::apply`]), so no client ever sees
 //! events out of order, and an idle object tells at once.
 //!
-//! A frame after a quiet stretch (nothing staged or held, no frame for
-//! [`STAGED_WRITE_MS`]) has nothing to share a message or a commit with: it is told and
-//! written in its own turn, the tells first (they leave before the write's commit is
-//! pending). A thousand sessions each sending a batch a second: one event a batch on the
-//! object's thread instead of three (the frame and two timers).
+//! A frame after a quiet stretch (nothing held, no frame for [`TELL_TOGETHER_MS`]) has
+//! nothing to share a message with: it is told in its own turn. What is staged is written
+//! in the turn of the first frame that finds it older than its write age
+//! ([`staged_write_age`], drawn afresh for each staging so sessions streaming at one pace
+//! do not all write in the same second), after the tells; a timer
+//! ([`STAGED_BACKSTOP_MS`]) writes it when no such frame comes.
 
 use super::*;
-use crate::engine::staged::{Staged, STAGED_MAX_PARTS, STAGED_WRITE_MS};
+use crate::engine::staged::{
+    staged_write_age, Staged, STAGED_BACKSTOP_MS, STAGED_MAX_PARTS, TELL_TOGETHER_MS,
+};
 use inspect_protocol::session::TimelineEvent;
 
 /// Staged parts, the socket to acknowledge them on, and whether a write is scheduled;
@@ -31,6 +34,8 @@ pub(super) struct Staging {
     telling: bool,
     /// When the last staged frame came (the object's clock).
     last_frame_at: Option<i64>,
+    /// When a frame's turn writes what is staged (set with its first part).
+    write_at: Option<i64>,
 }
 
 /// Sends the held tells, in order, as one message to every subscribed client.
@@ -73,6 +78,7 @@ pub(super) fn write_staged(store: &DoStore, staging: &RefCell<Staging>) {
         if s.staged.is_empty() {
             return;
         }
+        s.write_at = None;
         (std::mem::take(&mut s.staged), s.sandbox.clone())
     };
     let next = staged.successor();
@@ -121,23 +127,28 @@ impl SessionDO {
     /// when it is anything else (then it goes the usual way).
     pub(super) fn stage_sandbox_frame(&self, ws: &WebSocket, text: &str) -> bool {
         let now = now_ms();
-        let (mut fx, full, quiet) = {
+        let (mut fx, due, quiet) = {
             let mut s = self.staging.borrow_mut();
-            // A frame after a quiet stretch, with nothing held or staged, has nothing to wait
-            // for: no frame came with it to share a message or a commit.
-            let quiet = s.staged.is_empty()
-                && s.told.is_empty()
-                && !s.scheduled
+            // A frame after a quiet stretch, with nothing held, is told at once: no frame
+            // came with it to share a message.
+            let quiet = s.told.is_empty()
                 && !s.telling
                 && s.last_frame_at
-                    .is_none_or(|at| now - at > STAGED_WRITE_MS as i64);
+                    .is_none_or(|at| now - at > TELL_TOGETHER_MS as i64);
             let raw = self.store.raw();
             let Some(fx) = Session::new(&raw).stage_sandbox_frame(text, now, &mut s.staged) else {
                 return false;
             };
             s.sandbox = Some(ws.clone());
             s.last_frame_at = Some(now);
-            (fx, s.staged.len() >= STAGED_MAX_PARTS, quiet)
+            let write_at = *s.write_at.get_or_insert_with(|| {
+                let mut random = [0u8; 4];
+                // Without randomness every staging waits the shortest age.
+                let _ = getrandom::fill(&mut random);
+                now + staged_write_age(u32::from_le_bytes(random))
+            });
+            let due = s.staged.len() >= STAGED_MAX_PARTS || now >= write_at;
+            (fx, due, quiet)
         };
         match fx.take_tells() {
             Some(events) => {
@@ -152,7 +163,7 @@ impl SessionDO {
             None => self.apply(fx),
         }
         // Told first, then written: the tells leave before the write's commit is pending.
-        if full || quiet {
+        if due {
             write_staged(&self.store.raw(), &self.staging);
         } else {
             self.schedule_staged_write();
@@ -177,7 +188,7 @@ impl SessionDO {
     fn schedule_staged_write(&self) {
         let (store, staging) = (self.store.raw(), self.staging.clone());
         self.after(
-            STAGED_WRITE_MS,
+            STAGED_BACKSTOP_MS,
             |s| &mut s.scheduled,
             move || write_staged(&store, &staging),
         );
