@@ -403,7 +403,9 @@ pub enum SandboxCommand {
     Ack {
         ack_id: String,
     },
-    /// Several events made durable together (streamed parts written in one commit).
+    /// Several events made durable together (streamed parts written in one commit, a few
+    /// seconds after they were told). A streamed part's newest version is acknowledged,
+    /// not the versions before it: the sandbox keeps only the newest one waiting.
     Acks {
         ack_ids: Vec<String>,
     },
