@@ -167,10 +167,15 @@ async fn start_run_command(
     let mut child = cmd.spawn().unwrap();
     let base = format!("http://127.0.0.1:{port}");
     let deadline = Instant::now() + Duration::from_secs(240);
+    // Up once it says so itself: a port taken meanwhile by another test's stack answers
+    // `/health` too (without this run's settings).
+    let running = format!("is running at {base} ");
     let up = loop {
-        if reqwest::get(format!("{base}/health"))
-            .await
-            .is_ok_and(|r| r.status().is_success())
+        let says_so = std::fs::read_to_string(log_path).is_ok_and(|l| l.contains(&running));
+        if says_so
+            && reqwest::get(format!("{base}/health"))
+                .await
+                .is_ok_and(|r| r.status().is_success())
         {
             break true;
         }
