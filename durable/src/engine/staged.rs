@@ -63,6 +63,8 @@ pub struct Staged {
     rows: Vec<StagedRow>,
     /// When the sandbox was last active.
     active_at: Option<i64>,
+    /// When a frame's turn writes this staging (drawn with its first due check).
+    write_at: Option<i64>,
 }
 
 #[derive(Debug)]
@@ -89,6 +91,17 @@ impl Staged {
     /// Parts waiting.
     pub fn len(&self) -> usize {
         self.rows.len()
+    }
+
+    /// Whether the frame staged at `now` writes the staging in its turn: it is older than
+    /// its write age ([`staged_write_age`] from `random`, drawn once, at the staging's
+    /// first check, so the shell draws randomness once a staging), or
+    /// [`STAGED_MAX_PARTS`] parts wait.
+    pub fn due(&mut self, now: i64, random: impl FnOnce() -> u32) -> bool {
+        let write_at = *self
+            .write_at
+            .get_or_insert_with(|| now + staged_write_age(random()));
+        self.rows.len() >= STAGED_MAX_PARTS || now >= write_at
     }
 
     /// Where the next staging starts once this one is written: the same sandbox and the

@@ -1194,6 +1194,62 @@ mod sandbox_flow {
         assert!(ages.len() > JITTER as usize / 2, "{} distinct", ages.len());
     }
 
+    /// A staging is due in the turn of the first frame at or past its write age, drawn once
+    /// with its first check; or as soon as [`STAGED_MAX_PARTS`] parts wait. The staging after
+    /// a write draws its own age.
+    #[test]
+    fn a_staging_is_due_at_its_drawn_age_or_when_full() {
+        use crate::engine::staged::{
+            staged_write_age, Staged, STAGED_MAX_PARTS, STAGED_WRITE_MS as LEAST,
+        };
+        let st = store();
+        let (s, sb) = with_open_sandbox(&st);
+        let sb = sb.as_str();
+        let call = |id: usize| {
+            frame(
+                sb,
+                json!({"type": "tool_call", "messageId": "m", "tool": "bash", "callId": format!("c{id}"), "status": "running"}),
+            )
+        };
+        let draws = std::cell::Cell::new(0);
+        let random = |r: u32| {
+            draws.set(draws.get() + 1);
+            r
+        };
+        let mut staged = Staged::default();
+        s.stage_sandbox_frame(&call(0), 1_000, &mut staged).unwrap();
+        assert!(!staged.due(1_000, || random(7)));
+        let age = staged_write_age(7);
+        assert!(age >= LEAST);
+        s.stage_sandbox_frame(&call(1), 1_000 + age - 1, &mut staged)
+            .unwrap();
+        assert!(!staged.due(1_000 + age - 1, || random(0)), "drawn once");
+        s.stage_sandbox_frame(&call(2), 1_000 + age, &mut staged)
+            .unwrap();
+        assert!(staged.due(1_000 + age, || random(0)));
+        assert_eq!(draws.get(), 1);
+        // Written: the next staging draws again, from its own first check.
+        let next = staged.successor();
+        s.write_staged(std::mem::replace(&mut staged, next))
+            .unwrap();
+        s.stage_sandbox_frame(&call(3), 9_000, &mut staged).unwrap();
+        assert!(!staged.due(9_000, || random(0)));
+        assert!(!staged.due(9_000 + LEAST - 1, || random(0)));
+        assert!(staged.due(9_000 + LEAST, || random(0)));
+        assert_eq!(draws.get(), 2);
+        // A full staging is due whatever its age.
+        let mut staged = Staged::default();
+        for i in 0..STAGED_MAX_PARTS {
+            s.stage_sandbox_frame(&call(100 + i), 20_000, &mut staged)
+                .unwrap();
+            assert_eq!(
+                staged.due(20_000, || random(0)),
+                i + 1 == STAGED_MAX_PARTS,
+                "{i}"
+            );
+        }
+    }
+
     /// The staging after a write starts where the last one ended, without reading; once
     /// anything else ran and it is forgotten, it reads again and follows that.
     #[test]

@@ -12,15 +12,13 @@
 //!
 //! A frame after a quiet stretch (nothing held, no frame for [`TELL_TOGETHER_MS`]) has
 //! nothing to share a message with: it is told in its own turn. What is staged is written
-//! in the turn of the first frame that finds it older than its write age
-//! ([`staged_write_age`], drawn afresh for each staging so sessions streaming at one pace
-//! do not all write in the same second), after the tells; a timer
+//! in the turn of the first frame that finds it due ([`Staged::due`]: older than its write
+//! age, drawn afresh for each staging so sessions streaming at one pace do not all write in
+//! the same second), after the tells; a timer
 //! ([`STAGED_BACKSTOP_MS`]) writes it when no such frame comes.
 
 use super::*;
-use crate::engine::staged::{
-    staged_write_age, Staged, STAGED_BACKSTOP_MS, STAGED_MAX_PARTS, TELL_TOGETHER_MS,
-};
+use crate::engine::staged::{Staged, STAGED_BACKSTOP_MS, TELL_TOGETHER_MS};
 use inspect_protocol::session::TimelineEvent;
 
 /// Staged parts, the socket to acknowledge them on, and whether a write is scheduled;
@@ -34,8 +32,6 @@ pub(super) struct Staging {
     telling: bool,
     /// When the last staged frame came (the object's clock).
     last_frame_at: Option<i64>,
-    /// When a frame's turn writes what is staged (set with its first part).
-    write_at: Option<i64>,
 }
 
 /// Sends the held tells, in order, as one message to every subscribed client.
@@ -78,7 +74,6 @@ pub(super) fn write_staged(store: &DoStore, staging: &RefCell<Staging>) {
         if s.staged.is_empty() {
             return;
         }
-        s.write_at = None;
         (std::mem::take(&mut s.staged), s.sandbox.clone())
     };
     let next = staged.successor();
@@ -141,13 +136,12 @@ impl SessionDO {
             };
             s.sandbox = Some(ws.clone());
             s.last_frame_at = Some(now);
-            let write_at = *s.write_at.get_or_insert_with(|| {
+            let due = s.staged.due(now, || {
                 let mut random = [0u8; 4];
                 // Without randomness every staging waits the shortest age.
                 let _ = getrandom::fill(&mut random);
-                now + staged_write_age(u32::from_le_bytes(random))
+                u32::from_le_bytes(random)
             });
-            let due = s.staged.len() >= STAGED_MAX_PARTS || now >= write_at;
             (fx, due, quiet)
         };
         match fx.take_tells() {
