@@ -31,6 +31,8 @@ const RUNS_SHOWN: usize = 50;
 /// subrequests; more wait for the next minute), and how many at once.
 const DUE_PER_TICK: usize = 1_000;
 const FIRING_AT_ONCE: usize = 32;
+/// Due schedules whose slots one D1 batch takes (two statements each).
+const SLOTS_A_BATCH: usize = 32;
 /// The longest idempotency key.
 const MAX_IDEMPOTENCY_KEY_CHARS: usize = 200;
 
@@ -881,54 +883,82 @@ pub async fn sentry_webhook(
 /// The cron step: runs past their time fail, and every due schedule fires once — the
 /// slot is taken by moving `next_run_at` on from it, in one batch with its run's claim (so
 /// two Workers, or a restart, never fire it twice), and a missed stretch fires once, not
-/// per slot.
+/// per slot. The slots are taken [`SLOTS_A_BATCH`] schedules a D1 batch, each batch as the
+/// sessions of the last have started far enough to need more.
 pub async fn tick(env: &Env, now: i64) -> ApiResult<usize> {
     store::time_out(env, now).await?;
     let due = store::due(env, now, DUE_PER_TICK).await?;
     // The tick's sessions read the deployment's settings once between them.
     let lookups = Lookups::default();
     let lookups = &lookups;
-    let fired = futures::stream::iter(due)
-        .map(|automation| async move { fire(env, automation, now, lookups).await })
+    let fired = futures::stream::iter(due.chunks(SLOTS_A_BATCH))
+        .then(|chunk| take_slots(env, chunk, now))
+        .flat_map(futures::stream::iter)
+        .map(|(automation, run_id, slot)| async move {
+            start_run(
+                env,
+                automation,
+                &run_id,
+                &Firing::Schedule { slot_ms: slot },
+                now,
+                lookups,
+            )
+            .await;
+        })
         .buffer_unordered(FIRING_AT_ONCE)
-        .filter(|started| futures::future::ready(*started))
         .count()
         .await;
     Ok(fired)
 }
 
-async fn fire(env: &Env, automation: Stored, now: i64, lookups: &Lookups) -> bool {
-    let a = &automation.automation;
-    let Some(slot) = a.next_run_at else {
-        return false;
-    };
-    let next = next_run(&a.settings, now).ok().flatten();
-    let outcome = async {
-        let run_id = new_run_id()?;
-        let claim = store::take_slot(env, &a.id, (slot, next), &run_id, now).await?;
-        if claim != Some(Claim::Started) {
-            return Ok(false);
-        }
-        start_run(
-            env,
-            &automation,
-            &run_id,
-            &Firing::Schedule { slot_ms: slot },
-            now,
-            lookups,
+/// Takes the slots of `due` schedules in one batch: the ones whose runs are now ours to
+/// start, each with its run's id and slot. What could not be taken is logged.
+async fn take_slots<'a>(env: &Env, due: &'a [Stored], now: i64) -> Vec<(&'a Stored, String, i64)> {
+    let not_fired = |automation: &Stored, e: &ApiError| {
+        emit(
+            LogLine::error("automations", "schedule_not_fired")
+                .with("automation", automation.automation.id.as_str())
+                .detail(e.message.clone()),
         )
-        .await;
-        Ok::<bool, ApiError>(true)
     };
-    match outcome.await {
-        Ok(started) => started,
-        Err(e) => {
-            emit(
-                LogLine::error("automations", "schedule_not_fired")
-                    .with("automation", a.id.as_str())
-                    .detail(e.message),
-            );
-            false
+    let mut taking = Vec::with_capacity(due.len());
+    for automation in due {
+        let Some(slot) = automation.automation.next_run_at else {
+            continue;
+        };
+        match new_run_id() {
+            Ok(run_id) => taking.push((automation, run_id, slot)),
+            Err(e) => not_fired(automation, &e),
         }
     }
+    let takes: Vec<store::SlotTake> = taking
+        .iter()
+        .map(|(automation, run_id, slot)| store::SlotTake {
+            automation_id: &automation.automation.id,
+            from: *slot,
+            to: next_run(&automation.automation.settings, now)
+                .ok()
+                .flatten(),
+            run_id,
+        })
+        .collect();
+    let outcomes = match store::take_slots(env, &takes, now).await {
+        Ok(outcomes) => outcomes,
+        Err(e) => {
+            taking.iter().for_each(|(a, ..)| not_fired(a, &e));
+            return Vec::new();
+        }
+    };
+    taking
+        .into_iter()
+        .zip(outcomes)
+        .filter_map(|(taken, outcome)| match outcome {
+            Ok(Some(Claim::Started)) => Some(taken),
+            Ok(_) => None,
+            Err(e) => {
+                not_fired(taken.0, &e);
+                None
+            }
+        })
+        .collect()
 }

@@ -404,48 +404,85 @@ async fn claimed_or_skipped(
     })
 }
 
-/// A schedule's slot `from` taken (its next firing moved to `to`) and its run claimed, in one
-/// batch (a transaction, its statements in order): the run is inserted while the schedule
-/// still stands at `from` and no other run is active, then the schedule moves on; a slot
-/// taken while another run goes on is recorded as skipped. `None` when the slot was not
-/// there to take (another tick took it, or the schedule changed): then nothing was claimed.
-pub async fn take_slot(
+/// One schedule's slot to take: the slot (`from`, the schedule's `next_run_at` as read),
+/// where its next firing moves (`to`), and the run that would take it.
+#[derive(Debug, Clone, Copy)]
+pub struct SlotTake<'a> {
+    pub automation_id: &'a str,
+    pub from: i64,
+    pub to: Option<i64>,
+    pub run_id: &'a str,
+}
+
+/// Schedules' slots taken (each next firing moved from `from` to `to`) and their runs
+/// claimed, all in one batch (one round trip, one transaction, its statements in order): for
+/// each slot its run is inserted while the schedule still stands at `from` and no other run
+/// of it is active, then the schedule moves on. A slot taken while another run goes on is
+/// recorded as skipped (a call of its own: rare). Each slot's outcome, in order: `None`
+/// when it was not there to take (another tick took it, or the schedule changed), and then
+/// nothing was claimed for it; an error when its skip could not be recorded. A failed batch
+/// takes none of them.
+pub async fn take_slots(
     env: &Env,
-    automation_id: &str,
-    (from, to): (i64, Option<i64>),
-    run_id: &str,
+    takes: &[SlotTake<'_>],
     now: i64,
-) -> Result<Option<Claim>, ApiError> {
-    let concurrency_key = format!("schedule:{from}");
-    let claim = [
-        run_id.into(),
-        automation_id.into(),
-        RunTrigger::Schedule.as_str().into(),
-        concurrency_key.as_str().into(),
-        num(now),
-        num(from),
-    ];
-    let advance = [automation_id.into(), num(from), opt_num(to)];
+) -> Result<Vec<Result<Option<Claim>, ApiError>>, ApiError> {
+    if takes.is_empty() {
+        return Ok(Vec::new());
+    }
     let guard = format!(
         "EXISTS (SELECT 1 FROM automations WHERE id = ?2 AND next_run_at = ?6) AND {NONE_ACTIVE}"
     );
-    let changed =
-        inspect_runtime::d1::run_batch(env, &[(&claim_sql(&guard), &claim), (ADVANCE, &advance)])
-            .await?;
-    if changed.get(1).copied().unwrap_or(0) == 0 {
-        return Ok(None);
+    let claim_sql = claim_sql(&guard);
+    let keys: Vec<String> = takes
+        .iter()
+        .map(|t| format!("schedule:{}", t.from))
+        .collect();
+    let params: Vec<[worker::wasm_bindgen::JsValue; 6]> = takes
+        .iter()
+        .zip(&keys)
+        .map(|(t, key)| {
+            [
+                t.run_id.into(),
+                t.automation_id.into(),
+                RunTrigger::Schedule.as_str().into(),
+                key.as_str().into(),
+                num(now),
+                num(t.from),
+            ]
+        })
+        .collect();
+    let advances: Vec<[worker::wasm_bindgen::JsValue; 3]> = takes
+        .iter()
+        .map(|t| [t.automation_id.into(), num(t.from), opt_num(t.to)])
+        .collect();
+    let statements: Vec<(&str, &[worker::wasm_bindgen::JsValue])> = params
+        .iter()
+        .zip(&advances)
+        .flat_map(|(claim, advance)| [(claim_sql.as_str(), &claim[..]), (ADVANCE, &advance[..])])
+        .collect();
+    let changed = inspect_runtime::d1::run_batch(env, &statements).await?;
+    let mut outcomes = Vec::with_capacity(takes.len());
+    for (i, (t, key)) in takes.iter().zip(&keys).enumerate() {
+        if changed.get(2 * i + 1).copied().unwrap_or(0) == 0 {
+            outcomes.push(Ok(None));
+            continue;
+        }
+        let firing = Firing {
+            run_id: t.run_id,
+            automation_id: t.automation_id,
+            trigger: RunTrigger::Schedule,
+            concurrency_key: key,
+            now,
+        };
+        let claimed = changed.get(2 * i).copied().unwrap_or(0) > 0;
+        outcomes.push(
+            claimed_or_skipped(env, claimed, Overlap::Skipped, firing)
+                .await
+                .map(Some),
+        );
     }
-    let firing = Firing {
-        run_id,
-        automation_id,
-        trigger: RunTrigger::Schedule,
-        concurrency_key: &concurrency_key,
-        now,
-    };
-    let claimed = changed.first().copied().unwrap_or(0) > 0;
-    claimed_or_skipped(env, claimed, Overlap::Skipped, firing)
-        .await
-        .map(Some)
+    Ok(outcomes)
 }
 
 /// Records a firing that is not run, with why (once per concurrency key).
