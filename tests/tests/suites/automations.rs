@@ -629,12 +629,29 @@ async fn a_due_slot_is_skipped_while_the_last_run_goes_on() {
     assert_eq!(all[0]["status"], "running", "{all:?}");
     assert_eq!(all[0]["sessions"][0]["status"], "running", "{all:?}");
     provider.next_spawn().await.unwrap();
+    // Another schedule, made now: due with the next tick's, its slots taken in one batch.
+    let other = create(
+        &stack,
+        json!({
+            "name": "Hourly too",
+            "triggerType": "schedule",
+            "repositories": [{"owner": "local", "name": "demo"}],
+            "instructions": "Look elsewhere.",
+            "schedule": {"cron": "0 * * * *", "timezone": "UTC"}
+        }),
+    )
+    .await;
+    let other = other["automation"]["id"].as_str().unwrap().to_owned();
 
-    // The next slot while it goes: recorded as skipped, with why, and the schedule moves on.
+    // The next slot while it goes: recorded as skipped, with why, and the schedule moves on;
+    // the other schedule, taken in the same batch, starts its run.
     let hour = 3_600_000;
     tick(&stack, due + hour + 1_000).await;
     let all = runs(&stack, &id).await;
     assert_eq!(all.len(), 2, "{all:?}");
+    let others = runs(&stack, &other).await;
+    assert_eq!(others.len(), 1, "{others:?}");
+    assert_eq!(others[0]["status"], "running", "{others:?}");
     let skipped = all.iter().find(|r| r["status"] == "skipped").unwrap();
     assert!(
         skipped["reason"].as_str().unwrap().contains("still active"),
@@ -644,6 +661,7 @@ async fn a_due_slot_is_skipped_while_the_last_run_goes_on() {
     // The same slot again: nothing more.
     tick(&stack, due + hour + 2_000).await;
     assert_eq!(runs(&stack, &id).await.len(), 2);
+    assert_eq!(runs(&stack, &other).await.len(), 1);
     let a = send(Method::GET, &stack.url(&format!("/automations/{id}")), None)
         .await
         .unwrap();
