@@ -187,6 +187,10 @@ impl SessionDO {
         let snapshot = fx.snapshot_sandbox.clone();
         // A snapshot has a deadline of its own (an abandoned one must not hold the sandbox).
         let reschedule = moves_deadlines(&fx) || fx.snapshot_sandbox.is_some();
+        // A spawn coming at once carries the index write these effects ask for.
+        if wanted && stop.is_none() && snapshot.is_none() {
+            self.hold_index();
+        }
         self.apply(fx);
         // Providers that resume keep the workspace themselves: nothing to snapshot.
         // (Read from the settings only when needed: not on every frame.)
@@ -274,6 +278,13 @@ impl SessionDO {
     /// Spawns a sandbox if the engine wants one and none is alive or on its way: whether
     /// it did (and so pointed the alarm at the next deadline).
     pub(super) async fn spawn_if_wanted(&self, wanted: bool) -> bool {
+        let scheduled = self.spawn(wanted).await;
+        // Whatever way it went, a held index write is not kept waiting.
+        self.release_index();
+        scheduled
+    }
+
+    async fn spawn(&self, wanted: bool) -> bool {
         if !wanted {
             return false;
         }
@@ -352,6 +363,8 @@ impl SessionDO {
                 restore = prebuilt.clone();
             }
         }
+        // The provider's call comes next: a held index write that no batch carried goes now.
+        self.release_index();
         if let Some(SpawnPlan::Fresh { warning: Some(w) }) = &plan {
             let mut fx = Effects::none();
             fx.broadcast(ServerMessage::SandboxStatus {
@@ -656,11 +669,22 @@ impl SessionDO {
             }
         };
         let (sql, args) = crate::images::builds_query(&scope, status, 10);
-        let batch = [
+        // The index write a prompt asked for rides along, after the reads.
+        let index = self.take_held_index();
+        let carried = !index.is_empty();
+        let mut batch = vec![
             (sql.as_str(), args.as_slice()),
             (&secrets.sql, &secrets.args),
         ];
-        match inspect_runtime::d1::query_batch(&self.env, &batch).await {
+        batch.extend(index.iter().map(|(sql, args)| (*sql, args.as_slice())));
+        let results = inspect_runtime::d1::query_batch(&self.env, &batch).await;
+        if carried {
+            if let Err(e) = &results {
+                self.log(LogLine::error("session", "index_update_failed").detail(&e.message));
+            }
+            self.index_carried(results.is_ok());
+        }
+        match results {
             Ok(results) => {
                 use inspect_runtime::d1::batch_rows;
                 let ready = batch_rows::<crate::images::BuildRow>(&results, 0);

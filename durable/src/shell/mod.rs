@@ -73,6 +73,10 @@ const INDEX_SYNC_INTERVAL_MS: i64 = 1000;
 struct IndexSync {
     in_flight: bool,
     dirty: bool,
+    /// A spawn will carry the next write in its own batch ([`SessionDO::hold_index`]).
+    held: bool,
+    /// A write asked for while held.
+    pending: bool,
 }
 
 #[durable_object]

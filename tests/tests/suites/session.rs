@@ -888,3 +888,45 @@ async fn sessions_refreshing_one_grant_at_once_share_one_refresh() {
         listed.body
     );
 }
+
+/// A prompt that wants a sandbox has its index row written while the sandbox is on its way
+/// (the spawn's own D1 batch carries it, before the provider is asked): the list shows the
+/// prompt though the provider has not answered (it answers after 15 s).
+#[tokio::test]
+async fn a_prompt_is_listed_while_its_sandbox_is_on_its_way() {
+    let provider = CaptureProvider::start_with(None, std::time::Duration::from_secs(15))
+        .await
+        .unwrap();
+    let (stack, _repo) = provider.stack_with_repo("demo").await.unwrap();
+    let r = send(
+        Method::POST,
+        &stack.url("/sessions"),
+        Some(json!({"repoOwner": "local", "repoName": "demo"})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 201, "{}", r.body);
+    let id = r.body["sessionId"].as_str().unwrap().to_owned();
+    let r = send(
+        Method::POST,
+        &stack.url(&format!("/sessions/{id}/prompt")),
+        Some(json!({"content": "look around"})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let list = get(&stack.url("/sessions")).await.unwrap();
+        let row = &list.body["sessions"][0];
+        if row["messageCount"] == 1 {
+            assert_eq!(row["id"], id.as_str(), "{row}");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not listed with its prompt: {row}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+}
