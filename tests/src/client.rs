@@ -107,6 +107,36 @@ pub async fn create_session(base: &str, actor: &str, body: Value) -> Result<Stri
     Ok(r.body["sessionId"].as_str().unwrap_or_default().to_owned())
 }
 
+/// A session on the repository `owner/name` made by the local person (no actor named) and
+/// sent `content` as its first prompt, both accepted: its id.
+pub async fn prompted_repo_session(
+    base: &str,
+    (owner, name): (&str, &str),
+    content: &str,
+) -> Result<String> {
+    let r = send(
+        reqwest::Method::POST,
+        &format!("{base}/sessions"),
+        Some(serde_json::json!({"repoOwner": owner, "repoName": name})),
+    )
+    .await?;
+    anyhow::ensure!(r.status == 201, "create answered {}: {}", r.status, r.body);
+    let id = r.body["sessionId"].as_str().unwrap_or_default().to_owned();
+    let r = send(
+        reqwest::Method::POST,
+        &format!("{base}/sessions/{id}/prompt"),
+        Some(serde_json::json!({"content": content})),
+    )
+    .await?;
+    anyhow::ensure!(
+        r.status == 200,
+        "the prompt answered {}: {}",
+        r.status,
+        r.body
+    );
+    Ok(id)
+}
+
 /// A client WebSocket speaking the session protocol.
 pub struct WsClient {
     stream: tokio_tungstenite::WebSocketStream<

@@ -4,7 +4,9 @@
 #![allow(clippy::unwrap_used)] // a test fails loudly by design
 
 use inspect_tests::capture_provider::CaptureProvider;
-use inspect_tests::client::{create_session, get, send, send_as, Closed, WsClient};
+use inspect_tests::client::{
+    create_session, get, prompted_repo_session, send, send_as, Closed, WsClient,
+};
 use inspect_tests::repo::source_repo;
 use inspect_tests::{Stack, StackOptions};
 use reqwest::Method;
@@ -898,23 +900,9 @@ async fn a_prompt_is_listed_while_its_sandbox_is_on_its_way() {
         .await
         .unwrap();
     let (stack, _repo) = provider.stack_with_repo("demo").await.unwrap();
-    let r = send(
-        Method::POST,
-        &stack.url("/sessions"),
-        Some(json!({"repoOwner": "local", "repoName": "demo"})),
-    )
-    .await
-    .unwrap();
-    assert_eq!(r.status, 201, "{}", r.body);
-    let id = r.body["sessionId"].as_str().unwrap().to_owned();
-    let r = send(
-        Method::POST,
-        &stack.url(&format!("/sessions/{id}/prompt")),
-        Some(json!({"content": "look around"})),
-    )
-    .await
-    .unwrap();
-    assert_eq!(r.status, 200, "{}", r.body);
+    let id = prompted_repo_session(&stack.base_url, ("local", "demo"), "look around")
+        .await
+        .unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
         let list = get(&stack.url("/sessions")).await.unwrap();

@@ -7,7 +7,7 @@
 #![allow(clippy::unwrap_used)] // a test fails loudly by design
 
 use inspect_tests::agent::AgentStack;
-use inspect_tests::client::{send, WsClient};
+use inspect_tests::client::{prompted_repo_session, send, WsClient};
 use inspect_tests::fakes::model::Reply;
 use inspect_tests::repo::source_repo;
 use reqwest::Method;
@@ -31,23 +31,9 @@ async fn a_sessions_usage_is_counted_and_summed() {
     let stack = &agent.stack;
     let repo = source_repo();
     agent.register_repo("demo", repo.path()).await.unwrap();
-    let r = send(
-        Method::POST,
-        &stack.url("/sessions"),
-        Some(json!({"repoOwner": "local", "repoName": "demo"})),
-    )
-    .await
-    .unwrap();
-    assert_eq!(r.status, 201, "{}", r.body);
-    let id = r.body["sessionId"].as_str().unwrap().to_owned();
-    let r = send(
-        Method::POST,
-        &stack.url(&format!("/sessions/{id}/prompt")),
-        Some(json!({"content": "look around"})),
-    )
-    .await
-    .unwrap();
-    assert_eq!(r.status, 200, "{}", r.body);
+    let id = prompted_repo_session(&stack.base_url, ("local", "demo"), "look around")
+        .await
+        .unwrap();
 
     // The row is written when the prompt ends (at most a second later).
     let deadline = Instant::now() + Duration::from_secs(120);
