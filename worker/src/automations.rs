@@ -436,45 +436,36 @@ async fn start_session(
         automation: Some(from.clone()),
         ..Default::default()
     };
-    // A run's only session is recorded, with the run as running, in its index row's batch.
-    let (run_id, repository) = (from.run_id.clone(), from.repository.clone());
-    let sole_session = move |id: &str| store::sole_session_statements(&run_id, &repository, id);
-    let also: Option<crate::index::AlsoIndexed> = match sole {
-        true => Some(&sole_session),
-        false => None,
+    // Its prompt goes with its making, in the object's first request; the prompt's outcome,
+    // which the run waits for, finds the session recorded (and a run of one session marked
+    // running) by its index row's batch.
+    let prompt = PromptRequest {
+        content,
+        model: settings.model.clone(),
+        reasoning_effort: settings.reasoning_effort.clone(),
+        callback_context: Some(CallbackContext::Automation(from.clone())),
+        ..Default::default()
     };
-    let created = crate::objects::create_session_among(
+    let (run_id, repository) = (from.run_id, from.repository);
+    let recorded = move |id: &str| store::session_statements(&run_id, &repository, id, sole);
+    let (created, prompt_refused) = crate::objects::create_session_among(
         env,
         origin,
         &automation.actor,
-        create,
+        (create, Some(prompt)),
         &overrides,
-        (inspect_protocol::usage::SessionSource::Automation, also),
+        (
+            inspect_protocol::usage::SessionSource::Automation,
+            Some(&recorded),
+        ),
         lookups,
     )
     .await
     .map_err(|e| (None, e))?;
     let session = created.session_id;
-    let failed = |e: ApiError| (Some(session.clone()), e);
-    // Recorded before its prompt, whose outcome the run waits for (a sole session was, with
-    // its index row).
-    if !sole {
-        let running = RunStatus::Running;
-        let (run, repository) = (&from.run_id, &from.repository);
-        store::add_session(env, run, repository, Some(&session), running, None)
-            .await
-            .map_err(failed)?;
+    if let Some(e) = prompt_refused {
+        return Err((Some(session), e));
     }
-    let prompt = PromptRequest {
-        content,
-        model: settings.model.clone(),
-        reasoning_effort: settings.reasoning_effort.clone(),
-        callback_context: Some(CallbackContext::Automation(from)),
-        ..Default::default()
-    };
-    crate::objects::prompt(env, &session, origin, &automation.actor, &prompt)
-        .await
-        .map_err(failed)?;
     Ok(session)
 }
 

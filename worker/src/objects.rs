@@ -11,7 +11,9 @@ use crate::{index, repos, settings};
 use inspect_durable::headers::{ACTOR_HEADER, ORIGIN_HEADER, SESSION_HEADER, VOUCHED_HEADER};
 use inspect_github::app as github_app;
 use inspect_protocol::auth::ScmCredentialsRequest;
-use inspect_protocol::session::{Actor, CreateSessionRequest};
+use inspect_protocol::session::{
+    Actor, CreateSessionRequest, PromptRequest, SessionInit, SessionInitAnswer,
+};
 use inspect_protocol::usage::SessionSource;
 use inspect_protocol::{ApiError, ErrorCode};
 use worker::{Env, Headers, Method, Request, RequestInit, Response};
@@ -492,30 +494,36 @@ pub(crate) async fn create_session_with(
     source: SessionSource,
 ) -> ApiResult<inspect_protocol::session::CreateSessionResponse> {
     let lookups = Lookups::default();
-    create_session_among(
+    let (created, _) = create_session_among(
         env,
         origin,
         actor,
-        create,
+        (create, None),
         branch_overrides,
         (source, None),
         &lookups,
     )
-    .await
+    .await?;
+    Ok(created)
 }
 
 /// [`create_session_with`], reading the deployment through `lookups` (shared by sessions
-/// created together).
+/// created together), and giving the new object its first prompt in the same request when
+/// there is one (its author's budgets checked already). With the session made, why that
+/// prompt was refused, if it was.
 pub(crate) async fn create_session_among(
     env: &Env,
     origin: &str,
     actor: &Actor,
-    mut create: CreateSessionRequest,
+    (mut create, prompt): (CreateSessionRequest, Option<PromptRequest>),
     branch_overrides: &[inspect_protocol::session::RepositoryRef],
     // How it came to be, and what else is written with its index row.
     (source, also): (SessionSource, Option<index::AlsoIndexed<'_>>),
     lookups: &Lookups,
-) -> ApiResult<inspect_protocol::session::CreateSessionResponse> {
+) -> ApiResult<(
+    inspect_protocol::session::CreateSessionResponse,
+    Option<ApiError>,
+)> {
     create.environment_name = None;
     create.catalog = None;
     // Where the sandbox may send traffic is the environment's to say, never a request's.
@@ -684,7 +692,6 @@ pub(crate) async fn create_session_among(
     create.repo_owner = None;
     create.repo_name = None;
     create.branch = None;
-    let body = serde_json::to_vec(&create).map_err(|e| ApiError::internal(e.to_string()))?;
     let id = new_session_id(env)?;
     // The request is checked here as the object will check it, and the session indexed
     // from the state it will store while the object stores it (one round trip less than
@@ -692,25 +699,35 @@ pub(crate) async fn create_session_among(
     // shows it; if the object fails, the index forgets it again.
     let (state, _) =
         inspect_durable::engine::state::new_session(&id, &create, actor, now_ms() as i64)?;
+    let init = SessionInit {
+        session: create,
+        prompt,
+    };
+    let body = serde_json::to_vec(&init).map_err(|e| ApiError::internal(e.to_string()))?;
     let (stored, indexed) = futures::join!(
         async {
             let resp =
                 call_object(env, &id, Method::Post, "/init", origin, Some(actor), &body).await?;
-            object_answer(resp, 201).await.map(drop)
+            let answer: SessionInitAnswer = parse(&object_answer(resp, 201).await?)?;
+            Ok::<_, ApiError>(answer.prompt_refused)
         },
         index::insert(env, &state, actor, (source, also)),
     );
-    if let Err(e) = stored {
-        if indexed.is_ok() {
-            let _ = index::remove(env, &id).await;
+    let prompt_refused = match stored {
+        Ok(refused) => refused,
+        Err(e) => {
+            if indexed.is_ok() {
+                let _ = index::remove(env, &id).await;
+            }
+            return Err(e);
         }
-        return Err(e);
-    }
+    };
     indexed?;
-    Ok(inspect_protocol::session::CreateSessionResponse {
+    let created = inspect_protocol::session::CreateSessionResponse {
         session_id: state.id,
         status: state.status,
-    })
+    };
+    Ok((created, prompt_refused))
 }
 
 /// Sends a prompt to a session as `actor` (what a bot, a tracker or an automation asks).

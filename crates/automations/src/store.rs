@@ -554,13 +554,14 @@ pub async fn mark_running(env: &Env, run_id: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// The statements that record a run's only session as made and running, and so the run as
-/// running (a run of one repository, or of none): written in one batch with the session's
-/// index row.
-pub fn sole_session_statements(
+/// The statements that record a run's session as made and running, written in one batch
+/// with the session's index row; for a run's only session (a run of one repository, or of
+/// none), the run as running too.
+pub fn session_statements(
     run_id: &str,
     repository: &str,
     session_id: &str,
+    sole: bool,
 ) -> Vec<(&'static str, Vec<worker::wasm_bindgen::JsValue>)> {
     let session = vec![
         run_id.into(),
@@ -569,7 +570,11 @@ pub fn sole_session_statements(
         RunStatus::Running.as_str().into(),
         worker::wasm_bindgen::JsValue::NULL,
     ];
-    vec![(ADD_SESSION, session), (MARK_RUNNING, vec![run_id.into()])]
+    let mut statements = vec![(ADD_SESSION, session)];
+    if sole {
+        statements.push((MARK_RUNNING, vec![run_id.into()]));
+    }
+    statements
 }
 
 /// A session's prompt ended: its run learns how, and the run ends with its last session.

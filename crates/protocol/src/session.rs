@@ -141,6 +141,27 @@ pub struct CreateSessionResponse {
     pub status: SessionStatus,
 }
 
+/// What the control plane asks of a new session's object (`POST /init` on the object, never
+/// a person's request): the session to make and, when it comes with its first prompt (an
+/// automation's run), that prompt, taken in the same request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionInit {
+    pub session: CreateSessionRequest,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<PromptRequest>,
+}
+
+/// The object's answer to [`SessionInit`]: the session as it stored it and, when the prompt
+/// it was given was refused, why (the session stands without it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionInitAnswer {
+    pub state: SessionState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_refused: Option<crate::ApiError>,
+}
+
 /// Who is acting: a signed-in user, the local user, or a service acting for a user.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]

@@ -17,8 +17,8 @@ use inspect_protocol::health::DurableProbe;
 use inspect_protocol::provider::{ProviderKind, Resumed, SandboxRef};
 use inspect_protocol::sandbox::SandboxCommand;
 use inspect_protocol::session::{
-    Actor, ArtifactList, CreateSessionRequest, IndexUpdate, MessageList, ParticipantList,
-    PromptRequest, SessionStatus, TitleRequest,
+    Actor, ArtifactList, IndexUpdate, MessageList, ParticipantList, PromptRequest, SessionInit,
+    SessionInitAnswer, SessionStatus, TitleRequest,
 };
 use inspect_protocol::ApiError;
 use inspect_runtime::log::LogLine;

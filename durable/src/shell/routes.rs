@@ -380,7 +380,16 @@ impl SessionDO {
                         .ok()
                         .flatten()
                         .ok_or_else(|| ApiError::bad_request("no session id"))?;
-                    let mut body: CreateSessionRequest = body_json(&mut req).await?;
+                    let SessionInit {
+                        session: mut body,
+                        mut prompt,
+                    } = body_json(&mut req).await?;
+                    // Where the outcome goes is never a person's to say.
+                    if !req.headers().has(VOUCHED_HEADER).unwrap_or(false) {
+                        if let Some(prompt) = prompt.as_mut() {
+                            prompt.callback_context = None;
+                        }
+                    }
                     self.ensure_schema()
                         .map_err(|e| ApiError::internal(e.to_string()))?;
                     let state = engine.create(&sid, &body, &actor, now)?;
@@ -389,11 +398,11 @@ impl SessionDO {
                     if let Some(catalog) = body.catalog.take() {
                         self.keep_models(now, catalog);
                     }
-                    Ok::<_, ApiError>(state)
+                    Ok::<_, ApiError>((state, actor, prompt))
                 }
                 .await;
                 match result {
-                    Ok(state) => {
+                    Ok((state, actor, prompt)) => {
                         *self.known_id.borrow_mut() = Some(state.id.clone());
                         // The row exists now: keep the origin the creator used, and the
                         // deployment's idle timeout.
@@ -425,8 +434,18 @@ impl SessionDO {
                             ready_timeout_ms: Some(ready * 1000),
                             prompts_per_minute: rate,
                         });
+                        // The first prompt, in the same turn: the control plane wrote it
+                        // (vouched) and checked its author's budgets before asking.
+                        let prompt_refused = match prompt {
+                            Some(prompt) => self.take_prompt(&actor, &prompt, now).await.err(),
+                            None => None,
+                        };
                         // The whole state: the Worker indexes the session from it.
-                        Ok(json_ok(&state)?.with_status(201))
+                        let answer = SessionInitAnswer {
+                            state,
+                            prompt_refused,
+                        };
+                        Ok(json_ok(&answer)?.with_status(201))
                     }
                     Err(e) => json_error(&e),
                 }
@@ -498,24 +517,11 @@ impl SessionDO {
                     if !req.headers().has(VOUCHED_HEADER).unwrap_or(false) {
                         body.callback_context = None;
                     }
-                    let author = self.author(&actor, now)?;
-                    // The catalog (a D1 read when not cached) only checks a model or an
-                    // effort the prompt names: a plain prompt is echoed without it.
-                    let names_a_model = body.model.is_some() || body.reasoning_effort.is_some();
-                    let models = match names_a_model {
-                        true => self.models().await,
-                        false => None,
-                    };
-                    self.engine()
-                        .with_models(models.as_ref())
-                        .enqueue(&author, &body, now)
+                    self.take_prompt(&actor, &body, now).await
                 }
                 .await;
                 match result {
-                    Ok((accepted, fx)) => {
-                        self.carry_out(fx).await;
-                        json_ok(&accepted)
-                    }
+                    Ok(accepted) => json_ok(&accepted),
                     Err(e) => json_error(&e),
                 }
             }
@@ -872,6 +878,30 @@ impl SessionDO {
         engine
             .participant_by_user(&actor.user_id)?
             .ok_or_else(|| ApiError::internal("participant vanished"))
+    }
+
+    /// Queues `prompt` from `actor` (checked for who may set what by the caller) and
+    /// carries out what it sets off.
+    async fn take_prompt(
+        &self,
+        actor: &Actor,
+        prompt: &PromptRequest,
+        now: i64,
+    ) -> std::result::Result<inspect_protocol::session::PromptAccepted, ApiError> {
+        let author = self.author(actor, now)?;
+        // The catalog (a D1 read when not cached) only checks a model or an effort the
+        // prompt names: a plain prompt is echoed without it.
+        let names_a_model = prompt.model.is_some() || prompt.reasoning_effort.is_some();
+        let models = match names_a_model {
+            true => self.models().await,
+            false => None,
+        };
+        let (accepted, fx) = self
+            .engine()
+            .with_models(models.as_ref())
+            .enqueue(&author, prompt, now)?;
+        self.carry_out(fx).await;
+        Ok(accepted)
     }
 
     pub(super) fn events_page(

@@ -337,6 +337,40 @@ async fn a_webhook_runs_matching_deliveries_once_per_idempotency_key() {
         .unwrap();
     assert!(list.body["automations"].as_array().unwrap().is_empty());
     assert_eq!(runs(stack, &id).await.len(), newest.len());
+
+    // Instructions and a payload each within their limits (characters) whose prompt is over
+    // a prompt's (64 KiB): the run's session is made with the prompt refused, and the run
+    // fails with why.
+    let long = create(
+        stack,
+        json!({"name": "Long", "triggerType": "webhook", "instructions": "部".repeat(15_000)}),
+    )
+    .await;
+    let long_id = long["automation"]["id"].as_str().unwrap().to_owned();
+    let r = c
+        .post(stack.url(&format!("/webhooks/automation/{long_id}")))
+        .bearer_auth(long["webhookKey"].as_str().unwrap())
+        .json(&json!({"log": "署".repeat(7_000)}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let run = finished_run(stack, &long_id, 60).await;
+    assert_eq!(run["status"], "failed", "{run}");
+    let session = &run["sessions"][0];
+    assert_eq!(session["status"], "failed", "{run}");
+    let error = session["error"].as_str().unwrap_or_default();
+    assert!(error.contains("at most 65536 bytes"), "{run}");
+    let sid = session["sessionId"].as_str().unwrap();
+    let messages = send(
+        Method::GET,
+        &stack.url(&format!("/sessions/{sid}/messages")),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(messages.status, 200, "{}", messages.body);
+    assert_eq!(messages.body["messages"], json!([]), "{}", messages.body);
 }
 
 #[tokio::test]
