@@ -25,14 +25,16 @@ fn opt(v: &Option<String>) -> JsValue {
 /// else records the session as made (an automation's run records its session).
 pub type AlsoIndexed<'a> = &'a dyn Fn(&str) -> Vec<(&'static str, Vec<JsValue>)>;
 
-/// Indexes a new session (with what `also` adds, in the same batch).
+/// Indexes a new session (with what `also` adds, in the same batch), its rows grouped with
+/// those of the sessions made with it (`rows`: one batch for those that come together).
 pub async fn insert(
     env: &Env,
     state: &SessionState,
     actor: &Actor,
-    (source, also): (
+    (source, also, rows): (
         inspect_protocol::usage::SessionSource,
         Option<AlsoIndexed<'_>>,
+        &crate::lookups::Grouped<Vec<worker::D1PreparedStatement>>,
     ),
 ) -> Result<(), ApiError> {
     let db = env.d1("DB").map_err(unavailable)?;
@@ -63,8 +65,12 @@ pub async fn insert(
     for (sql, args) in also.map(|also| also(&state.id)).unwrap_or_default() {
         statements.push(db.prepare(sql).bind(&args).map_err(unavailable)?);
     }
-    db.batch(statements).await.map_err(unavailable)?;
-    Ok(())
+    let db = &db;
+    let write = |groups: Vec<Vec<worker::D1PreparedStatement>>| async move {
+        let all = groups.into_iter().flatten().collect();
+        db.batch(all).await.map(drop).map_err(unavailable)
+    };
+    rows.write(statements, write).await
 }
 
 pub async fn remove(env: &Env, id: &str) -> Result<(), ApiError> {

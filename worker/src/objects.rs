@@ -711,7 +711,7 @@ pub(crate) async fn create_session_among(
             let answer: SessionInitAnswer = parse(&object_answer(resp, 201).await?)?;
             Ok::<_, ApiError>(answer.prompt_refused)
         },
-        index::insert(env, &state, actor, (source, also)),
+        index::insert(env, &state, actor, (source, also, &lookups.index_rows)),
     );
     let prompt_refused = match stored {
         Ok(refused) => refused,
