@@ -50,6 +50,19 @@ async fn finished_run(stack: &Stack, id: &str, secs: u64) -> Value {
     }
 }
 
+/// A session's prompts (`GET /sessions/:id/messages`).
+async fn messages(stack: &Stack, sid: &str) -> Value {
+    let r = send(
+        Method::GET,
+        &stack.url(&format!("/sessions/{sid}/messages")),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.body["messages"].clone()
+}
+
 async fn create(stack: &Stack, body: Value) -> Value {
     let r = send(Method::POST, &stack.url("/automations"), Some(body))
         .await
@@ -136,14 +149,8 @@ async fn a_schedule_fires_one_session_per_repository_once_per_slot() {
         assert_eq!(state.body["title"], "[Auto] Nightly deps", "{}", state.body);
         assert_eq!(state.body["automation"]["automationId"], id.as_str());
         assert_eq!(state.body["automation"]["runId"], run["id"]);
-        let messages = send(
-            Method::GET,
-            &agent.stack.url(&format!("/sessions/{sid}/messages")),
-            None,
-        )
-        .await
-        .unwrap();
-        let content = messages.body["messages"][0]["content"].as_str().unwrap();
+        let prompts = messages(&agent.stack, sid).await;
+        let content = prompts[0]["content"].as_str().unwrap();
         assert!(
             content.contains("scheduled run") && content.ends_with("Check the dependencies."),
             "{content}"
@@ -259,14 +266,8 @@ async fn a_webhook_runs_matching_deliveries_once_per_idempotency_key() {
     assert_eq!(run["status"], "completed", "{run}");
     assert_eq!(run["trigger"], "webhook");
     let sid = run["sessions"][0]["sessionId"].as_str().unwrap();
-    let messages = send(
-        Method::GET,
-        &stack.url(&format!("/sessions/{sid}/messages")),
-        None,
-    )
-    .await
-    .unwrap();
-    let content = messages.body["messages"][0]["content"].as_str().unwrap();
+    let prompts = messages(stack, sid).await;
+    let content = prompts[0]["content"].as_str().unwrap();
     assert!(
         content.contains("untrusted") && content.contains("abc123"),
         "{content}"
@@ -362,15 +363,7 @@ async fn a_webhook_runs_matching_deliveries_once_per_idempotency_key() {
     let error = session["error"].as_str().unwrap_or_default();
     assert!(error.contains("at most 65536 bytes"), "{run}");
     let sid = session["sessionId"].as_str().unwrap();
-    let messages = send(
-        Method::GET,
-        &stack.url(&format!("/sessions/{sid}/messages")),
-        None,
-    )
-    .await
-    .unwrap();
-    assert_eq!(messages.status, 200, "{}", messages.body);
-    assert_eq!(messages.body["messages"], json!([]), "{}", messages.body);
+    assert_eq!(messages(stack, sid).await, json!([]));
 }
 
 #[tokio::test]
@@ -450,14 +443,8 @@ async fn a_sentry_alert_starts_one_run_for_its_event() {
     assert_eq!(run["status"], "completed", "{run}");
     assert_eq!(run["trigger"], "sentry");
     let sid = run["sessions"][0]["sessionId"].as_str().unwrap();
-    let messages = send(
-        Method::GET,
-        &stack.url(&format!("/sessions/{sid}/messages")),
-        None,
-    )
-    .await
-    .unwrap();
-    let content = messages.body["messages"][0]["content"].as_str().unwrap();
+    let prompts = messages(stack, sid).await;
+    let content = prompts[0]["content"].as_str().unwrap();
     for want in [
         "untrusted",
         "ReferenceError: cartTotal is not defined",
