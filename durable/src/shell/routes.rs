@@ -382,14 +382,8 @@ impl SessionDO {
                         .ok_or_else(|| ApiError::bad_request("no session id"))?;
                     let SessionInit {
                         session: mut body,
-                        mut prompt,
+                        prompt,
                     } = body_json(&mut req).await?;
-                    // Where the outcome goes is never a person's to say.
-                    if !req.headers().has(VOUCHED_HEADER).unwrap_or(false) {
-                        if let Some(prompt) = prompt.as_mut() {
-                            prompt.callback_context = None;
-                        }
-                    }
                     self.ensure_schema()
                         .map_err(|e| ApiError::internal(e.to_string()))?;
                     let state = engine.create(&sid, &body, &actor, now)?;
@@ -437,7 +431,7 @@ impl SessionDO {
                         // The first prompt, in the same turn: the control plane wrote it
                         // (vouched) and checked its author's budgets before asking.
                         let prompt_refused = match prompt {
-                            Some(prompt) => self.take_prompt(&actor, &prompt, now).await.err(),
+                            Some(prompt) => self.take_prompt(&req, &actor, prompt, now).await.err(),
                             None => None,
                         };
                         // The whole state: the Worker indexes the session from it.
@@ -512,12 +506,8 @@ impl SessionDO {
                     // New work is refused once a budget of the person's is spent.
                     inspect_runtime::budgets::check_over_binding(&self.env, &actor.user_id, now)
                         .await?;
-                    let mut body: PromptRequest = body_json(&mut req).await?;
-                    // Where the outcome goes is never a person's to say.
-                    if !req.headers().has(VOUCHED_HEADER).unwrap_or(false) {
-                        body.callback_context = None;
-                    }
-                    self.take_prompt(&actor, &body, now).await
+                    let body: PromptRequest = body_json(&mut req).await?;
+                    self.take_prompt(&req, &actor, body, now).await
                 }
                 .await;
                 match result {
@@ -880,14 +870,18 @@ impl SessionDO {
             .ok_or_else(|| ApiError::internal("participant vanished"))
     }
 
-    /// Queues `prompt` from `actor` (checked for who may set what by the caller) and
-    /// carries out what it sets off.
+    /// Queues `prompt` from `actor`, sent by `req`, and carries out what it sets off.
     async fn take_prompt(
         &self,
+        req: &Request,
         actor: &Actor,
-        prompt: &PromptRequest,
+        mut prompt: PromptRequest,
         now: i64,
     ) -> std::result::Result<inspect_protocol::session::PromptAccepted, ApiError> {
+        // Where the outcome goes is never a person's to say.
+        if !req.headers().has(VOUCHED_HEADER).unwrap_or(false) {
+            prompt.callback_context = None;
+        }
         let author = self.author(actor, now)?;
         // The catalog (a D1 read when not cached) only checks a model or an effort the
         // prompt names: a plain prompt is echoed without it.
@@ -899,7 +893,7 @@ impl SessionDO {
         let (accepted, fx) = self
             .engine()
             .with_models(models.as_ref())
-            .enqueue(&author, prompt, now)?;
+            .enqueue(&author, &prompt, now)?;
         self.carry_out(fx).await;
         Ok(accepted)
     }
