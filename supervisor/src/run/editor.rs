@@ -3,9 +3,19 @@
 //! repository, with the agent's tools on its PATH but none of the sandbox's credentials.
 //! It listens on loopback only: the gate is the one way in. It ends with the sandbox (it is
 //! in the supervisor's process group, which the provider stops whole).
+//!
+//! code-server listens a moment before it has its pages (it answers 404 meanwhile), so it
+//! listens on a port of its own and the editor's port relays to it: a connection made
+//! while it starts waits until its `/healthz` answers.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::process::{Child, Command};
+use tokio::sync::watch;
+
+/// How long a connection to the editor's port waits for code-server to be ready.
+const READY_WAIT: Duration = Duration::from_secs(90);
 
 pub struct Editor {
     bin: Option<PathBuf>,
@@ -14,6 +24,10 @@ pub struct Editor {
     state: PathBuf,
     path_prefix: Option<PathBuf>,
     child: Option<Child>,
+    /// code-server's own port once it answers (`None` while it starts).
+    ready: watch::Sender<Option<u16>>,
+    /// Whether the editor's port is listened on (from the first start on).
+    relaying: bool,
 }
 
 impl Editor {
@@ -37,6 +51,8 @@ impl Editor {
             state: root.join("editor"),
             path_prefix,
             child: None,
+            ready: watch::Sender::new(None),
+            relaying: false,
         }
     }
 
@@ -64,11 +80,24 @@ impl Editor {
         let err_log = log
             .try_clone()
             .map_err(|e| format!("making the editor's log: {e}"))?;
+        let own = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map_err(|e| format!("finding a port for code-server: {e}"))?
+            .port();
+        if !self.relaying {
+            let listener = std::net::TcpListener::bind(("127.0.0.1", port))
+                .and_then(|l| l.set_nonblocking(true).map(|()| l))
+                .and_then(TcpListener::from_std)
+                .map_err(|e| format!("listening on the editor's port {port}: {e}"))?;
+            tokio::spawn(relay(listener, self.ready.subscribe()));
+            self.relaying = true;
+        }
+        self.ready.send_replace(None);
         let mut cmd = Command::new(bin);
         cmd.arg("--auth")
             .arg("none")
             .arg("--bind-addr")
-            .arg(format!("127.0.0.1:{port}"))
+            .arg(format!("127.0.0.1:{own}"))
             .args([
                 "--disable-telemetry",
                 "--disable-update-check",
@@ -95,8 +124,118 @@ impl Editor {
         let child = cmd
             .spawn()
             .map_err(|e| format!("starting code-server ({}): {e}", bin.display()))?;
-        tracing::info!(port, pid = ?child.id(), "editor started");
+        tracing::info!(port, own, pid = ?child.id(), "editor started");
         self.child = Some(child);
+        tokio::spawn(announce_when_ready(own, self.ready.clone()));
         Ok(())
+    }
+}
+
+/// Tells the relay code-server's port once its `/healthz` answers 200 (its pages are
+/// registered by then).
+async fn announce_when_ready(own: u16, ready: watch::Sender<Option<u16>>) {
+    let client = match reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(2))
+        .build()
+    {
+        Ok(client) => client,
+        Err(e) => return tracing::warn!("no client to ask code-server with: {e}"),
+    };
+    let url = format!("http://127.0.0.1:{own}/healthz");
+    let deadline = tokio::time::Instant::now() + READY_WAIT;
+    while tokio::time::Instant::now() < deadline {
+        if client
+            .get(&url)
+            .send()
+            .await
+            .is_ok_and(|r| r.status().is_success())
+        {
+            tracing::info!(own, "editor ready");
+            ready.send_replace(Some(own));
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tracing::warn!(own, "code-server did not answer in {READY_WAIT:?}");
+}
+
+/// The editor's port: each connection waits for code-server to be ready, then is spliced
+/// to it.
+async fn relay(listener: TcpListener, ready: watch::Receiver<Option<u16>>) {
+    while let Ok((mut inbound, _)) = listener.accept().await {
+        let mut ready = ready.clone();
+        tokio::spawn(async move {
+            let own = match tokio::time::timeout(READY_WAIT, ready.wait_for(Option::is_some)).await
+            {
+                Ok(Ok(own)) => own.unwrap_or_default(),
+                _ => return,
+            };
+            if let Ok(mut outbound) = TcpStream::connect(("127.0.0.1", own)).await {
+                let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The first answer a quick browser gets from the editor's port, however soon it asks:
+    /// requests are retried only while nothing listens.
+    async fn first_answer(port: u16) -> reqwest::StatusCode {
+        let client = reqwest::Client::builder()
+            .no_proxy()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            match client.get(format!("http://127.0.0.1:{port}/")).send().await {
+                Ok(r) => return r.status(),
+                Err(e) if tokio::time::Instant::now() < deadline => {
+                    assert!(e.is_connect(), "{e}");
+                    tokio::time::sleep(Duration::from_millis(5)).await
+                }
+                Err(e) => panic!("the editor's port never answered: {e}"),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_request_made_while_code_server_starts_gets_its_pages_not_a_404() {
+        let Some(bin) = std::env::var_os("INSPECT_CODE_SERVER_BIN") else {
+            eprintln!("skipped: INSPECT_CODE_SERVER_BIN is not set (scripts/test.sh sets it)");
+            return;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let folder = dir.path().join("repo");
+        std::fs::create_dir_all(&folder).unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut editor = Editor {
+            bin: Some(bin.into()),
+            port: Some(port),
+            folder,
+            state: dir.path().join("editor"),
+            path_prefix: None,
+            child: None,
+            ready: watch::Sender::new(None),
+            relaying: false,
+        };
+        editor.start().unwrap();
+        // code-server sends `/` on to the folder it opens.
+        assert_eq!(first_answer(port).await, 302);
+        editor.start().unwrap();
+        assert_eq!(first_answer(port).await, 302, "started once");
+
+        // Ended, it starts again on another port of its own, behind the same one.
+        editor.child.as_mut().unwrap().kill().await.unwrap();
+        editor.start().unwrap();
+        assert_eq!(first_answer(port).await, 302, "started again");
     }
 }
