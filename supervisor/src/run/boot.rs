@@ -290,7 +290,7 @@ pub async fn run_hook(
 }
 
 /// Kills a process and all its descendants (children first found through `/proc`).
-fn kill_tree(pid: u32) {
+pub(crate) fn kill_tree(pid: u32) {
     let mut stack = vec![pid];
     let mut all = Vec::new();
     while let Some(p) = stack.pop() {

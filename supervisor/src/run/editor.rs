@@ -131,6 +131,16 @@ impl Editor {
     }
 }
 
+/// code-server runs as a parent and a child: both end with the editor (a child left
+/// behind by its parent spins).
+impl Drop for Editor {
+    fn drop(&mut self) {
+        if let Some(pid) = self.child.as_ref().and_then(Child::id) {
+            super::boot::kill_tree(pid);
+        }
+    }
+}
+
 /// Tells the relay code-server's port once its `/healthz` answers 200 (its pages are
 /// registered by then).
 async fn announce_when_ready(own: u16, ready: watch::Sender<Option<u16>>) {
@@ -234,7 +244,9 @@ mod tests {
         assert_eq!(first_answer(port).await, 302, "started once");
 
         // Ended, it starts again on another port of its own, behind the same one.
-        editor.child.as_mut().unwrap().kill().await.unwrap();
+        let child = editor.child.as_mut().unwrap();
+        super::super::boot::kill_tree(child.id().unwrap());
+        child.wait().await.unwrap();
         editor.start().unwrap();
         assert_eq!(first_answer(port).await, 302, "started again");
     }
