@@ -27,6 +27,7 @@ pub type AlsoIndexed<'a> = &'a dyn Fn(&str) -> Vec<(&'static str, Vec<JsValue>)>
 
 /// Indexes a new session (with what `also` adds, in the same batch), its rows grouped with
 /// those of the sessions made with it (`rows`: one batch for those that come together).
+/// Written twice, the batch leaves what it left once (a retry after an answer lost).
 pub async fn insert(
     env: &Env,
     state: &SessionState,
@@ -41,7 +42,7 @@ pub async fn insert(
     let repos = serde_json::to_string(&state.repositories).unwrap_or_else(|_| "[]".into());
     let row = db
         .prepare(
-            "INSERT INTO sessions (id, title, status, repo_owner, repo_name, repositories, created_by, created_by_name, message_count, created_at, updated_at, source)
+            "INSERT OR IGNORE INTO sessions (id, title, status, repo_owner, repo_name, repositories, created_by, created_by_name, message_count, created_at, updated_at, source)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 0, ?9, ?9, ?10)",
         )
         .bind(&[

@@ -722,7 +722,19 @@ pub(crate) async fn create_session_among(
             return Err(e);
         }
     };
-    indexed?;
+    if let Err(first) = indexed {
+        // The object stands (with its prompt, it is starting): its row is written once
+        // more on its own (the batch is idempotent) before the session is given up, and a
+        // session given up is deleted, never left running where no list shows it.
+        let alone = crate::lookups::Grouped::default();
+        if index::insert(env, &state, actor, (source, also, &alone))
+            .await
+            .is_err()
+        {
+            let _ = call_object(env, &id, Method::Delete, "/", origin, Some(actor), &[]).await;
+            return Err(first);
+        }
+    }
     let created = inspect_protocol::session::CreateSessionResponse {
         session_id: state.id,
         status: state.status,
