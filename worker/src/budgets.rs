@@ -1,6 +1,7 @@
 //! `GET /budgets`, `PUT /budgets`, `DELETE /budgets`: the monthly budgets that stop spend,
 //! and how much of each the caller (or, for an admin, any person) has used this month. The
-//! check itself runs where new work arrives (`inspect_runtime::budgets::check`).
+//! check itself runs where new work arrives (`inspect_runtime::budgets::check`; [`refusal`]
+//! for the control plane's own, which also tells a person whose budget is 80 % used).
 
 use crate::caller::Caller;
 use crate::db::{self, num};
@@ -93,4 +94,20 @@ pub async fn delete(env: &Env, pairs: &[(String, String)]) -> Result<(), ApiErro
         return Err(ApiError::not_found("no such budget"));
     }
     Ok(())
+}
+
+/// Why new work of `user_id`'s is refused (a budget of theirs is spent), if it is. A person
+/// whose budget is 80 % used is told once a month (never holding the work up on a failure).
+pub(crate) async fn refusal(env: &Env, user_id: &str, now: i64) -> Option<ApiError> {
+    let (checked, nearly) = budgets::check_noting(env, user_id, now).await;
+    if !nearly.is_empty() {
+        if let Err(e) = crate::inbox::budget_nearly_spent(env, user_id, &nearly, now).await {
+            inspect_runtime::log::emit(
+                inspect_runtime::log::LogLine::warn("inbox", "budget_not_told")
+                    .actor(user_id)
+                    .detail(e.message),
+            );
+        }
+    }
+    checked.err()
 }

@@ -42,23 +42,8 @@ pub(crate) async fn call(mut req: Request, env: &Env) -> ApiResult<Response> {
             return json(&inspect_protocol::plane::PullRequestBase { base }, 200);
         }
         PlaneCall::BudgetCheck { user_id } => {
-            let (checked, nearly) =
-                inspect_runtime::budgets::check_noting(env, &user_id, now).await;
-            let refused = checked.err();
-            if !nearly.is_empty() {
-                // 80 % used: the person is told once a month (never holding the prompt up
-                // on a failure).
-                if let Err(e) = crate::inbox::budget_nearly_spent(env, &user_id, &nearly, now).await
-                {
-                    inspect_runtime::log::emit(
-                        inspect_runtime::log::LogLine::warn("inbox", "budget_not_told")
-                            .actor(&user_id)
-                            .detail(e.message),
-                    );
-                }
-            }
             let verdict = inspect_protocol::plane::BudgetVerdict {
-                refused,
+                refused: crate::budgets::refusal(env, &user_id, now).await,
                 any: inspect_runtime::budgets::any(env, now).await,
             };
             return json(&verdict, 200);

@@ -23,6 +23,47 @@ impl Plane {
     }
 }
 
+impl Plane {
+    /// A session made for a bot's person, with its first prompt when there is one.
+    async fn start(
+        &self,
+        origin: &str,
+        actor: &Actor,
+        create: CreateSessionRequest,
+        branch_overrides: &[RepositoryRef],
+        prompt: Option<PromptRequest>,
+    ) -> Result<(CreateSessionResponse, Option<ApiError>), ApiError> {
+        // A linked identity is its person: the session, the rate limit and the pull
+        // request are theirs.
+        let source = inspect_protocol::usage::SessionSource::of_bot_identity(&actor.user_id);
+        let actor = crate::linked::resolve(&self.env, actor).await?;
+        let now = crate::http::now_ms() as i64;
+        // A prompt is new work: refused, before anything is made, once a budget of the
+        // person's is spent (the object checks a prompt sent on its own the same way).
+        if prompt.is_some() {
+            if let Some(refused) = crate::budgets::refusal(&self.env, &actor.user_id, now).await {
+                return Err(refused);
+            }
+        }
+        let charge = crate::ratelimit::charge_session(&self.env, &actor.user_id, now).await?;
+        let lookups = crate::lookups::Lookups::default();
+        let made = objects::create_session_among(
+            &self.env,
+            origin,
+            &actor,
+            (create, prompt),
+            branch_overrides,
+            (source, None),
+            &lookups,
+        )
+        .await;
+        if made.is_err() {
+            crate::ratelimit::refund(&self.env, charge).await;
+        }
+        made
+    }
+}
+
 impl ControlPlane for Plane {
     async fn create_session(
         &self,
@@ -31,28 +72,21 @@ impl ControlPlane for Plane {
         create: CreateSessionRequest,
         branch_overrides: &[RepositoryRef],
     ) -> Result<CreateSessionResponse, ApiError> {
-        // A linked identity is its person: the session, the rate limit and the pull
-        // request are theirs.
-        let source = inspect_protocol::usage::SessionSource::of_bot_identity(&actor.user_id);
-        let actor = crate::linked::resolve(&self.env, actor).await?;
-        let now = crate::http::now_ms() as i64;
-        let charge = crate::ratelimit::charge_session(&self.env, &actor.user_id, now).await?;
-        match objects::create_session_with(
-            &self.env,
-            origin,
-            &actor,
-            create,
-            branch_overrides,
-            source,
-        )
-        .await
-        {
-            Ok(created) => Ok(created),
-            Err(e) => {
-                crate::ratelimit::refund(&self.env, charge).await;
-                Err(e)
-            }
-        }
+        self.start(origin, actor, create, branch_overrides, None)
+            .await
+            .map(|(created, _)| created)
+    }
+
+    async fn create_prompted_session(
+        &self,
+        origin: &str,
+        actor: &Actor,
+        create: CreateSessionRequest,
+        branch_overrides: &[RepositoryRef],
+        prompt: PromptRequest,
+    ) -> Result<(CreateSessionResponse, Option<ApiError>), ApiError> {
+        self.start(origin, actor, create, branch_overrides, Some(prompt))
+            .await
     }
 
     async fn prompt(

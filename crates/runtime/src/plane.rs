@@ -35,6 +35,19 @@ pub trait ControlPlane {
         branch_overrides: &[RepositoryRef],
     ) -> Result<CreateSessionResponse, ApiError>;
 
+    /// [`ControlPlane::create_session`] with its first prompt given in the same request
+    /// (the control plane vouches for it), refused before anything is made when a budget of
+    /// the person's is spent. With the session made, why the object refused the prompt, if
+    /// it did.
+    async fn create_prompted_session(
+        &self,
+        origin: &str,
+        actor: &Actor,
+        create: CreateSessionRequest,
+        branch_overrides: &[RepositoryRef],
+        prompt: PromptRequest,
+    ) -> Result<(CreateSessionResponse, Option<ApiError>), ApiError>;
+
     /// Sends a prompt to a session as `actor`. The control plane vouches for the body: it
     /// may carry what only the control plane sets (where to report the outcome).
     async fn prompt(

@@ -321,13 +321,16 @@ async fn act(
         model: settings.default_model.clone(),
         ..Default::default()
     };
-    let created = plane
-        .create_session(origin, &actor, create, &[on_branch])
+    // The session and its first prompt in one request to its object.
+    let (created, refused) = plane
+        .create_prompted_session(origin, &actor, create, &[on_branch], prompt)
         .await?;
-    plane
-        .prompt(&created.session_id, origin, &actor, &prompt)
-        .await
-        .map_err(|e| ApiError::internal(format!("the prompt was refused: {}", e.message)))?;
+    if let Some(e) = refused {
+        return Err(ApiError::internal(format!(
+            "the prompt was refused: {}",
+            e.message
+        )));
+    }
     Ok(Acted::Session(created.session_id))
 }
 
