@@ -6,7 +6,8 @@
 //!
 //! code-server listens a moment before it has its pages (it answers 404 meanwhile), so it
 //! listens on a port of its own and the editor's port relays to it: a connection made
-//! while it starts waits until its `/healthz` answers.
+//! while it starts waits until its `/healthz` answers (or is told, in a 502, that it did
+//! not start).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -14,8 +15,18 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::process::{Child, Command};
 use tokio::sync::watch;
 
-/// How long a connection to the editor's port waits for code-server to be ready.
+/// How long code-server has to answer once started.
 const READY_WAIT: Duration = Duration::from_secs(90);
+
+/// Where code-server is, as the editor's port sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Upstream {
+    Starting,
+    /// Answering on its own port.
+    Ready(u16),
+    /// Ended, or silent for [`READY_WAIT`], before it answered.
+    Failed,
+}
 
 pub struct Editor {
     bin: Option<PathBuf>,
@@ -24,8 +35,8 @@ pub struct Editor {
     state: PathBuf,
     path_prefix: Option<PathBuf>,
     child: Option<Child>,
-    /// code-server's own port once it answers (`None` while it starts).
-    ready: watch::Sender<Option<u16>>,
+    /// Where code-server is now.
+    upstream: watch::Sender<Upstream>,
     /// Whether the editor's port is listened on (from the first start on).
     relaying: bool,
 }
@@ -51,7 +62,7 @@ impl Editor {
             state: root.join("editor"),
             path_prefix,
             child: None,
-            ready: watch::Sender::new(None),
+            upstream: watch::Sender::new(Upstream::Starting),
             relaying: false,
         }
     }
@@ -89,10 +100,10 @@ impl Editor {
                 .and_then(|l| l.set_nonblocking(true).map(|()| l))
                 .and_then(TcpListener::from_std)
                 .map_err(|e| format!("listening on the editor's port {port}: {e}"))?;
-            tokio::spawn(relay(listener, self.ready.subscribe()));
+            tokio::spawn(relay(listener, self.upstream.subscribe()));
             self.relaying = true;
         }
-        self.ready.send_replace(None);
+        self.upstream.send_replace(Upstream::Starting);
         let mut cmd = Command::new(bin);
         cmd.arg("--auth")
             .arg("none")
@@ -125,8 +136,9 @@ impl Editor {
             .spawn()
             .map_err(|e| format!("starting code-server ({}): {e}", bin.display()))?;
         tracing::info!(port, own, pid = ?child.id(), "editor started");
+        let pid = child.id().unwrap_or_default();
         self.child = Some(child);
-        tokio::spawn(announce_when_ready(own, self.ready.clone()));
+        tokio::spawn(announce_when_ready(own, pid, self.upstream.clone()));
         Ok(())
     }
 }
@@ -141,16 +153,30 @@ impl Drop for Editor {
     }
 }
 
+/// Whether process `pid` has ended (gone, or a zombie not yet reaped).
+fn ended(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
+        // The state follows the command's closing parenthesis.
+        stat.rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+    })
+}
+
 /// Tells the relay code-server's port once its `/healthz` answers 200 (its pages are
-/// registered by then).
-async fn announce_when_ready(own: u16, ready: watch::Sender<Option<u16>>) {
+/// registered by then), or that it will not: process `pid` ended first, or it was silent
+/// for [`READY_WAIT`].
+async fn announce_when_ready(own: u16, pid: u32, upstream: watch::Sender<Upstream>) {
     let client = match reqwest::Client::builder()
         .no_proxy()
         .timeout(Duration::from_secs(2))
         .build()
     {
         Ok(client) => client,
-        Err(e) => return tracing::warn!("no client to ask code-server with: {e}"),
+        Err(e) => {
+            tracing::warn!("no client to ask code-server with: {e}");
+            upstream.send_replace(Upstream::Failed);
+            return;
+        }
     };
     let url = format!("http://127.0.0.1:{own}/healthz");
     let deadline = tokio::time::Instant::now() + READY_WAIT;
@@ -162,27 +188,50 @@ async fn announce_when_ready(own: u16, ready: watch::Sender<Option<u16>>) {
             .is_ok_and(|r| r.status().is_success())
         {
             tracing::info!(own, "editor ready");
-            ready.send_replace(Some(own));
+            upstream.send_replace(Upstream::Ready(own));
+            return;
+        }
+        if ended(pid) {
+            tracing::warn!(own, "code-server ended before it answered");
+            upstream.send_replace(Upstream::Failed);
             return;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     tracing::warn!(own, "code-server did not answer in {READY_WAIT:?}");
+    upstream.send_replace(Upstream::Failed);
 }
 
-/// The editor's port: each connection waits for code-server to be ready, then is spliced
-/// to it.
-async fn relay(listener: TcpListener, ready: watch::Receiver<Option<u16>>) {
+/// The editor's port: each connection waits while code-server starts, then is spliced to
+/// it, or answered 502 when it did not start.
+async fn relay(listener: TcpListener, upstream: watch::Receiver<Upstream>) {
     while let Ok((mut inbound, _)) = listener.accept().await {
-        let mut ready = ready.clone();
+        let mut upstream = upstream.clone();
         tokio::spawn(async move {
-            let own = match tokio::time::timeout(READY_WAIT, ready.wait_for(Option::is_some)).await
-            {
-                Ok(Ok(own)) => own.unwrap_or_default(),
-                _ => return,
+            let now = upstream
+                .wait_for(|u| *u != Upstream::Starting)
+                .await
+                .map_or(Upstream::Failed, |u| *u);
+            let outbound = match now {
+                Upstream::Ready(own) => TcpStream::connect(("127.0.0.1", own)).await.ok(),
+                _ => None,
             };
-            if let Ok(mut outbound) = TcpStream::connect(("127.0.0.1", own)).await {
-                let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+            match outbound {
+                Some(mut outbound) => {
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                }
+                None => {
+                    // The request is read first: one closed on unread bytes is reset, and
+                    // the browser would see no answer at all.
+                    let _ = crate::host::head::read_head(&mut inbound).await;
+                    let _ = crate::host::head::answer(
+                        &mut inbound,
+                        "502 Bad Gateway",
+                        &[],
+                        "The editor did not start: code-server.log in the editor's folder says why.\n",
+                    )
+                    .await;
+                }
             }
         });
     }
@@ -213,6 +262,41 @@ mod tests {
         }
     }
 
+    fn editor(bin: PathBuf, dir: &Path) -> (Editor, u16) {
+        let folder = dir.join("repo");
+        std::fs::create_dir_all(&folder).unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let editor = Editor {
+            bin: Some(bin),
+            port: Some(port),
+            folder,
+            state: dir.join("editor"),
+            path_prefix: None,
+            child: None,
+            upstream: watch::Sender::new(Upstream::Starting),
+            relaying: false,
+        };
+        (editor, port)
+    }
+
+    #[tokio::test]
+    async fn a_code_server_that_ends_at_once_is_answered_502_not_waited_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut editor, port) = editor("/bin/false".into(), dir.path());
+        editor.start().unwrap();
+        let asked = std::time::Instant::now();
+        assert_eq!(first_answer(port).await, 502);
+        assert!(
+            asked.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            asked.elapsed()
+        );
+    }
+
     #[tokio::test]
     async fn a_request_made_while_code_server_starts_gets_its_pages_not_a_404() {
         let Some(bin) = std::env::var_os("INSPECT_CODE_SERVER_BIN") else {
@@ -220,23 +304,7 @@ mod tests {
             return;
         };
         let dir = tempfile::tempdir().unwrap();
-        let folder = dir.path().join("repo");
-        std::fs::create_dir_all(&folder).unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let mut editor = Editor {
-            bin: Some(bin.into()),
-            port: Some(port),
-            folder,
-            state: dir.path().join("editor"),
-            path_prefix: None,
-            child: None,
-            ready: watch::Sender::new(None),
-            relaying: false,
-        };
+        let (mut editor, port) = editor(bin.into(), dir.path());
         editor.start().unwrap();
         // code-server sends `/` on to the folder it opens.
         assert_eq!(first_answer(port).await, 302);
