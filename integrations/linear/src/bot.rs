@@ -614,7 +614,25 @@ async fn start(
             }]);
         }
     }
-    let created = match plane.create_session(origin, &actor, create, &[]).await {
+    let prompt = PromptRequest {
+        content: issue::prompt(issue, comment, prompt_context, &target.label),
+        callback_context: Some(CallbackContext::Linear(LinearAgentSession {
+            agent_session_id: e.agent_session.id.clone(),
+            organization_id: e.organization_id.clone(),
+            issue_id: issue.id.clone(),
+            issue_identifier: issue.identifier.clone(),
+            issue_url: issue.url.clone(),
+            target: target.label.clone(),
+            tool_progress: settings.tool_progress,
+        })),
+        client_request_id: Some(format!("linear-{}", e.agent_session.id)),
+        ..Default::default()
+    };
+    // The session and its first prompt in one request to its object.
+    let (created, refused) = match plane
+        .create_prompted_session(origin, &actor, create, &[], prompt)
+        .await
+    {
         Ok(c) => c,
         Err(err) => {
             say(
@@ -648,21 +666,7 @@ async fn start(
         json!({"plan": activity::plan(Stage::SessionCreated), "externalUrls": [activity::session_link(&url)]}),
     )
     .await;
-    let prompt = PromptRequest {
-        content: issue::prompt(issue, comment, prompt_context, &target.label),
-        callback_context: Some(CallbackContext::Linear(LinearAgentSession {
-            agent_session_id: e.agent_session.id.clone(),
-            organization_id: e.organization_id.clone(),
-            issue_id: issue.id.clone(),
-            issue_identifier: issue.identifier.clone(),
-            issue_url: issue.url.clone(),
-            target: target.label.clone(),
-            tool_progress: settings.tool_progress,
-        })),
-        client_request_id: Some(format!("linear-{}", e.agent_session.id)),
-        ..Default::default()
-    };
-    if let Err(err) = plane.prompt(&session, origin, &actor, &prompt).await {
+    if let Some(err) = refused {
         say(
             env,
             e,
