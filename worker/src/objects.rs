@@ -732,6 +732,8 @@ pub(crate) async fn create_session_among(
             .is_err()
         {
             let _ = call_object(env, &id, Method::Delete, "/", origin, Some(actor), &[]).await;
+            // A row written by a batch whose answer was lost goes with it.
+            let _ = index::remove(env, &id).await;
             return Err(first);
         }
     }
