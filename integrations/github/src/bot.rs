@@ -296,10 +296,9 @@ async fn act(
         ..Default::default()
     };
     if let Some(session_id) = thread_session {
-        plane
-            .prompt(&session_id, origin, &actor, &prompt)
-            .await
-            .map_err(|e| ApiError::internal(format!("the prompt was refused: {}", e.message)))?;
+        if let Err(e) = plane.prompt(&session_id, origin, &actor, &prompt).await {
+            return Err(refused(env, &token, t, e).await);
+        }
         return Ok(Acted::Session(session_id));
     }
     let on_branch = RepositoryRef {
@@ -322,16 +321,28 @@ async fn act(
         ..Default::default()
     };
     // The session and its first prompt in one request to its object.
-    let (created, refused) = plane
+    let created = match plane
         .create_prompted_session(origin, &actor, create, &[on_branch], prompt)
-        .await?;
-    if let Some(e) = refused {
-        return Err(ApiError::internal(format!(
-            "the prompt was refused: {}",
-            e.message
-        )));
-    }
+        .await
+    {
+        Ok((created, None)) => created,
+        Ok((_, Some(e))) | Err(e) => return Err(refused(env, &token, t, e).await),
+    };
     Ok(Acted::Session(created.session_id))
+}
+
+/// Says on the pull request why the work it asked for did not start (a budget spent, a
+/// prompt refused, a session that could not be made: the 👀 promised an answer), and
+/// gives the error back to be logged.
+async fn refused(env: &Env, token: &str, t: &Trigger, e: ApiError) -> ApiError {
+    let body = format!("I could not start on this: {}", e.message);
+    if let Err(said) = api::comment(env, token, &t.owner, &t.repo, t.number, &body).await {
+        inspect_runtime::log::emit(
+            inspect_runtime::log::LogLine::warn("github_bot", "refusal_not_said")
+                .detail(said.message),
+        );
+    }
+    ApiError::internal(format!("the work was refused: {}", e.message))
 }
 
 /// The session whose review started the thread `thread_id` on the trigger's pull request.

@@ -256,6 +256,43 @@ async fn the_bot_answers_a_mention_with_a_pull_request_and_a_comment() {
     assert_eq!((status, body["skipped"].is_string()), (200, true), "{body}");
     assert!(sessions(&base).await.is_empty());
 
+    // With a budget of the person's spent, a mention starts nothing: the bot says why on
+    // the pull request, and no session is made.
+    let pr0 = gh.open_pull("acme", "web", "feat/budget", "main", "Budget", "alice");
+    let spent = send(
+        Method::PUT,
+        &stack.url("/budgets"),
+        Some(json!({"scope": "person", "subject": "*", "metric": "tokens", "monthlyLimit": 0})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(spent.status, 200, "{}", spent.body);
+    let ask = "@inspect-bot please fix the flaky login test";
+    let asked = gh.add_comment("acme", "web", pr0, "alice", ask);
+    let refused = comment_delivery(&gh, pr0, asked, &who, ask);
+    let (status, body) = deliver(&base, "issue_comment", "d-spent", &refused).await;
+    assert_eq!(status, 202, "{body}");
+    let said = eventually(30, "the bot's refusal", || {
+        gh.comments()
+            .into_iter()
+            .find(|c| c.number == pr0 && c.author == FakeGitHub::BOT_LOGIN)
+    })
+    .await;
+    assert!(
+        said.body.starts_with("I could not start on this:") && said.body.contains("budget"),
+        "{}",
+        said.body
+    );
+    assert!(sessions(&base).await.is_empty());
+    let lifted = send(
+        Method::DELETE,
+        &stack.url("/budgets?scope=person&subject=*&metric=tokens"),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(lifted.status, 200, "{}", lifted.body);
+
     // The mention: accepted at once; its redelivery is a duplicate.
     let comment_id = gh.add_comment(
         "acme",
@@ -500,8 +537,8 @@ async fn the_bot_answers_a_mention_with_a_pull_request_and_a_comment() {
     assert_eq!(sessions(&base).await.len(), 1);
     assert_eq!(
         gh.pulls().len(),
-        2,
-        "one PR, on the changed repository only"
+        3,
+        "the two people's PRs and one agent PR, on the changed repository only"
     );
     assert_eq!(model.remaining(), 0);
     // No token in anything the Worker wrote.
