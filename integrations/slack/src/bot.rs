@@ -876,6 +876,15 @@ async fn start(
     let actor = person(env, &p.user).await;
     let prefs = preferences(env, &p.user).await;
     react(env, p).await;
+    let files_origin = setting(env, "SLACK_FILES_ORIGIN");
+    let (wanted, left) = files::images(&p.files(), files_origin.as_deref());
+    if p.text.is_empty() && wanted.is_empty() {
+        if !left.is_empty() {
+            let _ = say(env, p, &format!("Left out: {}", left.join("; "))).await;
+        }
+        let _ = say(env, p, "No text and no image I could take: nothing to do.").await;
+        return Err(ApiError::bad_request("an empty request"));
+    }
     let posted = api::post(
         env,
         "chat.postMessage",
@@ -901,7 +910,39 @@ async fn start(
             }]);
         }
     }
-    let created = match plane.create_session(origin, &actor, create, &[]).await {
+    let context = || async {
+        let thread = if p.thread_ts != p.ts {
+            thread_context(env, p, None, bot, CONTEXT_MESSAGES).await
+        } else {
+            String::new()
+        };
+        (thread, channel_context(env, &p.channel).await)
+    };
+    // A message with no files to store gives its prompt with the session's making (one
+    // request to the object); files are stored in the session first, then prompted with.
+    let made = if wanted.is_empty() {
+        if !left.is_empty() {
+            let _ = say(env, p, &format!("Left out: {}", left.join("; "))).await;
+        }
+        let (thread, channel) = context().await;
+        let prompt = slack_prompt(
+            (p, &actor, target),
+            progress_ts.clone(),
+            (&thread, &channel),
+            now,
+            Vec::new(),
+        );
+        plane
+            .create_prompted_session(origin, &actor, create, &[], prompt)
+            .await
+            .map(|(created, refused)| (created, Some(refused)))
+    } else {
+        plane
+            .create_session(origin, &actor, create, &[])
+            .await
+            .map(|created| (created, None))
+    };
+    let (created, prompted) = match made {
         Ok(c) => c,
         Err(e) => {
             if let Some(ts) = &progress_ts {
@@ -942,25 +983,26 @@ async fn start(
             ));
         }
     }
-    let context = if p.thread_ts != p.ts {
-        thread_context(env, p, None, bot, CONTEXT_MESSAGES).await
-    } else {
-        String::new()
-    };
-    let channel = channel_context(env, &p.channel).await;
-    prompt_session(
-        plane,
-        env,
-        &session,
-        &actor,
-        p,
-        target,
-        progress_ts,
-        &context,
-        &channel,
-        now,
-    )
-    .await?;
+    match prompted {
+        Some(Some(refused)) => return Err(refused),
+        Some(None) => {}
+        None => {
+            let (thread, channel) = context().await;
+            prompt_session(
+                plane,
+                env,
+                &session,
+                &actor,
+                p,
+                target,
+                progress_ts,
+                &thread,
+                &channel,
+                now,
+            )
+            .await?;
+        }
+    }
     Ok(session)
 }
 
@@ -1000,7 +1042,25 @@ async fn prompt_session(
         let _ = say(env, p, "No text and no image I could take: nothing to do.").await;
         return Err(ApiError::bad_request("an empty request"));
     }
-    let prompt = PromptRequest {
+    let prompt = slack_prompt(
+        (p, actor, target),
+        progress_ts,
+        (context, channel),
+        now,
+        attachments,
+    );
+    plane.prompt(session, "", actor, &prompt).await
+}
+
+/// The prompt `p` makes, its files stored (`attachments`), answered in its thread.
+fn slack_prompt(
+    (p, actor, target): (&Pending, &Actor, &Target),
+    progress_ts: Option<String>,
+    (context, channel): (&str, &str),
+    now: i64,
+    attachments: Vec<Attachment>,
+) -> PromptRequest {
+    PromptRequest {
         content: prompt_text(&p.text, &actor.name, context, channel, p.text.is_empty()),
         attachments: (!attachments.is_empty()).then_some(attachments),
         callback_context: Some(CallbackContext::Slack(SlackThread {
@@ -1013,8 +1073,7 @@ async fn prompt_session(
         })),
         client_request_id: Some(format!("slack-{}-{}", p.channel, p.ts)),
         ..Default::default()
-    };
-    plane.prompt(session, "", actor, &prompt).await
+    }
 }
 
 /// A message in a thread that has a session: the next prompt to it, with the messages
