@@ -336,7 +336,19 @@ async fn act(
 /// gives the error back to be logged.
 async fn refused(env: &Env, token: &str, t: &Trigger, e: ApiError) -> ApiError {
     let body = format!("I could not start on this: {}", e.message);
-    if let Err(said) = api::comment(env, token, &t.owner, &t.repo, t.number, &body).await {
+    // In the review thread it was asked in, as the answer would be; else the conversation.
+    let (o, r, n) = (t.owner.as_str(), t.repo.as_str(), t.number);
+    let in_thread = match &t.ask {
+        Ask::ReviewComment { thread_id, .. } => {
+            api::reply_to_review_comment(env, token, o, r, n, *thread_id, &body).await
+        }
+        _ => Err(ApiError::not_found("no thread")),
+    };
+    let said = match in_thread {
+        Ok(()) => Ok(()),
+        Err(_) => api::comment(env, token, o, r, n, &body).await,
+    };
+    if let Err(said) = said {
         inspect_runtime::log::emit(
             inspect_runtime::log::LogLine::warn("github_bot", "refusal_not_said")
                 .detail(said.message),
