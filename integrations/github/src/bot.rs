@@ -340,13 +340,15 @@ async fn refused(env: &Env, token: &str, t: &Trigger, e: ApiError) -> ApiError {
     let (o, r, n) = (t.owner.as_str(), t.repo.as_str(), t.number);
     let in_thread = match &t.ask {
         Ask::ReviewComment { thread_id, .. } => {
-            api::reply_to_review_comment(env, token, o, r, n, *thread_id, &body).await
+            api::reply_to_review_comment(env, token, o, r, n, *thread_id, &body)
+                .await
+                .is_ok()
         }
-        _ => Err(ApiError::not_found("no thread")),
+        _ => false,
     };
     let said = match in_thread {
-        Ok(()) => Ok(()),
-        Err(_) => api::comment(env, token, o, r, n, &body).await,
+        true => Ok(()),
+        false => api::comment(env, token, o, r, n, &body).await,
     };
     if let Err(said) = said {
         inspect_runtime::log::emit(

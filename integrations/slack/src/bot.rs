@@ -878,10 +878,11 @@ async fn start(
     react(env, p).await;
     let files_origin = setting(env, "SLACK_FILES_ORIGIN");
     let (wanted, left) = files::images(&p.files(), files_origin.as_deref());
+    // With files to store, what is left out is said once they are stored.
+    if wanted.is_empty() && !left.is_empty() {
+        let _ = say(env, p, &format!("Left out: {}", left.join("; "))).await;
+    }
     if p.text.is_empty() && wanted.is_empty() {
-        if !left.is_empty() {
-            let _ = say(env, p, &format!("Left out: {}", left.join("; "))).await;
-        }
         let _ = say(env, p, "No text and no image I could take: nothing to do.").await;
         return Err(ApiError::bad_request("an empty request"));
     }
@@ -921,9 +922,6 @@ async fn start(
     // A message with no files to store gives its prompt with the session's making (one
     // request to the object); files are stored in the session first, then prompted with.
     let made = if wanted.is_empty() {
-        if !left.is_empty() {
-            let _ = say(env, p, &format!("Left out: {}", left.join("; "))).await;
-        }
         let (thread, channel) = context().await;
         let prompt = slack_prompt(
             (p, &actor, target),

@@ -52,7 +52,8 @@ pub struct Agent {
 /// more: a process of the sandbox's last life may still be letting go of the state).
 pub const EXITED_DURING_START_UP: &str = "the agent exited during start-up";
 
-fn free_port() -> Result<u16> {
+/// A loopback port nothing listens on now.
+pub(crate) fn free_port() -> Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port())

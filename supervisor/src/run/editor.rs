@@ -91,10 +91,8 @@ impl Editor {
         let err_log = log
             .try_clone()
             .map_err(|e| format!("making the editor's log: {e}"))?;
-        let own = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map_err(|e| format!("finding a port for code-server: {e}"))?
-            .port();
+        let own = super::agent::free_port()
+            .map_err(|e| format!("finding a port for code-server: {e}"))?;
         if !self.relaying {
             let listener = std::net::TcpListener::bind(("127.0.0.1", port))
                 .and_then(|l| l.set_nonblocking(true).map(|()| l))
@@ -265,11 +263,7 @@ mod tests {
     fn editor(bin: PathBuf, dir: &Path) -> (Editor, u16) {
         let folder = dir.join("repo");
         std::fs::create_dir_all(&folder).unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = super::super::agent::free_port().unwrap();
         let editor = Editor {
             bin: Some(bin),
             port: Some(port),
